@@ -1,0 +1,163 @@
+// Package engine holds the contract every inference backend of kvwin meets:
+// the core request, the streamed result, and the timings each backend reports.
+//
+// The contract is deliberately small. A Backend generates; everything else a
+// backend may be able to do (tokenize, report its slots, snapshot KV) is an
+// optional interface found by type assertion, so adapters for remote servers
+// that cannot do something simply do not implement it.
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Message is one chat message as the client sent it.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Roles a chat message may have.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// ValidRole reports whether role is one kvwin accepts in a chat request.
+func ValidRole(role string) bool {
+	switch role {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+		return true
+	}
+	return false
+}
+
+// Sampling holds the sampling parameters of one request. The zero value is
+// not meaningful; use DefaultSampling and override.
+type Sampling struct {
+	Temperature   float32 // 0 means greedy
+	TopK          int     // 0 disables
+	TopP          float32 // 1 disables
+	MinP          float32 // 0 disables
+	RepeatPenalty float32 // 1 disables
+	RepeatLastN   int
+	Seed          uint32
+}
+
+// DefaultSampling returns the sampling used when a request sets nothing:
+// llama-server's defaults.
+func DefaultSampling() Sampling {
+	return Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, RepeatLastN: 64, Seed: 0xFFFFFFFF}
+}
+
+// Request is the core request every backend serves. Exactly one of Messages,
+// Prompt and Tokens is set: Messages are rendered with the backend's chat
+// template, Prompt is tokenized as raw text (no template), Tokens are used as
+// they are (the node API's token-id prompts).
+type Request struct {
+	Model    string
+	Messages []Message
+	Prompt   string
+	Tokens   []int
+
+	// MaxTokens bounds the generated tokens; 0 means "until the context is
+	// full or the model stops", as llama-server's n_predict = -1.
+	MaxTokens int
+	Sampling  Sampling
+	Stop      []string
+
+	// Slot asks for one slot (llama-server's id_slot); -1 lets the backend choose.
+	Slot int
+	// Keep is the number of prompt tokens a backend must keep when it has to
+	// shift its context (llama-server's n_keep); 0 lets the backend decide.
+	Keep int
+	// NoCache asks the backend not to reuse any cached prefix (llama-server's
+	// cache_prompt=false). Used by benchmarks to measure cold prefill.
+	NoCache bool
+}
+
+// Timings are what a backend reports about one request. Every backend fills
+// PromptTokens and CachedTokens; CachedEstimated is true where the backend
+// cannot report reuse exactly and the figure is kvwin's estimate.
+type Timings struct {
+	PromptTokens    int           // tokens in the prompt
+	CachedTokens    int           // prompt tokens reused from the KV cache, not recomputed
+	CachedEstimated bool          // CachedTokens is an estimate
+	PromptEval      time.Duration // time spent computing the uncached prompt tokens
+	FirstToken      time.Duration // from the backend receiving the request to the first token
+	GeneratedTokens int
+	Decode          time.Duration // time spent generating after the first token
+}
+
+// Finish reasons, as OpenAI names them.
+const (
+	FinishStop   = "stop"   // end-of-generation token or a stop string
+	FinishLength = "length" // MaxTokens reached or the slot's context is full
+)
+
+// Result is the outcome of a finished generation.
+type Result struct {
+	Text         string // the whole generated text, as streamed
+	Tokens       []int  // the generated token ids
+	FinishReason string
+	Slot         int // the slot that served it, -1 if unknown
+	Timings      Timings
+}
+
+// Event is one step of a streamed generation. The first event a backend sends
+// has First set and carries the prompt-side timings (prompt, cached tokens,
+// prompt-eval time, time to first token) and the slot, so a server can send
+// its response headers before any text; it may carry text too. Every later
+// event carries text. Text never splits a UTF-8 character.
+type Event struct {
+	First   bool
+	Text    string
+	Slot    int
+	Timings Timings
+}
+
+// StreamFunc receives the events of a generation as they happen, on the
+// goroutine that called Generate. Returning an error cancels the generation.
+type StreamFunc func(Event) error
+
+// Info describes what a backend serves.
+type Info struct {
+	Name        string // stable name used in X-Kvwin-Backend and metrics
+	Model       string // model id clients name in requests
+	ContextSlot int    // tokens per slot
+	Slots       int
+}
+
+// Backend generates completions. Implementations are safe for concurrent use.
+type Backend interface {
+	// Info describes the backend. It does not block.
+	Info() Info
+	// Generate runs req, calling stream (if not nil) with each event on the
+	// calling goroutine, and blocks until the generation ends, ctx is
+	// cancelled or stream returns an error. Errors before the first event
+	// mean nothing was generated.
+	Generate(ctx context.Context, req Request, stream StreamFunc) (Result, error)
+}
+
+// Tokenizer is implemented by backends that can tokenize exactly as they
+// compute, so a gateway can hash the prompt's blocks.
+type Tokenizer interface {
+	Tokenize(ctx context.Context, text string, special bool) ([]int, error)
+	Detokenize(ctx context.Context, tokens []int) (string, error)
+}
+
+// SlotState is a snapshot of one slot of a backend.
+type SlotState struct {
+	ID         int  `json:"id"`
+	Context    int  `json:"n_ctx"`
+	Processing bool `json:"is_processing"`
+	Tokens     int  `json:"n_tokens"` // tokens held in the slot's KV
+}
+
+// SlotReporter is implemented by backends that can list their slots.
+type SlotReporter interface {
+	Slots() []SlotState
+}

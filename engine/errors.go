@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors backends return. The web layer maps them to HTTP statuses;
+// backends never decide statuses themselves.
+var (
+	// ErrInvalidRequest: the request is malformed (wrapped with the reason).
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrQueueFull: every slot is busy and the wait queue is full.
+	ErrQueueFull = errors.New("all slots are busy and the queue is full")
+	// ErrUnknownModel: the request names a model this backend does not serve.
+	ErrUnknownModel = errors.New("unknown model")
+	// ErrClosed: the backend is shutting down or closed.
+	ErrClosed = errors.New("backend closed")
+	// ErrUnavailable: the backend cannot serve now (unhealthy, unreachable).
+	ErrUnavailable = errors.New("backend unavailable")
+)
+
+// ContextLengthError says a prompt does not fit the context of one slot.
+type ContextLengthError struct {
+	PromptTokens int // tokens the prompt needs
+	Limit        int // tokens one slot holds
+}
+
+func (e *ContextLengthError) Error() string {
+	return fmt.Sprintf("this model's context per slot is %d tokens, but the prompt has %d tokens", e.Limit, e.PromptTokens)
+}
+
+// Invalid returns an ErrInvalidRequest wrapping a formatted reason.
+func Invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+}
