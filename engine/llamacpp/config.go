@@ -1,0 +1,68 @@
+package llamacpp
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+// Config configures the embedded engine. Zero fields take the defaults of
+// DefaultConfig; New validates the result.
+type Config struct {
+	ModelPath string // GGUF file to serve (required)
+	ModelID   string // the model name clients use; default: the file's base name without .gguf
+	Name      string // backend name in X-Kvwin-Backend and metrics; default "embedded"
+	Slots     int    // parallel sequences; default 4
+	Ctx       int    // tokens per slot; the KV cache holds Slots × Ctx; default 4096
+	Threads   int    // compute threads; default: the cores available
+	Batch     int    // tokens per llama_decode call; default 512
+	Queue     int    // requests waiting for a slot before ErrQueueFull; default 64
+	// FlashAttention uses ggml's fused attention kernel.
+	FlashAttention bool
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Name: "embedded", Slots: 4, Ctx: 4096, Threads: runtime.NumCPU(), Batch: 512, Queue: 64}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Name == "" {
+		c.Name = d.Name
+	}
+	if c.Slots == 0 {
+		c.Slots = d.Slots
+	}
+	if c.Ctx == 0 {
+		c.Ctx = d.Ctx
+	}
+	if c.Threads == 0 {
+		c.Threads = d.Threads
+	}
+	if c.Batch == 0 {
+		c.Batch = d.Batch
+	}
+	if c.Queue == 0 {
+		c.Queue = d.Queue
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.ModelPath == "":
+		return errors.New("llamacpp: no model path")
+	case c.Slots < 1 || c.Slots > 256:
+		return fmt.Errorf("llamacpp: slots %d out of range 1..256", c.Slots)
+	case c.Ctx < 64:
+		return fmt.Errorf("llamacpp: context per slot %d is below 64 tokens", c.Ctx)
+	case c.Threads < 1:
+		return fmt.Errorf("llamacpp: threads %d below 1", c.Threads)
+	case c.Batch < 1:
+		return fmt.Errorf("llamacpp: batch %d below 1", c.Batch)
+	case c.Queue < 0:
+		return fmt.Errorf("llamacpp: queue %d below 0", c.Queue)
+	}
+	return nil
+}

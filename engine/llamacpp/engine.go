@@ -1,0 +1,282 @@
+// Package llamacpp is kvwin's embedded engine: llama.cpp in-process through
+// github.com/ollama/ollama/llama (cgo), with one context holding N slots
+// (sequences) of Ctx tokens each.
+//
+// One run-loop goroutine owns the llama.cpp context, the batch and the slots;
+// requests reach it through a channel and read their output from a task, so
+// no lock guards the engine's state and callers never touch llama.cpp except
+// to tokenize (read-only on the vocabulary). Each loop iteration puts one
+// token of every generating slot and a chunk of every prefilling slot into a
+// single llama_decode call (continuous batching).
+//
+// Each slot remembers the tokens whose KV it holds. A request goes to the slot
+// that continues it best, or gets the longest shared prefix forked into a free
+// slot with KvCacheSeqCp (see place); only the new suffix is decoded, and the
+// reused count is reported exactly.
+package llamacpp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ollama/ollama/llama"
+
+	"kvwin/engine"
+	"kvwin/gguf"
+)
+
+var backendInit sync.Once
+
+// Engine is the embedded llama.cpp backend. It is safe for concurrent use.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	shape  gguf.Shape
+	model  *llama.Model
+	lctx   *llama.Context
+	render renderer
+	vocab  int
+
+	admit    chan struct{} // a token per admitted request: Slots + Queue
+	incoming chan *task
+	quit     chan struct{}
+	stopped  chan struct{}
+	closeMu  sync.Once
+
+	mu    sync.Mutex // guards views: copies of the slots' state for readers
+	views []engine.SlotState
+
+	// life guards the model against use after free: callers tokenize under
+	// the read lock; the loop frees the model under the write lock.
+	life  sync.RWMutex
+	freed bool
+
+	stats Stats
+}
+
+var (
+	_ engine.Backend      = (*Engine)(nil)
+	_ engine.Tokenizer    = (*Engine)(nil)
+	_ engine.SlotReporter = (*Engine)(nil)
+)
+
+// Stats are the engine's counters since start. All fields are read atomically.
+type Stats struct {
+	Requests        atomic.Int64
+	PromptTokens    atomic.Int64 // prompt tokens of all requests
+	CachedTokens    atomic.Int64 // prompt tokens reused from the KV cache
+	PromptDecoded   atomic.Int64 // prompt tokens handed to llama_decode
+	GeneratedTokens atomic.Int64
+	Forks           atomic.Int64 // prefixes copied between slots
+}
+
+// New loads the model and creates the context. It blocks while loading.
+func New(cfg Config, log *slog.Logger) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	shape, err := gguf.Read(cfg.ModelPath)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ModelID == "" {
+		cfg.ModelID = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
+	}
+	if err := checkBindingLayout(); err != nil {
+		return nil, err
+	}
+	backendInit.Do(llama.BackendInit)
+	model, err := llama.LoadModelFromFile(cfg.ModelPath, llama.ModelParams{UseMmap: true})
+	if err != nil {
+		return nil, fmt.Errorf("load model %q: %w", cfg.ModelPath, err)
+	}
+	params := llama.NewContextParams(cfg.Slots*cfg.Ctx, cfg.Batch, cfg.Slots, cfg.Threads, cfg.FlashAttention, "")
+	lctx, err := llama.NewContextWithModel(model, params)
+	if err != nil {
+		llama.FreeModel(model)
+		return nil, fmt.Errorf("create context for %q (%d slots × %d tokens): %w", cfg.ModelPath, cfg.Slots, cfg.Ctx, err)
+	}
+	e := &Engine{
+		cfg: cfg, log: log, shape: shape, model: model, lctx: lctx,
+		render:   newRenderer(model, shape.ChatTemplate, log),
+		vocab:    model.NumVocab(),
+		admit:    make(chan struct{}, cfg.Slots+cfg.Queue),
+		incoming: make(chan *task, cfg.Slots+cfg.Queue),
+		quit:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+		views:    make([]engine.SlotState, cfg.Slots),
+	}
+	for i := range e.views {
+		e.views[i] = engine.SlotState{ID: i, Context: cfg.Ctx}
+	}
+	l, err := newLoop(e)
+	if err != nil {
+		e.free()
+		return nil, err
+	}
+	go l.run()
+	log.Info("embedded engine ready", "model", cfg.ModelID, "template", e.render.name(),
+		"slots", cfg.Slots, "ctx_per_slot", cfg.Ctx, "threads", cfg.Threads,
+		"kv_bytes", shape.KVBytesPerToken("f16")*cfg.Slots*cfg.Ctx)
+	return e, nil
+}
+
+func (e *Engine) free() {
+	e.life.Lock()
+	defer e.life.Unlock()
+	e.freed = true
+	if e.lctx != nil {
+		freeContext(e.lctx)
+	}
+	llama.FreeModel(e.model)
+}
+
+// Close cancels every request, stops the run loop and frees the model. It
+// blocks until the loop has stopped. Safe to call more than once.
+func (e *Engine) Close() error {
+	e.closeMu.Do(func() { close(e.quit) })
+	<-e.stopped
+	return nil
+}
+
+// Info describes the engine.
+func (e *Engine) Info() engine.Info {
+	return engine.Info{Name: e.cfg.Name, Model: e.cfg.ModelID, ContextSlot: e.cfg.Ctx, Slots: e.cfg.Slots}
+}
+
+// Shape returns the model's shape as read from its file.
+func (e *Engine) Shape() gguf.Shape { return e.shape }
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() *Stats { return &e.stats }
+
+// Slots returns a copy of the slots' state.
+func (e *Engine) Slots() []engine.SlotState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]engine.SlotState(nil), e.views...)
+}
+
+// Tokenize tokenizes text; special adds BOS and parses control tokens.
+func (e *Engine) Tokenize(_ context.Context, text string, special bool) ([]int, error) {
+	if !e.use() {
+		return nil, engine.ErrClosed
+	}
+	defer e.life.RUnlock()
+	return e.model.Tokenize(text, special, special)
+}
+
+// use takes the read side of life; false (and no lock held) once freed.
+func (e *Engine) use() bool {
+	e.life.RLock()
+	if e.freed {
+		e.life.RUnlock()
+		return false
+	}
+	return true
+}
+
+// Detokenize turns token ids back into text (control tokens as their text).
+func (e *Engine) Detokenize(_ context.Context, tokens []int) (string, error) {
+	if !e.use() {
+		return "", engine.ErrClosed
+	}
+	defer e.life.RUnlock()
+	var b strings.Builder
+	for _, t := range tokens {
+		if t < 0 || t >= e.vocab {
+			return "", engine.Invalid("token id %d outside the vocabulary (0..%d)", t, e.vocab-1)
+		}
+		b.WriteString(e.model.TokenToPiece(t))
+	}
+	return b.String(), nil
+}
+
+// prompt turns a request into prompt tokens.
+func (e *Engine) prompt(req engine.Request) ([]int, error) {
+	forms := 0
+	for _, set := range []bool{len(req.Messages) > 0, req.Prompt != "", len(req.Tokens) > 0} {
+		if set {
+			forms++
+		}
+	}
+	if forms != 1 {
+		return nil, engine.Invalid("exactly one of messages, prompt and tokens must be given")
+	}
+	switch {
+	case len(req.Messages) > 0:
+		for i, m := range req.Messages {
+			if !engine.ValidRole(m.Role) {
+				return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
+			}
+		}
+		return e.render.render(req.Messages)
+	case req.Prompt != "":
+		return e.model.Tokenize(req.Prompt, true, false)
+	default:
+		for i, t := range req.Tokens {
+			if t < 0 || t >= e.vocab {
+				return nil, engine.Invalid("tokens[%d]: id %d outside the vocabulary (0..%d)", i, t, e.vocab-1)
+			}
+		}
+		return append([]int(nil), req.Tokens...), nil
+	}
+}
+
+// newTask tokenizes and checks req and prepares its sampler, holding the
+// model alive meanwhile.
+func (e *Engine) newTask(ctx context.Context, req engine.Request, arrived time.Time) (*task, error) {
+	if !e.use() {
+		return nil, engine.ErrClosed
+	}
+	defer e.life.RUnlock()
+	tokens, err := e.prompt(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(tokens) == 0 {
+		return nil, engine.Invalid("the prompt is empty")
+	}
+	if len(tokens) >= e.cfg.Ctx {
+		return nil, &engine.ContextLengthError{PromptTokens: len(tokens), Limit: e.cfg.Ctx}
+	}
+	return newTask(ctx, e, req, tokens, arrived)
+}
+
+// Generate runs one request; see engine.Backend. It blocks until the
+// generation has ended and its slot is free again.
+func (e *Engine) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	arrived := time.Now()
+	if req.Model != "" && req.Model != e.cfg.ModelID {
+		return engine.Result{}, fmt.Errorf("%w: %q (this engine serves %q)", engine.ErrUnknownModel, req.Model, e.cfg.ModelID)
+	}
+	if req.MaxTokens < 0 || req.MaxTokens > e.cfg.Ctx {
+		return engine.Result{}, engine.Invalid("max tokens %d outside 1..%d (the context of one slot)", req.MaxTokens, e.cfg.Ctx)
+	}
+	if req.Slot >= e.cfg.Slots {
+		return engine.Result{}, engine.Invalid("slot %d does not exist (slots 0..%d)", req.Slot, e.cfg.Slots-1)
+	}
+	t, err := e.newTask(ctx, req, arrived)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	defer t.cancel()
+	select {
+	case e.admit <- struct{}{}:
+	default:
+		return engine.Result{}, engine.ErrQueueFull
+	}
+	defer func() { <-e.admit }()
+	e.incoming <- t // never blocks: capacity equals admissions
+	return t.wait(stream)
+}

@@ -1,0 +1,347 @@
+package llamacpp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ollama/ollama/llama"
+
+	"kvwin/engine"
+)
+
+// slot is one llama.cpp sequence. Loop-owned.
+type slot struct {
+	id       int
+	tokens   []int // tokens whose KV the sequence holds, at positions 0..len-1
+	prompt   int   // how many of tokens were the last request's prompt
+	task     *task
+	lastUsed uint64
+}
+
+// loop owns the llama.cpp context, the batch and the slots. Only run and
+// what it calls touch them.
+type loop struct {
+	e       *Engine
+	batch   *llama.Batch
+	pieces  []string
+	slots   []*slot
+	waiting []*task
+	clock   uint64
+	limit   int // tokens per decode now; shrinks when the KV cache has no room
+}
+
+func newLoop(e *Engine) (*loop, error) {
+	b, err := llama.NewBatch(e.cfg.Batch, 1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("llamacpp: %w", err)
+	}
+	l := &loop{e: e, batch: b, pieces: pieceTable(e.model, e.vocab), limit: e.cfg.Batch}
+	for i := range e.cfg.Slots {
+		l.slots = append(l.slots, &slot{id: i})
+	}
+	return l, nil
+}
+
+func (l *loop) run() {
+	e := l.e
+	defer close(e.stopped)
+	defer e.free()
+	defer l.batch.Free()
+	for {
+		if !l.busy() {
+			select {
+			case t := <-e.incoming:
+				l.waiting = append(l.waiting, t)
+			case <-e.quit:
+				l.shutdown()
+				return
+			}
+		}
+		for drained := false; !drained; {
+			select {
+			case t := <-e.incoming:
+				l.waiting = append(l.waiting, t)
+			case <-e.quit:
+				l.shutdown()
+				return
+			default:
+				drained = true
+			}
+		}
+		l.reap()
+		l.admit()
+		if l.active() > 0 {
+			l.step()
+		}
+		l.publish()
+	}
+}
+
+func (l *loop) busy() bool { return len(l.waiting) > 0 || l.active() > 0 }
+
+func (l *loop) active() int {
+	n := 0
+	for _, s := range l.slots {
+		if s.task != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// shutdown fails every task, including those still in the channel.
+func (l *loop) shutdown() {
+	for _, s := range l.slots {
+		if s.task != nil {
+			l.finish(s.task, "", engine.ErrClosed)
+		}
+	}
+	for _, t := range l.waiting {
+		t.finish("", engine.ErrClosed)
+	}
+	l.waiting = nil
+	for {
+		select {
+		case t := <-l.e.incoming:
+			t.finish("", engine.ErrClosed)
+		default:
+			return
+		}
+	}
+}
+
+// reap ends tasks whose caller has gone: decoding stops at once and the
+// slot is free for the next request. What the slot computed stays cached.
+func (l *loop) reap() {
+	for _, s := range l.slots {
+		if t := s.task; t != nil && t.ctx.Err() != nil {
+			l.finish(t, "", t.ctx.Err())
+		}
+	}
+	kept := l.waiting[:0]
+	for _, t := range l.waiting {
+		if t.ctx.Err() != nil {
+			t.finish("", t.ctx.Err())
+			continue
+		}
+		kept = append(kept, t)
+	}
+	l.waiting = kept
+}
+
+// admit gives waiting tasks, in arrival order, to idle slots.
+func (l *loop) admit() {
+	kept := l.waiting[:0]
+	for _, t := range l.waiting {
+		if !l.start(t) {
+			kept = append(kept, t)
+		}
+	}
+	clear(l.waiting[len(kept):])
+	l.waiting = kept
+}
+
+// start places t in a slot and prepares the slot's KV; false if it must wait.
+func (l *loop) start(t *task) bool {
+	views := make([]slotView, len(l.slots))
+	idle := false
+	for i, s := range l.slots {
+		views[i] = slotView{tokens: s.tokens, prompt: s.prompt, busy: s.task != nil, lastUsed: s.lastUsed}
+		idle = idle || s.task == nil
+	}
+	if !idle || t.req.Slot >= 0 && views[t.req.Slot].busy {
+		return false
+	}
+	p := place(views, t.prompt, t.req.Slot, t.req.NoCache)
+	s := l.slots[p.target]
+	lctx := l.e.lctx
+	if p.source >= 0 {
+		lctx.KvCacheSeqRm(s.id, 0, -1)
+		lctx.KvCacheSeqCp(p.source, s.id, 0, p.reuse)
+		s.tokens = append(s.tokens[:0], t.prompt[:p.reuse]...)
+		l.e.stats.Forks.Add(1)
+	} else if !lctx.KvCacheSeqRm(s.id, p.reuse, -1) {
+		// A partial removal can fail on some architectures: start clean.
+		lctx.KvCacheSeqRm(s.id, 0, -1)
+		p.reuse = 0
+		s.tokens = s.tokens[:0]
+	} else {
+		s.tokens = s.tokens[:p.reuse]
+	}
+	t.slot, t.cached, t.nPrompt, t.admitted = s.id, p.reuse, p.reuse, time.Now()
+	s.task, s.prompt = t, len(t.prompt)
+	st := &l.e.stats
+	st.Requests.Add(1)
+	st.PromptTokens.Add(int64(len(t.prompt)))
+	st.CachedTokens.Add(int64(p.reuse))
+	return true
+}
+
+// step runs one llama_decode over every active slot: the pending token of
+// each generating slot, then prompt chunks of prefilling slots, and samples
+// where logits were asked for.
+func (l *loop) step() {
+	type entry struct {
+		t      *task
+		n      int
+		prompt bool
+	}
+	var entries []entry
+	l.batch.Clear()
+	room := l.limit
+	for _, s := range l.slots {
+		if t := s.task; t != nil && t.pending >= 0 && room > 0 {
+			t.logitsAt = l.batch.NumTokens()
+			l.batch.Add(t.pending, nil, len(s.tokens), true, s.id)
+			entries = append(entries, entry{t: t, n: 1})
+			room--
+		}
+	}
+	for _, s := range l.slots {
+		t := s.task
+		if t == nil || t.pending >= 0 || t.nPrompt >= len(t.prompt) || room == 0 {
+			continue
+		}
+		n := min(len(t.prompt)-t.nPrompt, room)
+		for i := range n {
+			pos := t.nPrompt + i
+			last := pos == len(t.prompt)-1
+			if last {
+				t.logitsAt = l.batch.NumTokens()
+			}
+			l.batch.Add(t.prompt[pos], nil, pos, last, s.id)
+		}
+		entries = append(entries, entry{t: t, n: n, prompt: true})
+		room -= n
+	}
+	if len(entries) == 0 {
+		return
+	}
+	start := time.Now()
+	err := l.e.lctx.Decode(l.batch)
+	took := time.Since(start)
+	if errors.Is(err, llama.ErrKvCacheFull) && l.limit > 1 {
+		// No contiguous room for this batch: defragment (applied at the next
+		// decode) and retry with half the tokens.
+		l.e.lctx.KvCacheDefrag()
+		l.limit = max(1, l.limit/2)
+		l.e.log.Warn("kv cache has no room for the batch; defragmenting and retrying smaller", "tokens", l.batch.NumTokens(), "next", l.limit)
+		for _, en := range entries {
+			en.t.logitsAt = -1
+		}
+		return
+	}
+	if err != nil {
+		for _, en := range entries {
+			s := l.slots[en.t.slot]
+			l.e.lctx.KvCacheSeqRm(s.id, 0, -1)
+			s.tokens, s.prompt = s.tokens[:0], 0
+			l.finish(en.t, "", fmt.Errorf("llamacpp: decode: %w", err))
+		}
+		return
+	}
+	l.limit = l.e.cfg.Batch
+	total := l.batch.NumTokens()
+	for _, en := range entries {
+		t, s := en.t, l.slots[en.t.slot]
+		share := took * time.Duration(en.n) / time.Duration(total)
+		if en.prompt {
+			s.tokens = append(s.tokens, t.prompt[t.nPrompt:t.nPrompt+en.n]...)
+			t.nPrompt += en.n
+			t.promptEval += share
+			l.e.stats.PromptDecoded.Add(int64(en.n))
+		} else {
+			s.tokens = append(s.tokens, t.pending)
+			t.pending = -1
+			t.decodeTime += share
+		}
+	}
+	for _, en := range entries {
+		if t := en.t; t.logitsAt >= 0 {
+			tok := t.sampler.Sample(l.e.lctx, t.logitsAt)
+			t.sampler.Accept(tok, false)
+			t.logitsAt = -1
+			l.accept(t, tok)
+		}
+	}
+}
+
+// accept handles one sampled token: events, stop conditions, the next step.
+func (l *loop) accept(t *task, tok int) {
+	if t.firstAt.IsZero() {
+		t.firstAt = time.Now()
+		t.emit(engine.Event{First: true, Slot: t.slot, Timings: t.timings()})
+	}
+	if l.e.model.TokenIsEog(tok) {
+		l.flush(t)
+		l.finish(t, engine.FinishStop, nil)
+		return
+	}
+	t.generated = append(t.generated, tok)
+	l.e.stats.GeneratedTokens.Add(1)
+	out, stopped := t.stop.push(t.dec.feed(l.pieces[tok]))
+	l.say(t, out)
+	if stopped {
+		l.finish(t, engine.FinishStop, nil)
+		return
+	}
+	if len(t.generated) >= t.maxNew {
+		l.flush(t)
+		l.finish(t, engine.FinishLength, nil)
+		return
+	}
+	t.pending = tok
+}
+
+func (l *loop) say(t *task, text string) {
+	if text != "" {
+		t.text.WriteString(text)
+		t.emit(engine.Event{Text: text, Slot: t.slot})
+	}
+}
+
+// flush emits text held back for UTF-8 completion or stop matching.
+func (l *loop) flush(t *task) {
+	out, stopped := t.stop.push(t.dec.flush())
+	if !stopped {
+		out += t.stop.flush()
+	}
+	l.say(t, out)
+}
+
+// finish ends t and frees its slot. The slot keeps its KV: a cancelled or
+// finished request leaves a valid cached prefix behind.
+func (l *loop) finish(t *task, reason string, err error) {
+	if t.slot >= 0 {
+		s := l.slots[t.slot]
+		if s.task == t {
+			s.task = nil
+			// A request cancelled during prefill leaves less than its prompt.
+			s.prompt = min(s.prompt, len(s.tokens))
+			l.clock++
+			s.lastUsed = l.clock
+			// Publish now, before the caller wakes: when Generate returns,
+			// readers see the slot free.
+			l.e.mu.Lock()
+			l.e.views[s.id].Processing = false
+			l.e.views[s.id].Tokens = len(s.tokens)
+			l.e.mu.Unlock()
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		l.e.log.Debug("request cancelled; slot freed", "slot", t.slot, "generated", len(t.generated))
+	}
+	t.finish(reason, err)
+}
+
+// publish copies the slots' state for readers.
+func (l *loop) publish() {
+	l.e.mu.Lock()
+	for i, s := range l.slots {
+		l.e.views[i].Processing = s.task != nil
+		l.e.views[i].Tokens = len(s.tokens)
+	}
+	l.e.mu.Unlock()
+}

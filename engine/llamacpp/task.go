@@ -1,0 +1,170 @@
+package llamacpp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ollama/ollama/llama"
+
+	"kvwin/engine"
+)
+
+// task is one request inside the engine. Fields above mu belong to the run
+// loop; the caller reads only what mu guards.
+type task struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	req     engine.Request
+	prompt  []int
+	maxNew  int
+	arrived time.Time
+	sampler *llama.SamplingContext
+
+	slot       int
+	nPrompt    int // prompt tokens whose KV the slot holds
+	cached     int
+	pending    int // sampled token still to be decoded; -1 for none
+	logitsAt   int // row of this task's logits in the current batch; -1 for none
+	generated  []int
+	dec        textDecoder
+	stop       stopMatcher
+	text       strings.Builder
+	admitted   time.Time
+	firstAt    time.Time
+	promptEval time.Duration
+	decodeTime time.Duration
+
+	mu     sync.Mutex
+	events []engine.Event
+	done   bool
+	result engine.Result
+	err    error
+	notify chan struct{} // capacity 1: "something changed"
+	closed <-chan struct{}
+}
+
+func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, arrived time.Time) (*task, error) {
+	s := req.Sampling
+	sampler, err := llama.NewSamplingContext(e.model, llama.SamplingParams{
+		TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, TypicalP: 1, Temp: s.Temperature,
+		RepeatLastN: s.RepeatLastN, PenaltyRepeat: s.RepeatPenalty, PenaltyFreq: 0, PenaltyPresent: 0,
+		Seed: s.Seed,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sampler: %w", err)
+	}
+	if s.RepeatPenalty != 0 && s.RepeatPenalty != 1 {
+		// Penalties look back over the prompt too, as in llama-server.
+		for _, tok := range prompt[max(0, len(prompt)-s.RepeatLastN):] {
+			sampler.Accept(tok, false)
+		}
+	}
+	maxNew := e.cfg.Ctx - len(prompt)
+	if req.MaxTokens > 0 && req.MaxTokens < maxNew {
+		maxNew = req.MaxTokens
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	return &task{
+		ctx: tctx, cancel: cancel, req: req, prompt: prompt, maxNew: maxNew, arrived: arrived,
+		sampler: sampler, slot: -1, pending: -1, logitsAt: -1,
+		stop:   stopMatcher{stops: nonEmpty(req.Stop)},
+		notify: make(chan struct{}, 1), closed: e.stopped,
+	}, nil
+}
+
+func nonEmpty(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// timings reports the task's figures so far. Loop-owned.
+func (t *task) timings() engine.Timings {
+	tm := engine.Timings{
+		PromptTokens: len(t.prompt), CachedTokens: t.cached, PromptEval: t.promptEval,
+		GeneratedTokens: len(t.generated), Decode: t.decodeTime,
+	}
+	if !t.firstAt.IsZero() {
+		tm.FirstToken = t.firstAt.Sub(t.arrived)
+	}
+	return tm
+}
+
+// emit queues an event for the caller. Loop-owned side.
+func (t *task) emit(ev engine.Event) {
+	if !ev.First && ev.Text == "" {
+		return
+	}
+	t.mu.Lock()
+	t.events = append(t.events, ev)
+	t.mu.Unlock()
+	t.signal()
+}
+
+func (t *task) signal() {
+	select {
+	case t.notify <- struct{}{}:
+	default:
+	}
+}
+
+// finish ends the task with a result or an error. Loop-owned side.
+func (t *task) finish(reason string, err error) {
+	t.mu.Lock()
+	t.done, t.err = true, err
+	t.result = engine.Result{
+		Text: t.text.String(), Tokens: t.generated, FinishReason: reason, Slot: t.slot, Timings: t.timings(),
+	}
+	t.mu.Unlock()
+	t.signal()
+}
+
+// wait delivers events to stream on the caller's goroutine until the task is
+// done. If stream fails, the task is cancelled and wait still waits for the
+// loop to release the slot, so the slot is free when Generate returns.
+func (t *task) wait(stream engine.StreamFunc) (engine.Result, error) {
+	var streamErr error
+	for {
+		select {
+		case <-t.notify:
+		case <-t.closed:
+			// The loop has stopped; it finished every task it knew of, so
+			// drain what is there and report a closed engine otherwise.
+			t.signal()
+			t.mu.Lock()
+			done := t.done
+			t.mu.Unlock()
+			if !done {
+				return engine.Result{}, engine.ErrClosed
+			}
+		}
+		t.mu.Lock()
+		events, done, res, err := t.events, t.done, t.result, t.err
+		t.events = nil
+		t.mu.Unlock()
+		for _, ev := range events {
+			if stream != nil && streamErr == nil {
+				if streamErr = stream(ev); streamErr != nil {
+					t.cancel()
+				}
+			}
+		}
+		if !done {
+			continue
+		}
+		switch {
+		case streamErr != nil:
+			return res, streamErr
+		case err != nil:
+			return res, err
+		}
+		return res, nil
+	}
+}

@@ -1,0 +1,214 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/ollama/ollama/fs/ggml"
+	"github.com/x448/float16"
+)
+
+// TinyConfig is the shape of the generated test model.
+//
+// The defaults follow a real model's proportions scaled down: few layers, a
+// narrow residual stream and a wide feed-forward, so that the linear (weights)
+// term of prefill dominates the attention term up to several thousand tokens
+// (crossover ≈ params / (layers · embedding)), as in 7–70B models, while a
+// 4,000-token prefill still takes a fraction of a second on two CPU cores.
+type TinyConfig struct {
+	Layers      int    // transformer blocks
+	Embedding   int    // residual width (n_embd)
+	Heads       int    // attention heads
+	KVHeads     int    // key/value heads (grouped-query attention)
+	FeedForward int    // feed-forward width
+	Context     int    // trained context length written to the file
+	Seed        uint64 // weights are a pure function of (seed, tensor name)
+	F32         bool   // store matrices as f32 instead of f16
+}
+
+// DefaultTinyConfig returns the default test-model shape.
+func DefaultTinyConfig() TinyConfig {
+	return TinyConfig{Layers: 4, Embedding: 256, Heads: 4, KVHeads: 2, FeedForward: 2048, Context: 32768, Seed: 1}
+}
+
+// Validate checks the shape is one llama.cpp accepts.
+func (c TinyConfig) Validate() error {
+	switch {
+	case c.Layers < 1 || c.Embedding < 8 || c.Heads < 1 || c.KVHeads < 1 || c.FeedForward < 1:
+		return errors.New("tiny model: layers, embedding, heads, kv heads and feed-forward must be positive")
+	case c.Embedding%c.Heads != 0:
+		return fmt.Errorf("tiny model: embedding %d is not a multiple of heads %d", c.Embedding, c.Heads)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("tiny model: heads %d is not a multiple of kv heads %d", c.Heads, c.KVHeads)
+	case (c.Embedding/c.Heads)%2 != 0:
+		return fmt.Errorf("tiny model: head size %d must be even for RoPE", c.Embedding/c.Heads)
+	case c.Context < 256:
+		return fmt.Errorf("tiny model: context %d is below 256", c.Context)
+	}
+	return nil
+}
+
+// HeadDim is the size of one attention head.
+func (c TinyConfig) HeadDim() int { return c.Embedding / c.Heads }
+
+// Shape returns the shape the written file will report.
+func (c TinyConfig) Shape() Shape {
+	s := Shape{
+		Name: "kvwin-tiny", Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
+		FeedForward: c.FeedForward, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim(),
+		ContextLength: c.Context, VocabSize: tinyVocabSize, FileType: ggml.FileTypeF16.String(),
+		ChatTemplate: TinyChatTemplate,
+	}
+	if c.F32 {
+		s.FileType = ggml.FileTypeF32.String()
+	}
+	for _, t := range c.tensors() {
+		n := uint64(1)
+		for _, d := range t.shape {
+			n *= d
+		}
+		s.Params += n
+	}
+	return s
+}
+
+type tinyTensor struct {
+	name   string
+	shape  []uint64 // ggml ne order: ne[0] is the contiguous dimension
+	matrix bool     // false: a norm vector, all ones, always f32
+}
+
+func (c TinyConfig) tensors() []tinyTensor {
+	d, kv, ff, v := uint64(c.Embedding), uint64(c.KVHeads*c.HeadDim()), uint64(c.FeedForward), uint64(tinyVocabSize)
+	ts := []tinyTensor{
+		{"token_embd.weight", []uint64{d, v}, true},
+		{"output_norm.weight", []uint64{d}, false},
+		{"output.weight", []uint64{d, v}, true},
+	}
+	for i := range c.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		ts = append(ts,
+			tinyTensor{p + "attn_norm.weight", []uint64{d}, false},
+			tinyTensor{p + "attn_q.weight", []uint64{d, d}, true},
+			tinyTensor{p + "attn_k.weight", []uint64{d, kv}, true},
+			tinyTensor{p + "attn_v.weight", []uint64{d, kv}, true},
+			tinyTensor{p + "attn_output.weight", []uint64{d, d}, true},
+			tinyTensor{p + "ffn_norm.weight", []uint64{d}, false},
+			tinyTensor{p + "ffn_gate.weight", []uint64{d, ff}, true},
+			tinyTensor{p + "ffn_up.weight", []uint64{d, ff}, true},
+			tinyTensor{p + "ffn_down.weight", []uint64{ff, d}, true},
+		)
+	}
+	return ts
+}
+
+// WriteTiny writes the test model to path. The bytes are a pure function of
+// c: the same config always writes the same file. The file appears atomically
+// (written beside path, then renamed), so a crash never leaves half a model.
+func WriteTiny(path string, c TinyConfig) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tiny-*.gguf")
+	if err != nil {
+		return fmt.Errorf("write tiny model: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	tokens, types := tinyVocab()
+	ftype := ggml.FileTypeF16
+	if c.F32 {
+		ftype = ggml.FileTypeF32
+	}
+	kv := ggml.KV{
+		"general.architecture":                   "llama",
+		"general.name":                           "kvwin-tiny",
+		"general.file_type":                      uint32(ftype),
+		"general.alignment":                      uint32(32),
+		"llama.block_count":                      uint32(c.Layers),
+		"llama.context_length":                   uint32(c.Context),
+		"llama.embedding_length":                 uint32(c.Embedding),
+		"llama.feed_forward_length":              uint32(c.FeedForward),
+		"llama.attention.head_count":             uint32(c.Heads),
+		"llama.attention.head_count_kv":          uint32(c.KVHeads),
+		"llama.attention.layer_norm_rms_epsilon": float32(1e-5),
+		"llama.rope.dimension_count":             uint32(c.HeadDim()),
+		"llama.rope.freq_base":                   float32(10000),
+		"llama.vocab_size":                       uint32(tinyVocabSize),
+		"tokenizer.ggml.model":                   "gpt2",
+		"tokenizer.ggml.pre":                     "default",
+		"tokenizer.ggml.tokens":                  tokens,
+		"tokenizer.ggml.token_type":              types,
+		"tokenizer.ggml.merges":                  []string{},
+		"tokenizer.ggml.bos_token_id":            uint32(TinyTokenEndOfText),
+		"tokenizer.ggml.eos_token_id":            uint32(TinyTokenIMEnd),
+		"tokenizer.ggml.eot_token_id":            uint32(TinyTokenIMEnd),
+		"tokenizer.ggml.add_bos_token":           true,
+		"tokenizer.ggml.add_eos_token":           false,
+		"tokenizer.chat_template":                TinyChatTemplate,
+	}
+	var ts []*ggml.Tensor
+	for _, t := range c.tensors() {
+		kind, size := uint32(0), 4 // ggml type F32
+		if t.matrix && !c.F32 {
+			kind, size = 1, 2 // F16
+		}
+		ts = append(ts, &ggml.Tensor{Name: t.name, Kind: kind, Shape: t.shape,
+			WriterTo: &weights{seed: c.Seed, t: t, size: size}})
+	}
+	if err := ggml.WriteGGUF(tmp, kv, ts); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write tiny model: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write tiny model: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write tiny model: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write tiny model: %w", err)
+	}
+	return nil
+}
+
+// weights generates one tensor's data: uniform in ±√(3/fan_in) (unit
+// variance through each matrix) from a PCG stream seeded by (seed, name), so
+// tensors can be written in any order, in parallel, with the same bytes.
+type weights struct {
+	seed uint64
+	t    tinyTensor
+	size int
+}
+
+func (w *weights) WriteTo(out io.Writer) (int64, error) {
+	n := 1
+	for _, d := range w.t.shape {
+		n *= int(d)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(w.t.name))
+	rng := rand.New(rand.NewPCG(w.seed, h.Sum64()))
+	scale := float32(math.Sqrt(3 / float64(w.t.shape[0])))
+	buf := make([]byte, 0, n*w.size)
+	for range n {
+		v := float32(1) // norms
+		if w.t.matrix {
+			v = (rng.Float32()*2 - 1) * scale
+		}
+		if w.size == 2 {
+			buf = binary.LittleEndian.AppendUint16(buf, float16.Fromfloat32(v).Bits())
+		} else {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		}
+	}
+	written, err := out.Write(buf)
+	return int64(written), err
+}
