@@ -179,9 +179,14 @@ func (l *loop) start(t *task) bool {
 	return true
 }
 
-// step runs one llama_decode over every active slot: the pending token of
-// each generating slot, then prompt chunks of prefilling slots, and samples
-// where logits were asked for.
+// step runs one llama_decode over the active slots. A step is either a
+// token step — the pending token of each generating slot and the last prompt
+// token of each slot about to generate — or a prefill step of prompt chunks.
+// The two never share a batch, and a prompt's last token is always decoded in
+// a token step: the logits of the first generated token are then computed
+// the same way whether the prompt was cached or not, so the same request with
+// the same seed gives the same answer cold or cached (llama.cpp's kernels
+// can round differently for a batch of one row than for many).
 func (l *loop) step() {
 	type entry struct {
 		t      *task
@@ -192,29 +197,34 @@ func (l *loop) step() {
 	l.batch.Clear()
 	room := l.limit
 	for _, s := range l.slots {
-		if t := s.task; t != nil && t.pending >= 0 && room > 0 {
+		t := s.task
+		switch {
+		case t == nil || room == 0:
+		case t.pending >= 0:
 			t.logitsAt = l.batch.NumTokens()
 			l.batch.Add(t.pending, nil, len(s.tokens), true, s.id)
 			entries = append(entries, entry{t: t, n: 1})
 			room--
+		case t.nPrompt == len(t.prompt)-1:
+			t.logitsAt = l.batch.NumTokens()
+			l.batch.Add(t.prompt[t.nPrompt], nil, t.nPrompt, true, s.id)
+			entries = append(entries, entry{t: t, n: 1, prompt: true})
+			room--
 		}
 	}
-	for _, s := range l.slots {
-		t := s.task
-		if t == nil || t.pending >= 0 || t.nPrompt >= len(t.prompt) || room == 0 {
-			continue
-		}
-		n := min(len(t.prompt)-t.nPrompt, room)
-		for i := range n {
-			pos := t.nPrompt + i
-			last := pos == len(t.prompt)-1
-			if last {
-				t.logitsAt = l.batch.NumTokens()
+	if len(entries) == 0 {
+		for _, s := range l.slots {
+			t := s.task
+			if t == nil || t.nPrompt >= len(t.prompt)-1 || room == 0 {
+				continue
 			}
-			l.batch.Add(t.prompt[pos], nil, pos, last, s.id)
+			n := min(len(t.prompt)-1-t.nPrompt, room)
+			for i := range n {
+				l.batch.Add(t.prompt[t.nPrompt+i], nil, t.nPrompt+i, false, s.id)
+			}
+			entries = append(entries, entry{t: t, n: n, prompt: true})
+			room -= n
 		}
-		entries = append(entries, entry{t: t, n: n, prompt: true})
-		room -= n
 	}
 	if len(entries) == 0 {
 		return
