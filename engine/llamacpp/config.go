@@ -16,7 +16,7 @@ type Config struct {
 	Ctx       int    // tokens per slot; the KV cache holds Slots × Ctx; default 4096
 	Threads   int    // compute threads; default: the cores available
 	Batch     int    // tokens per llama_decode call; default 512
-	Queue     int    // requests waiting for a slot before ErrQueueFull; default 64
+	Queue     int    // requests waiting for a slot before ErrQueueFull; 0 takes the default 64, -1 means none wait
 	// FlashAttention uses ggml's fused attention kernel.
 	FlashAttention bool
 }
@@ -61,8 +61,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("llamacpp: threads %d below 1", c.Threads)
 	case c.Batch < 1:
 		return fmt.Errorf("llamacpp: batch %d below 1", c.Batch)
-	case c.Queue < 0:
-		return fmt.Errorf("llamacpp: queue %d below 0", c.Queue)
+	case c.Queue < -1:
+		return fmt.Errorf("llamacpp: queue %d below -1", c.Queue)
 	}
 	return nil
 }

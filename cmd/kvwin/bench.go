@@ -1,0 +1,8 @@
+package main
+
+import "github.com/spf13/cobra"
+
+// benchCommands lists the subcommands of kvwin bench.
+func benchCommands() []*cobra.Command {
+	return []*cobra.Command{newBenchPrefillCmd()}
+}

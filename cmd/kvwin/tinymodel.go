@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"kvwin/gguf"
+)
+
+// tinyModelName is the file name of the generated test model in a data dir.
+const tinyModelName = "kvwin-tiny.gguf"
+
+// ensureTinyModel returns the test model under dir, writing it first if it
+// is not there. The file is deterministic, so an existing one is reused.
+func ensureTinyModel(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create data dir %q: %w", dir, err)
+	}
+	path := filepath.Join(dir, tinyModelName)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := gguf.WriteTiny(path, gguf.DefaultTinyConfig()); err != nil {
+		return "", err
+	}
+	return path, nil
+}

@@ -1,0 +1,126 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// decodeBody reads the request body, at most limit bytes, checks its
+// encoding and decodes it into v. Unknown fields are ignored: OpenAI clients
+// send many fields kvwin has no use for, and rejecting them would break them.
+//
+// The encoding is checked on the raw bytes because encoding/json silently
+// replaces invalid UTF-8 and lone surrogate escapes with U+FFFD: the prompt
+// the backend sees would differ from what the client sent, and so would
+// every cache key computed from it.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	// Give MaxBytesReader the net/http writer under gin's: only that one
+	// learns that the body was cut, and then closes the connection instead
+	// of draining the rest of an oversized upload.
+	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		w = u.Unwrap()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fmt.Errorf("read body: %w", err)
+		}
+		return badInput(CodeInvalidBody, "", "could not read the request body: %v", err)
+	}
+	if !utf8.Valid(body) {
+		return badInput(CodeInvalidEncoding, "", "request body is not valid UTF-8")
+	}
+	if at := loneSurrogate(body); at >= 0 {
+		return badInput(CodeInvalidEncoding, "", "request body has an unpaired UTF-16 surrogate escape at byte %d", at)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+// jsonError turns an encoding/json error into an inputError naming the
+// field where it can.
+func jsonError(err error) error {
+	var (
+		in     *inputError
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &in):
+		return in // from one of our UnmarshalJSON methods, already precise
+	case errors.As(err, &syntax):
+		return badInput(CodeInvalidJSON, "", "request body is not valid JSON: %v (at byte %d)", syntax, syntax.Offset)
+	case errors.As(err, &typ) && typ.Field == "":
+		return badInput(CodeInvalidType, "", "request body must be a JSON object, not %s", typ.Value)
+	case errors.As(err, &typ):
+		// Since Go 1.24 the path names embedded structs too ("params.top_k");
+		// clients know only the JSON names.
+		field := strings.TrimPrefix(typ.Field, "params.")
+		return badInput(CodeInvalidType, field, "field %q must be of type %s, not %s", field, typ.Type, typ.Value)
+	default:
+		return badInput(CodeInvalidJSON, "", "request body is not valid JSON: %v", err)
+	}
+}
+
+// loneSurrogate returns the offset of the first \uXXXX escape in a JSON text
+// that encodes a UTF-16 surrogate outside a high-low pair, or -1 if there is
+// none.
+//
+// It can scan the whole text without tracking strings because in valid JSON
+// a backslash occurs only inside strings, where it always starts an escape;
+// invalid JSON is rejected by the decoder afterwards anyway.
+func loneSurrogate(b []byte) int {
+	for i := 0; i < len(b); i++ {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		r, ok := unicodeEscape(b[i:])
+		switch {
+		case !ok:
+			i++ // a two-byte escape such as \\ or \": skip the escaped byte
+		case r >= 0xD800 && r < 0xDC00: // high surrogate: a low one must follow
+			lo, ok := unicodeEscape(b[i+6:])
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return i
+			}
+			i += 11
+		case r >= 0xDC00 && r <= 0xDFFF: // low surrogate without a high one
+			return i
+		default:
+			i += 5
+		}
+	}
+	return -1
+}
+
+// unicodeEscape decodes a \uXXXX escape at the start of b.
+func unicodeEscape(b []byte) (rune, bool) {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[2:6] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}

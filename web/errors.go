@@ -1,0 +1,120 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"kvwin/engine"
+)
+
+// Error types, as OpenAI names them. Clients branch on the HTTP status and
+// on these, so each status has exactly one type.
+const (
+	typeInvalidRequest = "invalid_request_error" // 400, 404, 405, 413
+	typeRateLimit      = "rate_limit_error"      // 429
+	typeServer         = "server_error"          // 500, 503
+)
+
+// Error codes. OpenAI leaves code null for many errors; kvwin always fills
+// it so a client can tell one 400 from another without parsing messages.
+const (
+	CodeInvalidJSON        = "invalid_json"               // body is not valid JSON
+	CodeInvalidType        = "invalid_type"               // a field has the wrong JSON type
+	CodeInvalidEncoding    = "invalid_encoding"           // invalid UTF-8 or a lone UTF-16 surrogate escape
+	CodeInvalidBody        = "invalid_body"               // the body could not be read
+	CodeMissingParameter   = "missing_required_parameter" // messages or prompt absent or empty
+	CodeInvalidValue       = "invalid_value"              // a field is out of range or unsupported
+	CodeInvalidRequest     = "invalid_request"            // the backend rejected the request (engine.ErrInvalidRequest)
+	CodeContextLength      = "context_length_exceeded"    // the prompt does not fit a slot
+	CodeModelNotFound      = "model_not_found"            // the request names a model not served here
+	CodeRequestTooLarge    = "request_too_large"          // body over Config.MaxBodyBytes
+	CodeUnknownURL         = "unknown_url"                // no such route
+	CodeMethodNotAllowed   = "method_not_allowed"         // the route exists for other methods
+	CodeQueueFull          = "queue_full"                 // every slot busy and the queue full
+	CodeBackendUnavailable = "backend_unavailable"        // the backend cannot serve now
+	CodeShuttingDown       = "shutting_down"              // the backend is closed
+	CodeInternal           = "internal_error"             // anything else, panics included
+)
+
+// errorBody is the OpenAI error envelope.
+type errorBody struct {
+	Error apiError `json:"error"`
+}
+
+// apiError is the OpenAI error object. Message, Type and Code are always
+// non-empty; Param names the offending field when there is one.
+type apiError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   string `json:"param,omitempty"`
+	Code    string `json:"code"`
+}
+
+// inputError is a client mistake the web layer itself detects while
+// decoding or translating a request. It always means 400.
+type inputError struct {
+	code  string
+	param string
+	msg   string
+}
+
+func (e *inputError) Error() string { return e.msg }
+
+// badInput returns an inputError with a formatted message.
+func badInput(code, param, format string, args ...any) error {
+	return &inputError{code: code, param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+// Errors the router and the recovery middleware report. They go through
+// classify like every other error, so status decisions stay in one place.
+var (
+	errUnknownRoute     = errors.New("unknown route")
+	errMethodNotAllowed = errors.New("method not allowed")
+	errPanic            = errors.New("internal server error")
+	// errClientGone is recorded (never written) when the client went away,
+	// so the access log can tell a dropped request from a served one.
+	errClientGone = errors.New("client closed the request")
+)
+
+// classify maps any error to its HTTP status and OpenAI error object. It is
+// the only place in kvwin where an error becomes a status.
+func classify(err error) (int, apiError) {
+	var (
+		in      *inputError
+		tooBig  *http.MaxBytesError
+		ctxLen  *engine.ContextLengthError
+		invalid = func(code string) apiError {
+			return apiError{Message: err.Error(), Type: typeInvalidRequest, Code: code}
+		}
+	)
+	switch {
+	case errors.As(err, &in):
+		return http.StatusBadRequest, apiError{Message: in.msg, Type: typeInvalidRequest, Param: in.param, Code: in.code}
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge, apiError{
+			Message: fmt.Sprintf("request body is larger than %d bytes", tooBig.Limit),
+			Type:    typeInvalidRequest, Code: CodeRequestTooLarge,
+		}
+	// A context-length error is also an invalid request; test it first so
+	// a backend that wraps both still gets the specific code.
+	case errors.As(err, &ctxLen):
+		return http.StatusBadRequest, apiError{Message: ctxLen.Error(), Type: typeInvalidRequest, Param: "messages", Code: CodeContextLength}
+	case errors.Is(err, engine.ErrUnknownModel):
+		return http.StatusNotFound, apiError{Message: err.Error(), Type: typeInvalidRequest, Param: "model", Code: CodeModelNotFound}
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return http.StatusBadRequest, invalid(CodeInvalidRequest)
+	case errors.Is(err, errUnknownRoute):
+		return http.StatusNotFound, invalid(CodeUnknownURL)
+	case errors.Is(err, errMethodNotAllowed):
+		return http.StatusMethodNotAllowed, invalid(CodeMethodNotAllowed)
+	case errors.Is(err, engine.ErrQueueFull):
+		return http.StatusTooManyRequests, apiError{Message: err.Error(), Type: typeRateLimit, Code: CodeQueueFull}
+	case errors.Is(err, engine.ErrClosed):
+		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: typeServer, Code: CodeShuttingDown}
+	case errors.Is(err, engine.ErrUnavailable):
+		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: typeServer, Code: CodeBackendUnavailable}
+	default:
+		return http.StatusInternalServerError, apiError{Message: err.Error(), Type: typeServer, Code: CodeInternal}
+	}
+}

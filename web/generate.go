@@ -1,0 +1,156 @@
+package web
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/engine"
+)
+
+// Response headers every generation carries, streamed or not (DESIGN.md).
+const (
+	// HeaderBackend names the backend that served the request (engine.Info.Name).
+	HeaderBackend = "X-Kvwin-Backend"
+	// HeaderPromptTokens is the number of tokens in the prompt.
+	HeaderPromptTokens = "X-Kvwin-Prompt-Tokens"
+	// HeaderCachedTokens is the number of prompt tokens reused from the KV cache.
+	HeaderCachedTokens = "X-Kvwin-Cached-Tokens"
+	// HeaderCachedEstimated is "true" when HeaderCachedTokens is kvwin's
+	// estimate rather than the backend's own count; absent otherwise.
+	HeaderCachedEstimated = "X-Kvwin-Cached-Estimated"
+)
+
+// format renders the response objects of one endpoint. Chat and legacy
+// completions run the same generation flow and differ only here.
+type format interface {
+	// complete renders the non-streamed response of a finished generation.
+	complete(m meta, res engine.Result) any
+	// chunk renders one streamed chunk, or returns nil when the endpoint
+	// has no chunk of that kind.
+	chunk(m meta, p part) any
+}
+
+// meta is what every object of one response repeats.
+type meta struct {
+	id      string
+	created int64
+	model   string
+}
+
+// part says which streamed chunk to render: exactly one field is set.
+type part struct {
+	open   bool   // the opening chunk, sent with the headers
+	text   string // generated text
+	finish string // the finish reason, in the last choice chunk
+	usage  *usage // the usage chunk, after the last choice chunk
+}
+
+// reply is how one request wants its answer.
+type reply struct {
+	meta         meta
+	stream       bool
+	includeUsage bool
+	format       format
+}
+
+// meta starts the metadata of a new response.
+func (s *Server) meta(prefix string, info engine.Info) meta {
+	return meta{id: s.newID(prefix), created: s.now().Unix(), model: info.Model}
+}
+
+// generate runs req on the backend and writes the answer as r asks. It
+// blocks until the generation ends. The request's context goes to the
+// backend, so a client that leaves stops the generation.
+func (s *Server) generate(c *gin.Context, info engine.Info, req engine.Request, r reply) {
+	if r.stream {
+		s.stream(c, info, req, r)
+		return
+	}
+	res, err := s.backend.Generate(c.Request.Context(), req, nil)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	setGenerationHeaders(c.Writer.Header(), info.Name, res.Timings)
+	writeJSON(c.Writer, http.StatusOK, r.format.complete(r.meta, res))
+}
+
+// fail answers err as an OpenAI error, with the status classify gives it,
+// unless the client has gone: then nobody would read it, and nothing is
+// written.
+func (s *Server) fail(c *gin.Context, err error) {
+	if c.Request.Context().Err() != nil {
+		_ = c.Error(errClientGone)
+		return
+	}
+	_ = c.Error(err)
+	status, body := classify(err)
+	writeJSON(c.Writer, status, errorBody{Error: body})
+}
+
+// setGenerationHeaders sets the X-Kvwin-* headers from a backend's timings.
+func setGenerationHeaders(h http.Header, backend string, t engine.Timings) {
+	h.Set(HeaderBackend, backend)
+	h.Set(HeaderPromptTokens, strconv.Itoa(t.PromptTokens))
+	h.Set(HeaderCachedTokens, strconv.Itoa(t.CachedTokens))
+	if t.CachedEstimated {
+		h.Set(HeaderCachedEstimated, "true")
+	}
+}
+
+// usageOf is the OpenAI usage of a finished generation.
+func usageOf(res engine.Result) usage {
+	t := res.Timings
+	completion := t.GeneratedTokens
+	if completion == 0 {
+		completion = len(res.Tokens) // a backend that did not count them
+	}
+	return usage{
+		PromptTokens:        t.PromptTokens,
+		CompletionTokens:    completion,
+		TotalTokens:         t.PromptTokens + completion,
+		PromptTokensDetails: promptTokensDetails{CachedTokens: t.CachedTokens},
+	}
+}
+
+// finishReason is the result's finish reason; OpenAI clients expect one on
+// every finished choice, so a backend that left it empty stopped normally.
+func finishReason(res engine.Result) string {
+	if res.FinishReason == "" {
+		return engine.FinishStop
+	}
+	return res.FinishReason
+}
+
+// writeJSON writes v as the whole response. HTML escaping is off so that
+// generated text such as "<b>" reaches clients as OpenAI sends it.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := encodeJSON(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"error":{"message":"could not encode the response","type":"server_error","code":"internal_error"}}`+"\n")
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // a failed write means the client left; nothing to do
+}
+
+// encodeJSON marshals v without HTML escaping, followed by a newline.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// newID returns a response id: prefix and 26 random base32 characters.
+func newID(prefix string) string {
+	return prefix + rand.Text()
+}

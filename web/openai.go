@@ -1,0 +1,182 @@
+package web
+
+import (
+	"encoding/json"
+)
+
+// This file holds the OpenAI wire types kvwin reads and writes. Only the
+// fields kvwin acts on are declared; encoding/json ignores the rest.
+
+// Object names of OpenAI responses.
+const (
+	objectChatCompletion = "chat.completion"
+	objectChatChunk      = "chat.completion.chunk"
+	objectTextCompletion = "text_completion" // legacy completions, streamed or not
+	objectList           = "list"
+	objectModel          = "model"
+)
+
+// params are the generation parameters chat and legacy completions share.
+// Pointers tell "not set" from a zero the client chose.
+type params struct {
+	Model               string         `json:"model"`
+	Stream              bool           `json:"stream"`
+	StreamOptions       *streamOptions `json:"stream_options"`
+	MaxTokens           *int           `json:"max_tokens"`
+	MaxCompletionTokens *int           `json:"max_completion_tokens"`
+	Temperature         *float32       `json:"temperature"`
+	TopP                *float32       `json:"top_p"`
+	TopK                *int           `json:"top_k"` // llama-server extension
+	MinP                *float32       `json:"min_p"` // llama-server extension
+	Seed                *int64         `json:"seed"`
+	Stop                stopList       `json:"stop"`
+	N                   *int           `json:"n"`
+	// PromptCacheKey names the conversation (see DESIGN.md); the window
+	// layer will use it. User is accepted for compatibility only.
+	PromptCacheKey string `json:"prompt_cache_key"`
+	User           string `json:"user"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatRequest is the body of POST /v1/chat/completions.
+type chatRequest struct {
+	params
+	Messages []chatMessage `json:"messages"`
+}
+
+// chatMessage is one message as sent. Content stays raw until translation,
+// where its index is known for error messages: it is a string, null, or an
+// array of content parts.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// contentPart is one element of an array-valued message content.
+type contentPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+// completionRequest is the body of POST /v1/completions. Prompt stays raw
+// because OpenAI allows a string, an array of strings or token ids.
+type completionRequest struct {
+	params
+	Prompt json.RawMessage `json:"prompt"`
+}
+
+// stopList is OpenAI's stop field: null, a string, or an array of strings.
+type stopList []string
+
+// UnmarshalJSON accepts the three shapes of stop.
+func (s *stopList) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*s = nil
+		return nil
+	}
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = stopList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return badInput(CodeInvalidType, "stop", "stop must be a string or an array of strings")
+	}
+	*s = many
+	return nil
+}
+
+// usage is OpenAI's usage object. PromptTokensDetails is a value, not a
+// pointer, so cached_tokens is always present, even when 0.
+type usage struct {
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// chatCompletion is the non-streamed chat response.
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   usage        `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int        `json:"index"`
+	Message      chatOutput `json:"message"`
+	FinishReason string     `json:"finish_reason"`
+}
+
+type chatOutput struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// chatChunk is one streamed chat chunk. Usage is set only on the usage
+// chunk, whose Choices is empty (not null), as OpenAI sends it.
+type chatChunk struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []chatChunkChoice `json:"choices"`
+	Usage   *usage            `json:"usage,omitempty"`
+}
+
+// chatChunkChoice carries a delta; FinishReason is null until the last one.
+type chatChunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        chatDelta `json:"delta"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// chatDelta is the change one chunk brings. Content is a pointer so the
+// first chunk can carry an explicit "" and the last one none at all.
+type chatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// textCompletion is a legacy completion, streamed chunk or whole response:
+// OpenAI uses the same object for both.
+type textCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []textChoice `json:"choices"`
+	Usage   *usage       `json:"usage,omitempty"`
+}
+
+// textChoice is one legacy completion choice; FinishReason is null in every
+// streamed chunk but the last.
+type textChoice struct {
+	Text         string  `json:"text"`
+	Index        int     `json:"index"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// modelList is the body of GET /v1/models.
+type modelList struct {
+	Object string        `json:"object"`
+	Data   []modelObject `json:"data"`
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}

@@ -1,0 +1,98 @@
+package web
+
+import (
+	"fmt"
+	"math"
+
+	"kvwin/engine"
+)
+
+// request translates the parameters chat and completions share into an
+// engine.Request for the backend described by info. The caller fills in
+// the prompt (Messages, Prompt or Tokens).
+//
+// Only the shape and range of the values is checked here; whether the
+// prompt fits, and everything else about serving it, is the backend's call.
+func (p *params) request(info engine.Info) (engine.Request, error) {
+	req := engine.Request{Slot: -1, Sampling: engine.DefaultSampling()}
+
+	// An empty model means "whatever this server serves", which is what
+	// clients that must send something but do not know the name expect.
+	switch p.Model {
+	case "", info.Model:
+		req.Model = info.Model
+	default:
+		return req, fmt.Errorf("the model %q does not exist (this server serves %q): %w", p.Model, info.Model, engine.ErrUnknownModel)
+	}
+
+	if p.N != nil && *p.N != 1 {
+		return req, badInput(CodeInvalidValue, "n", "n must be 1, not %d: kvwin generates one choice per request", *p.N)
+	}
+
+	// max_completion_tokens replaced max_tokens in OpenAI's API; when a
+	// client sends both, the newer one wins.
+	limit, name := p.MaxCompletionTokens, "max_completion_tokens"
+	if limit == nil {
+		limit, name = p.MaxTokens, "max_tokens"
+	}
+	if limit != nil {
+		if *limit <= 0 {
+			return req, badInput(CodeInvalidValue, name, "%s must be positive, not %d", name, *limit)
+		}
+		if info.ContextSlot > 0 && *limit > info.ContextSlot {
+			return req, badInput(CodeInvalidValue, name, "%s is %d but a slot of this model holds %d tokens", name, *limit, info.ContextSlot)
+		}
+		req.MaxTokens = *limit
+	}
+
+	s := &req.Sampling
+	if v := p.Temperature; v != nil {
+		if *v < 0 {
+			return req, badInput(CodeInvalidValue, "temperature", "temperature must not be negative, not %g", *v)
+		}
+		s.Temperature = *v
+	}
+	if v := p.TopP; v != nil {
+		if *v < 0 || *v > 1 {
+			return req, badInput(CodeInvalidValue, "top_p", "top_p must be in [0, 1], not %g", *v)
+		}
+		s.TopP = *v
+	}
+	if v := p.TopK; v != nil {
+		if *v < 0 {
+			return req, badInput(CodeInvalidValue, "top_k", "top_k must not be negative, not %d", *v)
+		}
+		s.TopK = *v
+	}
+	if v := p.MinP; v != nil {
+		if *v < 0 || *v > 1 {
+			return req, badInput(CodeInvalidValue, "min_p", "min_p must be in [0, 1], not %g", *v)
+		}
+		s.MinP = *v
+	}
+	if v := p.Seed; v != nil {
+		// -1 is llama-server's "random seed", which the engine spells as
+		// the all-ones uint32 of DefaultSampling.
+		switch {
+		case *v == -1:
+		case *v < 0 || *v > math.MaxUint32:
+			return req, badInput(CodeInvalidValue, "seed", "seed must be -1 (random) or in [0, %d], not %d", uint32(math.MaxUint32), *v)
+		default:
+			s.Seed = uint32(*v)
+		}
+	}
+
+	// An empty stop string cannot mean anything useful, and some engines
+	// would match it at once and return nothing; drop it.
+	for _, stop := range p.Stop {
+		if stop != "" {
+			req.Stop = append(req.Stop, stop)
+		}
+	}
+	return req, nil
+}
+
+// includeUsage reports whether a stream ends with a usage chunk.
+func (p *params) includeUsage() bool {
+	return p.StreamOptions != nil && p.StreamOptions.IncludeUsage
+}

@@ -1,0 +1,140 @@
+// Package web is kvwin's HTTP edge: a Gin server speaking the OpenAI API.
+//
+// Handlers only translate: they decode an OpenAI request, turn it into one
+// engine.Request, hand it to the backend, and render what comes back. What
+// to serve and how belongs to the backend; which HTTP status an error gets
+// is decided here and only here (classify, in errors.go).
+package web
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/engine"
+)
+
+// DefaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0. Long
+// conversations are resent whole each turn, so it is generous.
+const DefaultMaxBodyBytes = 8 << 20
+
+// Config configures a Server. The zero value is valid and means defaults.
+type Config struct {
+	// MaxBodyBytes bounds a request body; a larger body is answered 413.
+	// 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64 `json:"max_body_bytes"`
+}
+
+// withDefaults fills in defaults and checks ranges.
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.MaxBodyBytes < 0:
+		return c, fmt.Errorf("web: max body bytes is %d, must be positive or 0 for the default", c.MaxBodyBytes)
+	case c.MaxBodyBytes == 0:
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	return c, nil
+}
+
+// Server serves the OpenAI API over one backend. It holds no per-request
+// state; its Handler is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	backend engine.Backend
+	log     *slog.Logger
+	router  *gin.Engine
+	started time.Time // reported as the model's "created"
+
+	// now and newID are fields so tests can make responses byte-exact.
+	now   func() time.Time
+	newID func(prefix string) string
+}
+
+// releaseMode switches Gin to release mode once per process: the mode is a
+// Gin global, and debug mode prints route tables and warnings to stdout.
+var releaseMode sync.Once
+
+// New returns a Server for backend, logging to log (nil discards logs). It
+// returns an error if cfg is out of range or backend is nil.
+func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) {
+	if backend == nil {
+		return nil, errors.New("web: backend is nil")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	releaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
+
+	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: newID}
+	s.router = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler serving every route. It is safe for
+// concurrent use; each request blocks for as long as its generation runs.
+func (s *Server) Handler() http.Handler {
+	return s.router
+}
+
+// routes builds the router. Unknown paths and wrong methods get
+// OpenAI-shaped errors rather than Gin's plain-text defaults, and paths are
+// taken as they are (no redirects), since API clients do not follow a
+// redirect of a POST body reliably.
+func (s *Server) routes() *gin.Engine {
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+
+	r.Use(s.accessLog, s.recoverPanics)
+	r.POST("/v1/chat/completions", s.chatCompletions)
+	r.POST("/v1/completions", s.completions)
+	r.GET("/v1/models", s.models)
+	r.GET("/health", s.health)
+	r.NoRoute(s.unknownRoute)
+	r.NoMethod(s.wrongMethod)
+	return r
+}
+
+// models serves GET /v1/models: the one model the backend serves.
+func (s *Server) models(c *gin.Context) {
+	info := s.backend.Info()
+	writeJSON(c.Writer, http.StatusOK, modelList{
+		Object: objectList,
+		Data:   []modelObject{{ID: info.Model, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"}},
+	})
+}
+
+// health serves GET /health. It answers as long as the server runs; the
+// backend's health is the router's business.
+func (s *Server) health(c *gin.Context) {
+	writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) unknownRoute(c *gin.Context) {
+	s.fail(c, fmt.Errorf("%w: %s %s", errUnknownRoute, c.Request.Method, c.Request.URL.Path))
+}
+
+// wrongMethod answers 405 with the Allow header RFC 9110 asks for, which
+// Gin does not set.
+func (s *Server) wrongMethod(c *gin.Context) {
+	var allow []string
+	for _, rt := range s.router.Routes() {
+		if rt.Path == c.Request.URL.Path {
+			allow = append(allow, rt.Method)
+		}
+	}
+	for _, m := range allow {
+		c.Writer.Header().Add("Allow", m)
+	}
+	s.fail(c, fmt.Errorf("%w: %s %s", errMethodNotAllowed, c.Request.Method, c.Request.URL.Path))
+}

@@ -1,0 +1,102 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// The SSE stream of a generation, as OpenAI clients read it:
+//
+//	data: {chunk}\n\n   one line per event, flushed at once
+//	...
+//	data: [DONE]\n\n    only after a generation that finished
+//
+// An error after the first byte cannot change the status any more, so it is
+// sent in-stream as `data: {"error":{...}}` and the stream ends there,
+// WITHOUT [DONE]: [DONE] means "this answer is complete", and clients that
+// only look for it (rather than for an error object) must not take a cut
+// answer for a whole one. The OpenAI SDKs raise on the error object.
+
+// sseWriter frames and flushes server-sent events. The first write or flush
+// error sticks: every later call returns it and writes nothing, so a
+// generation whose client left fails fast at its next event.
+//
+// It is used by one request goroutine and is not safe for concurrent use.
+type sseWriter struct {
+	w   gin.ResponseWriter
+	rc  *http.ResponseController
+	buf bytes.Buffer
+	err error
+}
+
+func newSSEWriter(w gin.ResponseWriter) *sseWriter {
+	// Flush through the net/http writer under gin's: gin's Flush drops the
+	// error, and a failed flush is how a vanished client shows up.
+	var under http.ResponseWriter = w
+	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		under = u.Unwrap()
+	}
+	return &sseWriter{w: w, rc: http.NewResponseController(under)}
+}
+
+// start writes the status line and headers (those already set plus the
+// SSE ones). It does not flush: the first event does.
+func (s *sseWriter) start() {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// Tell nginx-style proxies not to buffer: a buffered stream has the
+	// latency of a non-streamed one.
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	// Through gin, so gin knows the header is out and does not write it again.
+	s.w.WriteHeaderNow()
+}
+
+// send writes v as one data event and flushes it.
+func (s *sseWriter) send(v any) error {
+	if s.err != nil {
+		return s.err
+	}
+	body, err := encodeJSON(v) // ends with '\n'
+	if err != nil {
+		s.err = err
+		return err
+	}
+	s.buf.Reset()
+	s.buf.WriteString("data: ")
+	s.buf.Write(body)
+	s.buf.WriteByte('\n')
+	return s.write(s.buf.Bytes())
+}
+
+// done writes the [DONE] sentinel that ends a finished stream.
+func (s *sseWriter) done() error {
+	return s.write([]byte("data: [DONE]\n\n"))
+}
+
+func (s *sseWriter) write(b []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	if _, err := s.w.Write(b); err != nil {
+		s.err = err
+		return err
+	}
+	return s.flush()
+}
+
+// flush pushes what was written to the client. A writer that cannot flush
+// (only in tests with unusual recorders) is not an error.
+func (s *sseWriter) flush() error {
+	if s.err != nil {
+		return s.err
+	}
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.err = err
+	}
+	return s.err
+}
