@@ -35,7 +35,7 @@ type TinyConfig struct {
 
 // DefaultTinyConfig returns the default test-model shape.
 func DefaultTinyConfig() TinyConfig {
-	return TinyConfig{Layers: 4, Embedding: 256, Heads: 4, KVHeads: 2, FeedForward: 2048, Context: 32768, Seed: 1}
+	return TinyConfig{Layers: 2, Embedding: 128, Heads: 2, KVHeads: 1, FeedForward: 4096, Context: 32768, Seed: 1}
 }
 
 // Validate checks the shape is one llama.cpp accepts.

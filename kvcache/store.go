@@ -1,0 +1,438 @@
+package kvcache
+
+// The snapshot store: KV state of sequences saved to disk when the engine
+// gives their slot to another conversation, so a returning conversation is
+// restored instead of prefilled.
+//
+// Invariants:
+//
+//  1. A file in the directory is either complete or absent: it is written to
+//     a temporary name, synced and renamed.
+//  2. A snapshot is used only after its header, length, model fingerprint and
+//     checksum verify; one that fails is deleted and reported, never used. A
+//     wrong answer from a bad file is impossible; a prefill is the fallback.
+//  3. s.bytes is the sum of the sizes in s.files, and after every save it is
+//     at most MaxBytes (least recently used files go first).
+//  4. Saves are compressed and written by one goroutine, off the engine's
+//     decode path, from a bounded queue; a full queue drops the save.
+//
+// File layout (little-endian):
+//
+//	magic "KVWSNAP1" | fingerprint u64 | tokens u32 | state bytes u64 |
+//	compressed bytes u64 | checksum u64 | tokens × i32 | zstd(state)
+//
+// The checksum is xxhash64 over the token ids and the uncompressed state. The
+// token ids are stored whole (not only their block keys), so a restore is
+// checked against the prompt token by token: a key collision can never
+// restore the wrong KV.
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Errors of the snapshot store.
+var (
+	ErrSnapshotCorrupt  = errors.New("snapshot corrupt")
+	ErrSnapshotMismatch = errors.New("snapshot from another model")
+	ErrSnapshotMissing  = errors.New("snapshot not found")
+)
+
+const (
+	snapMagic  = "KVWSNAP1"
+	snapHeader = 8 + 8 + 4 + 8 + 8 + 8
+	snapExt    = ".kvsnap"
+)
+
+// StoreConfig configures a Store.
+type StoreConfig struct {
+	Dir         string // created if missing
+	MaxBytes    int64  // disk budget; default 1 GiB
+	Fingerprint uint64 // the model's identity; files with another are deleted
+	Queue       int    // saves waiting to be written; default 4
+	Log         *slog.Logger
+}
+
+// SavedSnapshot describes a snapshot on disk.
+type SavedSnapshot struct {
+	ID     string
+	Tokens []int
+	Bytes  int64 // file size
+}
+
+type saveJob struct {
+	id     string
+	tokens []int
+	state  []byte
+	done   func(SavedSnapshot, error)
+}
+
+type storeFile struct {
+	bytes int64
+	used  time.Time
+}
+
+// Store keeps snapshots in a directory. It is safe for concurrent use.
+type Store struct {
+	cfg   StoreConfig
+	log   *slog.Logger
+	jobs  chan saveJob
+	wg    sync.WaitGroup
+	close sync.Once
+	dec   *zstd.Decoder
+
+	mu      sync.Mutex
+	files   map[string]*storeFile
+	bytes   int64
+	onEvict func(id string)
+
+	// createTemp opens the temporary file a save writes; tests replace it to
+	// simulate a full disk.
+	createTemp func(dir, pattern string) (*os.File, error)
+}
+
+// OpenStore opens (creating) the directory, indexes the snapshots already
+// there and starts the writer. Files from another model, or whose header does
+// not verify, are deleted. Existing lists what survived, for the registry.
+func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 1 << 30
+	}
+	if cfg.Queue == 0 {
+		cfg.Queue = 4
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Dir == "" || cfg.MaxBytes < 0 || cfg.Queue < 0 {
+		return nil, nil, fmt.Errorf("kvcache: snapshot store %+v: %w", cfg, ErrInvalidConfig)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("kvcache: snapshot dir: %w", err)
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &Store{cfg: cfg, log: cfg.Log, jobs: make(chan saveJob, cfg.Queue), dec: dec,
+		files: map[string]*storeFile{}, createTemp: os.CreateTemp}
+	existing := s.index()
+	s.wg.Add(1)
+	go s.writer()
+	return s, existing, nil
+}
+
+func (s *Store) path(id string) string { return filepath.Join(s.cfg.Dir, id+snapExt) }
+
+// index reads the header and tokens of every file in the directory.
+func (s *Store) index() []SavedSnapshot {
+	entries, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		s.log.Warn("snapshot dir unreadable; starting empty", "dir", s.cfg.Dir, "err", err)
+		return nil
+	}
+	var out []SavedSnapshot
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".tmp-") {
+			os.Remove(filepath.Join(s.cfg.Dir, name)) // a save cut short by a crash
+			continue
+		}
+		id, ok := strings.CutSuffix(name, snapExt)
+		if !ok {
+			continue
+		}
+		tokens, size, used, err := s.readHead(id)
+		if err != nil {
+			s.log.Warn("deleting snapshot", "id", id, "err", err)
+			os.Remove(s.path(id))
+			continue
+		}
+		s.files[id] = &storeFile{bytes: size, used: used}
+		s.bytes += size
+		out = append(out, SavedSnapshot{ID: id, Tokens: tokens, Bytes: size})
+	}
+	return out
+}
+
+type snapHead struct {
+	fingerprint      uint64
+	tokens           uint32
+	state, comp, sum uint64
+}
+
+func parseHead(b []byte) (snapHead, error) {
+	if len(b) < snapHeader || string(b[:8]) != snapMagic {
+		return snapHead{}, fmt.Errorf("%w: bad header", ErrSnapshotCorrupt)
+	}
+	le := binary.LittleEndian
+	return snapHead{fingerprint: le.Uint64(b[8:]), tokens: le.Uint32(b[16:]), state: le.Uint64(b[20:]),
+		comp: le.Uint64(b[28:]), sum: le.Uint64(b[36:])}, nil
+}
+
+// readHead reads and checks a file's header and token ids.
+func (s *Store) readHead(id string) ([]int, int64, time.Time, error) {
+	f, err := os.Open(s.path(id))
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	hb := make([]byte, snapHeader)
+	if _, err := io.ReadFull(f, hb); err != nil {
+		return nil, 0, time.Time{}, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	h, err := parseHead(hb)
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	if h.fingerprint != s.cfg.Fingerprint {
+		return nil, 0, time.Time{}, ErrSnapshotMismatch
+	}
+	if want := int64(snapHeader) + 4*int64(h.tokens) + int64(h.comp); st.Size() != want {
+		return nil, 0, time.Time{}, fmt.Errorf("%w: %d bytes, header says %d", ErrSnapshotCorrupt, st.Size(), want)
+	}
+	tb := make([]byte, 4*int(h.tokens))
+	if _, err := io.ReadFull(f, tb); err != nil {
+		return nil, 0, time.Time{}, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	return decodeTokens(tb), st.Size(), st.ModTime(), nil
+}
+
+func decodeTokens(b []byte) []int {
+	out := make([]int, len(b)/4)
+	for i := range out {
+		out[i] = int(int32(binary.LittleEndian.Uint32(b[4*i:])))
+	}
+	return out
+}
+
+// SnapshotID names the snapshot of a token sequence.
+func SnapshotID(tokens []int) string {
+	h := xxhash.New()
+	var b [4]byte
+	for _, t := range tokens {
+		binary.LittleEndian.PutUint32(b[:], uint32(t))
+		h.Write(b[:])
+	}
+	var sum [8]byte
+	binary.BigEndian.PutUint64(sum[:], h.Sum64())
+	return hex.EncodeToString(sum[:])
+}
+
+// Has reports whether a snapshot is on disk (and marks it used).
+func (s *Store) Has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.files[id]
+	if f != nil {
+		f.used = time.Now()
+	}
+	return f != nil
+}
+
+// Save queues a snapshot of tokens with their KV state. It does not block:
+// it returns false if the queue is full (the save is dropped). done, if not
+// nil, is called from the writer goroutine with the result. The store owns
+// tokens and state from here on.
+func (s *Store) Save(tokens []int, state []byte, done func(SavedSnapshot, error)) bool {
+	select {
+	case s.jobs <- saveJob{id: SnapshotID(tokens), tokens: tokens, state: state, done: done}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close waits for queued saves to be written and stops the writer. Safe to
+// call more than once.
+func (s *Store) Close() {
+	s.close.Do(func() {
+		close(s.jobs)
+		s.wg.Wait()
+		s.dec.Close()
+	})
+}
+
+// writer compresses and writes queued saves, one at a time, with one zstd
+// encoder at its fastest level: KV compresses little, and the engine's
+// threads need the cores.
+func (s *Store) writer() {
+	defer s.wg.Done()
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		panic(err) // only for invalid options, which are constant here
+	}
+	defer enc.Close()
+	for job := range s.jobs {
+		saved, err := s.write(enc, job)
+		if err != nil {
+			s.log.Warn("snapshot not saved", "id", job.id, "tokens", len(job.tokens), "err", err)
+		}
+		if job.done != nil {
+			job.done(saved, err)
+		}
+	}
+}
+
+func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
+	tb := make([]byte, 4*len(job.tokens))
+	for i, t := range job.tokens {
+		binary.LittleEndian.PutUint32(tb[4*i:], uint32(int32(t)))
+	}
+	comp := enc.EncodeAll(job.state, nil)
+	h := xxhash.New()
+	h.Write(tb)
+	h.Write(job.state)
+	head := make([]byte, snapHeader)
+	copy(head, snapMagic)
+	le := binary.LittleEndian
+	le.PutUint64(head[8:], s.cfg.Fingerprint)
+	le.PutUint32(head[16:], uint32(len(job.tokens)))
+	le.PutUint64(head[20:], uint64(len(job.state)))
+	le.PutUint64(head[28:], uint64(len(comp)))
+	le.PutUint64(head[36:], h.Sum64())
+	size := int64(len(head) + len(tb) + len(comp))
+	if size > s.cfg.MaxBytes {
+		return SavedSnapshot{}, fmt.Errorf("snapshot of %d bytes exceeds the disk budget of %d", size, s.cfg.MaxBytes)
+	}
+	tmp, err := s.createTemp(s.cfg.Dir, ".tmp-*")
+	if err != nil {
+		return SavedSnapshot{}, err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(slices.Concat(head, tb, comp))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path(job.id))
+	}
+	if err != nil {
+		return SavedSnapshot{}, err
+	}
+	s.mu.Lock()
+	if old := s.files[job.id]; old != nil {
+		s.bytes -= old.bytes
+	}
+	s.files[job.id] = &storeFile{bytes: size, used: time.Now()}
+	s.bytes += size
+	s.mu.Unlock()
+	s.trim(job.id)
+	return SavedSnapshot{ID: job.id, Tokens: job.tokens, Bytes: size}, nil
+}
+
+// OnEvict sets a function called with the id of every snapshot the disk
+// budget evicts; the engine uses it to drop them from the registry.
+func (s *Store) OnEvict(f func(id string)) { s.mu.Lock(); s.onEvict = f; s.mu.Unlock() }
+
+// trim deletes least recently used files until the budget holds, sparing keep.
+func (s *Store) trim(keep string) {
+	s.mu.Lock()
+	var gone []string
+	for s.bytes > s.cfg.MaxBytes {
+		oldest := ""
+		for id, f := range s.files {
+			if id != keep && (oldest == "" || f.used.Before(s.files[oldest].used)) {
+				oldest = id
+			}
+		}
+		if oldest == "" {
+			break
+		}
+		s.bytes -= s.files[oldest].bytes
+		delete(s.files, oldest)
+		gone = append(gone, oldest)
+	}
+	onEvict := s.onEvict
+	s.mu.Unlock()
+	for _, id := range gone {
+		os.Remove(s.path(id))
+		if onEvict != nil {
+			onEvict(id)
+		}
+	}
+}
+
+// Load reads, verifies and decompresses a snapshot. A snapshot that fails
+// verification is deleted; the error wraps ErrSnapshotCorrupt,
+// ErrSnapshotMismatch or ErrSnapshotMissing. It blocks on disk I/O: call it
+// off the decode path.
+func (s *Store) Load(id string) ([]int, []byte, error) {
+	tokens, state, err := s.load(id)
+	if err != nil {
+		s.Delete(id)
+		return nil, nil, fmt.Errorf("kvcache: snapshot %s: %w", id, err)
+	}
+	s.Has(id) // mark used
+	return tokens, state, nil
+}
+
+func (s *Store) load(id string) ([]int, []byte, error) {
+	b, err := os.ReadFile(s.path(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, ErrSnapshotMissing
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	h, err := parseHead(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h.fingerprint != s.cfg.Fingerprint {
+		return nil, nil, ErrSnapshotMismatch
+	}
+	tokEnd := snapHeader + 4*int(h.tokens)
+	if uint64(len(b)) != uint64(tokEnd)+h.comp {
+		return nil, nil, fmt.Errorf("%w: %d bytes, header says %d", ErrSnapshotCorrupt, len(b), uint64(tokEnd)+h.comp)
+	}
+	state, err := s.dec.DecodeAll(b[tokEnd:], make([]byte, 0, h.state))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	}
+	sum := xxhash.New()
+	sum.Write(b[snapHeader:tokEnd])
+	sum.Write(state)
+	if uint64(len(state)) != h.state || sum.Sum64() != h.sum {
+		return nil, nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
+	}
+	return decodeTokens(b[snapHeader:tokEnd]), state, nil
+}
+
+// Delete removes a snapshot.
+func (s *Store) Delete(id string) {
+	s.mu.Lock()
+	if f := s.files[id]; f != nil {
+		s.bytes -= f.bytes
+		delete(s.files, id)
+	}
+	s.mu.Unlock()
+	os.Remove(s.path(id))
+}
+
+// Bytes returns the bytes on disk.
+func (s *Store) Bytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
+}

@@ -1,0 +1,197 @@
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func openTestStore(t *testing.T, dir string, fp uint64, maxBytes int64) (*Store, []SavedSnapshot) {
+	t.Helper()
+	s, existing, err := OpenStore(StoreConfig{Dir: dir, Fingerprint: fp, MaxBytes: maxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, existing
+}
+
+// saveSync saves and waits for the writer.
+func saveSync(t *testing.T, s *Store, tokens []int, state []byte) (SavedSnapshot, error) {
+	t.Helper()
+	type res struct {
+		s   SavedSnapshot
+		err error
+	}
+	ch := make(chan res, 1)
+	if !s.Save(tokens, state, func(saved SavedSnapshot, err error) { ch <- res{saved, err} }) {
+		t.Fatal("save queue full")
+	}
+	r := <-ch
+	return r.s, r.err
+}
+
+func fakeState(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7) ^ seed
+	}
+	return b
+}
+
+func TestStoreRoundTripAndReindex(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openTestStore(t, dir, 42, 0)
+	tokens := tokens(5, 300)
+	state := fakeState(10000, 1)
+	saved, err := saveSync(t, s, tokens, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved.ID != SnapshotID(tokens) || saved.Bytes <= 0 || s.Bytes() != saved.Bytes {
+		t.Fatalf("saved %+v, store bytes %d", saved, s.Bytes())
+	}
+	gotTok, gotState, err := s.Load(saved.ID)
+	if err != nil || !slices.Equal(gotTok, tokens) || !slices.Equal(gotState, state) {
+		t.Fatalf("load: err %v, tokens equal %v, state equal %v", err, slices.Equal(gotTok, tokens), slices.Equal(gotState, state))
+	}
+	s.Close()
+	s2, existing, err := OpenStore(StoreConfig{Dir: dir, Fingerprint: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if len(existing) != 1 || existing[0].ID != saved.ID || !slices.Equal(existing[0].Tokens, tokens) {
+		t.Fatalf("reindexed %+v", existing)
+	}
+}
+
+func TestStoreRejectsBadFiles(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(path string) error
+		want   error
+	}{
+		{"a flipped byte in the state", func(p string) error {
+			b, _ := os.ReadFile(p)
+			b[len(b)-5] ^= 0xff
+			return os.WriteFile(p, b, 0o644)
+		}, ErrSnapshotCorrupt},
+		{"a flipped token id", func(p string) error {
+			b, _ := os.ReadFile(p)
+			b[snapHeader+2] ^= 0x01
+			return os.WriteFile(p, b, 0o644)
+		}, ErrSnapshotCorrupt},
+		{"truncated", func(p string) error {
+			b, _ := os.ReadFile(p)
+			return os.WriteFile(p, b[:len(b)/2], 0o644)
+		}, ErrSnapshotCorrupt},
+		{"not a snapshot", func(p string) error { return os.WriteFile(p, []byte("hello"), 0o644) }, ErrSnapshotCorrupt},
+		{"unreadable (a directory in its place)", func(p string) error {
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+			return os.Mkdir(p, 0o755)
+		}, ErrSnapshotCorrupt},
+		{"deleted behind the store's back", os.Remove, ErrSnapshotMissing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, _ := openTestStore(t, dir, 7, 0)
+			saved, err := saveSync(t, s, tokens(1, 64), fakeState(4096, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.damage(s.path(saved.ID)); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.Load(saved.ID); !errors.Is(err, tt.want) {
+				t.Fatalf("load: %v, want %v", err, tt.want)
+			}
+			if s.Has(saved.ID) {
+				t.Fatal("bad snapshot still indexed")
+			}
+			if fi, err := os.Stat(s.path(saved.ID)); err == nil && !fi.IsDir() {
+				t.Fatal("bad snapshot file not deleted")
+			}
+		})
+	}
+}
+
+func TestStoreDeletesAnotherModelsSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openTestStore(t, dir, 1, 0)
+	saved, err := saveSync(t, s, tokens(0, 32), fakeState(100, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	other, existing, err := OpenStore(StoreConfig{Dir: dir, Fingerprint: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if len(existing) != 0 {
+		t.Fatalf("another model's snapshot indexed: %+v", existing)
+	}
+	if _, err := os.Stat(filepath.Join(dir, saved.ID+snapExt)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("another model's snapshot kept: %v", err)
+	}
+}
+
+func TestStoreDiskFullDropsTheSaveCleanly(t *testing.T) {
+	s, _ := openTestStore(t, t.TempDir(), 1, 0)
+	s.createTemp = func(string, string) (*os.File, error) { return os.OpenFile("/dev/full", os.O_WRONLY, 0) }
+	_, err := saveSync(t, s, tokens(0, 32), fakeState(1000, 0))
+	if err == nil {
+		t.Fatal("save to a full disk reported success")
+	}
+	if s.Bytes() != 0 || s.Has(SnapshotID(tokens(0, 32))) {
+		t.Fatal("a failed save is indexed")
+	}
+}
+
+func TestStoreReadOnlyDirFailsToOpen(t *testing.T) {
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenStore(StoreConfig{Dir: filepath.Join(blocker, "snapshots"), Fingerprint: 1}); err == nil {
+		t.Fatal("opened a store under a file")
+	}
+}
+
+func TestStoreEvictsLeastRecentlyUsedWithinBudget(t *testing.T) {
+	s, _ := openTestStore(t, t.TempDir(), 1, 0)
+	var sizes []int64
+	var ids []string
+	for i := range 3 {
+		saved, err := saveSync(t, s, tokens(uint64(i*100), 16), fakeState(3000, byte(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, saved.Bytes)
+		ids = append(ids, saved.ID)
+	}
+	s.Has(ids[0]) // the first is used again: the second is now the oldest
+	var evicted []string
+	s.OnEvict(func(id string) { evicted = append(evicted, id) })
+	s.cfg.MaxBytes = sizes[0] + sizes[1] + sizes[2] + 10
+	saved, err := saveSync(t, s, tokens(999, 16), fakeState(3000, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(evicted) != fmt.Sprint([]string{ids[1]}) {
+		t.Fatalf("evicted %v, want [%s]", evicted, ids[1])
+	}
+	if !s.Has(ids[0]) || !s.Has(ids[2]) || !s.Has(saved.ID) || s.Has(ids[1]) {
+		t.Fatal("wrong snapshots kept")
+	}
+	if s.Bytes() > s.cfg.MaxBytes {
+		t.Fatalf("store holds %d bytes over its budget %d", s.Bytes(), s.cfg.MaxBytes)
+	}
+}
