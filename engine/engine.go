@@ -74,6 +74,9 @@ type Request struct {
 	// Keep is the number of prompt tokens a backend must keep when it has to
 	// shift its context (llama-server's n_keep); 0 lets the backend decide.
 	Keep int
+	// IgnoreEOS keeps generating past end-of-generation tokens, as
+	// llama-server's ignore_eos (benchmarks that need a fixed length).
+	IgnoreEOS bool
 	// NoCache asks the backend not to reuse any cached prefix (llama-server's
 	// cache_prompt=false). Used by benchmarks to measure cold prefill.
 	NoCache bool

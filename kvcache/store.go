@@ -98,6 +98,7 @@ type Store struct {
 	files   map[string]*storeFile
 	bytes   int64
 	onEvict func(id string)
+	pending map[string]chan struct{} // saves queued or being written; closed when done
 
 	// createTemp opens the temporary file a save writes; tests replace it to
 	// simulate a full disk.
@@ -128,7 +129,7 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 		return nil, nil, err
 	}
 	s := &Store{cfg: cfg, log: cfg.Log, jobs: make(chan saveJob, cfg.Queue), dec: dec,
-		files: map[string]*storeFile{}, createTemp: os.CreateTemp}
+		files: map[string]*storeFile{}, pending: map[string]chan struct{}{}, createTemp: os.CreateTemp}
 	existing := s.index()
 	s.wg.Add(1)
 	go s.writer()
@@ -252,12 +253,26 @@ func (s *Store) Has(id string) bool {
 // nil, is called from the writer goroutine with the result. The store owns
 // tokens and state from here on.
 func (s *Store) Save(tokens []int, state []byte, done func(SavedSnapshot, error)) bool {
+	id := SnapshotID(tokens)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[id] != nil {
+		return true // the same content is being saved already
+	}
 	select {
-	case s.jobs <- saveJob{id: SnapshotID(tokens), tokens: tokens, state: state, done: done}:
+	case s.jobs <- saveJob{id: id, tokens: tokens, state: state, done: done}:
+		s.pending[id] = make(chan struct{})
 		return true
 	default:
 		return false
 	}
+}
+
+// Pending reports whether a save of id is queued or being written.
+func (s *Store) Pending(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending[id] != nil
 }
 
 // Close waits for queued saves to be written and stops the writer. Safe to
@@ -288,6 +303,10 @@ func (s *Store) writer() {
 		if job.done != nil {
 			job.done(saved, err)
 		}
+		s.mu.Lock()
+		close(s.pending[job.id])
+		delete(s.pending, job.id)
+		s.mu.Unlock()
 	}
 }
 
@@ -378,6 +397,12 @@ func (s *Store) trim(keep string) {
 // ErrSnapshotMismatch or ErrSnapshotMissing. It blocks on disk I/O: call it
 // off the decode path.
 func (s *Store) Load(id string) ([]int, []byte, error) {
+	s.mu.Lock()
+	wait := s.pending[id]
+	s.mu.Unlock()
+	if wait != nil {
+		<-wait // a save still being written: the file is complete after it
+	}
 	tokens, state, err := s.load(id)
 	if err != nil {
 		s.Delete(id)

@@ -82,6 +82,8 @@ func (p *params) request(info engine.Info) (engine.Request, error) {
 		}
 	}
 
+	req.IgnoreEOS = p.IgnoreEOS
+
 	// An empty stop string cannot mean anything useful, and some engines
 	// would match it at once and return nothing; drop it.
 	for _, stop := range p.Stop {

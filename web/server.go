@@ -7,6 +7,8 @@
 package web
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +30,11 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; a larger body is answered 413.
 	// 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64 `json:"max_body_bytes"`
+
+	// Registry, if set, is served as GET /kvwin/v1/registry.
+	Registry RegistryView `json:"-"`
+	// Metrics, if set, is served as GET /metrics (Prometheus text format).
+	Metrics prometheus.Gatherer `json:"-"`
 }
 
 // withDefaults fills in defaults and checks ranges.
@@ -100,6 +107,7 @@ func (s *Server) routes() *gin.Engine {
 	r.POST("/v1/completions", s.completions)
 	r.GET("/v1/models", s.models)
 	r.GET("/health", s.health)
+	s.adminRoutes(r)
 	r.NoRoute(s.unknownRoute)
 	r.NoMethod(s.wrongMethod)
 	return r

@@ -16,7 +16,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"kvwin/engine/llamacpp"
+	"kvwin/kvcache"
 	"kvwin/web"
 )
 
@@ -33,6 +37,8 @@ type serveFlags struct {
 	maxBody         int64
 	shutdownTimeout time.Duration
 	verbose         bool
+	noSnapshots     bool
+	snapshotBytes   int64
 }
 
 func newServeCmd() *cobra.Command {
@@ -62,6 +68,8 @@ test model is generated under --data-dir on first start and served.`,
 	fl.Int64Var(&f.maxBody, "max-body", 8<<20, "largest request body in bytes (larger: 413)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
 	fl.BoolVar(&f.verbose, "verbose", false, "log every request and llama.cpp's own messages")
+	fl.BoolVar(&f.noSnapshots, "no-snapshots", false, "do not save the KV of a slot given to another conversation (under --data-dir/snapshots)")
+	fl.Int64Var(&f.snapshotBytes, "snapshot-max-bytes", 1<<30, "disk budget for KV snapshots; least recently used go first")
 	return cmd
 }
 
@@ -108,13 +116,21 @@ func newApp(f serveFlags) (*app, error) {
 	if queue == 0 {
 		queue = -1 // the engine's "none wait"; its 0 means "default"
 	}
+	snapshotDir := filepath.Join(f.dataDir, "snapshots")
+	if f.noSnapshots {
+		snapshotDir = ""
+	}
 	eng, err := llamacpp.New(llamacpp.Config{
 		ModelPath: modelPath, Slots: f.slots, Ctx: f.ctx, Threads: f.threads, Queue: queue,
+		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.snapshotBytes,
 	}, log)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := web.New(web.Config{MaxBodyBytes: f.maxBody}, eng, log)
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(eng.Collector(), kvcache.NewCollector(eng.Registry()),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := web.New(web.Config{MaxBodyBytes: f.maxBody, Registry: eng.Registry(), Metrics: metrics}, eng, log)
 	if err != nil {
 		eng.Close()
 		return nil, err

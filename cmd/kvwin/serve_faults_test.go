@@ -48,7 +48,7 @@ func TestPromptLargerThanTheSlotIsContextLengthExceeded(t *testing.T) {
 func streamUntilFirstChunk(t *testing.T, a *app) (cancel func(), done <-chan struct{}) {
 	t.Helper()
 	ctx, cancelFn := context.WithCancel(context.Background())
-	b, _ := json.Marshal(map[string]any{"messages": msgs("user", "go on"), "max_tokens": 3000, "stream": true, "temperature": 0})
+	b, _ := json.Marshal(map[string]any{"messages": msgs("user", "go on"), "max_tokens": 3000, "stream": true, "temperature": 0, "ignore_eos": true})
 	req, _ := http.NewRequestWithContext(ctx, "POST", a.url()+"/v1/chat/completions", bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -129,8 +129,8 @@ func TestAllSlotsBusyAndQueueFullIs429(t *testing.T) {
 }
 
 func TestShutdownCancelsStreamsPastTheDeadline(t *testing.T) {
-	f := serveFlags{addr: "127.0.0.1:0", dataDir: sharedDataDir(t), slots: 1, ctx: 4096, threads: testThreads(),
-		queue: 4, window: "full", maxBody: 1 << 20, shutdownTimeout: 200 * time.Millisecond}
+	f := testFlags(t)
+	f.slots, f.queue, f.shutdownTimeout = 1, 4, 200*time.Millisecond
 	a, err := newApp(f)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestShutdownCancelsStreamsPastTheDeadline(t *testing.T) {
 	ran := make(chan error, 1)
 	go func() { ran <- a.run(ctx) }()
 
-	b, _ := json.Marshal(map[string]any{"messages": msgs("user", "long"), "max_tokens": 4000, "stream": true})
+	b, _ := json.Marshal(map[string]any{"messages": msgs("user", "long"), "max_tokens": 4000, "stream": true, "ignore_eos": true})
 	resp, err := http.Post(a.url()+"/v1/chat/completions", "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)

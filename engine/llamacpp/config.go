@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+
+	"kvwin/kvcache"
 )
 
 // Config configures the embedded engine. Zero fields take the defaults of
@@ -19,6 +21,20 @@ type Config struct {
 	Queue     int    // requests waiting for a slot before ErrQueueFull; 0 takes the default 64, -1 means none wait
 	// FlashAttention uses ggml's fused attention kernel.
 	FlashAttention bool
+
+	// Registry records which slot holds which block chain; nil gives the
+	// engine a registry of its own. The engine registers itself under Name.
+	Registry *kvcache.Registry
+	// BlockTokens is the registry's block size; default 16.
+	BlockTokens int
+	// SnapshotDir, if set, keeps the KV of a slot given to another
+	// conversation on disk, so the conversation is restored, not prefilled,
+	// when it returns. Empty disables snapshots.
+	SnapshotDir string
+	// SnapshotMaxBytes bounds the snapshots on disk; default 1 GiB.
+	SnapshotMaxBytes int64
+	// SnapshotMinTokens: shorter sequences are not worth a file; default 256.
+	SnapshotMinTokens int
 }
 
 // DefaultConfig returns the defaults.
@@ -45,6 +61,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Queue == 0 {
 		c.Queue = d.Queue
+	}
+	if c.BlockTokens == 0 {
+		c.BlockTokens = kvcache.DefaultBlockTokens
+	}
+	if c.SnapshotMinTokens == 0 {
+		c.SnapshotMinTokens = 256
 	}
 	return c
 }

@@ -29,6 +29,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/gguf"
+	"kvwin/kvcache"
 )
 
 var backendInit sync.Once
@@ -42,6 +43,7 @@ type Engine struct {
 	lctx   *llama.Context
 	render renderer
 	vocab  int
+	kv     *kv
 
 	admit    chan struct{} // a token per admitted request: Slots + Queue
 	incoming chan *task
@@ -96,7 +98,8 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, err
 	}
 	backendInit.Do(llama.BackendInit)
-	model, err := llama.LoadModelFromFile(cfg.ModelPath, llama.ModelParams{UseMmap: true})
+	// A progress callback of our own keeps llama.cpp from printing dots.
+	model, err := llama.LoadModelFromFile(cfg.ModelPath, llama.ModelParams{UseMmap: true, Progress: func(float32) {}})
 	if err != nil {
 		return nil, fmt.Errorf("load model %q: %w", cfg.ModelPath, err)
 	}
@@ -106,9 +109,16 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("create context for %q (%d slots × %d tokens): %w", cfg.ModelPath, cfg.Slots, cfg.Ctx, err)
 	}
+	render := newRenderer(model, shape.ChatTemplate, log)
+	kvs, err := newKV(cfg, render.name()+"\x00"+shape.ChatTemplate, log)
+	if err != nil {
+		freeContext(lctx)
+		llama.FreeModel(model)
+		return nil, err
+	}
 	e := &Engine{
-		cfg: cfg, log: log, shape: shape, model: model, lctx: lctx,
-		render:   newRenderer(model, shape.ChatTemplate, log),
+		cfg: cfg, log: log, shape: shape, model: model, lctx: lctx, kv: kvs,
+		render:   render,
 		vocab:    model.NumVocab(),
 		admit:    make(chan struct{}, cfg.Slots+max(cfg.Queue, 0)),
 		incoming: make(chan *task, cfg.Slots+max(cfg.Queue, 0)),
@@ -122,6 +132,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	l, err := newLoop(e)
 	if err != nil {
 		e.free()
+		kvs.close()
 		return nil, err
 	}
 	go l.run()
@@ -144,10 +155,17 @@ func (e *Engine) free() {
 // Close cancels every request, stops the run loop and frees the model. It
 // blocks until the loop has stopped. Safe to call more than once.
 func (e *Engine) Close() error {
-	e.closeMu.Do(func() { close(e.quit) })
+	e.closeMu.Do(func() {
+		close(e.quit)
+		<-e.stopped
+		e.kv.close() // writes the snapshots still queued
+	})
 	<-e.stopped
 	return nil
 }
+
+// Registry returns the block registry the engine records into.
+func (e *Engine) Registry() *kvcache.Registry { return e.kv.reg }
 
 // Info describes the engine.
 func (e *Engine) Info() engine.Info {
@@ -250,7 +268,15 @@ func (e *Engine) newTask(ctx context.Context, req engine.Request, arrived time.T
 	if len(tokens) >= e.cfg.Ctx {
 		return nil, &engine.ContextLengthError{PromptTokens: len(tokens), Limit: e.cfg.Ctx}
 	}
-	return newTask(ctx, e, req, tokens, arrived)
+	t, err := newTask(ctx, e, req, tokens, arrived)
+	if err != nil {
+		return nil, err
+	}
+	t.chain = e.kv.keyer.Tokens(tokens)
+	if !req.NoCache {
+		t.restore = e.kv.prepareRestore(t.chain, tokens)
+	}
+	return t, nil
 }
 
 // Generate runs one request; see engine.Backend. It blocks until the

@@ -9,6 +9,7 @@ import (
 	"github.com/ollama/ollama/llama"
 
 	"kvwin/engine"
+	"kvwin/kvcache"
 )
 
 // slot is one llama.cpp sequence. Loop-owned.
@@ -144,6 +145,11 @@ func (l *loop) admit() {
 }
 
 // start places t in a slot and prepares the slot's KV; false if it must wait.
+//
+// How much of the prompt each slot holds comes from the registry (a lookup of
+// the prompt's block chain), not from scanning slots; the chosen slot's
+// actual tokens then give the exact reuse, so a stale or colliding registry
+// entry can cost a prefill but never a wrong answer.
 func (l *loop) start(t *task) bool {
 	views := make([]slotView, len(l.slots))
 	idle := false
@@ -154,29 +160,95 @@ func (l *loop) start(t *task) bool {
 	if !idle || t.req.Slot >= 0 && views[t.req.Slot].busy {
 		return false
 	}
-	p := place(views, t.prompt, t.req.Slot, t.req.NoCache)
+	limit := len(t.prompt) - 1
+	held := make([]int, len(l.slots))
+	for _, m := range l.e.kv.reg.Lookup(t.chain).Matches {
+		if m.Backend == l.e.cfg.Name && m.Tier == kvcache.TierSlot && m.Slot < len(held) {
+			held[m.Slot] = min(m.Length, limit)
+		}
+	}
+	p := place(views, held, limit, l.e.cfg.BlockTokens, t.req.Slot, t.req.NoCache)
 	s := l.slots[p.target]
-	lctx := l.e.lctx
+	own := min(commonPrefix(s.tokens, t.prompt), limit)
 	if p.source >= 0 {
+		p.reuse = min(commonPrefix(l.slots[p.source].tokens, t.prompt), limit)
+		if p.reuse <= own {
+			p.source, p.reuse = -1, own // the registry was stale: the target does as well
+		}
+	} else if !t.req.NoCache {
+		p.reuse = own
+	}
+	// The slot's content is another conversation's if this prompt does not
+	// extend its last prompt: keep it on disk before it is overwritten.
+	if own < s.prompt && len(s.tokens) >= l.e.kv.minTokens && l.e.kv.store != nil {
+		if !l.e.kv.store.Has(kvcache.SnapshotID(s.tokens)) {
+			l.e.kv.save(s.tokens, seqState(l.e.lctx, s.id))
+		}
+	}
+	lctx := l.e.lctx
+	switch {
+	case t.restore != nil && t.restore.reuse > p.reuse && l.restore(s, t.restore):
+		p.reuse = t.restore.reuse
+		lctx.KvCacheSeqRm(s.id, p.reuse, -1)
+		s.tokens = s.tokens[:p.reuse]
+	case p.source >= 0:
 		lctx.KvCacheSeqRm(s.id, 0, -1)
 		lctx.KvCacheSeqCp(p.source, s.id, 0, p.reuse)
 		s.tokens = append(s.tokens[:0], t.prompt[:p.reuse]...)
 		l.e.stats.Forks.Add(1)
-	} else if !lctx.KvCacheSeqRm(s.id, p.reuse, -1) {
+	case !lctx.KvCacheSeqRm(s.id, p.reuse, -1):
 		// A partial removal can fail on some architectures: start clean.
 		lctx.KvCacheSeqRm(s.id, 0, -1)
 		p.reuse = 0
 		s.tokens = s.tokens[:0]
-	} else {
+	default:
 		s.tokens = s.tokens[:p.reuse]
 	}
+	t.restore = nil // its state buffer is no longer needed
 	t.slot, t.cached, t.nPrompt, t.admitted = s.id, p.reuse, p.reuse, time.Now()
 	s.task, s.prompt = t, len(t.prompt)
+	l.record(s)
 	st := &l.e.stats
 	st.Requests.Add(1)
 	st.PromptTokens.Add(int64(len(t.prompt)))
 	st.CachedTokens.Add(int64(p.reuse))
 	return true
+}
+
+// restore loads a snapshot into slot s. When the cache has no contiguous
+// room, it defragments and tries once more; false means prefill instead.
+func (l *loop) restore(s *slot, r *restore) bool {
+	lctx := l.e.lctx
+	lctx.KvCacheSeqRm(s.id, 0, -1)
+	s.tokens = s.tokens[:0]
+	ok := setSeqState(lctx, s.id, r.state)
+	if !ok && usedCells(lctx)+len(r.tokens) <= l.e.cfg.Slots*l.e.cfg.Ctx {
+		// There is room in total but not in one piece: the cells removed
+		// from other slots left holes. Compact now and try again. (Only
+		// then: asked to defragment a cache without holes, llama.cpp keeps
+		// the request pending and complains at every decode.)
+		lctx.KvCacheDefrag()
+		applyKVUpdates(lctx)
+		ok = setSeqState(lctx, s.id, r.state)
+	}
+	if !ok {
+		lctx.KvCacheSeqRm(s.id, 0, -1)
+		l.e.kv.restoreFailures.Add(1)
+		l.e.log.Warn("snapshot restore found no room in the KV cache; prefilling instead", "snapshot", r.id, "tokens", len(r.tokens))
+		return false
+	}
+	s.tokens = append(s.tokens, r.tokens...)
+	l.e.kv.restores.Add(1)
+	l.e.kv.reg.CountSnapshotRestore(l.e.cfg.Name)
+	return true
+}
+
+// record tells the registry what slot s holds now.
+func (l *loop) record(s *slot) {
+	loc := kvcache.Location{Backend: l.e.cfg.Name, Slot: s.id}
+	if err := l.e.kv.reg.Record(loc, l.e.kv.keyer.Tokens(s.tokens)); err != nil {
+		l.e.log.Warn("registry record failed", "slot", s.id, "err", err)
+	}
 }
 
 // step runs one llama_decode over the active slots. A step is either a
@@ -284,7 +356,7 @@ func (l *loop) accept(t *task, tok int) {
 		t.firstAt = time.Now()
 		t.emit(engine.Event{First: true, Slot: t.slot, Timings: t.timings()})
 	}
-	if l.e.model.TokenIsEog(tok) {
+	if l.e.model.TokenIsEog(tok) && !t.req.IgnoreEOS {
 		l.flush(t)
 		l.finish(t, engine.FinishStop, nil)
 		return
@@ -332,6 +404,11 @@ func (l *loop) finish(t *task, reason string, err error) {
 			s.prompt = min(s.prompt, len(s.tokens))
 			l.clock++
 			s.lastUsed = l.clock
+			// The registry counts the hit or miss against what the slot
+			// held when the request arrived, then learns what it holds now.
+			loc := kvcache.Location{Backend: l.e.cfg.Name, Slot: s.id}
+			l.e.kv.reg.Correct(loc, t.chain, t.cached)
+			l.record(s)
 			// Publish now, before the caller wakes: when Generate returns,
 			// readers see the slot free.
 			l.e.mu.Lock()

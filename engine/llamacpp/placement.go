@@ -26,9 +26,11 @@ func commonPrefix(a, b []int) int {
 	return n
 }
 
-// place chooses the slot for prompt. slots must contain at least one idle
-// slot; pinned ≥ 0 forces the target (it must be idle); noCache reuses
-// nothing.
+// place chooses the slot for prompt, given how much of it each slot holds
+// (lcp[i], at most len(prompt)−1, known to block granularity from the
+// registry). slots must contain at least one idle slot; pinned ≥ 0 forces
+// the target (it must be idle); noCache reuses nothing. The caller refines
+// the reuse count against the actual tokens.
 //
 // The rule, in order:
 //  1. The target is the idle slot this prompt continues: one whose last prompt
@@ -47,16 +49,11 @@ func commonPrefix(a, b []int) int {
 //
 // At least one prompt token is always left to compute, since its logits are
 // needed to sample the first generated token.
-func place(slots []slotView, prompt []int, pinned int, noCache bool) placement {
-	limit := len(prompt) - 1
-	lcp := make([]int, len(slots))
-	for i, s := range slots {
-		lcp[i] = min(commonPrefix(s.tokens, prompt), limit)
-	}
+func place(slots []slotView, lcp []int, limit, block int, pinned int, noCache bool) placement {
 	p := placement{target: pinned, source: -1}
 	if p.target < 0 {
 		for i, s := range slots {
-			if s.busy || lcp[i] < min(s.prompt, limit) || noCache && len(s.tokens) > 0 {
+			if s.busy || lcp[i] < min(s.prompt, limit)/block*block || noCache && len(s.tokens) > 0 {
 				continue
 			}
 			if p.target < 0 || lcp[i] > lcp[p.target] {

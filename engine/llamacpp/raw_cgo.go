@@ -9,6 +9,11 @@ struct llama_context;
 struct llama_model;
 struct llama_vocab;
 void llama_free(struct llama_context * ctx);
+size_t llama_state_seq_get_size(struct llama_context * ctx, int32_t seq_id);
+size_t llama_state_seq_get_data(struct llama_context * ctx, uint8_t * dst, size_t size, int32_t seq_id);
+size_t llama_state_seq_set_data(struct llama_context * ctx, const uint8_t * src, size_t size, int32_t dest_seq_id);
+void llama_kv_self_update(struct llama_context * ctx);
+int32_t llama_kv_self_used_cells(const struct llama_context * ctx);
 const struct llama_vocab * llama_model_get_vocab(const struct llama_model * model);
 int32_t llama_token_to_piece(const struct llama_vocab * vocab, int32_t token, char * buf, int32_t length, int32_t lstrip, bool special);
 */
@@ -67,4 +72,38 @@ func rawContext(c *llama.Context) *C.struct_llama_context {
 // freeContext frees a llama.cpp context created by the binding.
 func freeContext(c *llama.Context) {
 	C.llama_free(rawContext(c))
+}
+
+// seqState copies the KV state of one sequence out of the context
+// (llama_state_seq_get_data: the pinned binding does not expose it).
+func seqState(c *llama.Context, seq int) []byte {
+	ctx := rawContext(c)
+	n := C.llama_state_seq_get_size(ctx, C.int32_t(seq))
+	if n == 0 {
+		return nil
+	}
+	buf := make([]byte, int(n))
+	got := C.llama_state_seq_get_data(ctx, (*C.uint8_t)(unsafe.Pointer(&buf[0])), n, C.int32_t(seq))
+	return buf[:int(got)]
+}
+
+// setSeqState loads a state saved by seqState into sequence seq, which must
+// be empty. It fails (false) when the cache has no contiguous room for it.
+func setSeqState(c *llama.Context, seq int, state []byte) bool {
+	if len(state) == 0 {
+		return false
+	}
+	got := C.llama_state_seq_set_data(rawContext(c), (*C.uint8_t)(unsafe.Pointer(&state[0])), C.size_t(len(state)), C.int32_t(seq))
+	return got > 0
+}
+
+// applyKVUpdates applies pending KV cache work (a defragmentation asked for
+// with KvCacheDefrag) now rather than at the next decode.
+func applyKVUpdates(c *llama.Context) {
+	C.llama_kv_self_update(rawContext(c))
+}
+
+// usedCells is the number of KV cells holding at least one sequence.
+func usedCells(c *llama.Context) int {
+	return int(C.llama_kv_self_used_cells(rawContext(c)))
 }

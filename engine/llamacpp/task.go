@@ -10,6 +10,7 @@ import (
 	"github.com/ollama/ollama/llama"
 
 	"kvwin/engine"
+	"kvwin/kvcache"
 )
 
 // task is one request inside the engine. Fields above mu belong to the run
@@ -22,6 +23,8 @@ type task struct {
 	maxNew  int
 	arrived time.Time
 	sampler *llama.SamplingContext
+	chain   kvcache.Chain // the prompt's block keys
+	restore *restore      // a snapshot to restore instead of prefilling; nil for none
 
 	slot       int
 	nPrompt    int // prompt tokens whose KV the slot holds

@@ -52,7 +52,11 @@ func TestPlace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := place(tt.slots, prompt, tt.pinned, tt.noCache); got != tt.want {
+			lcp := make([]int, len(tt.slots))
+			for i, s := range tt.slots {
+				lcp[i] = min(commonPrefix(s.tokens, prompt), len(prompt)-1)
+			}
+			if got := place(tt.slots, lcp, len(prompt)-1, 1, tt.pinned, tt.noCache); got != tt.want {
 				t.Fatalf("place = %+v, want %+v", got, tt.want)
 			}
 		})

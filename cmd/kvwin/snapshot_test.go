@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func registryTotals(t *testing.T, a *app) map[string]int64 {
+	t.Helper()
+	resp, err := http.Get(a.url() + "/kvwin/v1/registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Totals   map[string]int64 `json:"totals"`
+		Backends []json.RawMessage
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"blocks_held", "hits", "misses", "evictions", "snapshot_saves", "snapshot_restores", "snapshot_bytes"} {
+		if _, ok := body.Totals[k]; !ok {
+			t.Fatalf("registry totals lack %q: %v", k, body.Totals)
+		}
+	}
+	return body.Totals
+}
+
+// Three conversations of ~1,500 tokens take turns on 2 slots of 2,048: the
+// KV cannot hold all three, so each returning turn comes back from a
+// snapshot, not a prefill.
+func TestReturningConversationsAreRestoredFromSnapshots(t *testing.T) {
+	a := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 2, 2048 })
+	convs := make([][]map[string]string, 3)
+	for i := range convs {
+		convs[i] = msgs("system", words(40+i, 600), "user", words(50+i, 900))
+	}
+	prev := make([]int, 3)
+	var lastTurn []map[string]string
+	var lastAnswer string
+	for round := range 3 {
+		for i := range convs {
+			tr := post(t, a, map[string]any{"messages": convs[i], "max_tokens": 8, "temperature": 0})
+			if tr.status != 200 {
+				t.Fatalf("conversation %d round %d: %d %s", i, round, tr.status, tr.body)
+			}
+			if round > 0 && float64(tr.cached) < 0.9*float64(prev[i]) {
+				t.Fatalf("conversation %d round %d: cached %d of a previous prompt of %d (< 90%%)", i, round, tr.cached, prev[i])
+			}
+			prev[i] = tr.prompt
+			lastTurn, lastAnswer = convs[i], tr.content
+			convs[i] = append(convs[i], msgs("assistant", tr.content, "user", words(60+round*3+i, 60))...)
+		}
+	}
+	totals := registryTotals(t, a)
+	if totals["snapshot_restores"] < 6 || totals["snapshot_saves"] < 1 {
+		t.Fatalf("registry totals %v: want a restore for every returning turn (6)", totals)
+	}
+	files, _ := filepath.Glob(filepath.Join(a.f.dataDir, "snapshots", "*.kvsnap"))
+	if len(files) == 0 || totals["snapshot_bytes"] <= 0 {
+		t.Fatalf("%d snapshot files, %d bytes", len(files), totals["snapshot_bytes"])
+	}
+	// The restored turn answers exactly as a cold server does.
+	cold := startApp(t, func(f *serveFlags) { f.slots, f.ctx, f.noSnapshots = 2, 2048, true })
+	tr := post(t, cold, map[string]any{"messages": lastTurn, "max_tokens": 8, "temperature": 0})
+	if tr.cached != 0 || tr.content != lastAnswer {
+		t.Fatalf("cold server: cached %d, answer %q; restored answer %q", tr.cached, tr.content, lastAnswer)
+	}
+}
+
+func TestCorruptSnapshotFallsBackToAPrefill(t *testing.T) {
+	a := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 2048 })
+	conv := msgs("system", words(70, 600), "user", words(71, 700))
+	first := post(t, a, map[string]any{"messages": conv, "max_tokens": 8, "temperature": 0})
+	other := post(t, a, map[string]any{"messages": msgs("user", words(72, 700)), "max_tokens": 8, "temperature": 0})
+	if first.status != 200 || other.status != 200 {
+		t.Fatal("setup requests failed")
+	}
+	files, _ := filepath.Glob(filepath.Join(a.f.dataDir, "snapshots", "*.kvsnap"))
+	if len(files) != 1 {
+		t.Fatalf("%d snapshots, want the first conversation's", len(files))
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-10] ^= 0xff
+	if err := os.WriteFile(files[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := post(t, a, map[string]any{"messages": conv, "max_tokens": 8, "temperature": 0})
+	if again.status != 200 || again.content != first.content {
+		t.Fatalf("after corruption: status %d answer %q, want %q", again.status, again.content, first.content)
+	}
+	if again.cached > 16 { // nothing but what the other conversation shares (BOS, markers)
+		t.Fatalf("a corrupt snapshot was used: cached %d", again.cached)
+	}
+	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
+		t.Fatalf("corrupt snapshot not deleted: %v", err)
+	}
+}

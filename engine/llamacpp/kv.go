@@ -1,0 +1,175 @@
+package llamacpp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+
+	"kvwin/kvcache"
+)
+
+// kv links the engine to kvwin's KV bookkeeping: the registry (which slot
+// holds which block chain; also the snapshot tier) and the snapshot store.
+// The registry is safe for concurrent use; the loop and callers both use it.
+type kv struct {
+	name      string
+	keyer     *kvcache.Keyer
+	reg       *kvcache.Registry
+	store     *kvcache.Store // nil: snapshots disabled
+	minTokens int
+	log       *slog.Logger
+
+	saves, restores, restoreFailures, saveDrops atomic.Int64
+}
+
+// modelFingerprint identifies a model file by its size and first MiB (the
+// header, metadata and first tensors), cheaply, without reading gigabytes.
+// Snapshots and block keys carry it: KV from another model never matches.
+func modelFingerprint(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	h := xxhash.New()
+	binary.Write(h, binary.LittleEndian, st.Size())
+	if _, err := io.CopyN(h, f, 1<<20); err != nil && err != io.EOF {
+		return 0, err
+	}
+	return h.Sum64(), nil
+}
+
+// newKV registers the engine in the registry and opens the snapshot store,
+// indexing the snapshots a previous run left. A store that cannot be opened
+// (read-only or full disk, a file in the way) is logged and snapshots are
+// off: the engine serves without them.
+func newKV(cfg Config, template string, log *slog.Logger) (*kv, error) {
+	fp, err := modelFingerprint(cfg.ModelPath)
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint model %q: %w", cfg.ModelPath, err)
+	}
+	keyer, err := kvcache.NewKeyer(kvcache.Namespace{
+		Model:    fmt.Sprintf("%016x", fp),
+		Template: fmt.Sprintf("%016x", xxhash.Sum64String(template)),
+	}, kvcache.KeyerConfig{BlockTokens: cfg.BlockTokens})
+	if err != nil {
+		return nil, err
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		if reg, err = kvcache.New(kvcache.Config{Logger: log}); err != nil {
+			return nil, err
+		}
+	}
+	capacity, err := kvcache.Budget{Context: cfg.Ctx, Slots: cfg.Slots}.CapacityBlocks(cfg.BlockTokens)
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.SetBackend(kvcache.BackendConfig{Name: cfg.Name, CapacityBlocks: capacity}); err != nil {
+		return nil, err
+	}
+	k := &kv{name: cfg.Name, keyer: keyer, reg: reg, minTokens: cfg.SnapshotMinTokens, log: log}
+	if cfg.SnapshotDir == "" {
+		return k, nil
+	}
+	store, existing, err := kvcache.OpenStore(kvcache.StoreConfig{
+		Dir: cfg.SnapshotDir, MaxBytes: cfg.SnapshotMaxBytes, Fingerprint: fp, Log: log,
+	})
+	if err != nil {
+		log.Error("KV snapshots disabled: the snapshot directory cannot be used", "dir", cfg.SnapshotDir, "err", err)
+		return k, nil
+	}
+	k.store = store
+	store.OnEvict(func(id string) { reg.RemoveSnapshot(cfg.Name, id) })
+	for _, s := range existing {
+		reg.AddSnapshot(cfg.Name, s.ID, keyer.Tokens(s.Tokens), s.Bytes)
+	}
+	if len(existing) > 0 {
+		log.Info("KV snapshots found", "count", len(existing), "bytes", store.Bytes())
+	}
+	return k, nil
+}
+
+func (k *kv) close() {
+	if k.store != nil {
+		k.store.Close()
+	}
+}
+
+// restore is a snapshot loaded for a task, verified against its prompt.
+type restore struct {
+	id     string
+	tokens []int
+	state  []byte
+	reuse  int // prompt tokens it covers
+}
+
+// prepareRestore loads the best snapshot for prompt when it covers more of
+// the prompt than any live slot, by at least minGain tokens. It runs on the
+// caller's goroutine: disk reads and decompression stay off the decode path.
+func (k *kv) prepareRestore(chain kvcache.Chain, prompt []int) *restore {
+	if k.store == nil || len(chain.Keys) == 0 {
+		return nil
+	}
+	const minGainBlocks = 4
+	live, snap := 0, kvcache.Match{}
+	for _, m := range k.reg.Lookup(chain).Matches {
+		if m.Backend != k.name {
+			continue
+		}
+		if m.Tier == kvcache.TierSnapshot {
+			if m.Blocks > snap.Blocks {
+				snap = m
+			}
+		} else {
+			live = max(live, m.Blocks)
+		}
+	}
+	if snap.Blocks < live+minGainBlocks {
+		return nil
+	}
+	tokens, state, err := k.store.Load(snap.Snapshot)
+	if err != nil {
+		k.log.Warn("snapshot unusable; deleted, prefilling instead", "err", err)
+		k.reg.RemoveSnapshot(k.name, snap.Snapshot)
+		k.restoreFailures.Add(1)
+		return nil
+	}
+	return &restore{id: snap.Snapshot, tokens: tokens, state: state, reuse: min(commonPrefix(tokens, prompt), len(prompt)-1)}
+}
+
+// save queues a snapshot of a slot's KV before the slot is given away.
+func (k *kv) save(tokens []int, state []byte) {
+	if k.store == nil || len(tokens) < k.minTokens || len(state) == 0 {
+		return
+	}
+	owned := append([]int(nil), tokens...)
+	id := kvcache.SnapshotID(owned)
+	chain := k.keyer.Tokens(owned)
+	// The registry learns of the snapshot at once, so the conversation's next
+	// turn finds it even while it is being written (Load waits for the write).
+	k.reg.AddSnapshot(k.name, id, chain, int64(len(state)))
+	ok := k.store.Save(owned, state, func(s kvcache.SavedSnapshot, err error) {
+		if err != nil {
+			k.reg.RemoveSnapshot(k.name, id) // the store logged why
+			return
+		}
+		k.saves.Add(1)
+		k.reg.AddSnapshot(k.name, s.ID, chain, s.Bytes)
+		k.reg.CountSnapshotSave(k.name)
+	})
+	if !ok {
+		k.reg.RemoveSnapshot(k.name, id)
+		k.saveDrops.Add(1)
+		k.log.Warn("snapshot queue full; slot given away without a snapshot", "tokens", len(tokens))
+	}
+}

@@ -1,0 +1,66 @@
+package llamacpp
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// collector exposes the engine's counters as Prometheus metrics. It reads
+// atomics and a copy of the slots; it never blocks the run loop.
+type collector struct {
+	e     *Engine
+	descs map[string]*prometheus.Desc
+}
+
+var _ prometheus.Collector = (*collector)(nil)
+
+// Collector returns a Prometheus collector of the engine's counters
+// (kvwin_engine_*), labelled with the backend name.
+func (e *Engine) Collector() prometheus.Collector {
+	c := &collector{e: e, descs: map[string]*prometheus.Desc{}}
+	for name, help := range map[string]string{
+		"requests_total":              "Requests admitted to a slot.",
+		"prompt_tokens_total":         "Prompt tokens of admitted requests.",
+		"cached_tokens_total":         "Prompt tokens reused from the KV cache instead of computed.",
+		"prompt_decoded_tokens_total": "Prompt tokens computed (handed to llama_decode).",
+		"generated_tokens_total":      "Tokens generated.",
+		"forks_total":                 "Prefixes copied from one slot into another (KvCacheSeqCp).",
+		"snapshot_saves_total":        "KV snapshots written to disk.",
+		"snapshot_restores_total":     "KV snapshots restored into a slot.",
+		"snapshot_failures_total":     "Snapshots that could not be used (corrupt, mismatched, no room); a prefill replaced them.",
+		"slots_busy":                  "Slots serving a request now.",
+		"slots":                       "Slots of the engine.",
+	} {
+		c.descs[name] = prometheus.NewDesc("kvwin_engine_"+name, help, nil, prometheus.Labels{"backend": e.cfg.Name})
+	}
+	return c
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := &c.e.stats
+	kv := c.e.kv
+	counter := func(name string, v int64) {
+		ch <- prometheus.MustNewConstMetric(c.descs[name], prometheus.CounterValue, float64(v))
+	}
+	counter("requests_total", st.Requests.Load())
+	counter("prompt_tokens_total", st.PromptTokens.Load())
+	counter("cached_tokens_total", st.CachedTokens.Load())
+	counter("prompt_decoded_tokens_total", st.PromptDecoded.Load())
+	counter("generated_tokens_total", st.GeneratedTokens.Load())
+	counter("forks_total", st.Forks.Load())
+	counter("snapshot_saves_total", kv.saves.Load())
+	counter("snapshot_restores_total", kv.restores.Load())
+	counter("snapshot_failures_total", kv.restoreFailures.Load())
+	busy := 0
+	slots := c.e.Slots()
+	for _, s := range slots {
+		if s.Processing {
+			busy++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.descs["slots_busy"], prometheus.GaugeValue, float64(busy))
+	ch <- prometheus.MustNewConstMetric(c.descs["slots"], prometheus.GaugeValue, float64(len(slots)))
+}

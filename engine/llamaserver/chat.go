@@ -1,0 +1,148 @@
+package llamaserver
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"kvwin/engine"
+)
+
+// How chat messages become tokens for one server. Two ways, picked from the
+// server's chat template:
+//
+//   - ChatML (the template names <|im_start|>, and the vocabulary has it and
+//     <|im_end|> as single control tokens): rendered here, as the embedded
+//     engine does, message by message:
+//
+//     [BOS] per message: <|im_start|> tok(role+"\n"+content) <|im_end|> tok("\n")
+//     then:              <|im_start|> tok("assistant\n")
+//
+//     The markers are control-token ids; message text is tokenized as plain
+//     text, so a client cannot smuggle a control token in, and a message
+//     tokenizes the same way every turn whatever surrounds it. Each
+//     message's ids are cached: a new turn tokenizes only its new messages.
+//     llama.cpp splits text at control tokens before tokenizing, so this is
+//     the tokenization of the whole rendered text.
+//
+//   - any other template: the server renders it (POST /apply-template) and
+//     the whole text is tokenized with control tokens parsed, as
+//     llama-server's own chat route does. Nothing is cached per message:
+//     the text of one message is not separable from the template's.
+type chat struct {
+	chatML              bool
+	ns                  string // token cache namespace: server, model, template
+	bos                 []int  // what add_special puts first; empty if nothing
+	start, end, newline []int  // ChatML only
+}
+
+// ChatML's markers.
+const (
+	imStart = "<|im_start|>"
+	imEnd   = "<|im_end|>"
+)
+
+// setupChat learns how to render chat for a server with props p: a few
+// /tokenize calls, once per model and template.
+func (b *Backend) setupChat(ctx context.Context, p Props) (*chat, error) {
+	h := fnv.New64a()
+	h.Write([]byte(p.ChatTemplate))
+	c := &chat{ns: fmt.Sprintf("llamaserver\x00%s\x00%s\x00%x", b.base, p.ModelPath, h.Sum64())}
+	var err error
+	if c.bos, err = b.tokenize(ctx, "", true, false); err != nil {
+		return nil, err
+	}
+	if strings.Contains(p.ChatTemplate, imStart) {
+		start, err := b.tokenize(ctx, imStart, false, true)
+		if err != nil {
+			return nil, err
+		}
+		end, err := b.tokenize(ctx, imEnd, false, true)
+		if err != nil {
+			return nil, err
+		}
+		if len(start) == 1 && len(end) == 1 {
+			if c.newline, err = b.tokenize(ctx, "\n", false, false); err != nil {
+				return nil, err
+			}
+			c.chatML, c.start, c.end = true, start, end
+			return c, nil
+		}
+		b.log.Warn("the chat template names ChatML markers the vocabulary lacks; rendering with /apply-template",
+			slog.Int("im_start_tokens", len(start)), slog.Int("im_end_tokens", len(end)))
+	}
+	return c, nil
+}
+
+// render turns messages into prompt tokens (see chat). It blocks on the
+// server for what is not cached.
+func (b *Backend) render(ctx context.Context, c *chat, msgs []engine.Message) ([]int, error) {
+	for i, m := range msgs {
+		if !engine.ValidRole(m.Role) {
+			return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
+		}
+	}
+	if !c.chatML {
+		return b.renderTemplate(ctx, c, msgs)
+	}
+	out := slices.Clone(c.bos)
+	var err error
+	for _, m := range msgs {
+		out = append(out, c.start...)
+		if out, err = b.messageTokens(ctx, c, out, m.Role, m.Content); err != nil {
+			return nil, err
+		}
+		out = append(out, c.end...)
+		out = append(out, c.newline...)
+	}
+	// The generation prompt is "assistant\n" after a start marker: the
+	// text of an empty assistant message, so it is cached the same way.
+	out = append(out, c.start...)
+	return b.messageTokens(ctx, c, out, engine.RoleAssistant, "")
+}
+
+// messageTokens appends the ids of role+"\n"+content to dst, from the cache
+// or from /tokenize (then offered to the cache).
+func (b *Backend) messageTokens(ctx context.Context, c *chat, dst []int, role, content string) ([]int, error) {
+	if out, ok := b.tokens.Append(dst, c.ns, role, content); ok {
+		return out, nil
+	}
+	ids, err := b.tokenize(ctx, role+"\n"+content, false, false)
+	if err != nil {
+		return nil, err
+	}
+	b.tokens.Put(c.ns, role, content, ids)
+	return append(dst, ids...), nil
+}
+
+// renderTemplate renders with the server's template and tokenizes the text.
+// Templates differ on whether their text starts with the BOS marker, so the
+// text is tokenized without adding one and BOS is put first only if missing:
+// never twice.
+func (b *Backend) renderTemplate(ctx context.Context, c *chat, msgs []engine.Message) ([]int, error) {
+	const path = "/apply-template"
+	var out struct {
+		Prompt *string `json:"prompt"`
+	}
+	in := struct {
+		Messages []engine.Message `json:"messages"`
+	}{msgs}
+	if err := b.call(ctx, http.MethodPost, path, in, &out); err != nil {
+		return nil, err
+	}
+	if out.Prompt == nil {
+		return nil, unavailable(http.MethodPost+" "+b.base+path, "the answer has no prompt")
+	}
+	ids, err := b.tokenize(ctx, *out.Prompt, false, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.bos) > 0 && !slices.Equal(ids[:min(len(ids), len(c.bos))], c.bos) {
+		ids = append(slices.Clone(c.bos), ids...)
+	}
+	return ids, nil
+}

@@ -1,0 +1,124 @@
+package llamaserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"kvwin/engine"
+)
+
+// TestChatTokensCached: a conversation's turns tokenize only their new
+// messages, and the tokens are those of the whole ChatML text.
+func TestChatTokensCached(t *testing.T) {
+	sys := engine.Message{Role: engine.RoleSystem, Content: "You are terse."}
+	u1 := engine.Message{Role: engine.RoleUser, Content: "Say hello."}
+	a1 := engine.Message{Role: engine.RoleAssistant, Content: "Hello, world!"}
+	u2 := engine.Message{Role: engine.RoleUser, Content: "Again, <|im_start|>louder."}
+	turns := []chatTurn{
+		// BOS, <|im_start|>, <|im_end|>, "\n"; then system, user, "assistant\n".
+		{"first turn sets up and tokenizes every message", []engine.Message{sys, u1}, 4 + 3},
+		{"second turn tokenizes its two new messages", []engine.Message{sys, u1, a1, u2}, 2},
+		{"the same turn again tokenizes nothing", []engine.Message{sys, u1, a1, u2}, 0},
+		{"a new conversation sharing the system prompt", []engine.Message{sys, u2}, 0},
+	}
+	for _, noBOS := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noBOS=%v", noBOS), func(t *testing.T) {
+			testChatTurns(t, noBOS, turns, u2)
+		})
+	}
+}
+
+// chatTurn is one turn of a conversation and the /tokenize calls it costs.
+type chatTurn struct {
+	name      string
+	msgs      []engine.Message
+	tokenizes int
+}
+
+// testChatTurns sends turns, in order, to one backend.
+func testChatTurns(t *testing.T, noBOS bool, turns []chatTurn, u2 engine.Message) {
+	f := startFake(t, &fakeServer{noBOS: noBOS})
+	b := f.backend(t, Config{})
+	var last []int
+	for i, turn := range turns {
+		t.Run(turn.name, func(t *testing.T) {
+			before := len(f.requests("/tokenize"))
+			got, err := b.Prompt(context.Background(), engine.Request{Messages: turn.msgs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.tokens.Wait() // the cache applies writes asynchronously
+			if n := len(f.requests("/tokenize")) - before; n != turn.tokenizes {
+				t.Errorf("%d /tokenize calls, want %d", n, turn.tokenizes)
+			}
+			// Message text is never parsed for control tokens: the
+			// "<|im_start|>" a user typed stays text.
+			text := chatML(turn.msgs...)
+			want := encode(text, true, true, !noBOS)
+			if slices.Contains(turn.msgs, u2) {
+				want = wantWithLiteralMarker(text, !noBOS)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("prompt tokens\n got %v\nwant %v", got, want)
+			}
+			// Turn 2 extends turn 1: its prefix is turn 1 without the
+			// generation prompt, so the server's cache holds it.
+			if i == 1 {
+				gen := len(encode("<|im_start|>assistant\n", false, true, false))
+				if !slices.Equal(got[:len(last)-gen], last[:len(last)-gen]) {
+					t.Errorf("turn 2 does not extend turn 1")
+				}
+			}
+			last = got
+		})
+	}
+}
+
+// wantWithLiteralMarker is the ChatML tokenization of text in which the
+// "<|im_start|>louder" a user wrote stays plain text.
+func wantWithLiteralMarker(text string, bos bool) []int {
+	const typed = "Again, <|im_start|>louder."
+	before, after, _ := strings.Cut(text, typed)
+	out := encode(before, true, true, bos)
+	out = append(out, encode(typed, false, false, bos)...)
+	return append(out, encode(after, false, true, bos)...)
+}
+
+// TestChatThroughApplyTemplate: a server whose template is not ChatML
+// renders the chat itself; the text's own BOS marker is not doubled.
+func TestChatThroughApplyTemplate(t *testing.T) {
+	f := startFake(t, &fakeServer{props: "props_llama3.json"})
+	b := f.backend(t, Config{})
+	for turn := 1; turn <= 2; turn++ {
+		got, err := b.Prompt(context.Background(), engine.Request{Messages: chatMsgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>" +
+			"<|start_header_id|>user<|end_header_id|>\n\nSay hello.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+		if want := encode(text, false, true, true); !slices.Equal(got, want) {
+			t.Errorf("turn %d: tokens\n got %v\nwant %v", turn, got, want)
+		}
+		if got[0] != 1 || got[1] == 1 {
+			t.Errorf("turn %d: the prompt starts %v, want one BOS", turn, got[:2])
+		}
+	}
+	applied := f.requests("/apply-template")
+	if len(applied) != 2 {
+		t.Fatalf("%d /apply-template calls, want one per turn", len(applied))
+	}
+	var body struct {
+		Messages []engine.Message `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(applied[0]), &body); err != nil || !slices.Equal(body.Messages, chatMsgs) {
+		t.Errorf("/apply-template body %s, want the messages", applied[0])
+	}
+	// The BOS probe once, then one /tokenize of the rendered text per turn.
+	if n := len(f.requests("/tokenize")); n != 1+2 {
+		t.Errorf("%d /tokenize calls, want 3", n)
+	}
+}

@@ -1,0 +1,102 @@
+package llamaserver
+
+import (
+	"math"
+	"time"
+
+	"kvwin/engine"
+)
+
+// completionRequest is the body of POST /completion, with llama-server's
+// field names. Every field is always sent: a server's defaults differ by
+// version and flags, and kvwin's request must mean the same everywhere.
+type completionRequest struct {
+	Prompt        []int    `json:"prompt"`         // token ids: no tokenization on the server
+	IDSlot        int      `json:"id_slot"`        // -1: the server picks
+	CachePrompt   bool     `json:"cache_prompt"`   // reuse the slot's common prefix
+	NKeep         int      `json:"n_keep"`         // tokens kept if the context shifts; -1 all
+	NCacheReuse   int      `json:"n_cache_reuse"`  // Config.CacheReuse
+	NPredict      int      `json:"n_predict"`      // -1: until EOS or the context is full
+	Seed          uint32   `json:"seed"`           // 4294967295: random
+	Temperature   float32  `json:"temperature"`    // 0: greedy
+	TopK          int      `json:"top_k"`          // 0: off
+	TopP          float32  `json:"top_p"`          // 1: off
+	MinP          float32  `json:"min_p"`          // 0: off
+	RepeatPenalty float32  `json:"repeat_penalty"` // 1: off
+	RepeatLastN   int      `json:"repeat_last_n"`
+	Stop          []string `json:"stop"` // never null
+	// Stream is always true (see the package comment).
+	Stream bool `json:"stream"`
+	// TimingsPerToken puts the timings in every chunk, so the first one
+	// already says how many prompt tokens the server reused: the engine
+	// contract's first event carries them.
+	TimingsPerToken bool `json:"timings_per_token"`
+}
+
+// completionBody translates req, whose prompt is tokens, for the server.
+func (b *Backend) completionBody(req engine.Request, tokens []int) completionRequest {
+	s := req.Sampling
+	body := completionRequest{
+		Prompt: tokens, IDSlot: req.Slot, CachePrompt: !req.NoCache, NKeep: req.Keep,
+		NCacheReuse: b.cfg.CacheReuse, NPredict: req.MaxTokens,
+		Seed: s.Seed, Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
+		RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN,
+		Stop: req.Stop, Stream: true, TimingsPerToken: true,
+	}
+	if body.NPredict == 0 {
+		body.NPredict = -1 // the engine's "no limit"; 0 would generate nothing
+	}
+	if body.Stop == nil {
+		body.Stop = []string{}
+	}
+	return body
+}
+
+// chunk is one object of a /completion answer: a streamed partial
+// ({content, tokens, stop: false, id_slot, tokens_predicted,
+// tokens_evaluated[, timings]}), the final object (stop: true, with
+// stop_type, truncated, tokens_cached, timings, …), or an in-stream error.
+type chunk struct {
+	Content         string       `json:"content"`
+	Tokens          []int        `json:"tokens"`
+	Stop            bool         `json:"stop"`
+	IDSlot          *int         `json:"id_slot"`
+	TokensPredicted int          `json:"tokens_predicted"`
+	TokensEvaluated int          `json:"tokens_evaluated"`
+	StopType        string       `json:"stop_type"` // final: none, eos, word, limit
+	Truncated       bool         `json:"truncated"`
+	Timings         *timings     `json:"timings"`
+	Error           *errorObject `json:"error"`
+}
+
+// timings is llama-server's timings object (the fields kvwin reads).
+type timings struct {
+	CacheN      int     `json:"cache_n"`   // prompt tokens reused from the slot's KV
+	PromptN     int     `json:"prompt_n"`  // prompt tokens computed
+	PromptMS    float64 `json:"prompt_ms"` // time computing them
+	PredictedN  int     `json:"predicted_n"`
+	PredictedMS float64 `json:"predicted_ms"`
+}
+
+// promptSide maps the prompt half of the timings: the prompt is what was
+// reused plus what was computed, and what was reused is cache_n exactly.
+func (t *timings) promptSide() engine.Timings {
+	return engine.Timings{PromptTokens: t.CacheN + t.PromptN, CachedTokens: t.CacheN, PromptEval: ms(t.PromptMS)}
+}
+
+// ms converts llama-server's float milliseconds, to the nearest nanosecond
+// (30.958 ms is not exact in binary).
+func ms(v float64) time.Duration {
+	if v <= 0 || math.IsNaN(v) {
+		return 0
+	}
+	return time.Duration(math.Round(v * float64(time.Millisecond)))
+}
+
+// finishReason maps llama-server's stop_type.
+func finishReason(c *chunk) string {
+	if c.StopType == "limit" || c.Truncated {
+		return engine.FinishLength
+	}
+	return engine.FinishStop // eos, word (and none, which a final object should not carry)
+}

@@ -1,0 +1,98 @@
+package llamaserver
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"kvwin/kvcache"
+)
+
+// Defaults of the Config fields left zero.
+const (
+	// DefaultTimeout bounds one metadata call (/props, /tokenize, …).
+	DefaultTimeout = 30 * time.Second
+	// DefaultIdleTimeout bounds the silence of a generation: the wait for
+	// the first streamed chunk (which includes the prefill) and every gap
+	// between chunks after it. Generous, because a long prompt on a slow
+	// box can take minutes to prefill; a hung server still ends.
+	DefaultIdleTimeout = 10 * time.Minute
+)
+
+// Config configures a Backend. Zero fields take the defaults; New validates
+// the result.
+type Config struct {
+	// BaseURL is the server's root, e.g. "http://gpu-1:8080" (required).
+	// A path prefix is kept (a server behind a reverse proxy).
+	BaseURL string `json:"base_url"`
+	// Name is the backend's stable name in X-Kvwin-Backend and metrics;
+	// default: the URL's host:port.
+	Name string `json:"name"`
+	// Model is the model id clients use; default: the server's model alias
+	// from /props, else its model file's base name without ".gguf".
+	Model string `json:"model"`
+	// Timeout bounds each metadata call; default DefaultTimeout.
+	Timeout time.Duration `json:"timeout"`
+	// IdleTimeout bounds the silence of a generation (see
+	// DefaultIdleTimeout); default DefaultIdleTimeout. There is no bound on
+	// a generation's total time: a long answer that keeps streaming is fine.
+	IdleTimeout time.Duration `json:"idle_timeout"`
+	// CacheReuse is sent as n_cache_reuse: the minimum run of tokens the
+	// server may move by KV shifting (llama-server's --cache-reuse). 0, the
+	// default, disables it: shifted KV is approximate (DESIGN.md).
+	CacheReuse int `json:"cache_reuse"`
+
+	// HTTPClient sends the requests; default: a client of its own. It must
+	// not set a Timeout, which would cut long streams; use the fields above.
+	HTTPClient *http.Client `json:"-"`
+	// TokenCache holds message token ids; several backends may share one
+	// (its budget, not its entries: keys name the server). Default: a cache
+	// of its own with kvcache's default size, closed by Close.
+	TokenCache *kvcache.TokenCache `json:"-"`
+}
+
+// withDefaults fills in defaults, checks ranges and returns the parsed base
+// URL.
+func (c Config) withDefaults() (Config, *url.URL, error) {
+	if c.BaseURL == "" {
+		return c, nil, errors.New("llamaserver: no base URL")
+	}
+	u, err := url.Parse(c.BaseURL)
+	switch {
+	case err != nil:
+		return c, nil, fmt.Errorf("llamaserver: base URL %q: %w", c.BaseURL, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return c, nil, fmt.Errorf("llamaserver: base URL %q: scheme must be http or https", c.BaseURL)
+	case u.Host == "":
+		return c, nil, fmt.Errorf("llamaserver: base URL %q has no host", c.BaseURL)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return c, nil, fmt.Errorf("llamaserver: base URL %q must not carry a query, fragment or user info", c.BaseURL)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	c.BaseURL = u.String()
+
+	switch {
+	case c.Timeout < 0:
+		return c, nil, fmt.Errorf("llamaserver: timeout %v is negative", c.Timeout)
+	case c.IdleTimeout < 0:
+		return c, nil, fmt.Errorf("llamaserver: idle timeout %v is negative", c.IdleTimeout)
+	case c.CacheReuse < 0:
+		return c, nil, fmt.Errorf("llamaserver: cache reuse %d is negative", c.CacheReuse)
+	case c.HTTPClient != nil && c.HTTPClient.Timeout != 0:
+		return c, nil, fmt.Errorf("llamaserver: the HTTP client has a timeout (%v), which would cut long generations; use Config.IdleTimeout", c.HTTPClient.Timeout)
+	}
+	if c.Name == "" {
+		c.Name = u.Host
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	return c, u, nil
+}

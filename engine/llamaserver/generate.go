@@ -1,0 +1,239 @@
+package llamaserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"kvwin/engine"
+)
+
+// complete sends body to POST /completion and turns the streamed answer
+// into events and a result. limit is the slot's context (for errors). It
+// blocks until the final chunk, an error, the end of ctx, or
+// Config.IdleTimeout of silence.
+func (b *Backend) complete(ctx context.Context, body completionRequest, limit int, stream engine.StreamFunc) (engine.Result, error) {
+	g := &generation{
+		ctx: ctx, op: http.MethodPost + " " + b.base + "/completion", idle: b.cfg.IdleTimeout,
+		prompt: len(body.Prompt), limit: limit, stream: stream, slot: -1,
+	}
+	data, err := marshal(body)
+	if err != nil {
+		return engine.Result{}, fmt.Errorf("llamaserver: %s: encode request: %w", g.op, err)
+	}
+	// The request's own context ends it on a stall (the watchdog) or when
+	// Generate returns early (a StreamFunc error): either way the
+	// connection closes and the server stops generating.
+	run, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g.dog = newWatchdog(b.cfg.IdleTimeout, cancel)
+	defer g.dog.stop()
+
+	req, err := http.NewRequestWithContext(run, http.MethodPost, b.base+"/completion", bytes.NewReader(data))
+	if err != nil {
+		return engine.Result{}, fmt.Errorf("llamaserver: %s: %w", g.op, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	g.sent = time.Now()
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return engine.Result{}, g.broken(err)
+	}
+	defer resp.Body.Close()
+	r := kickReader{r: resp.Body, w: g.dog}
+
+	if resp.StatusCode != http.StatusOK {
+		data, err := io.ReadAll(io.LimitReader(r, maxBodyBytes))
+		if err != nil {
+			return engine.Result{}, g.broken(err)
+		}
+		return engine.Result{}, decodeError(g.op, resp.StatusCode, data, g.prompt, limit)
+	}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "application/json" {
+		return g.whole(r) // a server that does not stream
+	}
+	return g.sse(r)
+}
+
+// generation is the state of one /completion answer being read. It lives
+// on the calling goroutine.
+type generation struct {
+	ctx    context.Context // the caller's
+	op     string
+	idle   time.Duration
+	prompt int // tokens sent
+	limit  int
+	stream engine.StreamFunc
+	dog    *watchdog
+	sent   time.Time
+
+	started bool           // the first event was produced: something was generated
+	first   engine.Timings // the first event's timings
+	slot    int
+	text    strings.Builder
+	tokens  []int
+}
+
+// sse reads a streamed answer.
+func (g *generation) sse(r io.Reader) (engine.Result, error) {
+	lines := newLineReader(r)
+	for {
+		line, err := lines.next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return engine.Result{}, g.cut("the stream ended without its final chunk")
+		case errors.Is(err, errLineCut):
+			return engine.Result{}, g.cut(err.Error())
+		case err != nil:
+			return engine.Result{}, g.broken(err)
+		}
+		name, value := field(line)
+		if name != "data" && name != "error" {
+			continue // blank line, keep-alive comment, event:, id:, retry:
+		}
+		if string(value) == "[DONE]" {
+			return engine.Result{}, g.cut("the stream ended without its final chunk")
+		}
+		var c chunk
+		if err := json.Unmarshal(value, &c); err != nil {
+			return engine.Result{}, g.garbage(err, value)
+		}
+		if name == "error" && c.Error == nil {
+			// An older server's `error: {…}` line holds the object itself.
+			c.Error = new(errorObject)
+			_ = json.Unmarshal(value, c.Error)
+		}
+		if res, done, err := g.add(&c); err != nil || done {
+			return res, err
+		}
+	}
+}
+
+// whole reads an answer that is one JSON object, the final one.
+func (g *generation) whole(r io.Reader) (engine.Result, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxBodyBytes))
+	if err != nil {
+		return engine.Result{}, g.broken(err)
+	}
+	var c chunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return engine.Result{}, g.garbage(err, data)
+	}
+	if !c.Stop && c.Error == nil {
+		return engine.Result{}, g.garbage(errors.New(`no "stop": true`), data)
+	}
+	res, _, err := g.add(&c)
+	return res, err
+}
+
+// add takes one chunk: it streams its text (the first chunk as the First
+// event, with the prompt-side timings) and, for the final chunk, returns the
+// result with done set.
+func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
+	if c.Error != nil {
+		return engine.Result{}, true, g.failed(c.Error)
+	}
+	if c.IDSlot != nil {
+		g.slot = *c.IDSlot
+	}
+	// Partials carry their token; a final object carries all of them only
+	// when nothing was streamed (llama-server, non-streamed), or when the
+	// partials did not (a kvwin node).
+	if !c.Stop || len(g.tokens) == 0 {
+		g.tokens = append(g.tokens, c.Tokens...)
+	}
+	ev := engine.Event{Text: c.Content, Slot: g.slot}
+	if !g.started {
+		ev.First = true
+		switch {
+		case c.Timings != nil:
+			ev.Timings = c.Timings.promptSide()
+		case c.TokensEvaluated > 0: // a server that ignores timings_per_token
+			ev.Timings.PromptTokens = c.TokensEvaluated
+		default:
+			ev.Timings.PromptTokens = g.prompt
+		}
+		// Measured here: the server's own clock does not include the
+		// network and its queue, which the client waits for too.
+		ev.Timings.FirstToken = time.Since(g.sent)
+		g.first = ev.Timings
+	}
+	if ev.First || ev.Text != "" {
+		g.started = true
+		g.text.WriteString(ev.Text)
+		if g.stream != nil {
+			g.dog.pause()
+			err := g.stream(ev)
+			g.dog.kick()
+			if err != nil {
+				return engine.Result{}, true, err
+			}
+		}
+	}
+	if !c.Stop {
+		return engine.Result{}, false, nil
+	}
+
+	t := g.first
+	if c.Timings != nil {
+		p := c.Timings.promptSide()
+		t.PromptTokens, t.CachedTokens, t.PromptEval = p.PromptTokens, p.CachedTokens, p.PromptEval
+		t.GeneratedTokens, t.Decode = c.Timings.PredictedN, ms(c.Timings.PredictedMS)
+	} else {
+		t.GeneratedTokens = c.TokensPredicted
+	}
+	return engine.Result{
+		Text: g.text.String(), Tokens: g.tokens, FinishReason: finishReason(c), Slot: g.slot, Timings: t,
+	}, true, nil
+}
+
+// failed is the error of an error object in the answer. Before anything
+// was generated it means what the same error as a status would; after, it
+// can only end the stream.
+func (g *generation) failed(obj *errorObject) error {
+	if !g.started {
+		return errorFromObject(g.op, obj.status(), obj, g.prompt, g.limit)
+	}
+	return fmt.Errorf("llamaserver: %s: the server failed mid-stream (%s): %s", g.op, obj.Type, obj.Message)
+}
+
+// garbage is the error of a chunk that is not the JSON expected.
+func (g *generation) garbage(err error, data []byte) error {
+	if !g.started {
+		return unavailable(g.op, "the answer is not the JSON expected (%v): %s", err, snippet(data))
+	}
+	return fmt.Errorf("llamaserver: %s: a streamed chunk is not the JSON expected (%v): %s", g.op, err, snippet(data))
+}
+
+// cut is the error of an answer that ended early (why says how).
+func (g *generation) cut(why string) error {
+	if !g.started {
+		return unavailable(g.op, "%s, before any chunk", why)
+	}
+	return fmt.Errorf("llamaserver: %s: %s (after %d bytes of text): the answer is cut short", g.op, why, g.text.Len())
+}
+
+// broken is the error of a failed connection or read: the caller's context
+// ending, the watchdog's (the server was silent), or the network's.
+func (g *generation) broken(err error) error {
+	switch {
+	case g.ctx.Err() != nil:
+		return fmt.Errorf("llamaserver: %s: %w", g.op, g.ctx.Err())
+	case g.dog.fired.Load() && !g.started:
+		return unavailable(g.op, "the server sent nothing for %v", g.idle)
+	case g.dog.fired.Load():
+		return fmt.Errorf("llamaserver: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle)
+	case !g.started:
+		return fmt.Errorf("llamaserver: %s: %w (%w)", g.op, engine.ErrUnavailable, err)
+	default:
+		return fmt.Errorf("llamaserver: %s: the connection broke mid-stream: %w", g.op, err)
+	}
+}

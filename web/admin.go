@@ -1,0 +1,32 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"kvwin/kvcache"
+)
+
+// RegistryView is what GET /kvwin/v1/registry shows: the prefix registry's
+// totals, per backend and per slot (kvcache.Registry implements it).
+type RegistryView interface {
+	Snapshot() kvcache.Stats
+}
+
+// adminRoutes mounts the operator endpoints that are configured.
+func (s *Server) adminRoutes(r *gin.Engine) {
+	if s.cfg.Registry != nil {
+		r.GET("/kvwin/v1/registry", s.registry)
+	}
+	if s.cfg.Metrics != nil {
+		h := promhttp.HandlerFor(s.cfg.Metrics, promhttp.HandlerOpts{})
+		r.GET("/metrics", gin.WrapH(h))
+	}
+}
+
+// registry serves the registry snapshot as JSON.
+func (s *Server) registry(c *gin.Context) {
+	c.JSON(http.StatusOK, s.cfg.Registry.Snapshot())
+}
