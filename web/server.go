@@ -7,8 +7,6 @@
 package web
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
 )
