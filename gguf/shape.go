@@ -60,7 +60,7 @@ func Read(path string) (Shape, error) {
 		HeadDim:       int(kv.EmbeddingHeadCountK()),
 		ContextLength: int(kv.ContextLength()),
 		VocabSize:     int(kv.Uint("vocab_size")),
-		FileType:      kv.FileType().String(),
+		FileType:      fileType(kv),
 		ChatTemplate:  kv.ChatTemplate(),
 	}
 	for _, t := range g.Tensors().Items() {
@@ -106,4 +106,13 @@ func (s Shape) Crossover() int {
 		return 0
 	}
 	return int(s.Params / uint64(s.Layers*s.Embedding))
+}
+
+// fileType names the file's tensor type. Ollama's accessor treats 0 as
+// "unknown", but 0 is llama.cpp's "all F32".
+func fileType(kv ggml.KV) string {
+	if t, ok := kv["general.file_type"].(uint32); ok {
+		return ggml.FileType(t).String()
+	}
+	return kv.FileType().String()
 }

@@ -4,40 +4,72 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"kvwin/attention"
 	"kvwin/gguf"
 )
 
 func newGGUFCmd() *cobra.Command {
 	g := &cobra.Command{Use: "gguf", Short: "Inspect GGUF model files"}
-	var asJSON bool
+	var (
+		asJSON    bool
+		vram      string
+		slots     int
+		cacheType string
+	)
 	inspect := &cobra.Command{
 		Use:   "inspect FILE",
-		Short: "Print a model's shape and KV cache cost",
+		Short: "Print a model's shape and KV cache cost; with --vram, how many tokens fit per slot",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := gguf.Read(args[0])
 			if err != nil {
 				return err
 			}
+			out := inspectJSON{Shape: s, KVBytesPerToken: s.KVBytesPerToken(cacheType), Crossover: s.Crossover()}
+			if vram != "" {
+				bytes, err := attention.ParseSize(vram)
+				if err != nil {
+					return fmt.Errorf("--vram: %w", err)
+				}
+				cfg := attention.PlanConfig{VRAM: bytes, Slots: slots, CacheType: cacheType}
+				if fi, err := os.Stat(args[0]); err == nil {
+					cfg.WeightBytes = uint64(fi.Size()) // the file is the weights plus a little metadata
+				}
+				plan, err := attention.NewPlan(s, cfg)
+				if err != nil {
+					return err
+				}
+				out.Plan = &plan
+			}
 			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(inspectJSON{Shape: s, KVBytesPerToken: s.KVBytesPerToken("f16"), Crossover: s.Crossover()})
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
 			}
 			printShape(cmd.OutOrStdout(), s)
+			if out.Plan != nil {
+				fmt.Fprintln(cmd.OutOrStdout())
+				return out.Plan.WriteText(cmd.OutOrStdout())
+			}
 			return nil
 		},
 	}
-	inspect.Flags().BoolVar(&asJSON, "json", false, "print JSON on standard output")
+	f := inspect.Flags()
+	f.BoolVar(&asJSON, "json", false, "print JSON on standard output")
+	f.StringVar(&vram, "vram", "", "device memory for the model, e.g. 24GiB: plan tokens per slot and prefill cost")
+	f.IntVar(&slots, "slots", 1, "slots sharing the KV cache (with --vram)")
+	f.StringVar(&cacheType, "cache-type", "f16", "KV cache element type: f16, q8_0, q4_0")
 	g.AddCommand(inspect)
 	return g
 }
 
 type inspectJSON struct {
 	gguf.Shape
-	KVBytesPerToken int `json:"kv_bytes_per_token"`
-	Crossover       int `json:"crossover_tokens"`
+	KVBytesPerToken int             `json:"kv_bytes_per_token"`
+	Crossover       int             `json:"crossover_tokens"`
+	Plan            *attention.Plan `json:"plan,omitempty"`
 }
 
 func printShape(w io.Writer, s gguf.Shape) {

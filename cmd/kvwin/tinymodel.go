@@ -12,14 +12,20 @@ import (
 const tinyModelName = "kvwin-tiny.gguf"
 
 // ensureTinyModel returns the test model under dir, writing it first if it
-// is not there. The file is deterministic, so an existing one is reused.
+// is not there. The file is deterministic, so an existing one is reused —
+// unless it has another shape (written by an older kvwin), then it is
+// rewritten so every kvwin of this version measures the same model.
 func ensureTinyModel(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create data dir %q: %w", dir, err)
 	}
 	path := filepath.Join(dir, tinyModelName)
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
+	want := gguf.DefaultTinyConfig().Shape()
+	if got, err := gguf.Read(path); err == nil {
+		got.Path = ""
+		if got == want {
+			return path, nil
+		}
 	}
 	if err := gguf.WriteTiny(path, gguf.DefaultTinyConfig()); err != nil {
 		return "", err
