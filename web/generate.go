@@ -23,6 +23,9 @@ const (
 	// HeaderCachedEstimated is "true" when HeaderCachedTokens is kvwin's
 	// estimate rather than the backend's own count; absent otherwise.
 	HeaderCachedEstimated = "X-Kvwin-Cached-Estimated"
+	// HeaderPromptMs is the backend's time computing the uncached prompt
+	// tokens, in milliseconds (llama-server's timings.prompt_ms).
+	HeaderPromptMs = "X-Kvwin-Prompt-Ms"
 )
 
 // format renders the response objects of one endpoint. Chat and legacy
@@ -98,6 +101,7 @@ func setGenerationHeaders(h http.Header, backend string, t engine.Timings) {
 	h.Set(HeaderBackend, backend)
 	h.Set(HeaderPromptTokens, strconv.Itoa(t.PromptTokens))
 	h.Set(HeaderCachedTokens, strconv.Itoa(t.CachedTokens))
+	h.Set(HeaderPromptMs, strconv.FormatFloat(float64(t.PromptEval.Microseconds())/1000, 'f', 3, 64))
 	if t.CachedEstimated {
 		h.Set(HeaderCachedEstimated, "true")
 	}

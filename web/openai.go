@@ -26,9 +26,10 @@ type params struct {
 	MaxCompletionTokens *int           `json:"max_completion_tokens"`
 	Temperature         *float32       `json:"temperature"`
 	TopP                *float32       `json:"top_p"`
-	TopK                *int           `json:"top_k"`      // llama-server extension
-	MinP                *float32       `json:"min_p"`      // llama-server extension
-	IgnoreEOS           bool           `json:"ignore_eos"` // llama-server extension
+	TopK                *int           `json:"top_k"`        // llama-server extension
+	MinP                *float32       `json:"min_p"`        // llama-server extension
+	IgnoreEOS           bool           `json:"ignore_eos"`   // llama-server extension
+	CachePrompt         *bool          `json:"cache_prompt"` // llama-server extension; false recomputes the whole prompt
 	Seed                *int64         `json:"seed"`
 	Stop                stopList       `json:"stop"`
 	N                   *int           `json:"n"`
