@@ -108,6 +108,7 @@ type Result struct {
 	FinishReason string
 	Slot         int // the slot that served it, -1 if unknown
 	Timings      Timings
+	Backend      string // as Event.Backend
 }
 
 // Event is one step of a streamed generation. The first event a backend sends
@@ -120,6 +121,9 @@ type Event struct {
 	Text    string
 	Slot    int
 	Timings Timings
+	// Backend names the backend that serves the request when a router
+	// chose it; empty from a backend itself (its Info().Name applies).
+	Backend string
 }
 
 // StreamFunc receives the events of a generation as they happen, on the

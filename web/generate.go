@@ -79,7 +79,7 @@ func (s *Server) generate(c *gin.Context, info engine.Info, req engine.Request, 
 		s.fail(c, err)
 		return
 	}
-	setGenerationHeaders(c.Writer.Header(), info.Name, res.Timings)
+	setGenerationHeaders(c.Writer.Header(), servedBy(info, res.Backend), res.Timings)
 	writeJSON(c.Writer, http.StatusOK, r.format.complete(r.meta, res))
 }
 
@@ -94,6 +94,15 @@ func (s *Server) fail(c *gin.Context, err error) {
 	_ = c.Error(err)
 	status, body := classify(err)
 	writeJSON(c.Writer, status, errorBody{Error: body})
+}
+
+// servedBy names the backend that served a request: the one a router chose,
+// or the backend itself.
+func servedBy(info engine.Info, chosen string) string {
+	if chosen != "" {
+		return chosen
+	}
+	return info.Name
 }
 
 // setGenerationHeaders sets the X-Kvwin-* headers from a backend's timings.

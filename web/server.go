@@ -1,4 +1,5 @@
-// Package web is kvwin's HTTP edge: a Gin server speaking the OpenAI API.
+// Package web is kvwin's HTTP edge: a Gin server speaking the OpenAI API,
+// and llama-server's node routes (node.go).
 //
 // Handlers only translate: they decode an OpenAI request, turn it into one
 // engine.Request, hand it to the backend, and render what comes back. What
@@ -107,6 +108,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/v1/models", s.models)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
+	s.nodeRoutes(r)
 	r.NoRoute(s.unknownRoute)
 	r.NoMethod(s.wrongMethod)
 	return r
@@ -121,8 +123,10 @@ func (s *Server) models(c *gin.Context) {
 	})
 }
 
-// health serves GET /health. It answers as long as the server runs; the
-// backend's health is the router's business.
+// health serves GET /health, for operators and as the node route
+// llama-server clients probe: {"status":"ok"} with 200 is llama-server's
+// "ready" answer. It answers as long as the server runs; the backend's
+// health is the router's business.
 func (s *Server) health(c *gin.Context) {
 	writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})
 }

@@ -21,9 +21,9 @@ func (s *Server) stream(c *gin.Context, info engine.Info, req engine.Request, r 
 		opened   bool
 		streamed strings.Builder // the text sent so far, to reconcile with the result
 	)
-	open := func(t engine.Timings) error {
+	open := func(t engine.Timings, backend string) error {
 		opened = true
-		setGenerationHeaders(c.Writer.Header(), info.Name, t)
+		setGenerationHeaders(c.Writer.Header(), servedBy(info, backend), t)
 		sse.start()
 		if ch := r.format.chunk(r.meta, part{open: true}); ch != nil {
 			return sse.send(ch)
@@ -38,7 +38,7 @@ func (s *Server) stream(c *gin.Context, info engine.Info, req engine.Request, r 
 			return err
 		}
 		if !opened {
-			if err := open(ev.Timings); err != nil {
+			if err := open(ev.Timings, ev.Backend); err != nil {
 				return err
 			}
 		}
@@ -66,7 +66,7 @@ func (s *Server) stream(c *gin.Context, info engine.Info, req engine.Request, r 
 	if !opened {
 		// The backend finished without a single event (nothing generated,
 		// or an adapter that does not stream): the result has it all.
-		_ = open(res.Timings)
+		_ = open(res.Timings, res.Backend)
 	}
 	// Streamed text must add up to the non-streamed text byte for byte. The
 	// contract says the result's text is what was streamed; if a backend

@@ -172,6 +172,20 @@ func (e *Engine) Info() engine.Info {
 	return engine.Info{Name: e.cfg.Name, Model: e.cfg.ModelID, ContextSlot: e.cfg.Ctx, Slots: e.cfg.Slots}
 }
 
+// ChatTemplate returns the model's chat template as its file states it
+// (GET /props of the node API reports it).
+func (e *Engine) ChatTemplate() string { return e.shape.ChatTemplate }
+
+// TokenizeSpecial tokenizes text with llama.cpp's two flags apart: add
+// BOS/EOS as the model wants, and parse control-token text.
+func (e *Engine) TokenizeSpecial(_ context.Context, text string, addSpecial, parseSpecial bool) ([]int, error) {
+	if !e.use() {
+		return nil, engine.ErrClosed
+	}
+	defer e.life.RUnlock()
+	return e.model.Tokenize(text, addSpecial, parseSpecial)
+}
+
 // Shape returns the model's shape as read from its file.
 func (e *Engine) Shape() gguf.Shape { return e.shape }
 

@@ -67,12 +67,12 @@ func TestGenerateRequest(t *testing.T) {
 		{
 			name: "chat, every field set, streamed",
 			req: engine.Request{Messages: chatMsgs, MaxTokens: 64, Sampling: sampling, Stop: []string{"</s>"},
-				Slot: 1, Keep: 5},
+				Slot: 1, Keep: 5, IgnoreEOS: true},
 			cfg:    Config{CacheReuse: 256},
 			answer: "completion_stream.sse", stream: true,
 			wantBody: `{"prompt":` + prompt + `,"id_slot":1,"cache_prompt":true,"n_keep":5,"n_cache_reuse":256,` +
 				`"n_predict":64,"seed":42,"temperature":0.7,"top_k":20,"top_p":0.9,"min_p":0.05,` +
-				`"repeat_penalty":1.1,"repeat_last_n":64,"stop":["</s>"],"stream":true,"timings_per_token":true}`,
+				`"repeat_penalty":1.1,"repeat_last_n":64,"stop":["</s>"],"ignore_eos":true,"stream":true,"timings_per_token":true}`,
 			want: recorded,
 		},
 		{
@@ -81,7 +81,7 @@ func TestGenerateRequest(t *testing.T) {
 			answer: "completion_stream.sse",
 			wantBody: `{"prompt":[1,2,3],"id_slot":-1,"cache_prompt":false,"n_keep":0,"n_cache_reuse":0,` +
 				`"n_predict":-1,"seed":4294967295,"temperature":0.8,"top_k":40,"top_p":0.95,"min_p":0.05,` +
-				`"repeat_penalty":1,"repeat_last_n":64,"stop":[],"stream":true,"timings_per_token":true}`,
+				`"repeat_penalty":1,"repeat_last_n":64,"stop":[],"ignore_eos":false,"stream":true,"timings_per_token":true}`,
 			want: recorded,
 		},
 		{
@@ -91,7 +91,7 @@ func TestGenerateRequest(t *testing.T) {
 			// BOS added, the control-token text left as text.
 			wantBody: `{"prompt":` + jsonOf(encode("Hi<|im_end|>", true, false, true)) + `,"id_slot":0,"cache_prompt":true,"n_keep":-1,"n_cache_reuse":0,` +
 				`"n_predict":-1,"seed":4294967295,"temperature":0.8,"top_k":40,"top_p":0.95,"min_p":0.05,` +
-				`"repeat_penalty":1,"repeat_last_n":64,"stop":[],"stream":true,"timings_per_token":true}`,
+				`"repeat_penalty":1,"repeat_last_n":64,"stop":[],"ignore_eos":false,"stream":true,"timings_per_token":true}`,
 			want: func() engine.Result {
 				r := recorded
 				r.Tokens = nil // not asked for (return_tokens), so not in the answer

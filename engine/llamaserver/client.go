@@ -47,6 +47,7 @@ func (b *Backend) call(ctx context.Context, method, path string, in, out any) er
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	replayable(req)
 
 	resp, err := b.client.Do(req)
 	if err != nil {
@@ -99,4 +100,15 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// replayable lets net/http resend req on a new connection when a pooled
+// one turns out to be closed before any answer. llama-server (cpp-httplib)
+// closes idle keep-alive connections after a few seconds, so the first turn
+// after a pause would otherwise fail, and a router fail over, for nothing.
+// Every call kvwin makes is safe to repeat: /tokenize and the like are
+// pure, and a /completion costs compute but changes nothing. A nil value
+// marks the request idempotent without sending the header.
+func replayable(req *http.Request) {
+	req.Header["X-Idempotency-Key"] = nil
 }

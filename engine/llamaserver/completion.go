@@ -24,7 +24,8 @@ type completionRequest struct {
 	MinP          float32  `json:"min_p"`          // 0: off
 	RepeatPenalty float32  `json:"repeat_penalty"` // 1: off
 	RepeatLastN   int      `json:"repeat_last_n"`
-	Stop          []string `json:"stop"` // never null
+	Stop          []string `json:"stop"`       // never null
+	IgnoreEOS     bool     `json:"ignore_eos"` // generate past end-of-generation tokens
 	// Stream is always true (see the package comment).
 	Stream bool `json:"stream"`
 	// TimingsPerToken puts the timings in every chunk, so the first one
@@ -41,7 +42,7 @@ func (b *Backend) completionBody(req engine.Request, tokens []int) completionReq
 		NCacheReuse: b.cfg.CacheReuse, NPredict: req.MaxTokens,
 		Seed: s.Seed, Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
 		RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN,
-		Stop: req.Stop, Stream: true, TimingsPerToken: true,
+		Stop: req.Stop, IgnoreEOS: req.IgnoreEOS, Stream: true, TimingsPerToken: true,
 	}
 	if body.NPredict == 0 {
 		body.NPredict = -1 // the engine's "no limit"; 0 would generate nothing

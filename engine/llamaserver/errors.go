@@ -20,7 +20,7 @@ import (
 //	429                    engine.ErrQueueFull      (a kvwin node whose queue is full)
 //	anything else          engine.ErrUnavailable    (5xx, loading, auth, no such route)
 type StatusError struct {
-	Op      string // the call, e.g. "POST /completion"
+	Op      string // the call, e.g. "POST http://gpu-1:8080/completion"
 	Status  int    // the HTTP status
 	Type    string // llama-server's error type ("invalid_request_error", …), if it sent one
 	Message string // the server's message, or the start of a body that was not JSON

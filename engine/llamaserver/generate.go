@@ -42,6 +42,7 @@ func (b *Backend) complete(ctx context.Context, body completionRequest, limit in
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	replayable(req)
 	g.sent = time.Now()
 	resp, err := b.client.Do(req)
 	if err != nil {

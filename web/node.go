@@ -1,0 +1,582 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/engine"
+)
+
+// The node routes: the subset of llama.cpp's llama-server API that kvwin's
+// own llama-server adapter (engine/llamaserver) uses, with llama-server's
+// field names, so a kvwin gateway fronts kvwin nodes exactly as it fronts
+// llama-servers:
+//
+//	POST /completion   prompt (text or token ids) → text, streamed as llama-server streams it
+//	POST /tokenize     {content, add_special, parse_special, with_pieces} → {tokens}
+//	POST /detokenize   {tokens} → {content}
+//	GET  /slots        [{id, n_ctx, is_processing, n_tokens}]
+//	GET  /props        {default_generation_settings: {n_ctx}, total_slots, model_alias, model_path, chat_template}
+//	GET  /health       {"status": "ok"} (served by health, shared with everyone)
+//
+// Errors are llama-server's shape, {"error": {"code": 400, "message", "type"}},
+// with its "exceed_context_size_error" (and n_prompt_tokens, n_ctx) for a
+// prompt that does not fit, so llama-server clients understand them. The
+// status is still classify's.
+//
+// Abilities beyond engine.Backend are found by type assertion; a backend
+// without one answers that route 501, as llama-server does for a disabled
+// endpoint.
+
+// chatTemplater is a backend that knows its model's chat template.
+type chatTemplater interface {
+	ChatTemplate() string
+}
+
+// specialTokenizer is a backend that tokenizes with llama.cpp's two flags
+// apart: addSpecial inserts BOS, parseSpecial turns control-token text into
+// control tokens. engine.Tokenizer has one flag for both, which
+// tokenizeSplit works around when a backend lacks this.
+type specialTokenizer interface {
+	TokenizeSpecial(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int, error)
+}
+
+// errNotSupported: the backend lacks the ability a node route needs.
+var errNotSupported = errors.New("not supported by this server's backend")
+
+// nodeRoutes mounts the node routes on r.
+func (s *Server) nodeRoutes(r *gin.Engine) {
+	r.POST("/completion", s.nodeCompletion)
+	r.POST("/tokenize", s.nodeTokenize)
+	r.POST("/detokenize", s.nodeDetokenize)
+	r.GET("/slots", s.nodeSlots)
+	r.GET("/props", s.nodeProps)
+}
+
+// nodeCompletionRequest is the body of POST /completion: the fields kvwin
+// acts on. Pointers tell "not set" (llama-server's default) from a value.
+// Other llama-server fields (grammar, n_probs, …) are ignored, and so is
+// n_cache_reuse: the embedded engine decides reuse itself.
+type nodeCompletionRequest struct {
+	Prompt          json.RawMessage `json:"prompt"`
+	IDSlot          *int            `json:"id_slot"`      // default -1: any slot
+	CachePrompt     *bool           `json:"cache_prompt"` // default true
+	NKeep           *int            `json:"n_keep"`
+	NPredict        *int            `json:"n_predict"` // default -1: no limit
+	Temperature     *float32        `json:"temperature"`
+	TopK            *int            `json:"top_k"`
+	TopP            *float32        `json:"top_p"`
+	MinP            *float32        `json:"min_p"`
+	RepeatPenalty   *float32        `json:"repeat_penalty"`
+	RepeatLastN     *int            `json:"repeat_last_n"` // -1: the slot's context
+	Seed            *int64          `json:"seed"`
+	Stop            stopList        `json:"stop"`
+	IgnoreEOS       bool            `json:"ignore_eos"`
+	Stream          bool            `json:"stream"`
+	TimingsPerToken bool            `json:"timings_per_token"`
+}
+
+// request translates the body into an engine.Request. The sampling fields
+// it shares with OpenAI's are checked by params.request. A text prompt is
+// tokenized by the backend with BOS and without parsing control tokens
+// (llama-server parses them); token ids are used as they are.
+func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error) {
+	p := params{Temperature: b.Temperature, TopP: b.TopP, TopK: b.TopK, MinP: b.MinP, Seed: b.Seed, Stop: b.Stop, IgnoreEOS: b.IgnoreEOS}
+	req, err := p.request(info)
+	if err != nil {
+		return req, err
+	}
+	if req.Prompt, req.Tokens, err = prompt(b.Prompt); err != nil {
+		return req, err
+	}
+	if v := b.NPredict; v != nil {
+		switch {
+		case *v == -1: // until the model stops or the slot is full: the engine's 0
+		case *v == 0:
+			return req, badInput(CodeInvalidValue, "n_predict", "n_predict 0 (evaluate the prompt only) is not supported")
+		case *v < -1:
+			return req, badInput(CodeInvalidValue, "n_predict", "n_predict must be -1 or positive, not %d", *v)
+		case info.ContextSlot > 0 && *v > info.ContextSlot:
+			return req, badInput(CodeInvalidValue, "n_predict", "n_predict is %d but a slot of this model holds %d tokens", *v, info.ContextSlot)
+		default:
+			req.MaxTokens = *v
+		}
+	}
+	if v := b.IDSlot; v != nil {
+		if *v < -1 {
+			return req, badInput(CodeInvalidValue, "id_slot", "id_slot must be -1 (any) or a slot id, not %d", *v)
+		}
+		req.Slot = *v
+	}
+	if v := b.CachePrompt; v != nil {
+		req.NoCache = !*v
+	}
+	if v := b.NKeep; v != nil {
+		if *v < -1 {
+			return req, badInput(CodeInvalidValue, "n_keep", "n_keep must be -1 (all) or at least 0, not %d", *v)
+		}
+		req.Keep = *v
+	}
+	if v := b.RepeatPenalty; v != nil {
+		if *v < 0 {
+			return req, badInput(CodeInvalidValue, "repeat_penalty", "repeat_penalty must not be negative, not %g", *v)
+		}
+		req.Sampling.RepeatPenalty = *v
+	}
+	if v := b.RepeatLastN; v != nil {
+		switch {
+		case *v == -1:
+			req.Sampling.RepeatLastN = info.ContextSlot
+		case *v < -1:
+			return req, badInput(CodeInvalidValue, "repeat_last_n", "repeat_last_n must be -1 (the context) or at least 0, not %d", *v)
+		default:
+			req.Sampling.RepeatLastN = *v
+		}
+	}
+	return req, nil
+}
+
+// nodeCompletion serves POST /completion.
+func (s *Server) nodeCompletion(c *gin.Context) {
+	var body nodeCompletionRequest
+	if err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, &body); err != nil {
+		s.nodeFail(c, err)
+		return
+	}
+	info := s.backend.Info()
+	req, err := body.request(info)
+	if err != nil {
+		s.nodeFail(c, err)
+		return
+	}
+	if body.Stream {
+		s.nodeStream(c, info, req, body.TimingsPerToken)
+		return
+	}
+	res, err := s.backend.Generate(c.Request.Context(), req, nil)
+	if err != nil {
+		s.nodeFail(c, err)
+		return
+	}
+	setGenerationHeaders(c.Writer.Header(), servedBy(info, res.Backend), res.Timings)
+	writeJSON(c.Writer, http.StatusOK, nodeFinal(info, res, false))
+}
+
+// nodeStream runs req and streams the answer as llama-server does:
+//
+//	data: {"content": "…", "stop": false, …}\n\n   one partial per event
+//	data: {"content": "", "stop": true, "timings": {…}, …}\n\n   the final object
+//
+// and no [DONE]. The first partial goes out with the backend's first event,
+// when prefill ends, with content "" if the event has no text: its arrival
+// is the client's time to first token, and with timings_per_token it
+// carries the prompt-side timings (how much of the prompt was reused).
+// Before that event an error gets a status; after it, an error object in
+// the stream ends it, as llama-server sends it.
+func (s *Server) nodeStream(c *gin.Context, info engine.Info, req engine.Request, perToken bool) {
+	ctx := c.Request.Context()
+	sse := newSSEWriter(c.Writer)
+	var (
+		opened   bool
+		first    engine.Timings // the first event's: prompt side
+		slot     = -1
+		pieces   int       // texts sent; engine events may join tokens, so only close to tokens_predicted
+		since    time.Time // the first event, for the per-token timings
+		streamed strings.Builder
+	)
+	open := func(ev engine.Event) {
+		opened, first, slot, since = true, ev.Timings, ev.Slot, time.Now()
+		setGenerationHeaders(c.Writer.Header(), servedBy(info, ev.Backend), ev.Timings)
+		sse.start()
+	}
+	partial := func(text string) error {
+		ch := nodePartial{Content: text, Tokens: []int{}, IDSlot: slot, TokensPredicted: pieces, TokensEvaluated: first.PromptTokens}
+		if perToken {
+			t := first
+			t.GeneratedTokens, t.Decode = pieces, time.Since(since)
+			tm := nodeTimingsOf(t)
+			ch.Timings = &tm
+		}
+		return sse.send(ch)
+	}
+
+	res, err := s.backend.Generate(ctx, req, func(ev engine.Event) error {
+		if err := ctx.Err(); err != nil {
+			return err // the client left: stop at once
+		}
+		if !opened {
+			open(ev)
+		} else if ev.Text == "" {
+			return nil
+		}
+		if ev.Text != "" {
+			pieces++
+			streamed.WriteString(ev.Text)
+		}
+		return partial(ev.Text)
+	})
+
+	switch {
+	case ctx.Err() != nil || sse.err != nil:
+		_ = c.Error(errClientGone)
+		return
+	case err != nil && !opened:
+		s.nodeFail(c, err)
+		return
+	case err != nil:
+		_ = c.Error(err)
+		_, body := nodeError(err)
+		_ = sse.send(nodeErrorEnvelope{Error: body})
+		return
+	}
+	if !opened {
+		open(engine.Event{Slot: res.Slot, Timings: res.Timings})
+	}
+	// As in stream: what was streamed must add up to the result's text.
+	if rest, ok := strings.CutPrefix(res.Text, streamed.String()); !ok {
+		s.log.Warn("backend result text differs from what it streamed",
+			"backend", info.Name, "streamed_bytes", streamed.Len(), "result_bytes", len(res.Text))
+	} else if rest != "" {
+		pieces++
+		_ = partial(rest)
+	}
+	if sse.send(nodeFinal(info, res, true)) != nil {
+		_ = c.Error(errClientGone)
+	}
+}
+
+// nodePartial is one streamed partial of /completion, as llama-server
+// sends it. Tokens is always empty: engine events carry text, not ids (the
+// final object has them all).
+type nodePartial struct {
+	Index           int          `json:"index"`
+	Content         string       `json:"content"`
+	Tokens          []int        `json:"tokens"`
+	Stop            bool         `json:"stop"`
+	IDSlot          int          `json:"id_slot"`
+	TokensPredicted int          `json:"tokens_predicted"`
+	TokensEvaluated int          `json:"tokens_evaluated"`
+	Timings         *nodeTimings `json:"timings,omitempty"`
+}
+
+// nodeResult is the final object of /completion: the whole answer, or the
+// stream's last object.
+type nodeResult struct {
+	Index           int         `json:"index"`
+	Content         string      `json:"content"`
+	Tokens          []int       `json:"tokens"`
+	IDSlot          int         `json:"id_slot"`
+	Stop            bool        `json:"stop"`
+	Model           string      `json:"model"`
+	TokensPredicted int         `json:"tokens_predicted"`
+	TokensEvaluated int         `json:"tokens_evaluated"`
+	HasNewLine      bool        `json:"has_new_line"`
+	Truncated       bool        `json:"truncated"`
+	StopType        string      `json:"stop_type"`
+	StoppingWord    string      `json:"stopping_word"`
+	TokensCached    int         `json:"tokens_cached"`
+	Timings         nodeTimings `json:"timings"`
+}
+
+// nodeTimings is llama-server's timings object.
+type nodeTimings struct {
+	CacheN              int     `json:"cache_n"`
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+// nodeFinal is the final object of res. In a stream its content is empty,
+// as llama-server's: the partials carried it.
+//
+// stop_type is "limit" for a length finish and "eos" for any other: the
+// engine does not say whether a stop string ended it ("word"), so
+// stopping_word is always empty. truncated is false: the engine never
+// shifts a slot's context, it finishes with "length" instead.
+// tokens_cached is what llama-server puts there: the tokens the slot holds
+// after the request (prompt and generated).
+func nodeFinal(info engine.Info, res engine.Result, streamed bool) nodeResult {
+	t := res.Timings
+	if t.GeneratedTokens == 0 {
+		t.GeneratedTokens = len(res.Tokens) // a backend that did not count them
+	}
+	out := nodeResult{
+		Content: res.Text, Tokens: res.Tokens, IDSlot: res.Slot, Stop: true, Model: info.Model,
+		TokensPredicted: t.GeneratedTokens, TokensEvaluated: t.PromptTokens,
+		HasNewLine: strings.Contains(res.Text, "\n"), StopType: "eos",
+		TokensCached: t.PromptTokens + t.GeneratedTokens, Timings: nodeTimingsOf(t),
+	}
+	if streamed {
+		out.Content = ""
+	}
+	if out.Tokens == nil {
+		out.Tokens = []int{}
+	}
+	if res.FinishReason == engine.FinishLength {
+		out.StopType = "limit"
+	}
+	return out
+}
+
+// nodeTimingsOf maps engine timings to llama-server's: prompt_n counts the
+// prompt tokens computed, cache_n those reused. Rates of nothing are 0
+// (llama-server divides by zero there).
+func nodeTimingsOf(t engine.Timings) nodeTimings {
+	promptN := t.PromptTokens - t.CachedTokens
+	promptMS, predictedMS := millis(t.PromptEval), millis(t.Decode)
+	return nodeTimings{
+		CacheN: t.CachedTokens, PromptN: promptN, PromptMS: promptMS,
+		PromptPerTokenMS: perToken(promptMS, promptN), PromptPerSecond: perSecond(promptN, promptMS),
+		PredictedN: t.GeneratedTokens, PredictedMS: predictedMS,
+		PredictedPerTokenMS: perToken(predictedMS, t.GeneratedTokens), PredictedPerSecond: perSecond(t.GeneratedTokens, predictedMS),
+	}
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func perToken(ms float64, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return ms / float64(n)
+}
+
+func perSecond(n int, ms float64) float64 {
+	if ms <= 0 {
+		return 0
+	}
+	return 1e3 * float64(n) / ms
+}
+
+// nodeTokenizeRequest is the body of POST /tokenize.
+type nodeTokenizeRequest struct {
+	Content      *string `json:"content"`
+	AddSpecial   bool    `json:"add_special"`   // default false
+	ParseSpecial *bool   `json:"parse_special"` // default true
+	WithPieces   bool    `json:"with_pieces"`
+}
+
+// nodePiece is a token with its text; Piece is the string, or its bytes
+// when they are not valid UTF-8 (part of a character), as llama-server
+// sends them.
+type nodePiece struct {
+	ID    int `json:"id"`
+	Piece any `json:"piece"`
+}
+
+// nodeTokenize serves POST /tokenize.
+func (s *Server) nodeTokenize(c *gin.Context) {
+	tok, ok := s.backend.(engine.Tokenizer)
+	if !ok {
+		s.nodeFail(c, fmt.Errorf("tokenize: %w", errNotSupported))
+		return
+	}
+	var body nodeTokenizeRequest
+	if err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, &body); err != nil {
+		s.nodeFail(c, err)
+		return
+	}
+	if body.Content == nil {
+		s.nodeFail(c, badInput(CodeMissingParameter, "content", "content is required"))
+		return
+	}
+	ctx := c.Request.Context()
+	parse := body.ParseSpecial == nil || *body.ParseSpecial
+	ids, err := tokenizeSplit(ctx, s.backend, tok, *body.Content, body.AddSpecial, parse)
+	if err != nil {
+		s.nodeFail(c, err)
+		return
+	}
+	if !body.WithPieces {
+		if ids == nil {
+			ids = []int{}
+		}
+		writeJSON(c.Writer, http.StatusOK, map[string][]int{"tokens": ids})
+		return
+	}
+	pieces := make([]nodePiece, len(ids))
+	for i, id := range ids {
+		text, err := tok.Detokenize(ctx, []int{id})
+		if err != nil {
+			s.nodeFail(c, err)
+			return
+		}
+		pieces[i] = nodePiece{ID: id, Piece: text}
+		if !utf8.ValidString(text) {
+			b := make([]int, len(text))
+			for j := range len(text) {
+				b[j] = int(text[j])
+			}
+			pieces[i].Piece = b
+		}
+	}
+	writeJSON(c.Writer, http.StatusOK, map[string][]nodePiece{"tokens": pieces})
+}
+
+// tokenizeSplit tokenizes with add_special and parse_special apart. A
+// backend with only engine.Tokenizer has one flag for both; what add_special
+// adds is what Tokenize("", true) returns (llama.cpp's BOS), so the other
+// two cases are composed: BOS + plain tokens, or parsed tokens minus BOS.
+func tokenizeSplit(ctx context.Context, b engine.Backend, tok engine.Tokenizer, text string, add, parse bool) ([]int, error) {
+	if st, ok := b.(specialTokenizer); ok {
+		return st.TokenizeSpecial(ctx, text, add, parse)
+	}
+	if add == parse {
+		return tok.Tokenize(ctx, text, add)
+	}
+	prefix, err := tok.Tokenize(ctx, "", true)
+	if err != nil {
+		return nil, err
+	}
+	if add {
+		ids, err := tok.Tokenize(ctx, text, false)
+		if err != nil {
+			return nil, err
+		}
+		return append(prefix, ids...), nil
+	}
+	ids, err := tok.Tokenize(ctx, text, true)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(ids[:min(len(ids), len(prefix))], prefix) {
+		return nil, fmt.Errorf("tokenize with parse_special but not add_special: the backend's special tokens %v do not lead %v", prefix, ids)
+	}
+	return ids[len(prefix):], nil
+}
+
+// nodeDetokenize serves POST /detokenize.
+func (s *Server) nodeDetokenize(c *gin.Context) {
+	tok, ok := s.backend.(engine.Tokenizer)
+	if !ok {
+		s.nodeFail(c, fmt.Errorf("detokenize: %w", errNotSupported))
+		return
+	}
+	var body struct {
+		Tokens []int `json:"tokens"`
+	}
+	if err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, &body); err != nil {
+		s.nodeFail(c, err)
+		return
+	}
+	text, err := tok.Detokenize(c.Request.Context(), body.Tokens)
+	if err != nil {
+		s.nodeFail(c, err)
+		return
+	}
+	writeJSON(c.Writer, http.StatusOK, map[string]string{"content": text})
+}
+
+// nodeSlots serves GET /slots: engine.SlotState's fields are llama-server's
+// names (id, n_ctx, is_processing) plus n_tokens, the tokens a slot's KV
+// holds, which llama-server does not report and a kvwin gateway reads.
+func (s *Server) nodeSlots(c *gin.Context) {
+	rep, ok := s.backend.(engine.SlotReporter)
+	if !ok {
+		s.nodeFail(c, fmt.Errorf("slots: %w", errNotSupported))
+		return
+	}
+	slots := rep.Slots()
+	if slots == nil {
+		slots = []engine.SlotState{}
+	}
+	writeJSON(c.Writer, http.StatusOK, slots)
+}
+
+// nodeProps is the body of GET /props: llama-server's fields that say what
+// the node serves. model_path is the model id (the node does not publish
+// its file system); chat_template is empty when the backend cannot tell it.
+type nodeProps struct {
+	DefaultGenerationSettings struct {
+		NCtx int `json:"n_ctx"`
+	} `json:"default_generation_settings"`
+	TotalSlots   int    `json:"total_slots"`
+	ModelAlias   string `json:"model_alias"`
+	ModelPath    string `json:"model_path"`
+	ChatTemplate string `json:"chat_template"`
+}
+
+// nodeProps serves GET /props.
+func (s *Server) nodeProps(c *gin.Context) {
+	info := s.backend.Info()
+	var p nodeProps
+	p.DefaultGenerationSettings.NCtx = info.ContextSlot
+	p.TotalSlots, p.ModelAlias, p.ModelPath = info.Slots, info.Model, info.Model
+	if t, ok := s.backend.(chatTemplater); ok {
+		p.ChatTemplate = t.ChatTemplate()
+	}
+	writeJSON(c.Writer, http.StatusOK, p)
+}
+
+// nodeErrorEnvelope is llama-server's error answer.
+type nodeErrorEnvelope struct {
+	Error nodeErrorBody `json:"error"`
+}
+
+// nodeErrorBody is llama-server's error object: code is the HTTP status.
+type nodeErrorBody struct {
+	Code          int    `json:"code"`
+	Message       string `json:"message"`
+	Type          string `json:"type"`
+	NPromptTokens int    `json:"n_prompt_tokens,omitempty"`
+	NCtx          int    `json:"n_ctx,omitempty"`
+}
+
+// nodeFail answers err in llama-server's shape, unless the client left.
+func (s *Server) nodeFail(c *gin.Context, err error) {
+	if c.Request.Context().Err() != nil {
+		_ = c.Error(errClientGone)
+		return
+	}
+	_ = c.Error(err)
+	status, body := nodeError(err)
+	writeJSON(c.Writer, status, nodeErrorEnvelope{Error: body})
+}
+
+// nodeError maps err to a status and llama-server's error object. The
+// status is classify's, except for errNotSupported, which only node routes
+// have; the type is llama-server's name for the status.
+func nodeError(err error) (int, nodeErrorBody) {
+	var ctxLen *engine.ContextLengthError
+	switch {
+	case errors.As(err, &ctxLen):
+		// llama-server's words, which clients match on.
+		return http.StatusBadRequest, nodeErrorBody{
+			Code: http.StatusBadRequest, Type: "exceed_context_size_error",
+			Message:       fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", ctxLen.PromptTokens, ctxLen.Limit),
+			NPromptTokens: ctxLen.PromptTokens, NCtx: ctxLen.Limit,
+		}
+	case errors.Is(err, errNotSupported):
+		return http.StatusNotImplemented, nodeErrorBody{Code: http.StatusNotImplemented, Message: err.Error(), Type: "not_supported_error"}
+	}
+	status, api := classify(err)
+	return status, nodeErrorBody{Code: status, Message: api.Message, Type: nodeErrorType(status)}
+}
+
+// nodeErrorType is llama-server's error type for a status.
+func nodeErrorType(status int) string {
+	switch {
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusTooManyRequests, status == http.StatusServiceUnavailable:
+		return "unavailable_error"
+	case status >= http.StatusInternalServerError:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}
