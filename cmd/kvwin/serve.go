@@ -19,8 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"kvwin/engine"
 	"kvwin/engine/llamacpp"
 	"kvwin/kvcache"
+	"kvwin/router"
 	"kvwin/web"
 )
 
@@ -39,6 +41,8 @@ type serveFlags struct {
 	verbose         bool
 	noSnapshots     bool
 	snapshotBytes   int64
+	backends        []string
+	route           string
 }
 
 func newServeCmd() *cobra.Command {
@@ -70,6 +74,8 @@ test model is generated under --data-dir on first start and served.`,
 	fl.BoolVar(&f.verbose, "verbose", false, "log every request and llama.cpp's own messages")
 	fl.BoolVar(&f.noSnapshots, "no-snapshots", false, "do not save the KV of a slot given to another conversation (under --data-dir/snapshots)")
 	fl.Int64Var(&f.snapshotBytes, "snapshot-max-bytes", 1<<30, "disk budget for KV snapshots; least recently used go first")
+	fl.StringArrayVar(&f.backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes")
+	fl.StringVar(&f.route, "route", router.PolicyPrefix, "routing policy over --backend: prefix, round-robin, least-loaded, random")
 	return cmd
 }
 
@@ -81,35 +87,77 @@ func serve(ctx context.Context, f serveFlags) error {
 	return a.run(ctx)
 }
 
-// app is a running kvwin server: the engine, the HTTP server and its
-// listener. Tests start it exactly as kvwin serve does.
+// app is a running kvwin server: its backend (the embedded engine, or a
+// router over remote backends), the HTTP server and its listener. Tests
+// start it exactly as kvwin serve does.
 type app struct {
-	f   serveFlags
-	log *slog.Logger
-	eng *llamacpp.Engine
-	hs  *http.Server
-	ln  net.Listener
+	f       serveFlags
+	log     *slog.Logger
+	eng     *llamacpp.Engine // nil in gateway mode
+	router  *router.Router   // nil with the embedded engine
+	backend engine.Backend
+	reg     *kvcache.Registry
+	metrics *prometheus.Registry
+	closers []func()
+	hs      *http.Server
+	ln      net.Listener
 }
 
-// newApp loads the model and binds the listen address; run serves.
+// newApp builds the backend and binds the listen address; run serves.
 func newApp(f serveFlags) (*app, error) {
 	level := slog.LevelInfo
 	if f.verbose {
 		level = slog.LevelDebug
 		slog.SetDefault(newLogger(slog.LevelInfo)) // llama.cpp's loader messages too
 	}
-	log := newLogger(level)
+	a := &app{f: f, log: newLogger(level), metrics: prometheus.NewRegistry()}
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if f.window != "full" {
 		return nil, fmt.Errorf("--window %q: only \"full\" exists in this version", f.window)
 	}
+	var err error
+	if len(f.backends) > 0 {
+		err = a.startGateway()
+	} else {
+		err = a.startEmbedded()
+	}
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	a.metrics.MustRegister(kvcache.NewCollector(a.reg))
+	srv, err := web.New(web.Config{MaxBodyBytes: f.maxBody, Registry: a.reg, Metrics: a.metrics}, a.backend, a.log)
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	if a.ln, err = net.Listen("tcp", f.addr); err != nil {
+		a.close()
+		return nil, fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	a.hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	return a, nil
+}
+
+// close releases the backend, newest first.
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// startEmbedded loads the model into the embedded engine.
+func (a *app) startEmbedded() error {
+	f := a.f
 	modelPath := f.model
 	if modelPath == "" {
 		p, err := ensureTinyModel(f.dataDir)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		modelPath = p
-		log.Info("serving the synthetic test model: its text is meaningless, its inference is real llama.cpp work; pass --model FILE.gguf to serve a real model", "model", p)
+		a.log.Info("serving the synthetic test model: its text is meaningless, its inference is real llama.cpp work; pass --model FILE.gguf to serve a real model", "model", p)
 	}
 	modelPath, _ = filepath.Abs(modelPath)
 	queue := f.queue
@@ -123,25 +171,14 @@ func newApp(f serveFlags) (*app, error) {
 	eng, err := llamacpp.New(llamacpp.Config{
 		ModelPath: modelPath, Slots: f.slots, Ctx: f.ctx, Threads: f.threads, Queue: queue,
 		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.snapshotBytes,
-	}, log)
+	}, a.log)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(eng.Collector(), kvcache.NewCollector(eng.Registry()),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := web.New(web.Config{MaxBodyBytes: f.maxBody, Registry: eng.Registry(), Metrics: metrics}, eng, log)
-	if err != nil {
-		eng.Close()
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		eng.Close()
-		return nil, fmt.Errorf("listen on %s: %w", f.addr, err)
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
-	return &app{f: f, log: log, eng: eng, hs: hs, ln: ln}, nil
+	a.eng, a.backend, a.reg = eng, eng, eng.Registry()
+	a.closers = append(a.closers, func() { eng.Close() })
+	a.metrics.MustRegister(eng.Collector())
+	return nil
 }
 
 // url is the server's base URL.
@@ -151,10 +188,10 @@ func (a *app) url() string { return "http://" + a.ln.Addr().String() }
 // connections; in-flight requests get shutdownTimeout to finish, then they
 // are cancelled (streams end with an error event) and the engine is freed.
 func (a *app) run(ctx context.Context) error {
-	defer a.eng.Close()
+	defer a.close()
 	errc := make(chan error, 1)
 	go func() { errc <- a.hs.Serve(a.ln) }()
-	a.log.Info("kvwin listening", "addr", a.url(), "model", a.eng.Info().Model)
+	a.log.Info("kvwin listening", "addr", a.url(), "model", a.backend.Info().Model)
 
 	select {
 	case err := <-errc:
@@ -166,7 +203,7 @@ func (a *app) run(ctx context.Context) error {
 	defer cancel()
 	if err := a.hs.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
 		a.log.Warn("shutdown deadline passed; cancelling in-flight requests")
-		a.eng.Close() // every generation ends; handlers write their error events
+		a.close() // every generation ends; handlers write their error events
 		gctx, gcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer gcancel()
 		if a.hs.Shutdown(gctx) != nil {

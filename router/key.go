@@ -1,0 +1,83 @@
+package router
+
+import (
+	"context"
+	"strings"
+
+	"kvwin/engine"
+	"kvwin/kvcache"
+)
+
+// key is the prompt of one request as the registry sees it.
+type key struct {
+	tokens []int         // exact prompt tokens; nil when no backend could render them
+	exact  kvcache.Chain // block keys of tokens
+	approx kvcache.Chain // block keys of the rendered text, for backends without a tokenizer
+	length int           // prompt length in tokens (estimated without tokens)
+}
+
+// rootBlocks is how deep the root key sits: the first blocks of every chat
+// prompt are the template's boilerplate, the same for every conversation, so
+// the root is the key of block 16 (tokens 240–255: into the system prompt and
+// first message), or of the last block of a shorter prompt. Conversations
+// sharing a long system prompt share a root: under ties they gather where
+// that prompt is cached, until the hot-spot guard spreads them.
+const rootBlocks = 16
+
+// root is the conversation's root for rendezvous hashing.
+func (k key) root() uint64 {
+	for _, keys := range [][]kvcache.Key{k.exact.Keys, k.approx.Keys} {
+		if len(keys) > 0 {
+			return uint64(keys[min(len(keys), rootBlocks)-1])
+		}
+	}
+	return 0
+}
+
+// key renders req through the first live backend that can, and keys it.
+func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (key, error) {
+	var k key
+	if len(req.Tokens) > 0 {
+		k.tokens = req.Tokens
+	} else {
+		for _, m := range live {
+			p, ok := m.backend.(prompter)
+			if !ok {
+				continue
+			}
+			tokens, err := p.Prompt(ctx, req)
+			if err != nil {
+				if retryable(err) {
+					continue // try the next backend's tokenizer
+				}
+				return k, err
+			}
+			k.tokens = tokens
+			break
+		}
+	}
+	text := promptText(req)
+	k.approx = r.approx.Text(text)
+	if k.tokens != nil {
+		k.exact = r.exact.Tokens(k.tokens)
+		k.length = len(k.tokens)
+	} else {
+		k.length = (len(text) + 3) / 4 // about four bytes a token
+	}
+	return k, nil
+}
+
+// promptText is the request's prompt as text, for approximate keys.
+func promptText(req engine.Request) string {
+	if req.Prompt != "" {
+		return req.Prompt
+	}
+	var b strings.Builder
+	for _, m := range req.Messages {
+		b.WriteString(m.Role)
+		b.WriteByte('\n')
+		b.WriteString(m.Content)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

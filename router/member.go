@@ -1,0 +1,99 @@
+package router
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"kvwin/attention"
+	"kvwin/engine"
+)
+
+// member is one backend of the fleet with what the router learns about it.
+type member struct {
+	index   int
+	name    string
+	backend engine.Backend
+	exact   bool // renders exact prompt tokens (keys by tokens, not text)
+	slots   int
+	cal     *attention.Calibration
+
+	healthy atomic.Bool
+	load    atomic.Int64  // requests in flight
+	service atomic.Uint64 // mean service time (EWMA), float64 seconds bits
+
+	// Owned by the health loop.
+	backoff time.Duration
+	next    time.Time
+}
+
+func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
+	info := b.Info()
+	cal, err := attention.NewCalibration(attention.CalibrationConfig{
+		Prior: attention.Coefficients{A: 1 / cfg.PrefillTokensPerSecond},
+	})
+	if err != nil {
+		return nil, err
+	}
+	_, exact := b.(prompter)
+	m := &member{index: i, name: info.Name, backend: b, exact: exact, slots: max(info.Slots, 1), cal: cal}
+	m.healthy.Store(true)
+	return m, nil
+}
+
+// wait predicts the queueing delay: requests beyond the slots, each taking
+// the recent mean service time.
+func (m *member) wait() time.Duration {
+	over := int(m.load.Load()) - m.slots + 1
+	if over <= 0 {
+		return 0
+	}
+	s := math.Float64frombits(m.service.Load())
+	return time.Duration(float64(over) * s * float64(time.Second) / float64(m.slots))
+}
+
+// generate runs req on the backend, tagging events with the backend's name;
+// started reports whether anything reached the client.
+func (m *member) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, bool, error) {
+	m.load.Add(1)
+	defer m.load.Add(-1)
+	began := time.Now()
+	started := false
+	res, err := m.backend.Generate(ctx, req, func(ev engine.Event) error {
+		started = true
+		ev.Backend = m.name
+		if stream == nil {
+			return nil
+		}
+		return stream(ev)
+	})
+	res.Backend = m.name
+	if err == nil {
+		m.observeService(time.Since(began))
+	}
+	return res, started, err
+}
+
+func (m *member) observeService(d time.Duration) {
+	const alpha = 0.2
+	for {
+		old := m.service.Load()
+		prev := math.Float64frombits(old)
+		next := d.Seconds()
+		if prev > 0 {
+			next = alpha*next + (1-alpha)*prev
+		}
+		if m.service.CompareAndSwap(old, math.Float64bits(next)) {
+			return
+		}
+	}
+}
+
+// down marks the backend unhealthy until a health check passes.
+func (m *member) down(err error, log *slog.Logger) {
+	if m.healthy.Swap(false) {
+		log.Warn("backend down; routing around it", "backend", m.name, "err", err)
+	}
+}

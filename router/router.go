@@ -1,0 +1,324 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"kvwin/attention"
+	"kvwin/engine"
+	"kvwin/kvcache"
+)
+
+// Config configures a Router. Zero fields take the defaults of
+// DefaultConfig.
+type Config struct {
+	Name   string // the gateway's own name; default "gateway"
+	Policy string // one of Policies(); default prefix
+	// Registry records what each backend holds; nil gives the router its own.
+	Registry    *kvcache.Registry
+	BlockTokens int // default 16
+	// BalanceAbs and BalanceRel are the hot-spot guard's thresholds.
+	BalanceAbs int     // default 4 requests
+	BalanceRel float64 // default 2×
+	// TieTolerance: predictions within this fraction of the best, or within
+	// the time of TieTokens tokens, are ties (broken by rendezvous hashing).
+	// TieTokens keeps a shared template preamble of a block or two from
+	// deciding where unrelated conversations go.
+	TieTolerance float64 // default 0.1
+	TieTokens    int     // default 64
+	// HealthInterval is the period of active health checks of a healthy
+	// backend; a failing one is retried with exponential backoff up to
+	// HealthMaxBackoff.
+	HealthInterval   time.Duration // default 2s
+	HealthMaxBackoff time.Duration // default 30s
+	HealthTimeout    time.Duration // default 2s
+	// PrefillTokensPerSecond seeds each backend's cost model until it has
+	// measured its own; default 2000.
+	PrefillTokensPerSecond float64
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Name: "gateway", Policy: PolicyPrefix, BlockTokens: kvcache.DefaultBlockTokens, BalanceAbs: 4, BalanceRel: 2,
+		TieTolerance: 0.1, TieTokens: 64, HealthInterval: 2 * time.Second, HealthMaxBackoff: 30 * time.Second, HealthTimeout: 2 * time.Second,
+		PrefillTokensPerSecond: 2000}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
+	if c.Name == "" {
+		c.Name = d.Name
+	}
+	if c.Policy == "" {
+		c.Policy = d.Policy
+	}
+	if c.BlockTokens == 0 {
+		c.BlockTokens = d.BlockTokens
+	}
+	if c.BalanceAbs == 0 {
+		c.BalanceAbs = d.BalanceAbs
+	}
+	if c.BalanceRel == 0 {
+		c.BalanceRel = d.BalanceRel
+	}
+	if c.TieTolerance == 0 {
+		c.TieTolerance = d.TieTolerance
+	}
+	if c.TieTokens == 0 {
+		c.TieTokens = d.TieTokens
+	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = d.HealthInterval
+	}
+	if c.HealthMaxBackoff == 0 {
+		c.HealthMaxBackoff = d.HealthMaxBackoff
+	}
+	if c.HealthTimeout == 0 {
+		c.HealthTimeout = d.HealthTimeout
+	}
+	if c.PrefillTokensPerSecond == 0 {
+		c.PrefillTokensPerSecond = d.PrefillTokensPerSecond
+	}
+	if c.BalanceAbs < 0 || c.BalanceRel < 1 || c.TieTolerance < 0 || c.PrefillTokensPerSecond < 0 {
+		return c, fmt.Errorf("router: thresholds out of range: %+v", c)
+	}
+	return c, nil
+}
+
+// prompter renders a request's prompt into the token ids the backend
+// computes (llamaserver.Backend does, through /tokenize). The router keys
+// blocks exactly with it; backends without it get approximate keys.
+type prompter interface {
+	Prompt(ctx context.Context, req engine.Request) ([]int, error)
+}
+
+// healthChecker is implemented by backends with a health endpoint.
+type healthChecker interface {
+	Health(ctx context.Context) error
+}
+
+// Router is an engine.Backend over a fleet. Safe for concurrent use.
+type Router struct {
+	cfg     Config
+	log     *slog.Logger
+	reg     *kvcache.Registry
+	exact   *kvcache.Keyer
+	approx  *kvcache.Keyer
+	members []*member
+	order   orderer
+	stop    context.CancelFunc
+	done    sync.WaitGroup
+}
+
+var _ engine.Backend = (*Router)(nil)
+
+// New returns a router over backends, which must all serve the same model,
+// and starts its health checks. Close stops them.
+func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(backends) == 0 {
+		return nil, errors.New("router: no backends")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	order, err := newOrderer(cfg.Policy, cfg)
+	if err != nil {
+		return nil, err
+	}
+	reg := cfg.Registry
+	if reg == nil {
+		if reg, err = kvcache.New(kvcache.Config{Logger: log}); err != nil {
+			return nil, err
+		}
+	}
+	r := &Router{cfg: cfg, log: log, reg: reg, order: order}
+	model := ""
+	for _, b := range backends {
+		if model = b.Info().Model; model != "" {
+			break
+		}
+	}
+	ns := kvcache.Namespace{Model: model}
+	if r.exact, err = kvcache.NewKeyer(ns, kvcache.KeyerConfig{BlockTokens: cfg.BlockTokens}); err != nil {
+		return nil, err
+	}
+	if r.approx, err = kvcache.NewKeyer(ns, kvcache.KeyerConfig{BlockTokens: cfg.BlockTokens}); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i, b := range backends {
+		info := b.Info()
+		if seen[info.Name] {
+			return nil, fmt.Errorf("router: two backends named %q", info.Name)
+		}
+		seen[info.Name] = true
+		capacity, _ := kvcache.Budget{Context: info.ContextSlot, Slots: max(info.Slots, 1)}.CapacityBlocks(cfg.BlockTokens)
+		if err := reg.SetBackend(kvcache.BackendConfig{Name: info.Name, CapacityBlocks: capacity}); err != nil {
+			return nil, err
+		}
+		m, err := newMember(i, b, cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.members = append(r.members, m)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	r.done.Add(1)
+	go r.checkHealth(ctx)
+	return r, nil
+}
+
+// Close stops the health checks. It does not close the backends.
+func (r *Router) Close() error {
+	r.stop()
+	r.done.Wait()
+	return nil
+}
+
+// Registry returns the registry the router records into.
+func (r *Router) Registry() *kvcache.Registry { return r.reg }
+
+// Info describes the fleet: the model, the smallest slot context and the
+// total slots of the healthy backends.
+func (r *Router) Info() engine.Info {
+	info := engine.Info{Name: r.cfg.Name}
+	for _, m := range r.members {
+		mi := m.backend.Info()
+		if info.Model == "" {
+			info.Model = mi.Model
+		}
+		if info.ContextSlot == 0 || mi.ContextSlot < info.ContextSlot {
+			info.ContextSlot = mi.ContextSlot
+		}
+		info.Slots += mi.Slots
+	}
+	return info
+}
+
+// Generate routes req; see the package doc. It blocks like the backend it
+// chose.
+func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	var live []*member
+	for _, m := range r.members {
+		if mm := m.backend.Info().Model; m.healthy.Load() && (req.Model == "" || mm == "" || req.Model == mm) {
+			live = append(live, m)
+		}
+	}
+	if len(live) == 0 {
+		return engine.Result{}, fmt.Errorf("%w: no healthy backend serves model %q (%d configured)", engine.ErrUnavailable, req.Model, len(r.members))
+	}
+	k, err := r.key(ctx, req, live)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	cands := r.score(k, live)
+	var failures []string
+	for _, c := range r.order.order(cands, k.root()) {
+		m := r.members[c.index]
+		sub := req
+		if k.tokens != nil && m.exact {
+			sub.Messages, sub.Prompt, sub.Tokens = nil, "", k.tokens
+		}
+		if c.slot >= 0 && r.cfg.Policy == PolicyPrefix && req.Slot < 0 {
+			sub.Slot = c.slot
+		}
+		res, started, err := m.generate(ctx, sub, stream)
+		if err == nil {
+			r.learn(m, k, res)
+			return res, nil
+		}
+		if started || ctx.Err() != nil || !retryable(err) {
+			return res, err
+		}
+		m.down(err, r.log)
+		failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
+	}
+	return engine.Result{}, fmt.Errorf("%w: every backend failed: %s", engine.ErrUnavailable, strings.Join(failures, "; "))
+}
+
+// retryable says whether another backend may succeed where this one failed
+// before answering.
+func retryable(err error) bool {
+	return errors.Is(err, engine.ErrUnavailable) || errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrClosed)
+}
+
+// score predicts each live backend's time to first token.
+func (r *Router) score(k key, live []*member) []candidate {
+	held := map[string]kvcache.Match{}
+	for _, chain := range []kvcache.Chain{k.exact, k.approx} {
+		if len(chain.Keys) == 0 {
+			continue
+		}
+		for _, mt := range r.reg.Lookup(chain).Matches {
+			if cur, ok := held[mt.Backend]; !ok || mt.Blocks > cur.Blocks {
+				held[mt.Backend] = mt
+			}
+		}
+	}
+	// A backend that has not measured itself yet borrows the cost model of
+	// the peer that has measured most: same model, likely the same speed.
+	// Its prior alone would make it look slower or faster than its measured
+	// peers, and a router that never sends it a turn would never learn.
+	var peer attention.Predictor
+	most := 0
+	for _, m := range live {
+		if st := m.cal.Stats(); st.Fitted && st.Observations > most {
+			peer, most = m.cal, st.Observations
+		}
+	}
+	cands := make([]candidate, 0, len(live))
+	for _, m := range live {
+		var cost attention.Predictor = m.cal
+		if peer != nil && !m.cal.Stats().Fitted {
+			cost = peer
+		}
+		c := candidate{index: m.index, name: m.name, load: int(m.load.Load()), slots: m.slots, slot: -1}
+		if mt, ok := held[m.name]; ok && mt.Approximate != m.exact {
+			c.cached = min(mt.Length, k.length-1)
+			if mt.Tier == kvcache.TierSlot {
+				c.slot = mt.Slot
+			}
+		}
+		c.predicted = m.wait() + cost.Predict(max(k.length-c.cached, 1), c.cached)
+		c.slack = cost.Predict(r.cfg.TieTokens, 0)
+		cands = append(cands, c)
+	}
+	return cands
+}
+
+// learn records what the backend now holds and what the turn cost.
+func (r *Router) learn(m *member, k key, res engine.Result) {
+	chain := k.exact
+	if !m.exact {
+		chain = k.approx
+	}
+	slot := max(res.Slot, 0)
+	loc := kvcache.Location{Backend: m.name, Slot: slot}
+	if len(chain.Keys) > 0 || chain.Length > 0 {
+		cached := res.Timings.CachedTokens
+		if !m.exact && k.length > 0 {
+			cached = cached * chain.Length / k.length // tokens → bytes of text
+		}
+		r.reg.Correct(loc, chain, cached)
+		held := chain
+		if m.exact && len(res.Tokens) > 1 {
+			// The last generated token was sampled, not computed into KV.
+			held = r.exact.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
+		}
+		r.reg.Record(loc, held)
+	}
+	t := res.Timings
+	if t.PromptEval > 0 {
+		m.cal.Observe(attention.Observation{New: max(t.PromptTokens-t.CachedTokens, 1), Context: t.CachedTokens, Elapsed: t.PromptEval})
+	}
+}
