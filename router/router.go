@@ -229,7 +229,12 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		if k.tokens != nil && m.exact {
 			sub.Messages, sub.Prompt, sub.Tokens = nil, "", k.tokens
 		}
-		if c.slot >= 0 && r.cfg.Policy == PolicyPrefix && req.Slot < 0 {
+		// Pin the slot only for a continuation (the slot holds most of the
+		// prompt): a prefix shared with other conversations (a system
+		// prompt) can be reused from any slot, and pinning every member of
+		// a group to the one slot that holds it would queue them behind
+		// each other while other slots sit idle.
+		if c.slot >= 0 && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
 			sub.Slot = c.slot
 		}
 		res, started, err := m.generate(ctx, sub, stream)

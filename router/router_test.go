@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,8 +142,7 @@ func generate(t *testing.T, r *Router, msgs []engine.Message) engine.Result {
 }
 
 func TestPrefixPolicyFollowsTheConversation(t *testing.T) {
-	a, b, c := newFake("a"), newFake("b"), newFake("c")
-	r := newRouter(t, Config{}, a, b, c)
+	r := newRouter(t, Config{}, newFake("a"), newFake("b"), newFake("c"))
 	homes := map[int]string{}
 	for turn := 1; turn <= 4; turn++ {
 		for i := range 6 {
@@ -156,13 +156,6 @@ func TestPrefixPolicyFollowsTheConversation(t *testing.T) {
 			}
 		}
 	}
-	// Follow-ups are pinned to the slot that holds the prefix, and sent as
-	// the exact tokens the router keyed.
-	byName := map[string]*fake{"a": a, "b": b, "c": c}
-	last := byName[homes[5]].last()
-	if last.Slot < 0 || len(last.Tokens) == 0 || last.Messages != nil {
-		t.Fatalf("follow-up not pinned or not tokenized: slot %d, %d tokens, %d messages", last.Slot, len(last.Tokens), len(last.Messages))
-	}
 	// Conversations sharing nothing spread over the fleet by rendezvous
 	// hashing of their first block.
 	used := map[string]bool{}
@@ -171,6 +164,28 @@ func TestPrefixPolicyFollowsTheConversation(t *testing.T) {
 	}
 	if len(used) < 2 {
 		t.Fatalf("eight unrelated conversations all went to %v", used)
+	}
+}
+
+func TestContinuationsArePinnedToTheirSlot(t *testing.T) {
+	a, b := newFake("a"), newFake("b")
+	r := newRouter(t, Config{}, a, b)
+	first := generate(t, r, groupConv(7, 7, 1))
+	byName := map[string]*fake{"a": a, "b": b}
+	for turn := 2; turn <= 3; turn++ {
+		res := generate(t, r, groupConv(7, 7, turn))
+		last := byName[res.Backend].last()
+		if res.Backend != first.Backend || last.Slot != first.Slot || len(last.Tokens) == 0 || last.Messages != nil {
+			t.Fatalf("turn %d: %s slot %d (%d tokens, %d messages); turn 1 ran on %s slot %d",
+				turn, res.Backend, last.Slot, len(last.Tokens), len(last.Messages), first.Backend, first.Slot)
+		}
+	}
+	// A new conversation sharing only the system prompt is not pinned.
+	other := groupConv(7, 8, 1)
+	other[1].Content += strings.Repeat(" and a long first message", 20)
+	res := generate(t, r, other)
+	if last := byName[res.Backend].last(); last.Slot >= 0 {
+		t.Fatalf("a new conversation was pinned to slot %d", last.Slot)
 	}
 }
 

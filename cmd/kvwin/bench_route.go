@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kvwin/router"
+)
+
+func newBenchRouteCmd() *cobra.Command {
+	w := defaultRouteWorkload()
+	var (
+		nodes       int
+		policies    []string
+		asJSON      bool
+		snapshots   bool
+		nodeThreads int
+	)
+	cmd := &cobra.Command{
+		Use:   "route",
+		Short: "Routing policies side by side: a gateway over N kvwin nodes on llm-d's workload shape",
+		Long: `Starts N kvwin nodes (subprocesses on the test model, --slots 2 --ctx 4096
+--threads 1, each in its own process group and killed with the bench) and an
+in-process gateway, and replays for each routing policy, on fresh nodes, the
+same workload: groups of conversations sharing a long system prompt, each
+conversation growing over its turns, turns in a seeded random order with at
+most --concurrency in flight. Reports per policy: cached-token share, prefill
+tokens (prompt − cached, summed), TTFT p50/p90 and requests/s.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "kvwin-bench-route")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			model, err := ensureTinyModel(dir)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var results []routeResult
+			for _, policy := range policies {
+				res, err := benchRoutePolicy(ctx, exe, model, dir, policy, nodes, nodeThreads, snapshots, w)
+				if err != nil {
+					return fmt.Errorf("policy %s: %w", policy, err)
+				}
+				results = append(results, res)
+			}
+			printRouteTable(os.Stderr, results)
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(results)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&nodes, "nodes", 3, "kvwin nodes")
+	f.StringSliceVar(&policies, "policies", router.Policies(), "routing policies to compare")
+	f.BoolVar(&asJSON, "json", false, "print JSON on standard output")
+	f.BoolVar(&snapshots, "snapshots", true, "nodes keep KV snapshots of evicted conversations (kvwin's default)")
+	f.IntVar(&nodeThreads, "node-threads", 1, "compute threads per node (keep nodes × this ≤ cores)")
+	f.IntVar(&w.Groups, "groups", w.Groups, "conversation groups (each shares a system prompt)")
+	f.IntVar(&w.PerGroup, "per-group", w.PerGroup, "conversations per group")
+	f.IntVar(&w.Turns, "turns", w.Turns, "turns per conversation")
+	f.IntVar(&w.SystemBytes, "system-tokens", w.SystemBytes, "system prompt length (the test model: a token per byte)")
+	f.IntVar(&w.UserBytes, "user-tokens", w.UserBytes, "user message length")
+	f.IntVar(&w.Concurrency, "concurrency", w.Concurrency, "turns in flight at once")
+	f.Uint64Var(&w.Seed, "seed", w.Seed, "workload and order seed")
+	return cmd
+}
+
+// benchRoutePolicy runs the workload once through a gateway with policy
+// over fresh nodes.
+func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, threads int, snapshots bool, w routeWorkload) (routeResult, error) {
+	var specs []string
+	for i := range n {
+		node, err := startNodeProcess(ctx, exe, model, filepath.Join(dir, fmt.Sprintf("%s-node%d", policy, i)), threads, snapshots)
+		if err != nil {
+			return routeResult{}, err
+		}
+		defer node.stop()
+		specs = append(specs, "llamaserver="+node.url)
+	}
+	f := serveFlags{addr: "127.0.0.1:0", dataDir: dir, window: "full", maxBody: 8 << 20, shutdownTimeout: 5 * time.Second,
+		backends: specs, route: policy}
+	gw, err := newApp(f)
+	if err != nil {
+		return routeResult{}, err
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- gw.run(gctx) }()
+	defer func() { cancel(); <-done }()
+	fmt.Fprintf(os.Stderr, "policy %s: %d nodes, %d conversations × %d turns\n", policy, n, w.Groups*w.PerGroup, w.Turns)
+	count := 0
+	res := w.run(ctx, gw.url(), policy, func(t routeTurn) {
+		count++
+		status := "ok"
+		if t.Err != nil {
+			status = t.Err.Error()
+		}
+		fmt.Fprintf(os.Stderr, "\r  %3d/%d  conv %2d turn %d → %-16s prompt %5d cached %5d ttft %6.0f ms %s   ",
+			count, w.Groups*w.PerGroup*w.Turns, t.Conv, t.Turn, t.Backend, t.Prompt, t.Cached, float64(t.TTFT.Microseconds())/1000, status)
+	})
+	fmt.Fprintln(os.Stderr)
+	return res, nil
+}
+
+// nodeProcess is a kvwin node running as a subprocess.
+type nodeProcess struct {
+	cmd *exec.Cmd
+	url string
+}
+
+// startNodeProcess starts `kvwin serve` in its own process group, dying with
+// this process (Pdeathsig), and waits until it answers /health.
+func startNodeProcess(ctx context.Context, exe, model, dataDir string, threads int, snapshots bool) (*nodeProcess, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--addr", "127.0.0.1:" + strconv.Itoa(port), "--model", model, "--data-dir", dataDir,
+		"--slots", "2", "--ctx", "4096", "--threads", strconv.Itoa(threads)}
+	if !snapshots {
+		args = append(args, "--no-snapshots")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	n := &nodeProcess{cmd: cmd, url: "http://127.0.0.1:" + strconv.Itoa(port)}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(n.url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return n, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			n.stop()
+			return nil, errors.New("node did not become healthy within 60s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop ends the node's process group: SIGTERM, then SIGKILL after 5s.
+func (n *nodeProcess) stop() {
+	pgid := n.cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	exited := make(chan struct{})
+	go func() { n.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func printRouteTable(w io.Writer, results []routeResult) {
+	fmt.Fprintf(w, "%-13s %8s %10s %10s %10s %8s %7s\n", "policy", "cached", "prefill", "ttft p50", "ttft p90", "req/s", "errors")
+	for _, r := range results {
+		fmt.Fprintf(w, "%-13s %7.1f%% %10d %8.0fms %8.0fms %8.2f %7d\n", r.Policy, 100*r.CachedShare, r.PrefillTokens, r.TTFTP50, r.TTFTP90, r.RequestsPerS, r.Errors)
+	}
+	for _, r := range results {
+		if r.Policy == router.PolicyRoundRobin && r.PrefillTokens > 0 {
+			for _, p := range results {
+				if p.Policy == router.PolicyPrefix {
+					fmt.Fprintf(w, "prefix / round-robin prefill tokens: %.2f\n", float64(p.PrefillTokens)/float64(r.PrefillTokens))
+				}
+			}
+		}
+	}
+}
