@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -54,5 +59,66 @@ func TestPrefixRoutingComputesLessThanHalfOfRoundRobinsPrefill(t *testing.T) {
 			t.Fatalf("conversation %d turn %d went to %s, its prefix is on %s", tr.Conv, tr.Turn, tr.Backend, prev)
 		}
 		home[tr.Conv] = tr.Backend
+	}
+}
+
+func TestKilledNodeCutsItsStreamsAndLaterTurnsGoElsewhere(t *testing.T) {
+	gw, nodes := startFleet(t, 2, "prefix")
+	conv := msgs("system", words(90, 600), "user", words(91, 300))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"messages": conv, "max_tokens": 3000, "stream": true, "ignore_eos": true})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.url()+"/v1/chat/completions", bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	served := resp.Header.Get("X-Kvwin-Backend")
+	var victim *app
+	for _, n := range nodes {
+		if strings.HasSuffix(n.url(), served) {
+			victim = n
+		}
+	}
+	if resp.StatusCode != 200 || victim == nil {
+		t.Fatalf("status %d, served by %q", resp.StatusCode, served)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	if !sc.Scan() {
+		t.Fatal("no first chunk")
+	}
+	// The node dies: its connections drop and its engine stops.
+	victim.hs.Close()
+	victim.close()
+	var last string
+	for sc.Scan() {
+		if line := sc.Text(); line != "" {
+			last = line
+		}
+	}
+	if !strings.Contains(last, `"error"`) {
+		t.Fatalf("a stream cut by a dead node ended with %q, want an error event", last)
+	}
+	// The conversation goes on, on the surviving node.
+	for turn := range 2 {
+		tr := post(t, gw, map[string]any{"messages": conv, "max_tokens": 4})
+		if tr.status != 200 || strings.HasSuffix(victim.url(), tr.header.Get("X-Kvwin-Backend")) {
+			t.Fatalf("turn %d after the kill: status %d on %q", turn, tr.status, tr.header.Get("X-Kvwin-Backend"))
+		}
+	}
+}
+
+func TestNoHealthyBackendIs503(t *testing.T) {
+	gw, nodes := startFleet(t, 1, "prefix")
+	nodes[0].hs.Close()
+	nodes[0].close()
+	tr := post(t, gw, map[string]any{"messages": msgs("user", "anyone?"), "max_tokens": 4})
+	if tr.status != 503 {
+		t.Fatalf("status %d: %s", tr.status, tr.body)
+	}
+	if e := decodeError(t, tr.body); !strings.Contains(e.Error.Message, "backend") {
+		t.Fatalf("message %q does not say what is wrong", e.Error.Message)
 	}
 }

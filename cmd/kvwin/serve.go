@@ -195,6 +195,9 @@ func (a *app) run(ctx context.Context) error {
 
 	select {
 	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil // closed from outside (tests kill nodes this way)
+		}
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
