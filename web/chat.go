@@ -32,6 +32,10 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if err := s.applyWindow(c, body.PromptCacheKey, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
 	s.generate(c, info, req, reply{
 		meta:         s.meta("chatcmpl-", info),
 		stream:       body.Stream,

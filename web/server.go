@@ -35,6 +35,12 @@ type Config struct {
 	Registry RegistryView `json:"-"`
 	// Metrics, if set, is served as GET /metrics (Prometheus text format).
 	Metrics prometheus.Gatherer `json:"-"`
+	// Window, if set, bounds every chat request's prompt (the window
+	// policies); nil sends every message.
+	Window Windower `json:"-"`
+	// Tenant keys named conversations in the memory store. Authentication
+	// will set it per request; until then every request has this one.
+	Tenant string `json:"tenant"`
 }
 
 // withDefaults fills in defaults and checks ranges.
@@ -44,6 +50,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("web: max body bytes is %d, must be positive or 0 for the default", c.MaxBodyBytes)
 	case c.MaxBodyBytes == 0:
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Tenant == "" {
+		c.Tenant = "default"
 	}
 	return c, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/engine/llamaserver"
+	"kvwin/engine/ollama"
 	"kvwin/kvcache"
 	"kvwin/router"
 )
@@ -41,8 +42,19 @@ func (a *app) startGateway() error {
 				a.log.Info("backend", "url", url, "model", b.Info().Model, "slots", props.Slots, "ctx_per_slot", props.ContextSlot)
 			}
 			backends = append(backends, b)
+		case "ollama":
+			cfg, err := ollama.ParseURL(url)
+			if err != nil {
+				return fmt.Errorf("--backend %q: %w", spec, err)
+			}
+			b, err := ollama.New(cfg, a.log)
+			if err != nil {
+				return fmt.Errorf("--backend %q: %w", spec, err)
+			}
+			a.closers = append(a.closers, func() { b.Close() })
+			backends = append(backends, b)
 		default:
-			return fmt.Errorf("--backend %q: unknown kind %q (want llamaserver)", spec, kind)
+			return fmt.Errorf("--backend %q: unknown kind %q (want llamaserver or ollama)", spec, kind)
 		}
 	}
 	r, err := router.New(router.Config{Policy: a.f.route, Registry: reg}, backends, a.log)

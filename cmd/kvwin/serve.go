@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 	"kvwin/kvcache"
 	"kvwin/router"
 	"kvwin/web"
+	"kvwin/window"
+	"kvwin/window/memory"
 )
 
 // serveFlags are kvwin serve's flags; names follow DESIGN.md exactly.
@@ -43,6 +46,7 @@ type serveFlags struct {
 	snapshotBytes   int64
 	backends        []string
 	route           string
+	windowBudget    int
 }
 
 func newServeCmd() *cobra.Command {
@@ -68,13 +72,14 @@ test model is generated under --data-dir on first start and served.`,
 	fl.IntVar(&f.ctx, "ctx", 4096, "context per slot in tokens; the KV cache holds slots × ctx")
 	fl.IntVar(&f.threads, "threads", runtime.NumCPU(), "compute threads")
 	fl.IntVar(&f.queue, "queue", 64, "requests that may wait for a slot before new ones get 429 (0: none wait)")
-	fl.StringVar(&f.window, "window", "full", "window policy (only full exists yet)")
+	fl.StringVar(&f.window, "window", window.PolicyMemory, "window policy: full, sliding, sink or memory (per request: header X-Kvwin-Window-Policy)")
+	fl.IntVar(&f.windowBudget, "window-budget", 0, "tokens a window may hold (default: the context per slot minus the output reservation)")
 	fl.Int64Var(&f.maxBody, "max-body", 8<<20, "largest request body in bytes (larger: 413)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
 	fl.BoolVar(&f.verbose, "verbose", false, "log every request and llama.cpp's own messages")
 	fl.BoolVar(&f.noSnapshots, "no-snapshots", false, "do not save the KV of a slot given to another conversation (under --data-dir/snapshots)")
 	fl.Int64Var(&f.snapshotBytes, "snapshot-max-bytes", 1<<30, "disk budget for KV snapshots; least recently used go first")
-	fl.StringArrayVar(&f.backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes")
+	fl.StringArrayVar(&f.backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes, ollama=URL?model=NAME")
 	fl.StringVar(&f.route, "route", router.PolicyPrefix, "routing policy over --backend: prefix, round-robin, least-loaded, random")
 	return cmd
 }
@@ -91,16 +96,17 @@ func serve(ctx context.Context, f serveFlags) error {
 // router over remote backends), the HTTP server and its listener. Tests
 // start it exactly as kvwin serve does.
 type app struct {
-	f       serveFlags
-	log     *slog.Logger
-	eng     *llamacpp.Engine // nil in gateway mode
-	router  *router.Router   // nil with the embedded engine
-	backend engine.Backend
-	reg     *kvcache.Registry
-	metrics *prometheus.Registry
-	closers []func()
-	hs      *http.Server
-	ln      net.Listener
+	f         serveFlags
+	log       *slog.Logger
+	eng       *llamacpp.Engine // nil in gateway mode
+	router    *router.Router   // nil with the embedded engine
+	backend   engine.Backend
+	reg       *kvcache.Registry
+	metrics   *prometheus.Registry
+	closers   []func()
+	closeOnce sync.Once
+	hs        *http.Server
+	ln        net.Listener
 }
 
 // newApp builds the backend and binds the listen address; run serves.
@@ -112,9 +118,6 @@ func newApp(f serveFlags) (*app, error) {
 	}
 	a := &app{f: f, log: newLogger(level), metrics: prometheus.NewRegistry()}
 	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if f.window != "full" {
-		return nil, fmt.Errorf("--window %q: only \"full\" exists in this version", f.window)
-	}
 	var err error
 	if len(f.backends) > 0 {
 		err = a.startGateway()
@@ -126,7 +129,12 @@ func newApp(f serveFlags) (*app, error) {
 		return nil, err
 	}
 	a.metrics.MustRegister(kvcache.NewCollector(a.reg))
-	srv, err := web.New(web.Config{MaxBodyBytes: f.maxBody, Registry: a.reg, Metrics: a.metrics}, a.backend, a.log)
+	win, err := a.startWindow()
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	srv, err := web.New(web.Config{MaxBodyBytes: f.maxBody, Registry: a.reg, Metrics: a.metrics, Window: win}, a.backend, a.log)
 	if err != nil {
 		a.close()
 		return nil, err
@@ -139,12 +147,46 @@ func newApp(f serveFlags) (*app, error) {
 	return a, nil
 }
 
-// close releases the backend, newest first.
+// close releases the backend, newest first. Safe to call more than once
+// and from several goroutines (shutdown and tests both do).
 func (a *app) close() {
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
+	a.closeOnce.Do(func() {
+		for i := len(a.closers) - 1; i >= 0; i-- {
+			a.closers[i]()
+		}
+	})
+}
+
+// outputReserve is the part of a slot's context the window leaves for the
+// answer when --window-budget is not given.
+func outputReserve(ctx int) int { return min(ctx/4, 1024) }
+
+// startWindow opens the memory store under the data dir and builds the
+// window. A store that cannot be opened (locked, read-only, corrupt) is
+// logged and the server keeps serving: packets then come from each
+// request's own turns.
+func (a *app) startWindow() (*window.Window, error) {
+	budget := a.f.windowBudget
+	if budget == 0 {
+		ctx := a.backend.Info().ContextSlot
+		if ctx == 0 {
+			ctx = 4096 // a remote backend not reached yet; its context is unknown
+		}
+		budget = ctx - outputReserve(ctx)
 	}
-	a.closers = nil
+	var store window.Store
+	if st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(a.f.dataDir, "memory")}); err != nil {
+		a.log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
+	} else {
+		store = st // not a typed nil: window.New checks for nil
+		a.closers = append(a.closers, func() { st.Close() })
+	}
+	w, err := window.New(window.Config{Policy: a.f.window, Settings: window.Settings{Budget: budget}}, store)
+	if err != nil {
+		return nil, fmt.Errorf("--window %q --window-budget %d: %w", a.f.window, budget, err)
+	}
+	a.log.Info("window", "policy", a.f.window, "budget", budget)
+	return w, nil
 }
 
 // startEmbedded loads the model into the embedded engine.

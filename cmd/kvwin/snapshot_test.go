@@ -34,7 +34,7 @@ func registryTotals(t *testing.T, a *app) map[string]int64 {
 // KV cannot hold all three, so each returning turn comes back from a
 // snapshot, not a prefill.
 func TestReturningConversationsAreRestoredFromSnapshots(t *testing.T) {
-	a := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 2, 2048 })
+	a := startApp(t, func(f *serveFlags) { f.slots, f.ctx, f.windowBudget = 2, 2048, 2000 })
 	convs := make([][]map[string]string, 3)
 	for i := range convs {
 		convs[i] = msgs("system", words(40+i, 600), "user", words(50+i, 900))
@@ -65,7 +65,7 @@ func TestReturningConversationsAreRestoredFromSnapshots(t *testing.T) {
 		t.Fatalf("%d snapshot files, %d bytes", len(files), totals["snapshot_bytes"])
 	}
 	// The restored turn answers exactly as a cold server does.
-	cold := startApp(t, func(f *serveFlags) { f.slots, f.ctx, f.noSnapshots = 2, 2048, true })
+	cold := startApp(t, func(f *serveFlags) { f.slots, f.ctx, f.windowBudget, f.noSnapshots = 2, 2048, 2000, true })
 	tr := post(t, cold, map[string]any{"messages": lastTurn, "max_tokens": 8, "temperature": 0})
 	if tr.cached != 0 || tr.content != lastAnswer {
 		t.Fatalf("cold server: cached %d, answer %q; restored answer %q", tr.cached, tr.content, lastAnswer)

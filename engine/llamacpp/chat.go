@@ -8,12 +8,15 @@ import (
 	"github.com/ollama/ollama/llama"
 
 	"kvwin/engine"
+	"kvwin/kvcache"
 )
 
 // renderer turns chat messages into prompt tokens.
 type renderer interface {
 	render(msgs []engine.Message) ([]int, error)
 	name() string
+	// count is one message's share of a rendered prompt, in tokens.
+	count(m engine.Message) int
 }
 
 // newRenderer picks how messages become tokens for this model:
@@ -26,12 +29,12 @@ type renderer interface {
 //     tokenized with special tokens parsed, as llama-server does.
 //   - no template, or one llama.cpp does not know: ChatML as plain text, with
 //     a warning. This is the documented fallback.
-func newRenderer(m *llama.Model, tmpl string, log *slog.Logger) renderer {
+func newRenderer(m *llama.Model, tmpl string, cache *kvcache.TokenCache, id string, log *slog.Logger) renderer {
 	if strings.Contains(tmpl, "<|im_start|>") {
 		start, errS := m.Tokenize("<|im_start|>", false, true)
 		end, errE := m.Tokenize("<|im_end|>", false, true)
 		if errS == nil && errE == nil && len(start) == 1 && len(end) == 1 {
-			return &chatML{m: m, start: start, end: end}
+			return &chatML{m: m, start: start, end: end, cache: cache, id: id}
 		}
 	}
 	if tmpl != "" {
@@ -40,7 +43,7 @@ func newRenderer(m *llama.Model, tmpl string, log *slog.Logger) renderer {
 		}
 	}
 	log.Warn("chat template not supported; falling back to ChatML as plain text", "template_len", len(tmpl))
-	return &chatML{m: m}
+	return &chatML{m: m, cache: cache, id: id}
 }
 
 // chatML renders <|im_start|>role\ncontent<|im_end|>\n per message and
@@ -49,6 +52,41 @@ func newRenderer(m *llama.Model, tmpl string, log *slog.Logger) renderer {
 type chatML struct {
 	m          *llama.Model
 	start, end []int
+	// cache holds each message's tokens, so a conversation's unchanged
+	// history is not tokenized again every turn; nil disables it.
+	cache *kvcache.TokenCache
+	id    string // the tokenizer's identity in cache keys
+}
+
+// text tokenizes role+"\n"+content, through the cache, appending to dst.
+func (c *chatML) text(dst []int, role, content string) ([]int, error) {
+	if c.cache != nil {
+		if out, ok := c.cache.Append(dst, c.id, role, content); ok {
+			return out, nil
+		}
+	}
+	ids, err := c.m.Tokenize(role+"\n"+content, false, false)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: %w", err)
+	}
+	if c.cache != nil {
+		c.cache.Put(c.id, role, content, ids)
+	}
+	return append(dst, ids...), nil
+}
+
+// count returns a message's tokens as render adds them: markers, role and
+// content, and the newline after the end marker.
+func (c *chatML) count(m engine.Message) int {
+	ids, err := c.text(nil, m.Role, m.Content)
+	if err != nil {
+		return (len(m.Role) + len(m.Content) + 3) / 4
+	}
+	start, end := max(len(c.start), 1), max(len(c.end), 1)
+	if c.start == nil {
+		start, end = 4, 4 // the markers as plain text, about
+	}
+	return start + len(ids) + end + 1
 }
 
 func (c *chatML) name() string {
@@ -85,7 +123,8 @@ func (c *chatML) render(msgs []engine.Message) ([]int, error) {
 		if err := add(c.marker(c.start, "<|im_start|>")); err != nil {
 			return err
 		}
-		if err := add(c.m.Tokenize(role+"\n"+content, false, false)); err != nil {
+		var err error
+		if out, err = c.text(out, role, content); err != nil {
 			return err
 		}
 		if !closed {
@@ -114,6 +153,16 @@ type builtin struct {
 }
 
 func (b *builtin) name() string { return "llama.cpp" }
+
+// count estimates a message's tokens: its text plus a few for the
+// template's markers, which llama.cpp renders for the whole chat at once.
+func (b *builtin) count(m engine.Message) int {
+	ids, err := b.m.Tokenize(m.Content, false, false)
+	if err != nil {
+		return (len(m.Content) + 3) / 4
+	}
+	return len(ids) + 4
+}
 
 func (b *builtin) render(msgs []engine.Message) ([]int, error) {
 	text, err := applyTemplate(b.tmpl, msgs)

@@ -109,13 +109,26 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("create context for %q (%d slots × %d tokens): %w", cfg.ModelPath, cfg.Slots, cfg.Ctx, err)
 	}
-	render := newRenderer(model, shape.ChatTemplate, log)
-	kvs, err := newKV(cfg, render.name()+"\x00"+shape.ChatTemplate, log)
+	tokens, err := kvcache.NewTokenCache(kvcache.TokenCacheConfig{})
 	if err != nil {
 		freeContext(lctx)
 		llama.FreeModel(model)
 		return nil, err
 	}
+	fp, err := modelFingerprint(cfg.ModelPath)
+	if err != nil {
+		freeContext(lctx)
+		llama.FreeModel(model)
+		return nil, fmt.Errorf("fingerprint model %q: %w", cfg.ModelPath, err)
+	}
+	render := newRenderer(model, shape.ChatTemplate, tokens, fmt.Sprintf("%016x", fp), log)
+	kvs, err := newKV(cfg, fp, render.name()+"\x00"+shape.ChatTemplate, log)
+	if err != nil {
+		freeContext(lctx)
+		llama.FreeModel(model)
+		return nil, err
+	}
+	kvs.tokens = tokens
 	e := &Engine{
 		cfg: cfg, log: log, shape: shape, model: model, lctx: lctx, kv: kvs,
 		render:   render,
@@ -170,6 +183,16 @@ func (e *Engine) Registry() *kvcache.Registry { return e.kv.reg }
 // Info describes the engine.
 func (e *Engine) Info() engine.Info {
 	return engine.Info{Name: e.cfg.Name, Model: e.cfg.ModelID, ContextSlot: e.cfg.Ctx, Slots: e.cfg.Slots}
+}
+
+// CountMessage returns a chat message's tokens as the engine renders it
+// into a prompt; the window plans its budget with it.
+func (e *Engine) CountMessage(m engine.Message) int {
+	if !e.use() {
+		return (len(m.Content) + 3) / 4
+	}
+	defer e.life.RUnlock()
+	return e.render.count(m)
 }
 
 // ChatTemplate returns the model's chat template as its file states it

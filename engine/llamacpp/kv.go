@@ -21,6 +21,7 @@ type kv struct {
 	keyer     *kvcache.Keyer
 	reg       *kvcache.Registry
 	store     *kvcache.Store // nil: snapshots disabled
+	tokens    *kvcache.TokenCache
 	minTokens int
 	log       *slog.Logger
 
@@ -52,11 +53,7 @@ func modelFingerprint(path string) (uint64, error) {
 // indexing the snapshots a previous run left. A store that cannot be opened
 // (read-only or full disk, a file in the way) is logged and snapshots are
 // off: the engine serves without them.
-func newKV(cfg Config, template string, log *slog.Logger) (*kv, error) {
-	fp, err := modelFingerprint(cfg.ModelPath)
-	if err != nil {
-		return nil, fmt.Errorf("fingerprint model %q: %w", cfg.ModelPath, err)
-	}
+func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error) {
 	keyer, err := kvcache.NewKeyer(kvcache.Namespace{
 		Model:    fmt.Sprintf("%016x", fp),
 		Template: fmt.Sprintf("%016x", xxhash.Sum64String(template)),
@@ -102,6 +99,9 @@ func newKV(cfg Config, template string, log *slog.Logger) (*kv, error) {
 func (k *kv) close() {
 	if k.store != nil {
 		k.store.Close()
+	}
+	if k.tokens != nil {
+		k.tokens.Close()
 	}
 }
 

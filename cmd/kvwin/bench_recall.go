@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kvwin/window"
+	"kvwin/window/recall"
+)
+
+// newBenchRecallCmd returns `kvwin bench recall`: window policies evaluated
+// offline on a LoCoMo-format file, recall and stale share per policy and
+// budget. No engine is needed.
+func newBenchRecallCmd() *cobra.Command {
+	var (
+		data, format string
+		budgets      []string
+		policies     []string
+		asJSON       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "recall --data FILE --format locomo --budget N[,N...]",
+		Short: "Measure how much evidence each window policy keeps, offline",
+		Long: `Builds, for every question of a LoCoMo-format file asked after the
+conversation's last turn, the window each policy would send, and reports per
+policy and budget: recall (share of the question's evidence turns in the
+window), stale (share of its superseded evidence turns), and the mean prompt
+tokens. Tokens are ceil(bytes of "speaker: text" / 4). The table goes to
+standard error; with --json standard output holds only a JSON array.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true, // a failed run is not a usage mistake
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "locomo" {
+				return fmt.Errorf("--format %q: only locomo is supported", format)
+			}
+			if data == "" {
+				return fmt.Errorf("--data is required")
+			}
+			bs, err := recallBudgets(budgets)
+			if err != nil {
+				return err
+			}
+			ps, err := recallPolicies(policies)
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(data)
+			if err != nil {
+				return err
+			}
+			convs, err := recall.LoadLoCoMo(f)
+			_ = f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", data, err)
+			}
+			stderr := cmd.ErrOrStderr()
+			questions, turns := 0, 0
+			for _, c := range convs {
+				questions += len(c.Questions)
+				turns += len(c.Turns)
+			}
+			fmt.Fprintf(stderr, "recall: %s: %d conversations, %d turns, %d questions\n", data, len(convs), turns, questions)
+			last := time.Now()
+			rows, err := recall.Evaluate(cmd.Context(), convs, recall.Options{
+				Policies: ps, Budgets: bs,
+				Progress: func(p recall.Progress) {
+					if p.Done == p.Questions || time.Since(last) > 2*time.Second {
+						last = time.Now()
+						fmt.Fprintf(stderr, "recall: %s at %d: %d/%d questions\n", p.Policy, p.Budget, p.Done, p.Questions)
+					}
+				},
+			})
+			if err != nil {
+				return err
+			}
+			if err := recall.WriteTable(stderr, rows); err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				return enc.Encode(rows)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file")
+	cmd.Flags().StringVar(&format, "format", "locomo", "data format (locomo)")
+	cmd.Flags().StringSliceVar(&budgets, "budget", nil, "window budget in tokens (repeatable, or comma-separated)")
+	cmd.Flags().StringSliceVar(&policies, "policies", nil, "policies to evaluate (default sliding,sink,memory; also full)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array to standard output")
+	_ = cmd.MarkFlagRequired("budget")
+	return cmd
+}
+
+func recallBudgets(vals []string) ([]int, error) {
+	var out []int
+	for _, v := range vals {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--budget %q: want a positive number of tokens", v)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--budget is required")
+	}
+	return out, nil
+}
+
+func recallPolicies(vals []string) ([]string, error) {
+	known := map[string]bool{}
+	for _, p := range window.Policies() {
+		known[p] = true
+	}
+	var out []string
+	for _, v := range vals {
+		v = strings.TrimSpace(v)
+		if !known[v] {
+			return nil, fmt.Errorf("--policies %q: %w", v, window.ErrUnknownPolicy)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

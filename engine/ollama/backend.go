@@ -1,0 +1,264 @@
+// Package ollama is kvwin's backend for an Ollama server (v0.9.6, the
+// version whose api package kvwin builds with), serving one model through
+// Ollama's own client (github.com/ollama/ollama/api).
+//
+// An operator names it as `--backend ollama=http://HOST:11434?model=NAME`
+// (ParseURL: also slots, num_ctx, keep_alive and name). The model must be
+// on the server (`ollama pull` or `ollama create`); if it is not, requests
+// fail with engine.ErrUnknownModel.
+//
+// # What is sent
+//
+// Chat messages go to /api/chat, rendered by the model's own template on
+// the server; a text prompt goes to /api/generate raw (no template, no
+// system prompt). What Ollama cannot do is refused with
+// engine.ErrInvalidRequest before anything is sent: a prompt of token ids
+// (its API takes text), IgnoreEOS, NoCache. Request.Slot is ignored:
+// Ollama picks its slot itself. Every request streams, whether or not the caller does, so a silent
+// server is noticed (Config.IdleTimeout) and an error before the first
+// response is known to have generated nothing, so a router can fail over.
+//
+// The window is kvwin's job, so Ollama must never truncate a prompt (its
+// chat truncation drops whole messages and breaks the cached prefix) nor
+// shift its context while generating. kvwin cannot tokenize for Ollama, so
+// it bounds the prompt's tokens by the bytes of its text plus template
+// overheads (a token spans at least one byte in byte-level and
+// SentencePiece vocabularies) and sends num_ctx ≥ that bound + the answer's
+// tokens (MaxTokens, else Config.AnswerTokens), rounded up to a power of
+// two, at least Config.MinContext, capped by the model's trained context.
+// num_ctx is a load-time option: Ollama reloads the model, dropping its KV
+// cache, whenever it changes. So the sized num_ctx only grows (a short
+// request after a long one reuses the larger context), and operators
+// should pin it with Config.ContextLength (`num_ctx=` in the URL): the
+// byte bound overstates a real model's tokens about 3-4 times, which costs
+// KV memory when num_ctx is sized per request. Runner options in
+// Config.Options (num_thread, num_gpu, …) must stay fixed for the same
+// reason.
+//
+// num_keep is engine.Request.Keep, or else the bound on the leading system
+// messages (Ollama's default, 4 tokens, would cut a system prompt if it
+// ever shifted); num_predict is MaxTokens, or the room num_ctx leaves after
+// the prompt. keep_alive is Config.KeepAlive (default 30 minutes, not
+// Ollama's 5): an unloaded model has no cache to reuse.
+//
+// # What is reported
+//
+// Ollama reports prompt_eval_count, prompt_eval_duration, eval_count and
+// eval_duration only in its final response. So the first event (at
+// Ollama's first streamed response) carries kvwin's estimates: PromptTokens
+// from the prompt's bytes and the tokens-per-byte ratio of this backend's
+// last long prompt (1 before one), CachedTokens (below), CachedEstimated,
+// and FirstToken measured from sending the request (it includes loading the
+// model); its PromptEval is 0. The Result's Timings carry Ollama's figures:
+// PromptTokens = prompt_eval_count, PromptEval = prompt_eval_duration,
+// GeneratedTokens = eval_count, Decode = eval_duration. Result.Tokens is nil
+// (Ollama sends no token ids) and Slot is -1 (nor does it say which slot
+// served).
+//
+// Ollama v0.9.6 counts the whole prompt in prompt_eval_count, cached or
+// not, so CachedTokens is always an estimate (CachedEstimated true): the
+// longest prefix, in 64-byte blocks of the canonical rendering
+// (PromptText), that the new prompt shares with what the backend believes
+// each of the server's slots holds (the last prompt and answer run there),
+// in proportion of the prompt's tokens, and never the whole prompt. The
+// belief is dropped when the keep-alive passes or num_ctx grows (Ollama
+// unloads or reloads the model then). It cannot see another client's
+// requests to the same model, a model evicted for another, or an answer
+// that tokenizes differently when sent back; it overstates then, so this
+// backend should be the model's only client. Only prompt_eval_duration
+// shows a cache hit for certain.
+//
+// Info().Slots is Config.Slots (default 1): Ollama does not report its
+// OLLAMA_NUM_PARALLEL. Info().ContextSlot is the model's trained context
+// from /api/show (FallbackContext, with a warning, if the model does not
+// say), or Config.ContextLength if smaller; 0 until the first request or
+// LoadModelInfo read it.
+package ollama
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ollama/ollama/api"
+
+	"kvwin/engine"
+	"kvwin/kvcache"
+)
+
+// Backend is an engine.Backend for one model on one Ollama server. It is
+// safe for concurrent use: its state is what the server reported (replaced
+// whole), the num_ctx sent so far and the tokens-per-byte ratio (atomics),
+// and the residency estimate (a short lock).
+type Backend struct {
+	cfg       Config
+	api       *api.Client
+	http      *http.Client
+	ownClient bool
+	log       *slog.Logger
+	closed    atomic.Bool
+	closeOnce sync.Once
+
+	info    atomic.Pointer[ModelInfo] // nil until /api/show was read
+	ctxHigh atomic.Int64              // the largest num_ctx sized and sent; only grows
+	ratio   ratio
+	res     *residency
+}
+
+var _ engine.Backend = (*Backend)(nil)
+
+// New returns a Backend for cfg, logging to log (nil discards logs). It does
+// not contact the server: the first request, or LoadModelInfo, does. The
+// caller must Close it.
+func New(cfg Config, log *slog.Logger) (*Backend, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("ollama: base URL %q: %w", cfg.BaseURL, err)
+	}
+	keyer, err := kvcache.NewKeyer(kvcache.Namespace{Model: "ollama\x00" + cfg.BaseURL + "\x00" + cfg.Model}, kvcache.KeyerConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("ollama %s: %w", cfg.Name, err)
+	}
+	b := &Backend{
+		cfg: cfg, http: newHTTPClient(cfg.HTTPClient), ownClient: cfg.HTTPClient == nil,
+		log: log.With("backend", cfg.Name), res: newResidency(keyer, cfg.Slots, cfg.KeepAlive),
+	}
+	b.api = api.NewClient(base, b.http)
+	return b, nil
+}
+
+// Close releases what the Backend owns (its idle connections). Requests
+// running meanwhile fail or finish; later ones get engine.ErrClosed. Safe
+// to call more than once.
+func (b *Backend) Close() error {
+	b.closeOnce.Do(func() {
+		b.closed.Store(true)
+		if b.ownClient {
+			b.http.CloseIdleConnections()
+		}
+	})
+	return nil
+}
+
+// Info describes the backend (see the package comment). It does not block.
+func (b *Backend) Info() engine.Info {
+	info := engine.Info{Name: b.cfg.Name, Model: b.cfg.Model, Slots: b.cfg.Slots}
+	if mi := b.info.Load(); mi != nil {
+		info.ContextSlot = b.limit(*mi)
+	}
+	return info
+}
+
+// limit is the context of one slot: the model's, or Config.ContextLength
+// if smaller.
+func (b *Backend) limit(mi ModelInfo) int {
+	if b.cfg.ContextLength > 0 {
+		return min(b.cfg.ContextLength, mi.ContextLength)
+	}
+	return mi.ContextLength
+}
+
+// Generate runs req on the server; see engine.Backend and the package
+// comment. It blocks until the generation ends. Errors before the first
+// event wrap engine.ErrUnavailable when the server could not serve
+// (unreachable, 5xx, garbage, silent), so a router may try another
+// backend; engine.ErrUnknownModel when the server lacks the model;
+// engine.ErrInvalidRequest when the request itself is at fault.
+func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	if b.closed.Load() {
+		return engine.Result{}, engine.ErrClosed
+	}
+	if err := checkForm(req); err != nil {
+		return engine.Result{}, err
+	}
+	if req.Model != "" && !sameModel(req.Model, b.cfg.Model) {
+		return engine.Result{}, fmt.Errorf("%w: %q (%s serves %q)", engine.ErrUnknownModel, req.Model, b.cfg.Name, b.cfg.Model)
+	}
+	mi, err := b.model(ctx)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	if err := checkRequest(req, b.limit(mi)); err != nil {
+		return engine.Result{}, err
+	}
+
+	p := plan{text: render(req)}
+	p.upper = upperTokens(req, p.text, mi.System)
+	p.numCtx, p.grew = b.size(req, p.upper, mi.ContextLength)
+	if p.grew {
+		b.log.Info("num_ctx grows: Ollama reloads the model and loses its cached prompts", slog.Int("num_ctx", p.numCtx))
+		b.res.reset()
+	}
+	g := &generation{
+		ctx: ctx, idle: b.cfg.IdleTimeout, stream: stream,
+		likely: b.ratio.tokens(len(p.text)), textBytes: len(p.text),
+		cachedBytes: b.res.match(b.res.chain(p.text), time.Now()),
+	}
+
+	// The request's own context ends it on a stall (the watchdog) or when
+	// Generate returns early (a StreamFunc error): either way the
+	// connection closes and Ollama stops generating.
+	run, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g.probe = &probe{dog: newWatchdog(b.cfg.IdleTimeout, cancel)}
+	defer g.probe.dog.stop()
+	run = withProbe(run, g.probe)
+
+	g.sent = time.Now()
+	if len(req.Messages) > 0 {
+		g.op = http.MethodPost + " " + b.cfg.BaseURL + "/api/chat"
+		err = b.api.Chat(run, b.chatRequest(req, p), func(r api.ChatResponse) error {
+			return g.add(r.Message.Content, r.Done, r.DoneReason, r.Metrics)
+		})
+	} else {
+		g.op = http.MethodPost + " " + b.cfg.BaseURL + "/api/generate"
+		err = b.api.Generate(run, b.generateRequest(req, p), func(r api.GenerateResponse) error {
+			return g.add(r.Response, r.Done, r.DoneReason, r.Metrics)
+		})
+	}
+	res, err := g.finish(err)
+	if err != nil {
+		// What the server's slot holds now is unknown; the memory keeps
+		// its older belief, which the next finished request corrects.
+		return res, err
+	}
+	b.ratio.learn(g.metrics.PromptEvalCount, len(p.text))
+	b.res.record(b.res.chain(p.text+res.Text), time.Now())
+	return res, nil
+}
+
+// model returns the model's info, reading /api/show the first time.
+// Concurrent first requests may each read it; the reads are the same.
+func (b *Backend) model(ctx context.Context) (ModelInfo, error) {
+	if mi := b.info.Load(); mi != nil {
+		return *mi, nil
+	}
+	return b.LoadModelInfo(ctx)
+}
+
+// sameModel reports whether two Ollama model names name the same model:
+// "llama3.1" is "llama3.1:latest".
+func sameModel(a, b string) bool {
+	return withTag(a) == withTag(b)
+}
+
+// withTag adds Ollama's default tag to a name without one.
+func withTag(name string) string {
+	if strings.Contains(name[strings.LastIndex(name, "/")+1:], ":") {
+		return name
+	}
+	return name + ":latest"
+}

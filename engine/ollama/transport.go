@@ -1,0 +1,134 @@
+package ollama
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// The api client of Ollama reports a failed call in ways that lose what a
+// router needs: a status of 400 or more whose body is `{"error": "…"}`
+// becomes errors.New of the message (the status is gone), a body that is not
+// JSON becomes "unmarshal: …", an empty 500 body is no error at all, and a
+// connection that breaks mid-stream ends the stream as if it were complete
+// (its scanner's error is never checked). So every call carries a probe in
+// its context, and the transport below fills it in: the status, the start of
+// an error body, and bytes arriving (for the idle watchdog). The error is
+// then decided from what happened on the wire, not from the client's text.
+
+// probe records one call's response. It is written by probeTransport on the
+// goroutine that called the api client (net/http runs RoundTrip and Read on
+// the caller's goroutine) and read on the same goroutine after the call.
+type probe struct {
+	status  int    // the HTTP status; 0 if no response arrived
+	errBody []byte // the start of the body of a status of 400 or more
+	dog     *watchdog
+}
+
+type probeKey struct{}
+
+// withProbe returns ctx carrying p.
+func withProbe(ctx context.Context, p *probe) context.Context {
+	return context.WithValue(ctx, probeKey{}, p)
+}
+
+// maxErrorBody bounds the error body kept: Ollama's error objects are one
+// line; a proxy's HTML page is not worth more.
+const maxErrorBody = 4 << 10
+
+// probeTransport fills in the probe of each request's context.
+type probeTransport struct {
+	base http.RoundTripper
+}
+
+func (t probeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	p, _ := req.Context().Value(probeKey{}).(*probe)
+	if err != nil || p == nil {
+		return resp, err
+	}
+	p.status = resp.StatusCode
+	if p.dog != nil {
+		p.dog.kick() // the headers are a sign of life
+	}
+	resp.Body = &probeBody{ReadCloser: resp.Body, p: p, keep: resp.StatusCode >= http.StatusBadRequest}
+	return resp, nil
+}
+
+// CloseIdleConnections closes the base transport's idle connections, so
+// that http.Client.CloseIdleConnections reaches them through the wrapper.
+func (t probeTransport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// probeBody kicks the watchdog when bytes arrive and keeps the start of an
+// error body.
+type probeBody struct {
+	io.ReadCloser
+	p    *probe
+	keep bool
+}
+
+func (b *probeBody) Read(buf []byte) (int, error) {
+	n, err := b.ReadCloser.Read(buf)
+	if n > 0 {
+		if b.p.dog != nil {
+			b.p.dog.kick()
+		}
+		if b.keep && len(b.p.errBody) < maxErrorBody {
+			b.p.errBody = append(b.p.errBody, buf[:min(n, maxErrorBody-len(b.p.errBody))]...)
+		}
+	}
+	return n, err
+}
+
+// newHTTPClient returns the client the api client uses: c (or a client of
+// our own) with its transport wrapped in a probeTransport.
+func newHTTPClient(c *http.Client) *http.Client {
+	if c == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// A gateway sends many concurrent requests to each backend; a new
+		// connection per request would add a handshake to every turn.
+		t.MaxIdleConnsPerHost = 64
+		return &http.Client{Transport: probeTransport{base: t}}
+	}
+	wrapped := *c
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	wrapped.Transport = probeTransport{base: base}
+	return &wrapped
+}
+
+// watchdog cancels a generation whose server has been silent for too long.
+// The caller's own time (inside its StreamFunc) is not the server's
+// silence, so the watch pauses around it.
+type watchdog struct {
+	d     time.Duration
+	t     *time.Timer
+	fired atomic.Bool
+}
+
+// newWatchdog starts watching: cancel is called once d passes without a kick.
+func newWatchdog(d time.Duration, cancel func()) *watchdog {
+	w := &watchdog{d: d}
+	w.t = time.AfterFunc(d, func() {
+		w.fired.Store(true)
+		cancel()
+	})
+	return w
+}
+
+// kick restarts the wait: the server said something.
+func (w *watchdog) kick() { w.t.Reset(w.d) }
+
+// pause stops the wait until kick.
+func (w *watchdog) pause() { w.t.Stop() }
+
+// stop ends the watch.
+func (w *watchdog) stop() { w.t.Stop() }

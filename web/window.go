@@ -1,0 +1,66 @@
+package web
+
+import (
+	"context"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/engine"
+	"kvwin/window"
+)
+
+// Headers of the window (DESIGN.md).
+const (
+	// HeaderWindowPolicy overrides the window policy for one request.
+	HeaderWindowPolicy = "X-Kvwin-Window-Policy"
+	// HeaderWindow describes the window a request was served with:
+	// "policy=P; kept_tokens=N; evicted_turns=N; packet_turns=N; step=N".
+	HeaderWindow = "X-Kvwin-Window"
+	// HeaderConversation names the conversation, as OpenAI's
+	// prompt_cache_key does; the header wins when both are given.
+	HeaderConversation = "X-Conversation-Id"
+)
+
+// Windower builds the bounded window of a chat request; window.Window
+// implements it. It blocks on the memory store for named conversations.
+type Windower interface {
+	Build(ctx context.Context, req window.Request) (window.Result, error)
+}
+
+// messageCounter is implemented by backends that count a chat message's
+// tokens exactly as they render it (the embedded engine does).
+type messageCounter interface {
+	CountMessage(m engine.Message) int
+}
+
+// applyWindow replaces the request's messages by their window and sets the
+// X-Kvwin-Window header. Without a window configured, only policy "full"
+// is accepted (everything is sent).
+func (s *Server) applyWindow(c *gin.Context, conversation string, req *engine.Request) error {
+	policy := c.GetHeader(HeaderWindowPolicy)
+	if s.cfg.Window == nil {
+		if policy != "" && policy != window.PolicyFull {
+			return engine.Invalid("window policy %q: this server sends every message (full)", policy)
+		}
+		return nil
+	}
+	if h := c.GetHeader(HeaderConversation); h != "" {
+		conversation = h
+	}
+	count := window.ApproxCount
+	if mc, ok := s.backend.(messageCounter); ok {
+		count = mc.CountMessage
+	}
+	res, err := s.cfg.Window.Build(c.Request.Context(), window.Request{
+		Tenant: s.cfg.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
+	})
+	if err != nil {
+		return err
+	}
+	if res.Degraded != nil {
+		s.log.Warn("memory store unavailable; the packet comes from the request's own turns", "err", res.Degraded)
+	}
+	req.Messages = res.Messages
+	c.Header(HeaderWindow, res.Header())
+	return nil
+}

@@ -1,0 +1,78 @@
+// Package window decides what of a conversation goes to the backend each
+// turn: a bounded prompt, shaped so that the backend's KV cache can reuse
+// almost all of it from one turn to the next.
+//
+// # Layout
+//
+// A window is, in order: the sinks (the system prompt and the first
+// exchange, padded to a block boundary once anything has been evicted), the
+// kept history (the most recent messages, verbatim), and the ask. Under the
+// memory policy each ask since the last eviction step carries a packet:
+// turns evicted earlier that the ask needs, quoted as data, prepended to the
+// ask's own message. Only the end of the window changes from turn to turn.
+//
+// # The cut rule
+//
+// The cut is a pure function of (messages, token counts, Settings): Plan
+// reads nothing else, so every gateway replica, restarted or not, cuts a
+// conversation the same way and counts the same steps. With t(i) the tokens
+// of message i, B the budget:
+//
+//   - Sinks: the leading system messages, plus the first exchange (the first
+//     user message and its replies, up to the second user message) if the
+//     two together, padded up to a multiple of Block, take at most
+//     SinkShare·B. Otherwise only the system messages. S is their padded
+//     token count once a step has happened, their plain count before.
+//   - Units: the messages after the sinks, split before each user message.
+//     Eviction removes whole units from the front, so the kept history
+//     always starts with a user message and roles keep alternating.
+//   - Replay: the rule is applied as if the conversation had arrived one
+//     message at a time. With c the first kept message (initially the end
+//     of the sinks) and, for memory, a the number of user messages since the
+//     last step, after message i the window holds
+//     W = S + t(c..i) + a·P, where P = PacketShare·B is the room reserved for
+//     each ask's packet. When W > High·B an eviction step happens: c moves
+//     forward over whole units, never past the unit holding message i, until
+//     W ≤ Low·B (a then counts only message i, if it is a user message). The
+//     step count is the number of such steps in the replay.
+//   - full: no replay; the whole conversation, or a ContextLengthError if
+//     it exceeds B.
+//   - sliding: the naive baseline. Only the system messages are pinned (no
+//     padding); after each message the oldest units are dropped until the
+//     rest fits B, so nearly every turn past the budget is a step and the
+//     cached prefix breaks every turn.
+//   - sink: the replay with a = 0: between steps the window only grows at
+//     its end, so its prefix is byte-identical for many turns, and a step
+//     frees (High−Low)·B tokens at once.
+//   - memory: the conversation is sent whole while its total stays at most
+//     Switch (default B), the seed paper's size rule; the first message that
+//     takes it past Switch is its first step, and from then on it is sink
+//     plus packets, with P reserved per ask in the replay above.
+//
+// Every message is checked first: empty or whitespace-only content, invalid
+// UTF-8 and unknown roles are ErrInvalidMessage; a single message larger
+// than B is a ContextLengthError under every policy, as is a final window
+// that cannot fit (sinks plus the unit holding the ask larger than B).
+//
+// # Packets and the send-once ledger
+//
+// The packet of an ask at message j is built from the turns evicted at the
+// current step (positions below c), the window as it stood at j (sinks,
+// messages c..j, and the packets of earlier asks since the step) and the
+// ask's text. It is bounded by K turns and P tokens and brings only what the
+// window does not already hold. Once sent it stays, prepended to message j,
+// until the next step: later turns rebuild the same transcript, so the
+// cached prefix survives it.
+//
+// Replica safety: a packet is a function of messages[0..j] and the evicted
+// turns below c, nothing else (retrieval scores use the conversation's own
+// statistics, never another conversation's), so a replica that has not seen
+// the earlier requests rebuilds the same earlier packets. A replica keeps
+// the packets it has built in a bounded memo keyed by a hash of exactly
+// those inputs, so the rebuild costs one retrieval per ask at most once.
+// For named conversations the evicted turns come from the durable store,
+// which holds what the requests held; if a client rewrites old history, or
+// the store is down and the request's own turns are used instead, packets
+// may differ from those sent before, which costs cache reuse, never
+// correctness.
+package window

@@ -1,0 +1,403 @@
+package memory
+
+// The fact analysis finds, without any vocabulary of its own, which turns
+// state something about a named thing and which later turns replace them.
+//
+// A statement is a sentence with a subject: the first name in it (a word the
+// conversation writes capitalized in mid-sentence and never in lower case),
+// or the speaker when it begins with "I" or "my". Masking the subject and one
+// short run of content words (the value) leaves a frame: "Omar moved to
+// Valparaiso last spring" gives "S moved to _ last spring" with the value
+// "valparaiso". A frame that recurs with different values is a slot; slots
+// that share two or more values describe the same attribute and form a
+// cluster ("S moved to _ last spring", "S relocated again this time to _").
+// A statement's facts are its (subject, cluster, value) triples.
+//
+// Invariants:
+//   - The analysis is a pure function of the set of turns added, whatever
+//     the order or batching of Add: entity detection and clustering are
+//     recomputed from counts whenever they could have changed.
+//   - Supersession (see superseded) only ever compares facts with the same
+//     subject and cluster; a fact is replaced by a later fact with a
+//     different value, never by a restatement of the same value.
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// maxValueWords bounds the value span: attribute values are short ("grey
+// cat", "on-call coordinator"); longer spans only multiply frames.
+const maxValueWords = 3
+
+// candidate is one way to read a statement as a frame and a value.
+type candidate struct {
+	frame, value uint64
+	start, end   int // the value's word span in the whole sentence
+}
+
+// statement is one analysed sentence of a turn.
+type statement struct {
+	pos     int
+	subject string
+	cands   []candidate
+}
+
+// frameStat is what the conversation has said in one frame.
+type frameStat struct {
+	values     map[uint64]struct{}
+	subject    string // first subject seen
+	subjects   int    // 1, or 2 meaning "two or more"
+	firstWord  uint64 // of the first multi-word value
+	lastWord   uint64
+	allMulti   bool // every value has more than one word
+	sameFirst  bool // every value starts with firstWord
+	sameLast   bool // every value ends with lastWord
+	valueCount int
+}
+
+// fact is one attribute value a statement gives its subject.
+type fact struct {
+	subject string
+	cluster int
+	value   uint64
+}
+
+// facts is the fact analysis of a set of turns. It is not safe for
+// concurrent use; owners guard it.
+type facts struct {
+	roles    map[int]string
+	texts    map[int]string
+	capLater map[string]int             // lower-case word → times capitalized after a sentence's first word
+	lower    map[string]int             // lower-case word → times written in lower case
+	starts   map[string]map[string]bool // capitalized first word → words seen after it (up to 2)
+	entities map[string]bool
+
+	stmts  []statement
+	frames map[uint64]*frameStat
+
+	// Derived by finish; valid while fresh.
+	fresh     bool
+	cluster   map[uint64]int // slot or attached frame → cluster id
+	byTurn    map[int][]fact // pos → facts of its statements
+	bySubject map[string][]int
+	history   map[string][]factAt // subject+cluster → facts in position order
+}
+
+type factAt struct {
+	pos   int
+	value uint64
+}
+
+func newFacts() *facts {
+	return &facts{
+		roles: map[int]string{}, texts: map[int]string{},
+		capLater: map[string]int{}, lower: map[string]int{}, starts: map[string]map[string]bool{}, entities: map[string]bool{},
+		frames: map[uint64]*frameStat{},
+	}
+}
+
+// add analyses turns. A turn whose position is already known is ignored.
+func (f *facts) add(turns []Turn) {
+	var added []Turn
+	for _, t := range turns {
+		if _, ok := f.texts[t.Pos]; ok {
+			continue
+		}
+		f.texts[t.Pos], f.roles[t.Pos] = t.Text, t.Role
+		added = append(added, t)
+		for _, s := range sentences(t.Text) {
+			ws := words(s)
+			for i, w := range ws {
+				switch {
+				case !w.cap:
+					f.lower[w.lower]++
+				case i > 0:
+					f.capLater[w.lower]++
+				case len(ws) > 1:
+					next := f.starts[w.lower]
+					if next == nil {
+						next = map[string]bool{}
+						f.starts[w.lower] = next
+					}
+					if len(next) < 2 {
+						next[ws[1].lower] = true
+					}
+				}
+			}
+		}
+	}
+	if len(added) == 0 {
+		return
+	}
+	f.fresh = false
+	if ents := f.detectEntities(); !sameSet(ents, f.entities) {
+		// Names decide subjects and frames: re-read everything.
+		f.entities = ents
+		f.stmts, f.frames = nil, map[uint64]*frameStat{}
+		added = added[:0]
+		for pos, text := range f.texts {
+			added = append(added, Turn{Pos: pos, Role: f.roles[pos], Text: text})
+		}
+	}
+	for _, t := range added {
+		for _, s := range sentences(t.Text) {
+			if st, ok := f.analyse(t.Pos, t.Role, s, true); ok {
+				f.stmts = append(f.stmts, st)
+			}
+		}
+	}
+}
+
+// detectEntities: a name is a word never written in lower case that is
+// capitalized in mid-sentence ("forward this to Omar"), or that starts
+// sentences with different words after it ("Omar moved", "Omar has"), which
+// sets names apart from fixed openers ("Update on", "Heads up").
+func (f *facts) detectEntities() map[string]bool {
+	ents := map[string]bool{}
+	for w, n := range f.capLater {
+		if n > 0 && f.lower[w] == 0 && !stopword[w] && !firstPerson[w] {
+			ents[w] = true
+		}
+	}
+	for w, next := range f.starts {
+		if len(next) >= 2 && f.lower[w] == 0 && !stopword[w] && !firstPerson[w] {
+			ents[w] = true
+		}
+	}
+	return ents
+}
+
+func sameSet(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// subjectOf returns the index and name of a word list's subject.
+func (f *facts) subjectOf(ws []word, role string) (int, string) {
+	for i, w := range ws {
+		if f.entities[w.lower] {
+			return i, w.lower
+		}
+		if firstPerson[w.lower] && role != "" {
+			return i, "@" + role
+		}
+	}
+	return -1, ""
+}
+
+// analyse reads one sentence, registering its frames if register is set
+// (turns of the collection) and not otherwise (turns of a window, read
+// against the collection's clusters without changing them). Leading clauses
+// without the subject are dropped one at a time, so "By the way, Omar only
+// ever orders chai" also yields the frames of "Omar only ever orders chai".
+func (f *facts) analyse(pos int, role, sentence string, register bool) (statement, bool) {
+	st := statement{pos: pos}
+	if strings.HasSuffix(sentence, "?") {
+		return st, false // a question states nothing
+	}
+	cls := clauses(sentence)
+	total := len(words(sentence))
+	for i := range cls {
+		ws := words(strings.Join(cls[i:], " "))
+		si, subj := f.subjectOf(ws, role)
+		if si < 0 || (st.subject != "" && subj != st.subject) {
+			break
+		}
+		st.subject = subj
+		f.frameCandidates(&st, ws, si, total-len(ws), register)
+		if si2, _ := f.subjectOf(words(cls[i]), role); si2 >= 0 {
+			break // the next variant would lose the subject
+		}
+	}
+	return st, st.subject != ""
+}
+
+func (f *facts) frameCandidates(st *statement, ws []word, si, offset int, register bool) {
+	n := len(ws)
+	for i := 0; i < n; i++ {
+		for l := 1; l <= maxValueWords && i+l <= n; l++ {
+			j := i + l
+			if i <= si && si < j {
+				break
+			}
+			if stopword[ws[j-1].lower] || firstPerson[ws[j-1].lower] {
+				break
+			}
+			if n-l+1 < 3 {
+				continue // "S _" says nothing
+			}
+			var key strings.Builder
+			for k, w := range ws {
+				switch {
+				case k == i:
+					key.WriteString("_ ")
+				case k > i && k < j:
+					continue
+				case k == si:
+					key.WriteString("S ")
+				default:
+					key.WriteString(w.lower + " ")
+				}
+			}
+			var val strings.Builder
+			for k := i; k < j; k++ {
+				if k > i {
+					val.WriteByte(' ')
+				}
+				val.WriteString(ws[k].lower)
+			}
+			c := candidate{frame: xxhash.Sum64String(key.String()), value: xxhash.Sum64String(val.String()), start: offset + i, end: offset + j}
+			st.cands = append(st.cands, c)
+			if register {
+				f.register(c, st.subject, ws[i].lower, ws[j-1].lower, l > 1)
+			}
+		}
+	}
+}
+
+func (f *facts) register(c candidate, subject, first, last string, multi bool) {
+	fs := f.frames[c.frame]
+	if fs == nil {
+		fs = &frameStat{values: map[uint64]struct{}{}, subject: subject, subjects: 1, allMulti: true, sameFirst: true, sameLast: true}
+		f.frames[c.frame] = fs
+	}
+	if subject != fs.subject {
+		fs.subjects = 2
+	}
+	if _, ok := fs.values[c.value]; ok {
+		return
+	}
+	fs.values[c.value] = struct{}{}
+	fw, lw := xxhash.Sum64String(first), xxhash.Sum64String(last)
+	if fs.valueCount == 0 {
+		fs.firstWord, fs.lastWord = fw, lw
+	}
+	fs.valueCount++
+	fs.allMulti = fs.allMulti && multi
+	fs.sameFirst = fs.sameFirst && fw == fs.firstWord
+	fs.sameLast = fs.sameLast && lw == fs.lastWord
+}
+
+// isSlot: a frame said with two or more values, where the value span is as
+// tight as it can be. If every value starts (or ends) with the same word,
+// that word belongs to the frame and a tighter frame exists.
+func (fs *frameStat) isSlot() bool {
+	return fs.valueCount >= 2 && !(fs.allMulti && (fs.sameFirst || fs.sameLast))
+}
+
+// finish derives clusters and facts. It is cheap to call when fresh.
+func (f *facts) finish() {
+	if f.fresh {
+		return
+	}
+	f.fresh = true
+	f.cluster = clusterFrames(f.frames)
+	f.byTurn = map[int][]fact{}
+	f.bySubject = map[string][]int{}
+	f.history = map[string][]factAt{}
+	for _, st := range f.stmts {
+		fs := f.factsOf(st)
+		if len(fs) == 0 {
+			continue
+		}
+		f.bySubject[st.subject] = append(f.bySubject[st.subject], st.pos)
+		f.byTurn[st.pos] = append(f.byTurn[st.pos], fs...)
+		for _, x := range fs {
+			k := historyKey(x)
+			f.history[k] = append(f.history[k], factAt{pos: st.pos, value: x.value})
+		}
+	}
+	for k := range f.bySubject {
+		f.bySubject[k] = sortUnique(f.bySubject[k])
+	}
+	for _, h := range f.history {
+		// Statements are kept in no particular order (a re-read walks a
+		// map), so order fully: position, then value.
+		sort.Slice(h, func(i, j int) bool {
+			if h[i].pos != h[j].pos {
+				return h[i].pos < h[j].pos
+			}
+			return h[i].value < h[j].value
+		})
+	}
+}
+
+func historyKey(x fact) string {
+	var b strings.Builder
+	b.WriteString(x.subject)
+	b.WriteByte(0)
+	b.WriteString(itoa(x.cluster))
+	return b.String()
+}
+
+// factsOf reads a statement's facts with the current clusters: among its
+// readings in a clustered frame, only the widest value spans count, so "mint
+// tea" wins over "mint" read in a narrower frame.
+func (f *facts) factsOf(st statement) []fact {
+	var hits []candidate
+	for _, c := range st.cands {
+		if _, ok := f.cluster[c.frame]; ok {
+			hits = append(hits, c)
+		}
+	}
+	var out []fact
+	seen := map[fact]bool{}
+	for _, c := range hits {
+		inside := false
+		for _, d := range hits {
+			if d.start <= c.start && c.end <= d.end && (d.end-d.start) > (c.end-c.start) {
+				inside = true
+				break
+			}
+		}
+		x := fact{subject: st.subject, cluster: f.cluster[c.frame], value: c.value}
+		if !inside && !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func sortUnique(xs []int) []int {
+	sort.Ints(xs)
+	out := xs[:0]
+	for i, x := range xs {
+		if i == 0 || x != xs[i-1] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,132 @@
+package memory
+
+import (
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func supersededTexts(f *facts, turns []Turn) []string {
+	f.finish()
+	var out []string
+	for _, t := range turns {
+		if f.superseded(t.Pos, 0, nil) {
+			out = append(out, t.Text)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestSupersession(t *testing.T) {
+	turns := team(30)
+	f := newFacts()
+	f.add(turns)
+	got := supersededTexts(f, turns)
+	want := []string{
+		"Hugo has a tortoise at home.",
+		"Mei has a husky at home.",
+		"Omar moved to Lisbon last spring.",
+		"Priya moved to Osaka last spring.",
+		"Ravi moved to Quito last spring.",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("superseded:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+// TestFactsOrderFree: the analysis is a function of the set of turns, not
+// of how they arrive.
+func TestFactsOrderFree(t *testing.T) {
+	turns := team(40)
+	whole := newFacts()
+	whole.add(turns)
+	want := strings.Join(supersededTexts(whole, turns), "|")
+	for seed := int64(1); seed <= 5; seed++ {
+		shuffled := append([]Turn(nil), turns...)
+		rand.New(rand.NewSource(seed)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		f := newFacts()
+		for i := 0; i < len(shuffled); i += 7 {
+			f.add(shuffled[i:min(i+7, len(shuffled))])
+			f.finish()
+		}
+		if got := strings.Join(supersededTexts(f, turns), "|"); got != want {
+			t.Fatalf("seed %d: batches in another order give %q, want %q", seed, got, want)
+		}
+	}
+}
+
+func TestWindowSupersedes(t *testing.T) {
+	turns := team(10)
+	omarMoves := len(turns) - 6
+	f := newFacts()
+	f.add(append(append([]Turn(nil), turns[:omarMoves]...), turns[omarMoves+1:]...)) // Omar's update is not a candidate...
+	f.finish()
+	later := f.windowFacts(turns[omarMoves : omarMoves+1]) // ...it is in the window
+	omar := turns[0]
+	if !f.superseded(omar.Pos, 0, later) {
+		t.Fatalf("%q not superseded by a later statement in the window", omar.Text)
+	}
+	if f.superseded(omar.Pos, 0, nil) {
+		t.Fatalf("%q superseded with nothing later", omar.Text)
+	}
+}
+
+func TestEntities(t *testing.T) {
+	f := newFacts()
+	f.add([]Turn{
+		{Pos: 1, Text: "Update on Nora: the family settled in Tbilisi."},
+		{Pos: 2, Text: "Update on Zed: the team is fine."},
+		{Pos: 3, Text: "Omar moved to Lisbon. Omar has a cat. The update is done."},
+		{Pos: 4, Text: "Traffic was terrible this morning."},
+	})
+	for word, want := range map[string]bool{"nora": true, "tbilisi": true, "omar": true, "lisbon": true, "zed": true,
+		"update": false, "traffic": false, "the": false} {
+		if f.entities[word] != want {
+			t.Errorf("entity %q = %v, want %v", word, f.entities[word], want)
+		}
+	}
+}
+
+func TestAskSubjects(t *testing.T) {
+	f := newFacts()
+	f.add(team(5))
+	tests := []struct{ ask, want string }{
+		{"Which companion would greet me at Omar's place?", "omar"},
+		{"where is omar now", "omar"},
+		{"Is Lena or Hugo in Bergen?", "lena hugo bergen"},
+		{"Where do I live now?", "@user"},
+		{"Write a haiku.", ""},
+	}
+	for _, tc := range tests {
+		if got := strings.Join(f.askSubjects(tc.ask, ""), " "); got != tc.want {
+			t.Errorf("askSubjects(%q) = %q, want %q", tc.ask, got, tc.want)
+		}
+	}
+}
+
+func TestTextSplitting(t *testing.T) {
+	tests := []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"terms", terms("Omar's on-call Café, 3pm!"), []string{"omar", "s", "on", "call", "café", "3pm"}},
+		{"query terms", queryTerms("Where is Omar's dog? Omar!"), []string{"omar", "dog"}},
+		{"sentences", sentences("Hi there. Omar moved to Oslo! Ok?\nNext"), []string{"Hi there.", "Omar moved to Oslo!", "Ok?", "Next"}},
+		{"clauses", clauses("By the way, Omar: yes; no"), []string{"By the way,", "Omar:", "yes;", "no"}},
+	}
+	for _, tc := range tests {
+		if strings.Join(tc.got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	var ws []string
+	for _, w := range words("Omar's the on-call lead, a husky") {
+		ws = append(ws, w.text)
+	}
+	if strings.Join(ws, " ") != "Omar on-call lead husky" {
+		t.Errorf("words = %q", ws)
+	}
+}

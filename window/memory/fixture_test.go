@@ -1,0 +1,45 @@
+package memory
+
+import "fmt"
+
+// team returns a small conversation: where people live and what pet they
+// keep, some of it updated later, between routine turns. Positions start at
+// 3 (a window's sinks come first).
+func team(filler int) []Turn {
+	people := []string{"Omar", "Priya", "Lena", "Hugo", "Mei", "Ravi"}
+	cities := []string{"Lisbon", "Osaka", "Bergen", "Tucson", "Hanoi", "Quito"}
+	pets := []string{"cat", "dog", "parrot", "tortoise", "husky", "beagle"}
+	var out []Turn
+	add := func(role, text string) { out = append(out, Turn{Pos: len(out) + 3, Role: role, Text: text}) }
+	for i, p := range people {
+		add("user", fmt.Sprintf("%s moved to %s last spring.", p, cities[i]))
+		add("assistant", "Noted.")
+		add("user", fmt.Sprintf("%s has a %s at home.", p, pets[i]))
+		add("assistant", "Got it.")
+	}
+	for i := 0; i < filler; i++ {
+		add("user", fmt.Sprintf("Can you forward ticket %d to %s?", i, people[i%len(people)]))
+		add("assistant", "Done.")
+	}
+	add("user", "Ravi relocated again, this time to Bergen.")
+	add("assistant", "Noted.")
+	add("user", "Mei now also looks after a parrot.")
+	add("assistant", "Noted.")
+	add("user", "Omar relocated again, this time to Quito.")
+	add("assistant", "Noted.")
+	add("user", "Priya relocated again, this time to Hanoi.")
+	add("assistant", "Noted.")
+	add("user", "Hugo now also looks after a husky.")
+	add("assistant", "Noted.")
+	return out
+}
+
+// textAt returns the text of the turn at pos.
+func textAt(turns []Turn, pos int) string {
+	for _, t := range turns {
+		if t.Pos == pos {
+			return t.Text
+		}
+	}
+	return ""
+}

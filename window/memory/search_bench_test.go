@@ -1,0 +1,151 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// bigConversation returns n turns: facts about 80 people stated and
+// restated in varied frames, between routine chatter that names them.
+func bigConversation(n int) []Turn {
+	r := rand.New(rand.NewSource(1))
+	var people []string
+	for _, a := range []string{"Ada", "Bo", "Cy", "Dee", "Eli", "Fay", "Gus", "Hal"} {
+		for _, b := range []string{"n", "ra", "lo", "mi", "ko", "sa", "te", "vu", "zo", "pe"} {
+			people = append(people, a+b)
+		}
+	}
+	cities := []string{"Lisbon", "Osaka", "Bergen", "Tucson", "Hanoi", "Quito", "Oslo", "Lima", "Perth", "Kyiv"}
+	jobs := []string{"designer", "data engineer", "release manager", "security lead", "on-call coordinator"}
+	facts := []func(p string) string{
+		func(p string) string {
+			return fmt.Sprintf("%s moved to %s last spring.", p, cities[r.Intn(len(cities))])
+		},
+		func(p string) string {
+			return fmt.Sprintf("%s relocated again, this time to %s.", p, cities[r.Intn(len(cities))])
+		},
+		func(p string) string { return fmt.Sprintf("%s is our %s.", p, jobs[r.Intn(len(jobs))]) },
+		func(p string) string { return fmt.Sprintf("Org change: %s became %s.", p, jobs[r.Intn(len(jobs))]) },
+	}
+	chatter := []func(p string) string{
+		func(p string) string { return fmt.Sprintf("Can you forward this to %s?", p) },
+		func(p string) string { return fmt.Sprintf("%s liked your last draft.", p) },
+		func(string) string { return "The build is green again." },
+		func(string) string { return "Let's pick this up tomorrow." },
+		func(p string) string { return fmt.Sprintf("I owe %s a favour, remind me on Friday.", p) },
+	}
+	out := make([]Turn, 0, n)
+	for len(out) < n {
+		p := people[r.Intn(len(people))]
+		text := chatter[r.Intn(len(chatter))](p)
+		if r.Intn(10) == 0 {
+			text = facts[r.Intn(len(facts))](p)
+		}
+		role := "user"
+		if len(out)%2 == 1 {
+			role, text = "assistant", []string{"Noted.", "Done.", "Understood, I'll keep that in mind."}[r.Intn(3)]
+		}
+		out = append(out, Turn{Pos: len(out), Role: role, Text: text})
+	}
+	return out
+}
+
+var benchAsks = []string{
+	"Where is Adan based now?", "Who does Bora work as currently?", "What is Cylo's job?",
+	"Which town would I visit to see Deemi?", "Did anyone like the last draft?", "Where does Faysa live these days?",
+	"Remind me who I owe a favour.", "Is Halzo still the release manager?",
+}
+
+type benchSetup struct {
+	turns []Turn
+	store *Store
+	index *Index
+	key   Key
+	err   error
+}
+
+var (
+	benchOnce sync.Once
+	bench     benchSetup
+)
+
+// setup100k ingests 100,000 turns once per test binary run.
+func setup100k(b *testing.B) benchSetup {
+	benchOnce.Do(func() {
+		bench.turns = bigConversation(100_000)
+		dir, err := os.MkdirTemp("", "kvwin-bench-")
+		if err != nil {
+			bench.err = err
+			return
+		}
+		bench.key = Key{"bench", "100k"}
+		bench.store, bench.err = Open(StoreConfig{Dir: dir})
+		for i := 0; bench.err == nil && i < len(bench.turns); i += 5000 {
+			_, bench.err = bench.store.Ingest(context.Background(), bench.key, bench.turns[i:min(i+5000, len(bench.turns))])
+		}
+		bench.index = NewIndex(bench.turns...)
+	})
+	if bench.err != nil {
+		b.Fatal(bench.err)
+	}
+	return bench
+}
+
+// benchmarkSearch times one packet retrieval per iteration, as a request
+// after the last turn would run it (the last 400 turns in the window), and
+// reports the p50 and p99 latency.
+func benchmarkSearch(b *testing.B, search func(Query) ([]Hit, error)) {
+	s := setup100k(b)
+	before := len(s.turns) - 400
+	window := s.turns[before:]
+	if _, err := search(Query{Ask: "warm up", Before: before}); err != nil {
+		b.Fatal(err) // derives the fact clusters: once per ingest, not per ask
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		q := Query{Ask: benchAsks[i%len(benchAsks)], Before: before, Window: window, K: 16, Tokens: 512,
+			Cost: func(t Turn) int { return (len(t.Text) + 24) / 4 }}
+		t0 := time.Now()
+		hits, err := search(q)
+		lat = append(lat, time.Since(t0))
+		if err != nil || (i < len(benchAsks) && i != 4 && i != 6 && len(hits) == 0) {
+			b.Fatalf("%q: %d hits, %v", q.Ask, len(hits), err)
+		}
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+}
+
+func BenchmarkStoreSearch100k(b *testing.B) {
+	s := setup100k(b)
+	benchmarkSearch(b, func(q Query) ([]Hit, error) { return s.store.Search(context.Background(), s.key, q) })
+}
+
+func BenchmarkIndexSearch100k(b *testing.B) {
+	s := setup100k(b)
+	benchmarkSearch(b, func(q Query) ([]Hit, error) { return s.index.Search(q), nil })
+}
+
+// BenchmarkStoreLoad100k times what a restart costs a conversation: reading
+// 100,000 turns back and analysing them, on its first search.
+func BenchmarkStoreLoad100k(b *testing.B) {
+	s := setup100k(b)
+	for i := 0; i < b.N; i++ {
+		st := newConvState(0)
+		turns, err := s.store.Turns(context.Background(), s.key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st.add(turns)
+		st.facts.finish()
+	}
+}

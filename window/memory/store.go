@@ -1,0 +1,207 @@
+package memory
+
+// The store is an append-only log of evicted turns in one SQLite file, with
+// an FTS5 index over their words.
+//
+// Invariants:
+//   - A conversation is (tenant, name); its turns are unique by position.
+//     Ingest never changes a stored turn: a turn resent is stored once, and
+//     an edited turn at a stored position is ignored (the first text wins).
+//   - Every query is scoped to one conversation id, in the FTS match and in
+//     the join, so one conversation's turns never reach another's packet.
+//   - A turn is acknowledged (Ingest returned nil) only after its
+//     transaction committed to the WAL with synchronous=FULL: a kill -9, or
+//     a power cut, after that cannot lose it.
+//   - One process owns the file at a time (an exclusive lock on a sidecar
+//     file); a second gets ErrLocked at Open instead of racing the first.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// StoreConfig configures a Store.
+type StoreConfig struct {
+	// Dir is the data directory; the store is Dir/File. Required.
+	Dir string
+	// File is the database file name; default "memory.db".
+	File string
+	// Conversations bounds the conversations whose fact analysis is kept
+	// in memory; default 64. Others are reloaded from the file on use.
+	Conversations int
+	// BusyTimeout is how long a write waits for a lock; default 2s.
+	BusyTimeout time.Duration
+	// Now stamps ingested turns; default time.Now.
+	Now func() time.Time
+
+	readOnly bool // open with mode=ro (tests of the read-only path)
+}
+
+// Store is the durable memory of named conversations. Safe for concurrent
+// use; its methods block on disk.
+type Store struct {
+	cfg  StoreConfig
+	path string
+	db   *sql.DB
+	lock *os.File
+
+	mu     sync.Mutex
+	closed bool
+	convs  *lru[Key, *convState]
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS conversations (
+	id     INTEGER PRIMARY KEY,
+	tenant TEXT NOT NULL,
+	name   TEXT NOT NULL,
+	UNIQUE (tenant, name)
+);
+CREATE TABLE IF NOT EXISTS turns (
+	id     INTEGER PRIMARY KEY,
+	conv   INTEGER NOT NULL REFERENCES conversations (id),
+	pos    INTEGER NOT NULL,
+	role   TEXT NOT NULL,
+	text   TEXT NOT NULL,
+	handle TEXT NOT NULL,
+	at     INTEGER NOT NULL,
+	UNIQUE (conv, pos)
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS turns_fts USING fts5 (
+	conv, words, content = '', tokenize = 'unicode61 remove_diacritics 0'
+);`
+
+// Open opens (creating if needed) the store under cfg.Dir. Errors wrap
+// ErrLocked, ErrReadOnly or ErrCorrupt where they apply.
+func Open(cfg StoreConfig) (*Store, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("memory store: no data dir")
+	}
+	if cfg.File == "" {
+		cfg.File = "memory.db"
+	}
+	if cfg.Conversations <= 0 {
+		cfg.Conversations = 64
+	}
+	if cfg.BusyTimeout <= 0 {
+		cfg.BusyTimeout = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	path := filepath.Join(cfg.Dir, cfg.File)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, classify(path, err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o222 == 0 {
+		// Root may write anyway; the operator marked it read-only, so honour that.
+		return nil, fmt.Errorf("memory store %s: %w: file mode %v", path, ErrReadOnly, fi.Mode().Perm())
+	}
+	lock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, classify(path, err)
+	}
+	s := &Store{cfg: cfg, path: path, lock: lock, convs: newLRU[Key, *convState](cfg.Conversations)}
+	if err := s.open(); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) open() error {
+	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)",
+		s.path, s.cfg.BusyTimeout.Milliseconds())
+	if s.cfg.readOnly {
+		dsn = fmt.Sprintf("file:%s?mode=ro&_pragma=busy_timeout(%d)", s.path, s.cfg.BusyTimeout.Milliseconds())
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return classify(s.path, err)
+	}
+	db.SetMaxOpenConns(4)
+	s.db = db
+	var check string
+	if err := db.QueryRow(`PRAGMA quick_check`).Scan(&check); err != nil {
+		return classify(s.path, err)
+	}
+	if check != "ok" {
+		return fmt.Errorf("memory store %s: %w: quick_check: %s", s.path, ErrCorrupt, check)
+	}
+	if s.cfg.readOnly {
+		return nil
+	}
+	if _, err := db.Exec(schema); err != nil {
+		return classify(s.path, err)
+	}
+	return nil
+}
+
+// lockFile takes an exclusive, non-blocking lock on path. The kernel drops
+// it when the process dies, so a kill -9 never leaves the store locked.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: another process holds %s", ErrLocked, path)
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the file and releases the lock. Safe to call twice.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.db != nil {
+		err = s.db.Close()
+	}
+	if s.lock != nil {
+		_ = s.lock.Close()
+	}
+	return err
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// convID returns the id of key's conversation, creating it if create is set;
+// 0 if it does not exist.
+func (s *Store) convID(ctx context.Context, key Key, create bool) (int64, error) {
+	if create {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO conversations (tenant, name) VALUES (?, ?) ON CONFLICT DO NOTHING`, key.Tenant, key.Conversation); err != nil {
+			return 0, classify(s.path, err)
+		}
+	}
+	var id int64
+	err := s.db.QueryRowContext(ctx, `SELECT id FROM conversations WHERE tenant = ? AND name = ?`, key.Tenant, key.Conversation).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return id, classify(s.path, err)
+}

@@ -1,0 +1,245 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func openStore(t testing.TB, dir string) *Store {
+	t.Helper()
+	s, err := Open(StoreConfig{Dir: dir})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestStoreIngestIdempotent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	key := Key{"t1", "c1"}
+	turns := team(20)
+	steps := []struct {
+		name  string
+		turns []Turn
+		want  int
+	}{
+		{"first half", turns[:30], 30},
+		{"whole history resent", turns, len(turns) - 30},
+		{"again", turns, 0},
+		{"edited old turn ignored", []Turn{{Pos: turns[0].Pos, Role: "user", Text: "rewritten"}}, 0},
+	}
+	for _, st := range steps {
+		n, err := s.Ingest(ctx, key, st.turns)
+		if err != nil || n != st.want {
+			t.Fatalf("%s: Ingest = %d, %v; want %d new", st.name, n, err, st.want)
+		}
+	}
+	_ = s.Close()
+	s = openStore(t, dir) // a restart: nothing held in memory
+	if n, err := s.Ingest(ctx, key, turns); err != nil || n != 0 {
+		t.Fatalf("after restart: Ingest = %d, %v; want 0 new", n, err)
+	}
+	got, err := s.Turns(ctx, key)
+	if err != nil || len(got) != len(turns) {
+		t.Fatalf("Turns = %d, %v; want %d", len(got), err, len(turns))
+	}
+	for i, g := range got {
+		w := turns[i]
+		if g.Pos != w.Pos || g.Role != w.Role || g.Text != w.Text || g.Handle != MakeHandle(w.Pos, w.Role, w.Text) || g.Time.IsZero() {
+			t.Fatalf("turn %d = %+v, want %+v with handle and time", i, g, w)
+		}
+	}
+}
+
+// TestStoreMatchesIndex: the store and the in-memory index are one
+// retrieval; only where the candidates live differs.
+func TestStoreMatchesIndex(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	key := Key{"t", "c"}
+	turns := team(60)
+	if _, err := s.Ingest(ctx, key, turns); err != nil {
+		t.Fatal(err)
+	}
+	// Another conversation in the same file must not change the scores.
+	if _, err := s.Ingest(ctx, Key{"t", "other"}, team(300)); err != nil {
+		t.Fatal(err)
+	}
+	x := NewIndex(turns...)
+	for _, ask := range []string{"Where is Omar based now?", "Which pet does Mei keep?", "ticket 17 to Ravi", "forward the ticket to Lena", "nothing here matches"} {
+		for _, before := range []int{0, 40} {
+			q := Query{Ask: ask, Before: before, K: 8}
+			want := x.Search(q)
+			got, err := s.Search(ctx, key, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(hitTexts(got)) != fmt.Sprint(hitTexts(want)) {
+				t.Errorf("%q before %d: store %q, index %q", ask, before, hitTexts(got), hitTexts(want))
+			}
+			for i := range got {
+				if got[i].Score != want[i].Score {
+					t.Errorf("%q: score %v vs %v", ask, got[i].Score, want[i].Score)
+				}
+			}
+		}
+	}
+}
+
+func hitTexts(hits []Hit) []string {
+	var out []string
+	for _, h := range hits {
+		out = append(out, h.Text)
+	}
+	return out
+}
+
+// TestStoreIsolation: a conversation's search never returns another's
+// turns, whether the other differs by tenant or by name.
+func TestStoreIsolation(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	keys := []Key{{"acme", "c1"}, {"acme", "c2"}, {"other", "c1"}}
+	for i, k := range keys {
+		secret := fmt.Sprintf("The vault code of Omar is %d%d%d.", i, i, i)
+		if _, err := s.Ingest(ctx, k, append(team(10), Turn{Pos: 500, Role: "user", Text: secret})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, k := range keys {
+		hits, err := s.Search(ctx, k, Query{Ask: "What is the vault code of Omar?"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		own := fmt.Sprintf("%d%d%d", i, i, i)
+		found := false
+		for _, h := range hits {
+			for j := range keys {
+				other := fmt.Sprintf("%d%d%d", j, j, j)
+				if j != i && strings.Contains(h.Text, other) {
+					t.Fatalf("%v retrieved %v's turn %q", k, keys[j], h.Text)
+				}
+			}
+			found = found || strings.Contains(h.Text, own)
+		}
+		if !found {
+			t.Fatalf("%v did not retrieve its own secret", k)
+		}
+	}
+	if hits, err := s.Search(ctx, Key{"nobody", "c1"}, Query{Ask: "vault code"}); err != nil || len(hits) != 0 {
+		t.Fatalf("unknown conversation: %v, %v", hits, err)
+	}
+}
+
+func TestStoreFailures(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string) (*Store, error)
+		want  error
+	}{
+		{"locked by another owner", func(t *testing.T, dir string) (*Store, error) {
+			openStore(t, dir)
+			return Open(StoreConfig{Dir: dir})
+		}, ErrLocked},
+		{"file marked read-only", func(t *testing.T, dir string) (*Store, error) {
+			s := openStore(t, dir)
+			_ = s.Close()
+			if err := os.Chmod(filepath.Join(dir, "memory.db"), 0o444); err != nil {
+				t.Fatal(err)
+			}
+			return Open(StoreConfig{Dir: dir})
+		}, ErrReadOnly},
+		{"writes refused by sqlite", func(t *testing.T, dir string) (*Store, error) {
+			s := openStore(t, dir)
+			_ = s.Close()
+			s, err := Open(StoreConfig{Dir: dir, readOnly: true})
+			if err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			_, err = s.Ingest(context.Background(), Key{"t", "c"}, team(1))
+			return s, err
+		}, ErrReadOnly},
+		{"not a database", func(t *testing.T, dir string) (*Store, error) {
+			if err := os.WriteFile(filepath.Join(dir, "memory.db"), []byte(strings.Repeat("garbage ", 1000)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return Open(StoreConfig{Dir: dir})
+		}, ErrCorrupt},
+		{"damaged pages", func(t *testing.T, dir string) (*Store, error) {
+			s := openStore(t, dir)
+			if _, err := s.Ingest(context.Background(), Key{"t", "c"}, team(400)); err != nil {
+				t.Fatal(err)
+			}
+			_ = s.Close()
+			path := filepath.Join(dir, "memory.db")
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 4096; i < len(data); i += 4096 {
+				copy(data[i+8:i+200], strings.Repeat("\xff", 192)) // trash each page's header and cells
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err = Open(StoreConfig{Dir: dir})
+			if err == nil {
+				t.Cleanup(func() { _ = s.Close() })
+				_, err = s.Turns(context.Background(), Key{"t", "c"})
+			}
+			return s, err
+		}, ErrCorrupt},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := tc.setup(t, dir)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want %v", err, tc.want)
+			}
+			if !strings.Contains(err.Error(), dir) {
+				t.Fatalf("error %q does not name the store's path", err)
+			}
+		})
+	}
+}
+
+// TestFTSAgreesWithTerms: the FTS5 tokenizer and terms() must split text the
+// same way, or the store and the index would find different candidates.
+func TestFTSAgreesWithTerms(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	texts := []string{"Omar's on-call rota", "Café déjà-vu at 3pm", "naïve Ünïcode ÉCOLE", "tabs\tand—dashes", "emoji 🎉 party", "snake_case and CamelCase"}
+	var turns []Turn
+	for i, text := range texts {
+		turns = append(turns, Turn{Pos: i, Role: "user", Text: text})
+	}
+	if _, err := s.Ingest(ctx, Key{"t", "c"}, turns); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.state(ctx, Key{"t", "c"}, false)
+	for i, text := range texts {
+		for _, term := range terms(text) {
+			ms, err := s.match(ctx, st.id, []string{term}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, m := range ms {
+				found = found || m.turn.Pos == i
+			}
+			if !found {
+				t.Errorf("term %q of %q: FTS5 does not find it", term, text)
+			}
+		}
+	}
+}

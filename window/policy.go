@@ -1,0 +1,80 @@
+package window
+
+import (
+	"fmt"
+
+	"kvwin/engine"
+)
+
+// Policy names, as --window and X-Kvwin-Window-Policy spell them.
+const (
+	PolicyFull    = "full"
+	PolicySliding = "sliding"
+	PolicySink    = "sink"
+	PolicyMemory  = "memory"
+)
+
+// Policies returns the policy names in a stable order.
+func Policies() []string {
+	return []string{PolicyFull, PolicySliding, PolicySink, PolicyMemory}
+}
+
+// Policy cuts a conversation to its window. Cut is a pure function of its
+// arguments and the policy's settings, safe for concurrent use.
+type Policy interface {
+	// Name returns the policy's name.
+	Name() string
+	// Cut validates msgs and returns where the window cuts them.
+	Cut(msgs []engine.Message, count Counter) (Cut, error)
+}
+
+// NewPolicy returns the named policy with settings s (defaults filled).
+// An unknown name is ErrUnknownPolicy; bad settings are ErrSettings.
+func NewPolicy(name string, s Settings) (Policy, error) {
+	s = s.Defaults()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	switch name {
+	case PolicyFull, PolicySliding, PolicySink, PolicyMemory:
+		return cutter{name: name, s: s}, nil
+	}
+	return nil, fmt.Errorf("%q (want one of %v): %w", name, Policies(), ErrUnknownPolicy)
+}
+
+// cutter implements every policy: they share validation and differ only in
+// the replay they run.
+type cutter struct {
+	name string
+	s    Settings
+}
+
+var _ Policy = cutter{}
+
+func (p cutter) Name() string { return p.name }
+
+func (p cutter) Cut(msgs []engine.Message, count Counter) (Cut, error) {
+	if count == nil {
+		count = ApproxCount
+	}
+	tokens, err := validate(p.name, msgs, count, p.s.Budget)
+	if err != nil {
+		return Cut{}, err
+	}
+	return plan(p.name, newConversation(msgs, tokens), p.s)
+}
+
+// plan dispatches to the replay of the policy (see the package doc).
+func plan(policy string, c conversation, s Settings) (Cut, error) {
+	switch policy {
+	case PolicyFull:
+		return full(c, s)
+	case PolicySliding:
+		return sliding(c, s)
+	case PolicySink:
+		return stepped(PolicySink, c, s, 0, -1)
+	case PolicyMemory:
+		return stepped(PolicyMemory, c, s, s.packetTokens(), s.Switch)
+	}
+	return Cut{}, fmt.Errorf("%q: %w", policy, ErrUnknownPolicy)
+}

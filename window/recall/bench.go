@@ -1,0 +1,185 @@
+package recall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"kvwin/engine"
+	"kvwin/window"
+)
+
+// Options choose what to evaluate.
+type Options struct {
+	Policies []string // window policy names; default sliding, sink, memory
+	Budgets  []int    // window budgets in tokens; required
+	// Settings are the window settings besides Budget (zero: defaults).
+	Settings window.Settings
+	// Progress, if set, is called after each question with the run's
+	// position; it runs on the calling goroutine.
+	Progress func(Progress)
+}
+
+// Progress reports how far a run is.
+type Progress struct {
+	Policy          string
+	Budget          int
+	Done, Questions int
+}
+
+// Row is the result for one policy at one budget, over every question of
+// every conversation.
+type Row struct {
+	Policy string `json:"policy"`
+	Budget int    `json:"budget"`
+	// Recall is the share of a question's evidence turns in its window,
+	// averaged over questions; Stale the same for stale evidence, over the
+	// questions that have any. Both are fractions in [0, 1].
+	Recall float64 `json:"recall"`
+	Stale  float64 `json:"stale"`
+	// PromptTokens is the mean window size in tokens, packets and sink
+	// padding included.
+	PromptTokens float64 `json:"prompt_tokens"`
+
+	Questions      int `json:"-"`
+	StaleQuestions int `json:"-"`
+	// Failed counts questions the policy could not window (full past the
+	// budget): they count as recall 0 and are left out of PromptTokens.
+	Failed int `json:"-"`
+}
+
+// DefaultPolicies are evaluated when Options.Policies is empty.
+var DefaultPolicies = []string{window.PolicySliding, window.PolicySink, window.PolicyMemory}
+
+// Evaluate runs every policy at every budget over convs and returns one row
+// per (policy, budget), in the order given. It stops early if ctx ends.
+func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, error) {
+	if len(opt.Budgets) == 0 {
+		return nil, errors.New("recall: no budgets")
+	}
+	policies := opt.Policies
+	if len(policies) == 0 {
+		policies = DefaultPolicies
+	}
+	total := 0
+	for _, c := range convs {
+		total += len(c.Questions)
+	}
+	var rows []Row
+	for _, policy := range policies {
+		for _, budget := range opt.Budgets {
+			s := opt.Settings
+			s.Budget = budget
+			if s.Switch > budget {
+				s.Switch = budget
+			}
+			w, err := window.New(window.Config{Policy: policy, Settings: s}, nil)
+			if err != nil {
+				return nil, fmt.Errorf("policy %s at budget %d: %w", policy, budget, err)
+			}
+			row := Row{Policy: policy, Budget: budget}
+			var recall, stale, tokens float64
+			done := 0
+			for _, c := range convs {
+				for _, q := range c.Questions {
+					if err := ctx.Err(); err != nil {
+						return nil, err
+					}
+					in, prompt, err := windowOf(ctx, w, c, q)
+					var tooLong *window.TooLongError
+					switch {
+					case errors.As(err, &tooLong):
+						row.Failed++
+						in = nil
+					case err != nil:
+						return nil, fmt.Errorf("policy %s at budget %d, question %q: %w", policy, budget, q.Question, err)
+					default:
+						tokens += float64(prompt)
+					}
+					recall += share(q.Evidence, in)
+					row.Questions++
+					if len(q.Stale) > 0 {
+						stale += share(q.Stale, in)
+						row.StaleQuestions++
+					}
+					done++
+					if opt.Progress != nil {
+						opt.Progress(Progress{Policy: policy, Budget: budget, Done: done, Questions: total})
+					}
+				}
+			}
+			if row.Questions > 0 {
+				row.Recall = recall / float64(row.Questions)
+			}
+			if row.StaleQuestions > 0 {
+				row.Stale = stale / float64(row.StaleQuestions)
+			}
+			if n := row.Questions - row.Failed; n > 0 {
+				row.PromptTokens = tokens / float64(n)
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// windowOf builds the window for q asked after c's last turn and returns
+// which turns it holds (verbatim or in a packet) and its size.
+func windowOf(ctx context.Context, w *window.Window, c Conversation, q Question) (map[int]bool, int, error) {
+	msgs := messages(c, q.Question)
+	res, err := w.Build(ctx, window.Request{Messages: msgs, Count: counter(c)})
+	if err != nil {
+		return nil, 0, err
+	}
+	in := map[int]bool{}
+	for i := 0; i < res.Sinks; i++ {
+		in[i] = true
+	}
+	for i := res.Start; i < len(c.Turns); i++ {
+		in[i] = true
+	}
+	for _, p := range res.Packets {
+		for _, t := range p.Turns {
+			in[t.Pos] = true
+		}
+	}
+	return in, res.PromptTokens(), nil
+}
+
+// messages maps the conversation to chat messages: speaker A's turns are the
+// user's, everyone else's the assistant's; the question is a user message.
+func messages(c Conversation, question string) []engine.Message {
+	out := make([]engine.Message, 0, len(c.Turns)+1)
+	for _, t := range c.Turns {
+		role := engine.RoleAssistant
+		if t.Speaker == c.SpeakerA {
+			role = engine.RoleUser
+		}
+		out = append(out, engine.Message{Role: role, Content: t.Text})
+	}
+	return append(out, engine.Message{Role: engine.RoleUser, Content: question})
+}
+
+// counter counts ceil(bytes of "speaker: text" / 4), the README's rule.
+func counter(c Conversation) window.Counter {
+	return func(m engine.Message) int {
+		speaker := c.SpeakerB
+		if m.Role == engine.RoleUser {
+			speaker = c.SpeakerA
+		}
+		return (len(speaker) + 2 + len(m.Content) + 3) / 4
+	}
+}
+
+func share(ids []int, in map[int]bool) float64 {
+	if len(ids) == 0 {
+		return 0
+	}
+	n := 0
+	for _, i := range ids {
+		if in[i] {
+			n++
+		}
+	}
+	return float64(n) / float64(len(ids))
+}

@@ -1,0 +1,124 @@
+package window
+
+import "kvwin/engine"
+
+// stepped replays the stepped eviction of the package doc (sink and memory)
+// and returns the cut for the whole conversation. reserve is P (0 for sink);
+// switchAt is the size up to which memory sends the conversation whole, or
+// -1 for none. It is a pure function of its arguments.
+func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (Cut, error) {
+	n := len(c.msgs)
+	sinkEnd, sinkTokens, padded := sinks(c, s)
+	cut := Cut{Policy: policy, Messages: n, Sinks: sinkEnd, SinkTokens: sinkTokens, Start: sinkEnd, StepAt: -1}
+	high, low := s.high(), s.low()
+	whole := switchAt >= 0
+	asks := 0 // user messages since the latest step (memory)
+	window := func(i int) int { return padded + c.tokens(cut.Start, i) + asks*reserve }
+
+	for i := sinkEnd + 1; i <= n; i++ {
+		last := i - 1
+		isAsk := c.msgs[last].Role == engine.RoleUser
+		if whole {
+			if c.tokens(0, i) <= switchAt {
+				continue
+			}
+			whole = false // past the switch: this message is the first step
+		} else {
+			if isAsk {
+				asks++
+			}
+			if cut.Step > 0 && window(i) <= high {
+				continue
+			}
+			if cut.Step == 0 && c.tokens(0, i)+asks*reserve <= high {
+				continue // before the first step the sinks are not padded
+			}
+		}
+		cut.Step++
+		cut.StepAt = last
+		asks = 0
+		if isAsk && reserve > 0 {
+			asks = 1
+		}
+		floor := c.lastUnit(last, sinkEnd)
+		for cut.Start < floor && window(i) > low {
+			cut.Start = nextUnit(c, cut.Start, floor)
+		}
+	}
+
+	if cut.Step == 0 {
+		cut.KeptTokens = c.tokens(0, n)
+		if cut.KeptTokens > s.Budget {
+			return Cut{}, &TooLongError{Policy: policy, Message: -1, Tokens: cut.KeptTokens, Budget: s.Budget}
+		}
+		return cut, nil
+	}
+	cut.SinkPad = padded - sinkTokens
+	cut.KeptTokens = padded + c.tokens(cut.Start, n)
+	if reserve > 0 {
+		cut.PacketRoom = reserve
+		for j := cut.StepAt; j < n; j++ {
+			if c.msgs[j].Role == engine.RoleUser {
+				cut.Asks = append(cut.Asks, j)
+			}
+		}
+	}
+	if need := cut.KeptTokens + len(cut.Asks)*reserve; need > s.Budget {
+		if cut.KeptTokens > s.Budget {
+			return Cut{}, &TooLongError{Policy: policy, Message: -1, Tokens: cut.KeptTokens, Budget: s.Budget}
+		}
+		// The ask's unit fits but not with full packet room: shrink the
+		// room rather than fail, the packets are an extra.
+		cut.PacketRoom = (s.Budget - cut.KeptTokens) / len(cut.Asks)
+	}
+	return cut, nil
+}
+
+// nextUnit returns the next unit boundary after from, at most floor.
+func nextUnit(c conversation, from, floor int) int {
+	for j := from + 1; j < floor; j++ {
+		if c.unit[j] {
+			return j
+		}
+	}
+	return floor
+}
+
+// sliding drops the oldest units, one at a time as needed, so that the
+// system messages and the rest fit the budget after every message. A step
+// is any message after which something more was dropped.
+func sliding(c conversation, s Settings) (Cut, error) {
+	n := len(c.msgs)
+	sys := systemEnd(c.msgs)
+	if sys >= n {
+		sys = n - 1
+	}
+	cut := Cut{Policy: PolicySliding, Messages: n, Sinks: sys, SinkTokens: c.tokens(0, sys), Start: sys, StepAt: -1}
+	for i := sys + 1; i <= n; i++ {
+		floor := c.lastUnit(i-1, sys)
+		moved := false
+		for cut.Start < floor && cut.SinkTokens+c.tokens(cut.Start, i) > s.Budget {
+			cut.Start = nextUnit(c, cut.Start, floor)
+			moved = true
+		}
+		if moved {
+			cut.Step++
+			cut.StepAt = i - 1
+		}
+	}
+	cut.KeptTokens = cut.SinkTokens + c.tokens(cut.Start, n)
+	if cut.KeptTokens > s.Budget {
+		return Cut{}, &TooLongError{Policy: PolicySliding, Message: -1, Tokens: cut.KeptTokens, Budget: s.Budget}
+	}
+	return cut, nil
+}
+
+// full sends everything or fails.
+func full(c conversation, s Settings) (Cut, error) {
+	n := len(c.msgs)
+	total := c.tokens(0, n)
+	if total > s.Budget {
+		return Cut{}, &TooLongError{Policy: PolicyFull, Message: -1, Tokens: total, Budget: s.Budget}
+	}
+	return Cut{Policy: PolicyFull, Messages: n, StepAt: -1, KeptTokens: total}, nil
+}

@@ -1,0 +1,100 @@
+package window
+
+import (
+	"fmt"
+
+	"kvwin/engine"
+)
+
+// Counter returns the tokens a message takes in the prompt. The server
+// passes exact counts from the backend's tokenizer (template overhead
+// included); offline tools use ApproxCount. It must be deterministic.
+type Counter func(engine.Message) int
+
+// ApproxCount is ceil(UTF-8 bytes / 4) of the content, the convention of
+// ../shared/data/README.md when no tokenizer is at hand.
+func ApproxCount(m engine.Message) int { return (len(m.Content) + 3) / 4 }
+
+// Settings are the parameters of the cut rule (see the package doc). The
+// zero value of every field but Budget means its default.
+type Settings struct {
+	// Budget is the tokens a window may hold: the per-slot context minus
+	// the output reservation. Required.
+	Budget int
+	// Block is the KV block size sinks are padded to. Default 16.
+	Block int
+	// High and Low are the water marks as shares of Budget: a step happens
+	// when the window would pass High·Budget and evicts down to
+	// Low·Budget. Defaults 1 and 0.5.
+	High, Low float64
+	// SinkShare is the largest share of Budget the padded sinks may take
+	// with the first exchange; past it only the system prompt is pinned.
+	// Default 0.5.
+	SinkShare float64
+	// Switch (memory) is the conversation size, in tokens, up to which it
+	// is sent whole. Default Budget; at most Budget.
+	Switch int
+	// PacketShare (memory) is the share of Budget reserved for each ask's
+	// packet. Default 1/16.
+	PacketShare float64
+	// K (memory) bounds the turns of one packet. Default 16.
+	K int
+}
+
+// Defaults returns s with every unset field at its default.
+func (s Settings) Defaults() Settings {
+	if s.Block == 0 {
+		s.Block = 16
+	}
+	if s.High == 0 {
+		s.High = 1
+	}
+	if s.Low == 0 {
+		s.Low = 0.5
+	}
+	if s.SinkShare == 0 {
+		s.SinkShare = 0.5
+	}
+	if s.Switch == 0 {
+		s.Switch = s.Budget
+	}
+	if s.PacketShare == 0 {
+		s.PacketShare = 1.0 / 16
+	}
+	if s.K == 0 {
+		s.K = 16
+	}
+	return s
+}
+
+// Validate reports the first setting out of range, wrapping ErrSettings.
+func (s Settings) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrSettings, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case s.Budget < 1:
+		return bad("budget %d: must be at least 1 token", s.Budget)
+	case s.Block < 1:
+		return bad("block %d: must be at least 1", s.Block)
+	case s.High <= 0 || s.High > 1:
+		return bad("high water mark %v: must be in (0, 1]", s.High)
+	case s.Low <= 0 || s.Low >= s.High:
+		return bad("low water mark %v: must be in (0, high=%v)", s.Low, s.High)
+	case s.SinkShare <= 0 || s.SinkShare > 1:
+		return bad("sink share %v: must be in (0, 1]", s.SinkShare)
+	case s.Switch < 0 || s.Switch > s.Budget:
+		return bad("switch %d: must be in [0, budget=%d]", s.Switch, s.Budget)
+	case s.PacketShare < 0 || s.PacketShare >= s.Low:
+		return bad("packet share %v: must be in [0, low=%v)", s.PacketShare, s.Low)
+	case s.K < 0:
+		return bad("k %d: must not be negative", s.K)
+	}
+	return nil
+}
+
+// packetTokens is P, the room reserved for each ask's packet.
+func (s Settings) packetTokens() int { return int(s.PacketShare * float64(s.Budget)) }
+
+func (s Settings) high() int { return int(s.High * float64(s.Budget)) }
+func (s Settings) low() int  { return int(s.Low * float64(s.Budget)) }

@@ -1,0 +1,94 @@
+package window
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"kvwin/engine"
+)
+
+func TestBadInput(t *testing.T) {
+	good := chat(5, 20)
+	with := func(i int, m engine.Message) []engine.Message {
+		out := append([]engine.Message(nil), good...)
+		out[i] = m
+		return out
+	}
+	tests := []struct {
+		name     string
+		msgs     []engine.Message
+		policy   string
+		wantIs   error
+		tooLong  bool
+		wantText string
+	}{
+		{"no messages", nil, "", ErrNoMessages, false, "no messages"},
+		{"empty content", with(2, engine.Message{Role: engine.RoleAssistant, Content: ""}), "", ErrInvalidMessage, false, "message 2"},
+		{"whitespace content", with(3, engine.Message{Role: engine.RoleUser, Content: " \t\n "}), "", ErrInvalidMessage, false, "whitespace"},
+		{"invalid utf-8", with(1, engine.Message{Role: engine.RoleUser, Content: "ok \xff\xfe"}), "", ErrInvalidMessage, false, "UTF-8"},
+		{"unknown role", with(1, engine.Message{Role: "wizard", Content: "hi"}), "", ErrInvalidMessage, false, "wizard"},
+		{"unknown policy", good, "lru", ErrUnknownPolicy, false, "lru"},
+	}
+	for _, policy := range Policies() {
+		tests = append(tests, struct {
+			name     string
+			msgs     []engine.Message
+			policy   string
+			wantIs   error
+			tooLong  bool
+			wantText string
+		}{"message over budget/" + policy, with(3, engine.Message{Role: engine.RoleUser, Content: strings.Repeat("y", 1001)}), policy, nil, true, "message 3 has 1001 tokens"})
+	}
+	w, err := New(Config{Settings: Settings{Budget: 1000}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := w.Build(context.Background(), Request{Policy: tc.policy, Messages: tc.msgs, Count: byLen})
+			if err == nil {
+				t.Fatal("Build succeeded, want an error")
+			}
+			if tc.wantIs != nil && (!errors.Is(err, tc.wantIs) || !errors.Is(err, engine.ErrInvalidRequest)) {
+				t.Fatalf("error %v: want errors.Is %v and engine.ErrInvalidRequest", err, tc.wantIs)
+			}
+			if tc.tooLong {
+				var tl *TooLongError
+				var cl *engine.ContextLengthError
+				if !errors.As(err, &tl) || !errors.As(err, &cl) || cl.Limit != 1000 || cl.PromptTokens != 1001 {
+					t.Fatalf("error %v: want a TooLongError unwrapping to ContextLengthError{1001, 1000}", err)
+				}
+			}
+			if !strings.Contains(err.Error(), tc.wantText) {
+				t.Fatalf("error %q does not say %q", err, tc.wantText)
+			}
+		})
+	}
+}
+
+func TestFullPastBudget(t *testing.T) {
+	w, err := New(Config{Policy: PolicyFull, Settings: Settings{Budget: 300}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Build(context.Background(), Request{Messages: chat(20, 20), Count: byLen})
+	var cl *engine.ContextLengthError
+	if !errors.As(err, &cl) || cl.PromptTokens != 420 || cl.Limit != 300 {
+		t.Fatalf("full over budget: %v, want context length 420 > 300", err)
+	}
+	res, err := w.Build(context.Background(), Request{Messages: chat(10, 20), Count: byLen})
+	if err != nil || len(res.Messages) != 11 || res.Header() != "policy=full; kept_tokens=220; evicted_turns=0; packet_turns=0; step=0" {
+		t.Fatalf("full within budget: %v, %d messages, header %q", err, len(res.Messages), res.Header())
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	if _, err := New(Config{Policy: "lru", Settings: Settings{Budget: 10}}, nil); !errors.Is(err, ErrUnknownPolicy) {
+		t.Fatalf("unknown default policy: %v", err)
+	}
+	if _, err := New(Config{Settings: Settings{}}, nil); !errors.Is(err, ErrSettings) {
+		t.Fatalf("no budget: %v", err)
+	}
+}

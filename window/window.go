@@ -1,0 +1,294 @@
+package window
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/cespare/xxhash/v2"
+
+	"kvwin/engine"
+	"kvwin/window/memory"
+)
+
+// Store is the durable memory of named conversations (memory.Store
+// implements it). Both methods block on disk and are safe for concurrent
+// use.
+type Store interface {
+	// Ingest stores turns idempotently: a position already stored is kept.
+	Ingest(ctx context.Context, key memory.Key, turns []memory.Turn) (int, error)
+	// Search retrieves for q among the conversation's stored turns.
+	Search(ctx context.Context, key memory.Key, q memory.Query) ([]memory.Hit, error)
+}
+
+var _ Store = (*memory.Store)(nil)
+
+// Config configures a Window.
+type Config struct {
+	// Policy is the default policy (Policies()); default memory.
+	Policy string
+	// Settings of the cut rule; Budget is required.
+	Settings Settings
+	// Packets bounds the packets kept for reuse (the send-once ledger's
+	// memo); default 4096.
+	Packets int
+	// Indexes bounds the in-memory indexes kept for conversations served
+	// from their own turns; default 16.
+	Indexes int
+}
+
+// Window builds the window of each request. Safe for concurrent use.
+type Window struct {
+	cfg      Config
+	policies map[string]Policy
+	store    Store
+	packets  *memo[uint64, Packet]
+	indexes  *memo[uint64, *memory.Index]
+}
+
+// New returns a Window. store may be nil: named conversations are then
+// served from their own turns, like unnamed ones.
+func New(cfg Config, store Store) (*Window, error) {
+	if cfg.Policy == "" {
+		cfg.Policy = PolicyMemory
+	}
+	if cfg.Packets == 0 {
+		cfg.Packets = 4096
+	}
+	if cfg.Indexes == 0 {
+		cfg.Indexes = 16
+	}
+	cfg.Settings = cfg.Settings.Defaults()
+	if cfg.Packets < 0 || cfg.Indexes < 0 {
+		return nil, fmt.Errorf("%w: packets %d, indexes %d: must not be negative", ErrSettings, cfg.Packets, cfg.Indexes)
+	}
+	w := &Window{cfg: cfg, policies: map[string]Policy{}, store: store,
+		packets: newMemo[uint64, Packet](cfg.Packets), indexes: newMemo[uint64, *memory.Index](cfg.Indexes)}
+	for _, name := range Policies() {
+		p, err := NewPolicy(name, cfg.Settings)
+		if err != nil {
+			return nil, err
+		}
+		w.policies[name] = p
+	}
+	if _, ok := w.policies[cfg.Policy]; !ok {
+		return nil, fmt.Errorf("default policy %q: %w", cfg.Policy, ErrUnknownPolicy)
+	}
+	return w, nil
+}
+
+// Request is one chat request as the window sees it.
+type Request struct {
+	// Tenant and Conversation name a durable conversation; an empty
+	// Conversation is unnamed and never touches the store.
+	Tenant, Conversation string
+	// Policy overrides the default policy for this request ("" keeps it).
+	Policy   string
+	Messages []engine.Message
+	// Count counts a message's tokens; nil means ApproxCount.
+	Count Counter
+}
+
+// Result is the window of one request.
+type Result struct {
+	Cut
+	// Messages is what to send: sinks, then kept messages with packets
+	// prepended to their asks. The server adds Cut.SinkPad padding tokens
+	// after the sinks when it can place tokens (see the package doc).
+	Messages []engine.Message
+	// Packets are the packets in the window, by ask.
+	Packets []Packet
+	// PacketTurns and PacketTokens count what the packets add.
+	PacketTurns, PacketTokens int
+	// Degraded is set when the store failed: the packets were built from
+	// the request's own turns instead. Log it; the request is still good.
+	Degraded error
+}
+
+// PromptTokens is the window's size by the request's counter: kept tokens
+// (with padding) plus packets.
+func (r Result) PromptTokens() int { return r.KeptTokens + r.PacketTokens }
+
+// Build cuts req's conversation and assembles its window. It blocks on the
+// store for named conversations under the memory policy; errors are
+// ErrInvalidMessage, ErrNoMessages, ErrUnknownPolicy or a *TooLongError,
+// never a store failure (that degrades, see Result.Degraded).
+func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
+	name := req.Policy
+	if name == "" {
+		name = w.cfg.Policy
+	}
+	pol, ok := w.policies[name]
+	if !ok {
+		return Result{}, fmt.Errorf("%q (want one of %v): %w", name, Policies(), ErrUnknownPolicy)
+	}
+	count := req.Count
+	if count == nil {
+		count = ApproxCount
+	}
+	cut, err := pol.Cut(req.Messages, count)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Cut: cut}
+	var packets map[int]Packet
+	if len(cut.Asks) > 0 {
+		packets, res.Degraded = w.buildPackets(ctx, req, cut, count)
+	}
+	res.Messages = make([]engine.Message, 0, cut.Sinks+cut.Messages-cut.Start)
+	res.Messages = append(res.Messages, req.Messages[:cut.Sinks]...)
+	frame, lines := frameCost(count), lineCost(count)
+	for i := cut.Start; i < cut.Messages; i++ {
+		m := req.Messages[i]
+		if p, ok := packets[i]; ok && len(p.Turns) > 0 {
+			m.Content = render(p, m.Content)
+			res.Packets = append(res.Packets, p)
+			res.PacketTurns += len(p.Turns)
+			res.PacketTokens += frame
+			for _, t := range p.Turns {
+				res.PacketTokens += lines(t)
+			}
+		}
+		res.Messages = append(res.Messages, m)
+	}
+	return res, nil
+}
+
+// buildPackets builds (or recalls) the packet of every ask since the step,
+// in order, each seeing the packets before it.
+func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count Counter) (map[int]Packet, error) {
+	msgs := req.Messages
+	prefix := prefixHashes(msgs)
+	key := memory.Key{Tenant: req.Tenant, Conversation: req.Conversation}
+	src := w.source(ctx, req, cut, prefix)
+
+	frame, lines := frameCost(count), lineCost(count)
+	used := 0 // packet tokens so far since the step
+	window := make([]memory.Turn, 0, cut.Sinks+cut.Messages-cut.Start)
+	for i := 0; i < cut.Sinks; i++ {
+		window = append(window, turnAt(msgs, i))
+	}
+	next := cut.Start
+	out := map[int]Packet{}
+	for k, a := range cut.Asks {
+		// Room reserved for asks so far, less what their packets took:
+		// room an ask left unused carries forward to later asks.
+		room := (k+1)*cut.PacketRoom - used - frame
+		for ; next <= a; next++ {
+			window = append(window, turnAt(msgs, next))
+		}
+		id := packetKey(key, cut, prefix[a+1])
+		p, ok := w.packets.get(id)
+		if !ok {
+			if room <= 0 {
+				continue
+			}
+			q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start,
+				Window: window, K: w.cfg.Settings.K, Tokens: room, Cost: lines}
+			hits, err := src.search(q)
+			if err != nil {
+				continue // src has recorded the failure
+			}
+			p = Packet{Ask: a}
+			for _, h := range hits {
+				p.Turns = append(p.Turns, h.Turn)
+			}
+			sort.Slice(p.Turns, func(i, j int) bool { return p.Turns[i].Pos < p.Turns[j].Pos })
+			if src.err == nil {
+				w.packets.put(id, p)
+			}
+		}
+		out[a] = p
+		window = append(window, p.Turns...)
+		if len(p.Turns) > 0 {
+			used += frame
+			for _, t := range p.Turns {
+				used += lines(t)
+			}
+		}
+	}
+	return out, src.err
+}
+
+// source is where one request's packets come from: the store for a named
+// conversation, else (or once the store fails) an index of the request's
+// own evicted turns. err records the first store failure.
+type source struct {
+	ctx   context.Context
+	store Store
+	key   memory.Key
+	index func() *memory.Index
+	err   error
+}
+
+func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint64) *source {
+	src := &source{ctx: ctx, key: memory.Key{Tenant: req.Tenant, Conversation: req.Conversation}}
+	src.index = func() *memory.Index { return w.index(req.Messages, cut, prefix) }
+	if req.Conversation == "" || w.store == nil {
+		return src
+	}
+	evicted := make([]memory.Turn, 0, cut.Start-cut.Sinks)
+	for i := cut.Sinks; i < cut.Start; i++ {
+		evicted = append(evicted, turnAt(req.Messages, i))
+	}
+	if _, err := w.store.Ingest(ctx, src.key, evicted); err != nil {
+		src.err = fmt.Errorf("memory store: ingest %s: %w", src.key, err)
+		return src
+	}
+	src.store = w.store
+	return src
+}
+
+func (s *source) search(q memory.Query) ([]memory.Hit, error) {
+	if s.store != nil && s.err == nil {
+		hits, err := s.store.Search(s.ctx, s.key, q)
+		if err == nil {
+			return hits, nil
+		}
+		s.err = fmt.Errorf("memory store: search %s: %w", s.key, err)
+	}
+	return s.index().Search(q), nil
+}
+
+// index returns the in-memory index of the request's evicted turns, shared
+// by every request whose history up to the cut is the same.
+func (w *Window) index(msgs []engine.Message, cut Cut, prefix []uint64) *memory.Index {
+	id := prefix[cut.Start] ^ uint64(cut.Sinks)*0x9e3779b97f4a7c15
+	if x, ok := w.indexes.get(id); ok {
+		return x
+	}
+	turns := make([]memory.Turn, 0, cut.Start-cut.Sinks)
+	for i := cut.Sinks; i < cut.Start; i++ {
+		turns = append(turns, turnAt(msgs, i))
+	}
+	x := memory.NewIndex(turns...)
+	w.indexes.put(id, x)
+	return x
+}
+
+func turnAt(msgs []engine.Message, i int) memory.Turn {
+	return memory.Turn{Pos: i, Role: msgs[i].Role, Text: msgs[i].Content}
+}
+
+// prefixHashes returns h[i], a hash of msgs[:i] (roles and contents).
+func prefixHashes(msgs []engine.Message) []uint64 {
+	h := xxhash.New()
+	out := make([]uint64, len(msgs)+1)
+	out[0] = h.Sum64()
+	for i, m := range msgs {
+		_, _ = h.WriteString(m.Role)
+		_, _ = h.WriteString("\x00")
+		_, _ = h.WriteString(m.Content)
+		_, _ = h.WriteString("\x00")
+		out[i+1] = h.Sum64()
+	}
+	return out
+}
+
+// packetKey names a packet by everything it depends on: the conversation,
+// the policy, where the cut is, and the messages up to its ask.
+func packetKey(key memory.Key, cut Cut, upToAsk uint64) uint64 {
+	h := xxhash.New()
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%d\x00%d", key.Tenant, key.Conversation, cut.Policy, cut.Sinks, cut.Start, upToAsk)
+	return h.Sum64()
+}
