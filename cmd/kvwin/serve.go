@@ -181,7 +181,10 @@ func (a *app) startWindow() (*window.Window, error) {
 		store = st // not a typed nil: window.New checks for nil
 		a.closers = append(a.closers, func() { st.Close() })
 	}
-	w, err := window.New(window.Config{Policy: a.f.window, Settings: window.Settings{Budget: budget}}, store)
+	// A packet gets an eighth of the budget: its fence and one quoted turn
+	// alone take ~160 tokens with a byte-level tokenizer (the test model),
+	// which the window's default sixteenth of a 2k budget cannot hold.
+	w, err := window.New(window.Config{Policy: a.f.window, Settings: window.Settings{Budget: budget, PacketShare: 1.0 / 8}}, store)
 	if err != nil {
 		return nil, fmt.Errorf("--window %q --window-budget %d: %w", a.f.window, budget, err)
 	}
