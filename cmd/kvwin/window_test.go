@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -178,5 +180,25 @@ func TestWindowIsolation(t *testing.T) {
 		if tr.status != 200 || atoi(windowHeader(t, tr.header)["packet_turns"]) != 0 {
 			t.Fatalf("%s: status %d, window %q: it must not see A's turns", name, tr.status, tr.header.Get("X-Kvwin-Window"))
 		}
+	}
+}
+
+func TestCorruptMemoryStoreLeavesTheServerServing(t *testing.T) {
+	f := testFlags(t)
+	if err := os.MkdirAll(filepath.Join(f.dataDir, "memory"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.dataDir, "memory", "memory.db"), []byte("this is not a database, just garbage bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startApp(t, func(g *serveFlags) { g.dataDir, g.window, g.windowBudget = f.dataDir, "memory", 2600 })
+	history := msgs("system", "notes", "user", "hello", "assistant", "hi")
+	for i := range 24 {
+		history = append(history, msgs("user", fmt.Sprintf("Note %d about Widget%d: %s", i, i, words(i, 150)), "assistant", "ok")...)
+	}
+	history = append(history, msgs("user", "What was the note about Widget2?")...)
+	tr := postWith(t, a.url(), map[string]string{"X-Conversation-Id": "c"}, map[string]any{"messages": history, "max_tokens": 2})
+	if tr.status != 200 || atoi(windowHeader(t, tr.header)["packet_turns"]) == 0 {
+		t.Fatalf("status %d, window %q: the request's own turns must serve as memory", tr.status, tr.header.Get("X-Kvwin-Window"))
 	}
 }

@@ -1,0 +1,187 @@
+package ttft
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrPolicyIgnored is returned when a response shows that the server did
+// not apply the requested window policy: no X-Kvwin-Window header on a
+// cutting policy, or a header naming another policy. Measuring on would
+// label full's numbers with another policy's name.
+var ErrPolicyIgnored = errors.New("ttft: the server did not apply the requested window policy")
+
+// RejectedError is a turn the server answered with an error status.
+type RejectedError struct {
+	Policy  Policy
+	Turn    int
+	Status  int
+	Code    string // the OpenAI error code, if the body had one
+	Message string // the OpenAI error message, or the start of the body
+}
+
+func (e *RejectedError) Error() string {
+	msg := fmt.Sprintf("ttft: policy %s: the server rejected turn %d with %d %s", e.Policy, e.Turn, e.Status, http.StatusText(e.Status))
+	if e.Code != "" {
+		msg += " (" + e.Code + ")"
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	if e.Turn == 1 && e.Policy.Cuts() && e.Status == http.StatusBadRequest {
+		msg += fmt.Sprintf("; does the server have the window layer? (X-Kvwin-Window-Policy: %s)", e.Policy.Window())
+	}
+	return msg
+}
+
+// chatBody is the request body of one turn: a streamed chat completion as
+// OpenAI clients send it, plus llama-server's ignore_eos and cache_prompt.
+type chatBody struct {
+	Messages    []Message `json:"messages"`
+	Stream      bool      `json:"stream"`
+	MaxTokens   int       `json:"max_tokens"`
+	Temperature float64   `json:"temperature"`
+	// IgnoreEOS makes every turn generate MaxTokens tokens, so decode time
+	// does not vary with what the model happens to say.
+	IgnoreEOS   bool `json:"ignore_eos"`
+	CachePrompt bool `json:"cache_prompt"`
+}
+
+// exchange is what one turn's request observed.
+type exchange struct {
+	ttft     time.Duration
+	prompt   int
+	cached   int
+	promptMs float64
+	window   WindowState
+}
+
+// send posts one turn and reads its stream to the end.
+//
+// TTFT is measured from just before the request is written to the first
+// SSE "data:" event, whatever it carries. kvwin (like llama-server) sends
+// its first chunk, the one with the assistant role, only when the backend
+// has produced the first token, so that event marks the first token; it is
+// preferred over the first chunk with content because a byte-level model
+// may hold back the first token's bytes until they form valid UTF-8.
+// (Servers that send the role chunk before prefill would be measured short.)
+func send(ctx context.Context, hc *http.Client, url string, p Policy, body chatBody, turn int) (exchange, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return exchange{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return exchange{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(headerPolicy, p.Window())
+	start := time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return exchange{}, fmt.Errorf("ttft: policy %s turn %d: %w", p, turn, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return exchange{}, rejected(resp, p, turn)
+	}
+	ex := exchange{window: ParseWindowState(resp.Header.Get(headerWindow))}
+	ex.prompt, _ = strconv.Atoi(resp.Header.Get(headerPromptTokens))
+	ex.cached, _ = strconv.Atoi(resp.Header.Get(headerCachedTokens))
+	ex.promptMs, _ = strconv.ParseFloat(resp.Header.Get(headerPromptMs), 64)
+	if err := checkPolicy(p, ex.window); err != nil {
+		return exchange{}, fmt.Errorf("%w: policy %s, turn %d: %s", ErrPolicyIgnored, p, turn, err)
+	}
+	if ex.ttft, err = readStream(resp.Body, start); err != nil {
+		return exchange{}, fmt.Errorf("ttft: policy %s turn %d: %w", p, turn, err)
+	}
+	return ex, nil
+}
+
+// checkPolicy says why a response shows the policy was not applied, or
+// returns nil. Under full an absent header is fine: a server without the
+// window layer sends everything, which is what full means.
+func checkPolicy(p Policy, w WindowState) error {
+	switch {
+	case !w.Present && p.Cuts():
+		return fmt.Errorf("asked for %q, but the response has no %s header (does the server have the window layer?)", p.Window(), headerWindow)
+	case w.Present && w.Policy != "" && w.Policy != p.Window():
+		return fmt.Errorf("asked for %q, the server applied %q", p.Window(), w.Policy)
+	}
+	return nil
+}
+
+// readStream reads SSE events to the end of the stream and returns the
+// time from start to the first data event. An in-stream error object, or a
+// stream that ends without [DONE], is an error.
+func readStream(r io.Reader, start time.Time) (time.Duration, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var first time.Duration
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data:")
+		if !ok {
+			continue
+		}
+		if first == 0 {
+			first = time.Since(start)
+		}
+		data = strings.TrimSpace(data)
+		if data == "[DONE]" {
+			return first, nil
+		}
+		var ev struct {
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return 0, fmt.Errorf("bad SSE event %q: %w", truncate(data, 200), err)
+		}
+		if ev.Error != nil {
+			return 0, fmt.Errorf("in-stream error: %s", ev.Error.Message)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read stream: %w", err)
+	}
+	return 0, errors.New("the stream ended without [DONE]")
+}
+
+// rejected reads an error response into a RejectedError.
+func rejected(resp *http.Response, p Policy, turn int) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &RejectedError{Policy: p, Turn: turn, Status: resp.StatusCode}
+	var oe struct {
+		Error struct {
+			Message string `json:"message"`
+			Code    any    `json:"code"` // OpenAI sends a string; some servers a number
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &oe) == nil && oe.Error.Message != "" {
+		e.Message = oe.Error.Message
+		if oe.Error.Code != nil {
+			e.Code = fmt.Sprint(oe.Error.Code)
+		}
+	} else {
+		e.Message = truncate(strings.TrimSpace(string(body)), 200)
+	}
+	return e
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,132 @@
+package ttft
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"kvwin/attention"
+)
+
+// PolicyResult is one policy's run and its summary: an element of
+// ttft.json's "policies". A field that the run cannot define (a plateau
+// ratio of a conversation that never outgrew the budget, a fit with too
+// few observations) is null.
+type PolicyResult struct {
+	Policy       Policy                  `json:"policy"`
+	Evictions    int                     `json:"evictions"`
+	PlateauRatio *float64                `json:"plateau_ratio"`
+	CachedShare  float64                 `json:"cached_share"`
+	Fit          *attention.Coefficients `json:"fit"`
+	Turns        []TurnResult            `json:"turns"`
+}
+
+// Summarize computes the summary of one policy's turns against budget.
+//
+// Turn 1 is always cold (nothing is cached, and a fresh server warms up on
+// it), so it is left out of every figure: the plateau ratio, the cached
+// share, the TTFT percentiles and the fit.
+//
+//   - Evictions: the eviction steps the server reported, the largest Step
+//     of the run.
+//   - CachedShare: Σ cached tokens ÷ Σ prompt tokens.
+//   - Fit: attention.Fit over {P = new tokens, C = cached tokens, elapsed =
+//     server prompt time}.
+//   - PlateauRatio: see PlateauRatio.
+func Summarize(p Policy, turns []TurnResult, budget int) PolicyResult {
+	r := PolicyResult{Policy: p, Turns: turns}
+	if turns == nil {
+		r.Turns = []TurnResult{} // "turns": [], not null
+	}
+	counted := warm(turns)
+	var cached, prompt int
+	obs := make([]attention.Observation, 0, len(counted))
+	for _, t := range counted {
+		cached += t.CachedTokens
+		prompt += t.PromptTokens
+		obs = append(obs, attention.Observation{New: t.NewTokens, Context: t.CachedTokens,
+			Elapsed: time.Duration(t.PromptMs * float64(time.Millisecond))})
+	}
+	for _, t := range turns {
+		r.Evictions = max(r.Evictions, t.Step)
+	}
+	if prompt > 0 {
+		r.CachedShare = float64(cached) / float64(prompt)
+	}
+	if k, err := attention.Fit(obs); err == nil {
+		r.Fit = &k
+	}
+	if v, ok := PlateauRatio(turns, budget); ok {
+		r.PlateauRatio = &v
+	}
+	return r
+}
+
+// PlateauRatio is how much TTFT still grew after the conversation outgrew
+// the budget: the median TTFT over the last tenth of the turns divided by
+// the median TTFT over the tenth of turns that follows the first turn whose
+// history exceeds budget. Near 1, TTFT has stopped growing; full-nocache's
+// grows with the history.
+//
+// Precisely, over the measured turns after turn 1, in order (n of them):
+// a tenth is k = ceil(n/10) turns (at least 1); the late tenth is the last
+// k; the first turn with HistoryTokens > budget is at index i (it is left
+// out: it is where the first eviction step lands), and the early tenth is
+// the k turns after it. The ratio is undefined (ok false) when no turn
+// exceeds the budget, when the early tenth does not end before the late
+// one begins (the run did not outgrow the budget long enough to show a
+// plateau), or when the early median is not positive.
+func PlateauRatio(turns []TurnResult, budget int) (ratio float64, ok bool) {
+	ts := warm(turns)
+	n := len(ts)
+	k := max(1, (n+9)/10)
+	i := slices.IndexFunc(ts, func(t TurnResult) bool { return t.HistoryTokens > budget })
+	if i < 0 || i+k >= n-k {
+		return 0, false
+	}
+	early := quantile(ttfts(ts[i+1:i+1+k]), 0.5)
+	late := quantile(ttfts(ts[n-k:]), 0.5)
+	if !(early > 0) {
+		return 0, false
+	}
+	return late / early, true
+}
+
+// TTFTQuantile is the q-quantile (0.5: the median) of the TTFT of the
+// turns after turn 1, interpolated linearly; NaN without such turns.
+func TTFTQuantile(turns []TurnResult, q float64) float64 {
+	return quantile(ttfts(warm(turns)), q)
+}
+
+// warm drops turn 1.
+func warm(turns []TurnResult) []TurnResult {
+	out := make([]TurnResult, 0, len(turns))
+	for _, t := range turns {
+		if t.Turn > 1 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func ttfts(turns []TurnResult) []float64 {
+	out := make([]float64, len(turns))
+	for i, t := range turns {
+		out[i] = t.TTFTMs
+	}
+	return out
+}
+
+// quantile is the q-quantile of xs by linear interpolation between order
+// statistics (the median of an even count is the mean of the middle two).
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}

@@ -1,0 +1,179 @@
+package ttft
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// The chart's geometry, in SVG user units (pixels at 100% zoom). The
+// legend sits right of the plot, outside it, so it never hides a line.
+const (
+	svgWidth, svgHeight = 960, 560
+	plotLeft, plotRight = 84, 748
+	plotTop, plotBottom = 56, 492
+	legendLeft          = 772
+)
+
+// policyColours are fixed per policy so charts of different runs read
+// alike; they are distinct for the colour-blind too (Tableau 10's first
+// five hues, told apart by lightness as well as hue).
+var policyColours = map[Policy]string{
+	FullNoCache: "#d62728", // red: the cost to avoid
+	Full:        "#1f77b4",
+	Sliding:     "#ff7f0e",
+	Sink:        "#2ca02c",
+	Memory:      "#9467bd",
+}
+
+// spareColours colour policies the table above does not know.
+var spareColours = []string{"#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
+
+func colourOf(p Policy, i int) string {
+	if c, ok := policyColours[p]; ok {
+		return c
+	}
+	return spareColours[i%len(spareColours)]
+}
+
+// WriteSVG draws ttft.svg: TTFT (log scale, since full-nocache's seconds
+// and sink's milliseconds must both be readable) against history tokens,
+// one polyline per policy in its colour, a legend, labelled axes with
+// ticks, a title and, if budget > 0, a dashed line at the budget. Turns
+// with no positive TTFT cannot be placed on a log axis and are skipped.
+// It is plain SVG 1.1, no scripts or external resources.
+func WriteSVG(w io.Writer, r Report, budget int) error {
+	xmax, ylo, yhi := bounds(r, budget)
+	xs := func(v float64) float64 { return plotLeft + v/xmax*(plotRight-plotLeft) }
+	ys := func(v float64) float64 {
+		return plotBottom - (math.Log10(v)-math.Log10(ylo))/(math.Log10(yhi)-math.Log10(ylo))*(plotBottom-plotTop)
+	}
+	b := bufio.NewWriter(w)
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
+		svgWidth, svgHeight, svgWidth, svgHeight)
+	p(`<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, svgHeight)
+	p(`<text class="title" x="%d" y="30" text-anchor="middle" font-size="16" font-weight="bold">Time to first token against conversation length</text>`+"\n",
+		(plotLeft+plotRight)/2)
+
+	// Grid and ticks first, so the lines draw over them.
+	for _, v := range linearTicks(xmax) {
+		x := xs(v)
+		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e6e6e6"/>`+"\n", x, plotTop, x, plotBottom)
+		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333"/>`+"\n", x, plotBottom, x, plotBottom+5)
+		p(`<text class="xtick" x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, plotBottom+19, tickLabel(v))
+	}
+	for _, v := range logTicks(ylo, yhi) {
+		y := ys(v)
+		p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e6e6e6"/>`+"\n", plotLeft, y, plotRight, y)
+		p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333333"/>`+"\n", plotLeft-5, y, plotLeft, y)
+		p(`<text class="ytick" x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", plotLeft-8, y, tickLabel(v))
+	}
+	p(`<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333333"/>`+"\n",
+		plotLeft, plotTop, plotRight-plotLeft, plotBottom-plotTop)
+	p(`<text class="xlabel" x="%d" y="%d" text-anchor="middle">conversation history (tokens)</text>`+"\n",
+		(plotLeft+plotRight)/2, plotBottom+44)
+	p(`<text class="ylabel" transform="translate(24 %d) rotate(-90)" text-anchor="middle">TTFT (ms, log scale)</text>`+"\n",
+		(plotTop+plotBottom)/2)
+	if budget > 0 {
+		x := xs(float64(budget))
+		p(`<line class="budget" x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#555555" stroke-dasharray="6 4"/>`+"\n", x, plotTop, x, plotBottom)
+		p(`<text x="%.1f" y="%d" fill="#555555">budget %d</text>`+"\n", x+4, plotTop+14, budget)
+	}
+
+	for i, pr := range r.Policies {
+		colour := colourOf(pr.Policy, i)
+		var pts strings.Builder
+		for _, t := range pr.Turns {
+			if t.TTFTMs > 0 {
+				fmt.Fprintf(&pts, "%.1f,%.1f ", xs(float64(t.HistoryTokens)), ys(t.TTFTMs))
+			}
+		}
+		p(`<polyline class="series" data-policy="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round" points="%s"/>`+"\n",
+			xmlEscape(string(pr.Policy)), colour, strings.TrimSpace(pts.String()))
+		y := plotTop + 8 + 22*i
+		p(`<g class="legend" data-policy="%s"><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d" dominant-baseline="middle">%s</text></g>`+"\n",
+			xmlEscape(string(pr.Policy)), legendLeft, y, legendLeft+24, y, colour, legendLeft+32, y, xmlEscape(string(pr.Policy)))
+	}
+	p("</svg>\n")
+	return b.Flush()
+}
+
+// bounds returns the x axis' end and the y axis' decades: x from 0 to a
+// round number past the largest history (and the budget), y from the
+// decade below the fastest turn to the decade above the slowest.
+func bounds(r Report, budget int) (xmax, ylo, yhi float64) {
+	xmax = float64(budget)
+	ylo, yhi = math.Inf(1), 0
+	for _, pr := range r.Policies {
+		for _, t := range pr.Turns {
+			xmax = max(xmax, float64(t.HistoryTokens))
+			if t.TTFTMs > 0 {
+				ylo, yhi = min(ylo, t.TTFTMs), max(yhi, t.TTFTMs)
+			}
+		}
+	}
+	step := xstep(max(xmax, 1))
+	xmax = math.Ceil(max(xmax, 1)/step) * step
+	if yhi == 0 { // nothing to plot: an empty decade
+		ylo, yhi = 1, 10
+	}
+	ylo = math.Pow(10, math.Floor(math.Log10(ylo)))
+	yhi = math.Pow(10, math.Ceil(math.Log10(yhi)))
+	if yhi <= ylo {
+		yhi = ylo * 10
+	}
+	return xmax, ylo, yhi
+}
+
+// niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten.
+func niceCeil(v float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if v <= m*p*(1+1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// xstep is the x axis' tick step: a round number giving at most 9 ticks.
+func xstep(xmax float64) float64 { return niceCeil(xmax / 8) }
+
+// linearTicks returns 0, s, 2s, … up to xmax, s = xstep(xmax).
+func linearTicks(xmax float64) []float64 {
+	step := xstep(xmax)
+	var out []float64
+	for i := 0; float64(i)*step <= xmax*(1+1e-9); i++ {
+		out = append(out, float64(i)*step)
+	}
+	return out
+}
+
+// logTicks returns 1, 2 and 5 times each power of ten in [lo, hi].
+func logTicks(lo, hi float64) []float64 {
+	var out []float64
+	for d := lo; d <= hi*(1+1e-9); d *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * d; v <= hi*(1+1e-9) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// tickLabel prints a tick value in plain notation without float noise or
+// trailing zeros: 0.5, 20, 1500, 10000.
+func tickLabel(v float64) string {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+var svgEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;")
+
+func xmlEscape(s string) string { return svgEscaper.Replace(s) }
