@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kvwin/engine"
+	"kvwin/engine/idle"
 )
 
 // complete sends body to POST /completion and turns the streamed answer
@@ -33,8 +34,8 @@ func (b *Backend) complete(ctx context.Context, body completionRequest, limit in
 	// connection closes and the server stops generating.
 	run, cancel := context.WithCancel(ctx)
 	defer cancel()
-	g.dog = newWatchdog(b.cfg.IdleTimeout, cancel)
-	defer g.dog.stop()
+	g.dog = idle.New(b.cfg.IdleTimeout, cancel)
+	defer g.dog.Stop()
 
 	req, err := http.NewRequestWithContext(run, http.MethodPost, b.base+"/completion", bytes.NewReader(data))
 	if err != nil {
@@ -49,7 +50,7 @@ func (b *Backend) complete(ctx context.Context, body completionRequest, limit in
 		return engine.Result{}, g.broken(err)
 	}
 	defer resp.Body.Close()
-	r := kickReader{r: resp.Body, w: g.dog}
+	r := idle.Reader{R: resp.Body, W: g.dog}
 
 	if resp.StatusCode != http.StatusOK {
 		data, err := io.ReadAll(io.LimitReader(r, maxBodyBytes))
@@ -73,7 +74,7 @@ type generation struct {
 	prompt int // tokens sent
 	limit  int
 	stream engine.StreamFunc
-	dog    *watchdog
+	dog    *idle.Watchdog
 	sent   time.Time
 
 	started bool           // the first event was produced: something was generated
@@ -171,9 +172,9 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 		g.started = true
 		g.text.WriteString(ev.Text)
 		if g.stream != nil {
-			g.dog.pause()
+			g.dog.Pause()
 			err := g.stream(ev)
-			g.dog.kick()
+			g.dog.Kick()
 			if err != nil {
 				return engine.Result{}, true, err
 			}
@@ -228,9 +229,9 @@ func (g *generation) broken(err error) error {
 	switch {
 	case g.ctx.Err() != nil:
 		return fmt.Errorf("llamaserver: %s: %w", g.op, g.ctx.Err())
-	case g.dog.fired.Load() && !g.started:
+	case g.dog.Fired() && !g.started:
 		return unavailable(g.op, "the server sent nothing for %v", g.idle)
-	case g.dog.fired.Load():
+	case g.dog.Fired():
 		return fmt.Errorf("llamaserver: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle)
 	case !g.started:
 		return fmt.Errorf("llamaserver: %s: %w (%w)", g.op, engine.ErrUnavailable, err)

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
-	"time"
 )
 
 // llama-server streams /completion as server-sent events:
@@ -73,46 +71,4 @@ func field(line []byte) (name string, value []byte) {
 		return string(line), nil
 	}
 	return string(k), bytes.TrimSpace(v)
-}
-
-// watchdog cancels a generation whose server has been silent for too long.
-// The caller's own time (inside its StreamFunc) is not the server's
-// silence, so the watch pauses around it.
-type watchdog struct {
-	d     time.Duration
-	t     *time.Timer
-	fired atomic.Bool
-}
-
-// newWatchdog starts watching: cancel is called once d passes without a kick.
-func newWatchdog(d time.Duration, cancel func()) *watchdog {
-	w := &watchdog{d: d}
-	w.t = time.AfterFunc(d, func() {
-		w.fired.Store(true)
-		cancel()
-	})
-	return w
-}
-
-// kick restarts the wait: the server said something.
-func (w *watchdog) kick() { w.t.Reset(w.d) }
-
-// pause stops the wait until kick.
-func (w *watchdog) pause() { w.t.Stop() }
-
-// stop ends the watch.
-func (w *watchdog) stop() { w.t.Stop() }
-
-// kickReader kicks its watchdog whenever bytes arrive.
-type kickReader struct {
-	r io.Reader
-	w *watchdog
-}
-
-func (k kickReader) Read(p []byte) (int, error) {
-	n, err := k.r.Read(p)
-	if n > 0 {
-		k.w.kick()
-	}
-	return n, err
 }

@@ -89,6 +89,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/engine/idle"
 	"kvwin/kvcache"
 )
 
@@ -213,8 +214,8 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	// connection closes and Ollama stops generating.
 	run, cancel := context.WithCancel(ctx)
 	defer cancel()
-	g.probe = &probe{dog: newWatchdog(b.cfg.IdleTimeout, cancel)}
-	defer g.probe.dog.stop()
+	g.probe = &probe{dog: idle.New(b.cfg.IdleTimeout, cancel)}
+	defer g.probe.dog.Stop()
 	run = withProbe(run, g.probe)
 
 	g.sent = time.Now()

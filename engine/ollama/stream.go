@@ -100,9 +100,9 @@ func (g *generation) add(content string, done bool, reason string, m api.Metrics
 	}
 	g.text.WriteString(content)
 	if g.stream != nil && (ev.First || ev.Text != "") {
-		g.probe.dog.pause()
+		g.probe.dog.Pause()
 		err := g.stream(ev)
-		g.probe.dog.kick()
+		g.probe.dog.Kick()
 		if err != nil {
 			g.streamErr = err
 			return err
@@ -131,9 +131,9 @@ func (g *generation) finish(err error) (engine.Result, error) {
 	switch {
 	case g.ctx.Err() != nil:
 		return engine.Result{}, fmt.Errorf("ollama: %s: %w", g.op, g.ctx.Err())
-	case g.probe.dog.fired.Load() && !g.started:
+	case g.probe.dog.Fired() && !g.started:
 		return engine.Result{}, unavailable(g.op, "the server sent nothing for %v", g.idle)
-	case g.probe.dog.fired.Load():
+	case g.probe.dog.Fired():
 		return engine.Result{}, fmt.Errorf("ollama: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle)
 	case status == 0 && err != nil:
 		// No response at all: refused, reset, DNS, TLS.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"sync/atomic"
-	"time"
+
+	"kvwin/engine/idle"
 )
 
 // The api client of Ollama reports a failed call in ways that lose what a
@@ -24,7 +24,7 @@ import (
 type probe struct {
 	status  int    // the HTTP status; 0 if no response arrived
 	errBody []byte // the start of the body of a status of 400 or more
-	dog     *watchdog
+	dog     *idle.Watchdog
 }
 
 type probeKey struct{}
@@ -51,7 +51,7 @@ func (t probeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	p.status = resp.StatusCode
 	if p.dog != nil {
-		p.dog.kick() // the headers are a sign of life
+		p.dog.Kick() // the headers are a sign of life
 	}
 	resp.Body = &probeBody{ReadCloser: resp.Body, p: p, keep: resp.StatusCode >= http.StatusBadRequest}
 	return resp, nil
@@ -77,7 +77,7 @@ func (b *probeBody) Read(buf []byte) (int, error) {
 	n, err := b.ReadCloser.Read(buf)
 	if n > 0 {
 		if b.p.dog != nil {
-			b.p.dog.kick()
+			b.p.dog.Kick()
 		}
 		if b.keep && len(b.p.errBody) < maxErrorBody {
 			b.p.errBody = append(b.p.errBody, buf[:min(n, maxErrorBody-len(b.p.errBody))]...)
@@ -104,31 +104,3 @@ func newHTTPClient(c *http.Client) *http.Client {
 	wrapped.Transport = probeTransport{base: base}
 	return &wrapped
 }
-
-// watchdog cancels a generation whose server has been silent for too long.
-// The caller's own time (inside its StreamFunc) is not the server's
-// silence, so the watch pauses around it.
-type watchdog struct {
-	d     time.Duration
-	t     *time.Timer
-	fired atomic.Bool
-}
-
-// newWatchdog starts watching: cancel is called once d passes without a kick.
-func newWatchdog(d time.Duration, cancel func()) *watchdog {
-	w := &watchdog{d: d}
-	w.t = time.AfterFunc(d, func() {
-		w.fired.Store(true)
-		cancel()
-	})
-	return w
-}
-
-// kick restarts the wait: the server said something.
-func (w *watchdog) kick() { w.t.Reset(w.d) }
-
-// pause stops the wait until kick.
-func (w *watchdog) pause() { w.t.Stop() }
-
-// stop ends the watch.
-func (w *watchdog) stop() { w.t.Stop() }
