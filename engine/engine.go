@@ -74,6 +74,12 @@ type Request struct {
 	// Keep is the number of prompt tokens a backend must keep when it has to
 	// shift its context (llama-server's n_keep); 0 lets the backend decide.
 	Keep int
+	// Shift lets the backend reuse the KV of a later part of the prompt by
+	// moving it (llama.cpp seq_rm + seq_add; llama-server's n_cache_reuse)
+	// when an earlier part was removed: no recompute, but approximate, since
+	// that KV was computed attending to what was removed. Set by the window
+	// at eviction steps when the operator chose --shift.
+	Shift bool
 	// IgnoreEOS keeps generating past end-of-generation tokens, as
 	// llama-server's ignore_eos (benchmarks that need a fixed length).
 	IgnoreEOS bool

@@ -38,6 +38,9 @@ type Config struct {
 	// Window, if set, bounds every chat request's prompt (the window
 	// policies); nil sends every message.
 	Window Windower `json:"-"`
+	// Shift lets backends move kept history's KV at eviction steps instead
+	// of recomputing it (--shift; approximate).
+	Shift bool `json:"shift"`
 	// Tenant keys named conversations in the memory store. Authentication
 	// will set it per request; until then every request has this one.
 	Tenant string `json:"tenant"`

@@ -61,6 +61,9 @@ func (s *Server) applyWindow(c *gin.Context, conversation string, req *engine.Re
 		s.log.Warn("memory store unavailable; the packet comes from the request's own turns", "err", res.Degraded)
 	}
 	req.Messages = res.Messages
+	// Past an eviction step the kept turns follow the sinks directly; with
+	// --shift the backend may move their KV there instead of recomputing it.
+	req.Shift = s.cfg.Shift && res.Evicted() > 0
 	c.Header(HeaderWindow, res.Header())
 	return nil
 }

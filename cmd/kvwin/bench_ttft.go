@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -62,7 +63,10 @@ to standard error; with --json standard output holds only ttft.json's document.`
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.target, "target", "", "base URL of a running kvwin to measure (default: a fresh in-process server per policy)")
-	fl.IntVar(&f.threads, "threads", runtime.NumCPU(), "compute threads of the in-process server")
+	// One core is left to the harness and the HTTP path, which run in this same
+	// process: ggml threads spin-wait, and sharing every core with them makes
+	// prompt times jump several-fold at random.
+	fl.IntVar(&f.threads, "threads", max(1, runtime.NumCPU()-1), "compute threads of the in-process server (default: all cores but one)")
 	fl.IntVar(&f.turns, "turns", 120, "turns to replay")
 	fl.StringSliceVar(&f.policies, "policies", policyNames(ttft.Policies()), "policies to compare, in order")
 	fl.IntVar(&f.budget, "budget", 2048, "window budget in tokens of sliding, sink and memory")
@@ -315,31 +319,15 @@ func (s *benchServers) measure(ctx context.Context, p ttft.Policy, r ttft.Runner
 	return turns, err
 }
 
-// newApp is newApp with the server's log discarded unless verbose: kvwin
-// serve logs every request at info level on os.Stderr, which would bury
-// the progress line under hundreds of lines. newApp builds its logger from
-// os.Stderr as it is when called, so os.Stderr points at the null device
-// for that call only; llama.cpp's warnings go through slog's default
-// logger, built at start-up, and still show. closeLog closes the null
-// device once the server has stopped.
-func (s *benchServers) newApp(f serveFlags) (a *app, closeLog func(), err error) {
-	if s.verbose {
-		a, err = newApp(f)
-		return a, func() {}, err
+// newApp is newApp with the server's log at warnings unless verbose: kvwin
+// serve logs every request at info level, which would bury the progress
+// line under hundreds of lines.
+func (s *benchServers) newApp(f serveFlags) (*app, func(), error) {
+	if !s.verbose {
+		f.logLevel = slog.LevelWarn
 	}
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	saved := os.Stderr
-	os.Stderr = null
-	a, err = newApp(f)
-	os.Stderr = saved
-	if err != nil {
-		null.Close()
-		return nil, nil, err
-	}
-	return a, func() { null.Close() }, nil
+	a, err := newApp(f)
+	return a, func() {}, err
 }
 
 // serveFlags are the flags of policy p's in-process server: one slot, so

@@ -47,6 +47,8 @@ type serveFlags struct {
 	backends        []string
 	route           string
 	windowBudget    int
+	shift           bool
+	logLevel        slog.Level // the server's log level (benchmarks quiet it); --verbose lowers it to debug
 }
 
 func newServeCmd() *cobra.Command {
@@ -73,6 +75,7 @@ test model is generated under --data-dir on first start and served.`,
 	fl.IntVar(&f.threads, "threads", runtime.NumCPU(), "compute threads")
 	fl.IntVar(&f.queue, "queue", 64, "requests that may wait for a slot before new ones get 429 (0: none wait)")
 	fl.StringVar(&f.window, "window", window.PolicyMemory, "window policy: full, sliding, sink or memory (per request: header X-Kvwin-Window-Policy)")
+	fl.BoolVar(&f.shift, "shift", false, "at eviction steps move the kept turns' KV instead of recomputing it: no prefill, but approximate (StreamingLLM-style)")
 	fl.IntVar(&f.windowBudget, "window-budget", 0, "tokens a window may hold (default: the context per slot minus the output reservation)")
 	fl.Int64Var(&f.maxBody, "max-body", 8<<20, "largest request body in bytes (larger: 413)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
@@ -111,7 +114,7 @@ type app struct {
 
 // newApp builds the backend and binds the listen address; run serves.
 func newApp(f serveFlags) (*app, error) {
-	level := slog.LevelInfo
+	level := f.logLevel
 	if f.verbose {
 		level = slog.LevelDebug
 		slog.SetDefault(newLogger(slog.LevelInfo)) // llama.cpp's loader messages too
@@ -134,7 +137,7 @@ func newApp(f serveFlags) (*app, error) {
 		a.close()
 		return nil, err
 	}
-	srv, err := web.New(web.Config{MaxBodyBytes: f.maxBody, Registry: a.reg, Metrics: a.metrics, Window: win}, a.backend, a.log)
+	srv, err := web.New(web.Config{MaxBodyBytes: f.maxBody, Registry: a.reg, Metrics: a.metrics, Window: win, Shift: f.shift}, a.backend, a.log)
 	if err != nil {
 		a.close()
 		return nil, err

@@ -76,6 +76,7 @@ type Stats struct {
 	PromptDecoded   atomic.Int64 // prompt tokens handed to llama_decode
 	GeneratedTokens atomic.Int64
 	Forks           atomic.Int64 // prefixes copied between slots
+	Shifts          atomic.Int64 // kept history moved instead of recomputed (--shift)
 }
 
 // New loads the model and creates the context. It blocks while loading.

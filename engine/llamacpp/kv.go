@@ -18,6 +18,8 @@ import (
 // The registry is safe for concurrent use; the loop and callers both use it.
 type kv struct {
 	name      string
+	ns        kvcache.Namespace
+	blockSize int
 	keyer     *kvcache.Keyer
 	reg       *kvcache.Registry
 	store     *kvcache.Store // nil: snapshots disabled
@@ -54,10 +56,11 @@ func modelFingerprint(path string) (uint64, error) {
 // (read-only or full disk, a file in the way) is logged and snapshots are
 // off: the engine serves without them.
 func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error) {
-	keyer, err := kvcache.NewKeyer(kvcache.Namespace{
+	ns := kvcache.Namespace{
 		Model:    fmt.Sprintf("%016x", fp),
 		Template: fmt.Sprintf("%016x", xxhash.Sum64String(template)),
-	}, kvcache.KeyerConfig{BlockTokens: cfg.BlockTokens})
+	}
+	keyer, err := kvcache.NewKeyer(ns, kvcache.KeyerConfig{BlockTokens: cfg.BlockTokens})
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +77,7 @@ func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error
 	if err := reg.SetBackend(kvcache.BackendConfig{Name: cfg.Name, CapacityBlocks: capacity}); err != nil {
 		return nil, err
 	}
-	k := &kv{name: cfg.Name, keyer: keyer, reg: reg, minTokens: cfg.SnapshotMinTokens, log: log}
+	k := &kv{name: cfg.Name, ns: ns, blockSize: cfg.BlockTokens, keyer: keyer, reg: reg, minTokens: cfg.SnapshotMinTokens, log: log}
 	if cfg.SnapshotDir == "" {
 		return k, nil
 	}
@@ -94,6 +97,18 @@ func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error
 		log.Info("KV snapshots found", "count", len(existing), "bytes", store.Bytes())
 	}
 	return k, nil
+}
+
+// shifted returns the keyer of a slot's shifted KV: a shift epoch of its own
+// (slot and shift count), so shifted blocks never match unshifted prompts.
+func (k *kv) shifted(slot, shifts int) *kvcache.Keyer {
+	ns := k.ns
+	ns.ShiftEpoch = uint64(slot+1)<<32 | uint64(shifts)
+	keyer, err := kvcache.NewKeyer(ns, kvcache.KeyerConfig{BlockTokens: k.blockSize})
+	if err != nil {
+		return k.keyer // the block size was validated at start; not reached
+	}
+	return keyer
 }
 
 func (k *kv) close() {

@@ -14,11 +14,19 @@ import (
 
 // slot is one llama.cpp sequence. Loop-owned.
 type slot struct {
-	id       int
-	tokens   []int // tokens whose KV the sequence holds, at positions 0..len-1
-	prompt   int   // how many of tokens were the last request's prompt
-	task     *task
-	lastUsed uint64
+	id     int
+	tokens []int // tokens whose KV the sequence holds, at positions 0..len-1
+	prompt int   // how many of tokens were the last request's prompt
+	// shared: cells [0, shared) may be shared with other sequences (forks
+	// copy cells by reference). Only cells past it may be shifted: moving a
+	// shared cell would move it for every sequence holding it.
+	shared int
+	// shiftedAt: the KV from this position on was shifted (approximate);
+	// -1 for none. Only requests allowing Shift reuse past it.
+	shiftedAt int
+	shifts    int // shifts so far, the epoch of this slot's shifted keys
+	task      *task
+	lastUsed  uint64
 }
 
 // loop owns the llama.cpp context, the batch and the slots. Only run and
@@ -40,7 +48,7 @@ func newLoop(e *Engine) (*loop, error) {
 	}
 	l := &loop{e: e, batch: b, pieces: pieceTable(e.model, e.vocab), limit: e.cfg.Batch}
 	for i := range e.cfg.Slots {
-		l.slots = append(l.slots, &slot{id: i})
+		l.slots = append(l.slots, &slot{id: i, shiftedAt: -1})
 	}
 	return l, nil
 }
@@ -167,11 +175,19 @@ func (l *loop) start(t *task) bool {
 			held[m.Slot] = min(m.Length, limit)
 		}
 	}
+	// A slot holding shifted KV is registered under keys of its own, never
+	// matched against unshifted prompts; the engine matches it by its tokens,
+	// as far as this request may reuse it.
+	for i, s := range l.slots {
+		if s.shiftedAt >= 0 {
+			held[i] = l.reusable(s, t)
+		}
+	}
 	p := place(views, held, limit, l.e.cfg.BlockTokens, t.req.Slot, t.req.NoCache)
 	s := l.slots[p.target]
-	own := min(commonPrefix(s.tokens, t.prompt), limit)
+	own := l.reusable(s, t)
 	if p.source >= 0 {
-		p.reuse = min(commonPrefix(l.slots[p.source].tokens, t.prompt), limit)
+		p.reuse = l.reusable(l.slots[p.source], t)
 		if p.reuse <= own {
 			p.source, p.reuse = -1, own // the registry was stale: the target does as well
 		}
@@ -180,7 +196,7 @@ func (l *loop) start(t *task) bool {
 	}
 	// The slot's content is another conversation's if this prompt does not
 	// extend its last prompt: keep it on disk before it is overwritten.
-	if own < s.prompt && len(s.tokens) >= l.e.kv.minTokens && l.e.kv.store != nil {
+	if own < s.prompt && len(s.tokens) >= l.e.kv.minTokens && l.e.kv.store != nil && s.shiftedAt < 0 {
 		if !l.e.kv.store.Has(kvcache.SnapshotID(s.tokens)) {
 			l.e.kv.save(s.tokens, seqState(l.e.lctx, s.id))
 		}
@@ -195,14 +211,27 @@ func (l *loop) start(t *task) bool {
 		lctx.KvCacheSeqRm(s.id, 0, -1)
 		lctx.KvCacheSeqCp(p.source, s.id, 0, p.reuse)
 		s.tokens = append(s.tokens[:0], t.prompt[:p.reuse]...)
+		src := l.slots[p.source]
+		src.shared, s.shared = max(src.shared, p.reuse), p.reuse
+		s.shiftedAt = -1
+		if src.shiftedAt >= 0 && src.shiftedAt < p.reuse {
+			s.shiftedAt = src.shiftedAt
+		}
 		l.e.stats.Forks.Add(1)
-	case !lctx.KvCacheSeqRm(s.id, p.reuse, -1):
-		// A partial removal can fail on some architectures: start clean.
-		lctx.KvCacheSeqRm(s.id, 0, -1)
-		p.reuse = 0
-		s.tokens = s.tokens[:0]
 	default:
+		if t.req.Shift {
+			p.reuse = l.shift(s, t.prompt, p.reuse)
+		}
+		if !lctx.KvCacheSeqRm(s.id, p.reuse, -1) {
+			// A partial removal can fail on some architectures: start clean.
+			lctx.KvCacheSeqRm(s.id, 0, -1)
+			p.reuse = 0
+		}
 		s.tokens = s.tokens[:p.reuse]
+	}
+	s.shared = min(s.shared, len(s.tokens))
+	if s.shiftedAt >= len(s.tokens) {
+		s.shiftedAt = -1
 	}
 	t.restore = nil // its state buffer is no longer needed
 	t.slot, t.cached, t.nPrompt, t.admitted = s.id, p.reuse, p.reuse, time.Now()
@@ -238,6 +267,7 @@ func (l *loop) restore(s *slot, r *restore) bool {
 		return false
 	}
 	s.tokens = append(s.tokens, r.tokens...)
+	s.shared, s.shiftedAt = 0, -1
 	l.e.kv.restores.Add(1)
 	l.e.kv.reg.CountSnapshotRestore(l.e.cfg.Name)
 	return true
@@ -246,7 +276,11 @@ func (l *loop) restore(s *slot, r *restore) bool {
 // record tells the registry what slot s holds now.
 func (l *loop) record(s *slot) {
 	loc := kvcache.Location{Backend: l.e.cfg.Name, Slot: s.id}
-	if err := l.e.kv.reg.Record(loc, l.e.kv.keyer.Tokens(s.tokens)); err != nil {
+	chain := l.e.kv.keyer.Tokens(s.tokens)
+	if s.shiftedAt >= 0 {
+		chain = l.e.kv.shifted(s.id, s.shifts).Tokens(s.tokens)
+	}
+	if err := l.e.kv.reg.Record(loc, chain); err != nil {
 		l.e.log.Warn("registry record failed", "slot", s.id, "err", err)
 	}
 }
@@ -319,7 +353,7 @@ func (l *loop) step() {
 		for _, en := range entries {
 			s := l.slots[en.t.slot]
 			l.e.lctx.KvCacheSeqRm(s.id, 0, -1)
-			s.tokens, s.prompt = s.tokens[:0], 0
+			s.tokens, s.prompt, s.shared, s.shiftedAt = s.tokens[:0], 0, 0, -1
 			l.finish(en.t, "", fmt.Errorf("llamacpp: decode: %w", err))
 		}
 		return

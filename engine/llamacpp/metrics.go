@@ -22,6 +22,7 @@ func (e *Engine) Collector() prometheus.Collector {
 		"prompt_decoded_tokens_total": "Prompt tokens computed (handed to llama_decode).",
 		"generated_tokens_total":      "Tokens generated.",
 		"forks_total":                 "Prefixes copied from one slot into another (KvCacheSeqCp).",
+		"shifts_total":                "Kept history moved over evicted turns instead of recomputed (--shift).",
 		"snapshot_saves_total":        "KV snapshots written to disk.",
 		"snapshot_restores_total":     "KV snapshots restored into a slot.",
 		"snapshot_failures_total":     "Snapshots that could not be used (corrupt, mismatched, no room); a prefill replaced them.",
@@ -51,6 +52,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("prompt_decoded_tokens_total", st.PromptDecoded.Load())
 	counter("generated_tokens_total", st.GeneratedTokens.Load())
 	counter("forks_total", st.Forks.Load())
+	counter("shifts_total", st.Shifts.Load())
 	counter("snapshot_saves_total", kv.saves.Load())
 	counter("snapshot_restores_total", kv.restores.Load())
 	counter("snapshot_failures_total", kv.restoreFailures.Load())

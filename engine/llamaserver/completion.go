@@ -34,6 +34,10 @@ type completionRequest struct {
 	TimingsPerToken bool `json:"timings_per_token"`
 }
 
+// shiftMinRun is the n_cache_reuse sent for shifting requests: shorter
+// runs are cheaper to recompute than to move.
+const shiftMinRun = 64
+
 // completionBody translates req, whose prompt is tokens, for the server.
 func (b *Backend) completionBody(req engine.Request, tokens []int) completionRequest {
 	s := req.Sampling
@@ -46,6 +50,9 @@ func (b *Backend) completionBody(req engine.Request, tokens []int) completionReq
 	}
 	if body.NPredict == 0 {
 		body.NPredict = -1 // the engine's "no limit"; 0 would generate nothing
+	}
+	if req.Shift && body.NCacheReuse == 0 {
+		body.NCacheReuse = shiftMinRun // reuse shifted chunks of at least this many tokens
 	}
 	if body.Stop == nil {
 		body.Stop = []string{}
