@@ -202,3 +202,34 @@ func TestCorruptMemoryStoreLeavesTheServerServing(t *testing.T) {
 		t.Fatalf("status %d, window %q: the request's own turns must serve as memory", tr.status, tr.header.Get("X-Kvwin-Window"))
 	}
 }
+
+// With --shift an eviction step moves the kept turns' KV instead of
+// recomputing it: step turns reuse almost the whole prompt.
+func TestShiftKeepsStepsCached(t *testing.T) {
+	recomputed := map[bool]int{}
+	for _, shift := range []bool{false, true} {
+		a := startApp(t, func(f *serveFlags) { f.slots, f.window, f.windowBudget, f.shift = 1, "sink", 2048, shift })
+		history := msgs("system", words(2, 200), "user", "hi", "assistant", "hello")
+		prevStep, steps := 0, 0
+		for i := range 100 {
+			history = append(history, map[string]string{"role": "user", "content": fmt.Sprintf("turn %d %s", i, words(i, 60))})
+			tr := postWith(t, a.url(), nil, map[string]any{"messages": history, "max_tokens": 2, "temperature": 0})
+			if tr.status != 200 {
+				t.Fatalf("turn %d: %d %s", i, tr.status, tr.body)
+			}
+			if step := atoi(windowHeader(t, tr.header)["step"]); step != prevStep {
+				steps++
+				recomputed[shift] += tr.prompt - tr.cached
+				prevStep = step
+			}
+			history = append(history, map[string]string{"role": "assistant", "content": "ok " + words(i+9, 20)})
+		}
+		if steps < 2 {
+			t.Fatalf("shift=%v: %d steps", shift, steps)
+		}
+		t.Logf("shift=%v: %d steps, %d tokens computed at steps", shift, steps, recomputed[shift])
+	}
+	if 4*recomputed[true] > recomputed[false] {
+		t.Fatalf("steps computed %d tokens with --shift, %d without: want at most a quarter", recomputed[true], recomputed[false])
+	}
+}
