@@ -185,6 +185,15 @@ func (r *Router) Close() error {
 	return nil
 }
 
+// Backends returns the backends the router fronts.
+func (r *Router) Backends() []engine.Backend {
+	out := make([]engine.Backend, len(r.members))
+	for i, m := range r.members {
+		out[i] = m.backend
+	}
+	return out
+}
+
 // Registry returns the registry the router records into.
 func (r *Router) Registry() *kvcache.Registry { return r.reg }
 
@@ -221,7 +230,21 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 	if err != nil {
 		return engine.Result{}, err
 	}
-	cands := r.score(k, live)
+	// A backend whose slots are smaller than the prompt cannot serve it,
+	// whatever the gateway was told: it is skipped, not tried and failed.
+	fits := live[:0:0]
+	largest := 0
+	for _, m := range live {
+		c := m.backend.Info().ContextSlot
+		largest = max(largest, c)
+		if c == 0 || k.length < c {
+			fits = append(fits, m)
+		}
+	}
+	if len(fits) == 0 {
+		return engine.Result{}, &engine.ContextLengthError{PromptTokens: k.length, Limit: largest}
+	}
+	cands := r.score(k, fits)
 	var failures []string
 	for _, c := range r.order.order(cands, k.root()) {
 		m := r.members[c.index]

@@ -122,3 +122,28 @@ func TestNoHealthyBackendIs503(t *testing.T) {
 		t.Fatalf("message %q does not say what is wrong", e.Error.Message)
 	}
 }
+
+// A backend reporting smaller slots than the window allows never gets a
+// prompt it cannot hold: it goes to a backend that can, and when none can,
+// the client gets context_length_exceeded, not a backend failure.
+func TestBackendWithASmallerContextIsSkippedForLongPrompts(t *testing.T) {
+	small := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 1024 })
+	large := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 4096 })
+	gw := startApp(t, func(f *serveFlags) {
+		f.backends = []string{"llamaserver=" + small.url(), "llamaserver=" + large.url()}
+		f.window, f.windowBudget = "full", 6000
+	})
+	for i := range 4 {
+		tr := post(t, gw, map[string]any{"messages": msgs("user", words(i, 2000)), "max_tokens": 4})
+		if tr.status != 200 || !strings.HasSuffix(large.url(), tr.header.Get("X-Kvwin-Backend")) {
+			t.Fatalf("a 2,000-token prompt: status %d on %q (small node %s)", tr.status, tr.header.Get("X-Kvwin-Backend"), small.url())
+		}
+	}
+	tr := post(t, gw, map[string]any{"messages": msgs("user", words(9, 5000)), "max_tokens": 4})
+	if tr.status != 400 {
+		t.Fatalf("a prompt no backend holds: status %d %s", tr.status, tr.body)
+	}
+	if e := decodeError(t, tr.body); e.Error.Code != "context_length_exceeded" {
+		t.Fatalf("code %q", e.Error.Code)
+	}
+}

@@ -192,6 +192,14 @@ func (a *app) startWindow() (*window.Window, error) {
 		return nil, fmt.Errorf("--window %q --window-budget %d: %w", a.f.window, budget, err)
 	}
 	a.log.Info("window", "policy", a.f.window, "budget", budget)
+	if a.router != nil {
+		for _, b := range a.router.Backends() {
+			if c := b.Info().ContextSlot; c > 0 && c < budget {
+				a.log.Warn("a backend's slots are smaller than the window budget: prompts that do not fit go to the others, or get context_length_exceeded",
+					"backend", b.Info().Name, "ctx_per_slot", c, "window_budget", budget)
+			}
+		}
+	}
 	return w, nil
 }
 
