@@ -45,6 +45,9 @@ type Sampling struct {
 	RepeatPenalty float32 // 1 disables
 	RepeatLastN   int
 	Seed          uint32
+	// Grammar constrains generation to a GBNF grammar (llama.cpp's);
+	// empty for none.
+	Grammar string
 }
 
 // DefaultSampling returns the sampling used when a request sets nothing:
@@ -69,7 +72,9 @@ type Request struct {
 	Sampling  Sampling
 	Stop      []string
 
-	// Slot asks for one slot (llama-server's id_slot); -1 lets the backend choose.
+	// Slot asks for one slot (llama-server's id_slot); -1 lets the backend
+	// choose. The embedded engine takes it as a hint: if the slot is busy,
+	// the request is placed as if unpinned rather than waiting for it.
 	Slot int
 	// Keep is the number of prompt tokens a backend must keep when it has to
 	// shift its context (llama-server's n_keep); 0 lets the backend decide.

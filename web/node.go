@@ -64,8 +64,9 @@ func (s *Server) nodeRoutes(r *gin.Engine) {
 
 // nodeCompletionRequest is the body of POST /completion: the fields kvwin
 // acts on. Pointers tell "not set" (llama-server's default) from a value.
-// Other llama-server fields (grammar, n_probs, …) are ignored, and so is
-// n_cache_reuse: the embedded engine decides reuse itself.
+// Other llama-server fields (n_probs, …) are ignored. n_cache_reuse > 0
+// allows reuse by shifting (engine.Request.Shift); the engine picks the run
+// length itself.
 type nodeCompletionRequest struct {
 	Prompt          json.RawMessage `json:"prompt"`
 	IDSlot          *int            `json:"id_slot"`      // default -1: any slot
@@ -81,6 +82,8 @@ type nodeCompletionRequest struct {
 	Seed            *int64          `json:"seed"`
 	Stop            stopList        `json:"stop"`
 	IgnoreEOS       bool            `json:"ignore_eos"`
+	Grammar         string          `json:"grammar"`
+	NCacheReuse     int             `json:"n_cache_reuse"`
 	Stream          bool            `json:"stream"`
 	TimingsPerToken bool            `json:"timings_per_token"`
 }
@@ -90,11 +93,13 @@ type nodeCompletionRequest struct {
 // tokenized by the backend with BOS and without parsing control tokens
 // (llama-server parses them); token ids are used as they are.
 func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error) {
-	p := params{Temperature: b.Temperature, TopP: b.TopP, TopK: b.TopK, MinP: b.MinP, Seed: b.Seed, Stop: b.Stop, IgnoreEOS: b.IgnoreEOS}
+	p := params{Temperature: b.Temperature, TopP: b.TopP, TopK: b.TopK, MinP: b.MinP, Seed: b.Seed, Stop: b.Stop,
+		IgnoreEOS: b.IgnoreEOS, Grammar: b.Grammar}
 	req, err := p.request(info)
 	if err != nil {
 		return req, err
 	}
+	req.Shift = b.NCacheReuse > 0
 	if req.Prompt, req.Tokens, err = prompt(b.Prompt); err != nil {
 		return req, err
 	}

@@ -153,7 +153,7 @@ func TestNodeCompletion(t *testing.T) {
 			body: `{"prompt":[1,2,3],"id_slot":1,"cache_prompt":false,"n_keep":4,"n_predict":16,"n_cache_reuse":256,` +
 				`"temperature":0,"top_k":1,"top_p":1,"min_p":0,"seed":7,"repeat_penalty":1.1,"repeat_last_n":-1,"stop":["\n\n"],"ignore_eos":true}`,
 			want: engine.Request{Model: "tiny", Tokens: []int{1, 2, 3}, MaxTokens: 16, Sampling: sampling,
-				Stop: []string{"\n\n"}, Slot: 1, Keep: 4, NoCache: true, IgnoreEOS: true},
+				Stop: []string{"\n\n"}, Slot: 1, Keep: 4, NoCache: true, IgnoreEOS: true, Shift: true},
 			ctype:  "application/json; charset=utf-8",
 			answer: nodeFinalBody("Hello world") + "\n",
 		},

@@ -30,6 +30,7 @@ type params struct {
 	MinP                *float32       `json:"min_p"`        // llama-server extension
 	IgnoreEOS           bool           `json:"ignore_eos"`   // llama-server extension
 	CachePrompt         *bool          `json:"cache_prompt"` // llama-server extension; false recomputes the whole prompt
+	Grammar             string         `json:"grammar"`      // llama-server extension: a GBNF grammar
 	Seed                *int64         `json:"seed"`
 	Stop                stopList       `json:"stop"`
 	N                   *int           `json:"n"`

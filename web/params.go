@@ -83,6 +83,7 @@ func (p *params) request(info engine.Info) (engine.Request, error) {
 	}
 
 	req.IgnoreEOS = p.IgnoreEOS
+	s.Grammar = p.Grammar
 	req.NoCache = p.CachePrompt != nil && !*p.CachePrompt
 
 	// An empty stop string cannot mean anything useful, and some engines

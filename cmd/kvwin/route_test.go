@@ -26,16 +26,15 @@ func startFleet(t *testing.T, n int, policy string) (*app, []*app) {
 }
 
 func smallRouteWorkload() routeWorkload {
-	return routeWorkload{Groups: 2, PerGroup: 3, Turns: 6, SystemBytes: 800, UserBytes: 100, AnswerBytes: 30,
-		Concurrency: 1, MaxTokens: 4, Seed: 3}
+	return routeWorkload{Groups: 2, PerGroup: 3, Turns: 6, SystemBytes: 800, UserBytes: 80, AnswerBytes: 160,
+		Concurrency: 1, Seed: 3}
 }
 
-// On this small workload prefix routing computes about the minimum (each
-// turn's new messages, each system prompt once per node); round-robin
-// recomputes history wherever a turn lands away from its conversation's
-// node. The issue's ≤ 1/3 is the figure of kvwin bench route's larger
-// workload, reported there; this test holds the routing to ≤ 1/2 here.
-func TestPrefixRoutingComputesLessThanHalfOfRoundRobinsPrefill(t *testing.T) {
+// Prefix routing computes about the minimum (each turn's new message, each
+// system prompt once per node: the answers were generated where the
+// conversation lives); round-robin recomputes history and answers wherever
+// a turn lands away from its conversation's node.
+func TestPrefixRoutingComputesAThirdOfRoundRobinsPrefill(t *testing.T) {
 	w := smallRouteWorkload()
 	results := map[string]routeResult{}
 	for _, policy := range []string{"prefix", "round-robin"} {
@@ -48,8 +47,8 @@ func TestPrefixRoutingComputesLessThanHalfOfRoundRobinsPrefill(t *testing.T) {
 		t.Logf("%-12s prefill %6d tokens, cached share %.2f, TTFT p50 %.0f ms p90 %.0f ms", policy, res.PrefillTokens, res.CachedShare, res.TTFTP50, res.TTFTP90)
 	}
 	p, rr := results["prefix"], results["round-robin"]
-	if 2*p.PrefillTokens > rr.PrefillTokens {
-		t.Fatalf("prefix computed %d prefill tokens, round-robin %d: want ≤ 1/2", p.PrefillTokens, rr.PrefillTokens)
+	if 3*p.PrefillTokens > rr.PrefillTokens {
+		t.Fatalf("prefix computed %d prefill tokens, round-robin %d: want ≤ 1/3", p.PrefillTokens, rr.PrefillTokens)
 	}
 	// Requests go one at a time, so the hot-spot guard never fires: every
 	// follow-up turn lands where its conversation's previous turn ran.

@@ -331,3 +331,71 @@ func TestCloseEndsInflightRequests(t *testing.T) {
 		t.Fatalf("after close: err = %v, want ErrClosed", err)
 	}
 }
+
+// A grammar constrains the answer, and an answer the client sends back in
+// the next turn is the KV the slot already holds: nothing but the new
+// message is computed.
+func TestGrammarAnswersRoundTripIntoTheCache(t *testing.T) {
+	e := newTestEngine(t, Config{Slots: 1, Ctx: 2048})
+	req := greedy(400)
+	req.Sampling.Grammar = `root ::= [a-z ]{200}` // exactly 200 characters, then the end
+	req.Messages = []engine.Message{{Role: "user", Content: text(1, 300)}}
+	r1, err := e.Generate(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r1.Text) != 200 || strings.Trim(r1.Text, "abcdefghijklmnopqrstuvwxyz ") != "" || r1.FinishReason != engine.FinishStop {
+		t.Fatalf("answer %q breaks the grammar", r1.Text)
+	}
+	req.Messages = append(req.Messages, engine.Message{Role: "assistant", Content: r1.Text}, engine.Message{Role: "user", Content: "next"})
+	r2, err := e.Generate(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := r1.Timings.PromptTokens + len(r1.Tokens) - 1; r2.Timings.CachedTokens < want {
+		t.Fatalf("turn 2 cached %d, want ≥ %d (turn 1's prompt and its answer)", r2.Timings.CachedTokens, want)
+	}
+	bad := greedy(4)
+	bad.Sampling.Grammar = "root ::= ("
+	bad.Messages = req.Messages
+	if _, err := e.Generate(context.Background(), bad, nil); !errors.Is(err, engine.ErrInvalidRequest) {
+		t.Fatalf("a broken grammar: err %v, want ErrInvalidRequest", err)
+	}
+}
+
+// A new prompt is prefilled while another slot generates: token steps and
+// prefill steps alternate, so it does not wait for the other answer to end.
+func TestPrefillIsNotStarvedByAGeneratingSlot(t *testing.T) {
+	e := newTestEngine(t, Config{Slots: 2, Ctx: 4096})
+	long := greedy(3000)
+	long.IgnoreEOS = true
+	long.Messages = []engine.Message{{Role: "user", Content: "talk"}}
+	generating := make(chan struct{})
+	done := make(chan engine.Result, 1)
+	go func() {
+		n := 0
+		res, _ := e.Generate(context.Background(), long, func(ev engine.Event) error {
+			if n++; n == 10 {
+				close(generating)
+			}
+			return nil
+		})
+		done <- res
+	}()
+	<-generating
+	short := greedy(1)
+	short.Messages = []engine.Message{{Role: "user", Content: text(3, 900)}}
+	if _, err := e.Generate(context.Background(), short, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		t.Fatalf("the 900-token prompt waited for the other slot's whole answer (%d tokens)", len(res.Tokens))
+	default:
+	}
+	if s := e.Slots(); !s[0].Processing && !s[1].Processing {
+		t.Fatal("the long generation is not running any more")
+	}
+	e.Close() // ends the long generation
+	<-done
+}

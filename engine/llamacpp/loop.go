@@ -39,6 +39,8 @@ type loop struct {
 	waiting []*task
 	clock   uint64
 	limit   int // tokens per decode now; shrinks when the KV cache has no room
+	// lastTokens: the last step was a token step (see step).
+	lastTokens bool
 }
 
 func newLoop(e *Engine) (*loop, error) {
@@ -165,8 +167,17 @@ func (l *loop) start(t *task) bool {
 		views[i] = slotView{tokens: s.tokens, prompt: s.prompt, busy: s.task != nil, lastUsed: s.lastUsed}
 		idle = idle || s.task == nil
 	}
-	if !idle || t.req.Slot >= 0 && views[t.req.Slot].busy {
+	if !idle {
 		return false
+	}
+	// The requested slot is a hint: a router names the slot it last saw
+	// holding the prefix, but another request may hold it now. Waiting for
+	// that request's whole answer would cost more than placing the prompt
+	// elsewhere, where placement still finds (or forks, or restores) its
+	// prefix.
+	pinned := t.req.Slot
+	if pinned >= 0 && views[pinned].busy {
+		pinned = -1
 	}
 	limit := len(t.prompt) - 1
 	held := make([]int, len(l.slots))
@@ -183,7 +194,7 @@ func (l *loop) start(t *task) bool {
 			held[i] = l.reusable(s, t)
 		}
 	}
-	p := place(views, held, limit, l.e.cfg.BlockTokens, t.req.Slot, t.req.NoCache)
+	p := place(views, held, limit, l.e.cfg.BlockTokens, pinned, t.req.NoCache)
 	s := l.slots[p.target]
 	own := l.reusable(s, t)
 	if p.source >= 0 {
@@ -302,26 +313,28 @@ func (l *loop) step() {
 	var entries []entry
 	l.batch.Clear()
 	room := l.limit
-	for _, s := range l.slots {
-		t := s.task
-		switch {
-		case t == nil || room == 0:
-		case t.pending >= 0:
-			t.logitsAt = l.batch.NumTokens()
-			l.batch.Add(t.pending, nil, len(s.tokens), true, s.id)
-			entries = append(entries, entry{t: t, n: 1})
-			room--
-		case t.nPrompt == len(t.prompt)-1:
-			t.logitsAt = l.batch.NumTokens()
-			l.batch.Add(t.prompt[t.nPrompt], nil, t.nPrompt, true, s.id)
-			entries = append(entries, entry{t: t, n: 1, prompt: true})
-			room--
-		}
-	}
-	if len(entries) == 0 {
+	tokens := func() {
 		for _, s := range l.slots {
 			t := s.task
-			if t == nil || t.nPrompt >= len(t.prompt)-1 || room == 0 {
+			switch {
+			case t == nil || room == 0:
+			case t.pending >= 0:
+				t.logitsAt = l.batch.NumTokens()
+				l.batch.Add(t.pending, nil, len(s.tokens), true, s.id)
+				entries = append(entries, entry{t: t, n: 1})
+				room--
+			case t.nPrompt == len(t.prompt)-1:
+				t.logitsAt = l.batch.NumTokens()
+				l.batch.Add(t.prompt[t.nPrompt], nil, t.nPrompt, true, s.id)
+				entries = append(entries, entry{t: t, n: 1, prompt: true})
+				room--
+			}
+		}
+	}
+	prefill := func() {
+		for _, s := range l.slots {
+			t := s.task
+			if t == nil || t.pending >= 0 || t.nPrompt >= len(t.prompt)-1 || room == 0 {
 				continue
 			}
 			n := min(len(t.prompt)-1-t.nPrompt, room)
@@ -332,6 +345,23 @@ func (l *loop) step() {
 			room -= n
 		}
 	}
+	// Token steps and prefill steps alternate while both have work, so a
+	// generating slot never holds a new request's prompt back for its whole
+	// answer, nor a long prompt the tokens of others.
+	tokenStep := !l.lastTokens
+	if tokenStep {
+		tokens()
+	} else {
+		prefill()
+	}
+	if len(entries) == 0 { // nothing of that kind to do: the other kind
+		if tokenStep = !tokenStep; tokenStep {
+			tokens()
+		} else {
+			prefill()
+		}
+	}
+	l.lastTokens = tokenStep
 	if len(entries) == 0 {
 		return
 	}
@@ -377,7 +407,7 @@ func (l *loop) step() {
 	for _, en := range entries {
 		if t := en.t; t.logitsAt >= 0 {
 			tok := t.sampler.Sample(l.e.lctx, t.logitsAt)
-			t.sampler.Accept(tok, false)
+			t.sampler.Accept(tok, true) // advances the grammar, if any
 			t.logitsAt = -1
 			l.accept(t, tok)
 		}

@@ -54,8 +54,11 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 	sampler, err := llama.NewSamplingContext(e.model, llama.SamplingParams{
 		TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, TypicalP: 1, Temp: s.Temperature,
 		RepeatLastN: s.RepeatLastN, PenaltyRepeat: s.RepeatPenalty, PenaltyFreq: 0, PenaltyPresent: 0,
-		Seed: s.Seed,
+		Seed: s.Seed, Grammar: s.Grammar,
 	})
+	if err != nil && s.Grammar != "" {
+		return nil, engine.Invalid("the grammar does not parse (GBNF, root rule \"root\"): %v", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sampler: %w", err)
 	}

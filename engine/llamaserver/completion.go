@@ -26,6 +26,7 @@ type completionRequest struct {
 	RepeatLastN   int      `json:"repeat_last_n"`
 	Stop          []string `json:"stop"`       // never null
 	IgnoreEOS     bool     `json:"ignore_eos"` // generate past end-of-generation tokens
+	Grammar       string   `json:"grammar,omitempty"`
 	// Stream is always true (see the package comment).
 	Stream bool `json:"stream"`
 	// TimingsPerToken puts the timings in every chunk, so the first one
@@ -46,7 +47,7 @@ func (b *Backend) completionBody(req engine.Request, tokens []int) completionReq
 		NCacheReuse: b.cfg.CacheReuse, NPredict: req.MaxTokens,
 		Seed: s.Seed, Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
 		RepeatPenalty: s.RepeatPenalty, RepeatLastN: s.RepeatLastN,
-		Stop: req.Stop, IgnoreEOS: req.IgnoreEOS, Stream: true, TimingsPerToken: true,
+		Stop: req.Stop, IgnoreEOS: req.IgnoreEOS, Grammar: s.Grammar, Stream: true, TimingsPerToken: true,
 	}
 	if body.NPredict == 0 {
 		body.NPredict = -1 // the engine's "no limit"; 0 would generate nothing
