@@ -147,6 +147,10 @@ type Info struct {
 	Model       string // model id clients name in requests
 	ContextSlot int    // tokens per slot
 	Slots       int
+	// Snapshots: a slot given to another conversation keeps its KV on the
+	// backend's disk and is restored when the conversation returns (kvwin
+	// nodes). A router may count evicted prefixes as still held there.
+	Snapshots bool
 }
 
 // Backend generates completions. Implementations are safe for concurrent use.

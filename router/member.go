@@ -2,13 +2,17 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"kvwin/attention"
 	"kvwin/engine"
+	"kvwin/kvcache"
 )
 
 // member is one backend of the fleet with what the router learns about it.
@@ -18,7 +22,12 @@ type member struct {
 	backend engine.Backend
 	exact   bool // renders exact prompt tokens (keys by tokens, not text)
 	slots   int
-	cal     *attention.Calibration
+	// snapshots: the backend keeps displaced slots on disk (a kvwin node);
+	// the router counts them as its second tier, newest maxSnapshots.
+	snapshots bool
+	snapMu    sync.Mutex
+	snapIDs   []string
+	cal       *attention.Calibration
 
 	healthy atomic.Bool
 	load    atomic.Int64  // requests in flight
@@ -38,7 +47,7 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 		return nil, err
 	}
 	_, exact := b.(prompter)
-	m := &member{index: i, name: info.Name, backend: b, exact: exact, slots: max(info.Slots, 1), cal: cal}
+	m := &member{index: i, name: info.Name, backend: b, exact: exact, slots: max(info.Slots, 1), cal: cal, snapshots: info.Snapshots}
 	m.healthy.Store(true)
 	return m, nil
 }
@@ -95,5 +104,30 @@ func (m *member) observeService(d time.Duration) {
 func (m *member) down(err error, log *slog.Logger) {
 	if m.healthy.Swap(false) {
 		log.Warn("backend down; routing around it", "backend", m.name, "err", err)
+	}
+}
+
+// maxSnapshots bounds the displaced chains the router remembers per
+// backend; the backend's own disk budget may keep fewer, and a turn routed
+// on a forgotten one costs only the prefill the backend then does.
+const maxSnapshots = 1024
+
+// remember records a chain displaced from one of the backend's slots as
+// held in its snapshot tier.
+func (m *member) remember(reg *kvcache.Registry, c kvcache.Chain) {
+	id := fmt.Sprintf("%016x", uint64(c.Keys[len(c.Keys)-1]))
+	if reg.AddSnapshot(m.name, id, c, 0) != nil {
+		return
+	}
+	m.snapMu.Lock()
+	m.snapIDs = append(m.snapIDs, id)
+	var drop []string
+	if len(m.snapIDs) > maxSnapshots {
+		drop = slices.Clone(m.snapIDs[:len(m.snapIDs)-maxSnapshots])
+		m.snapIDs = slices.Clone(m.snapIDs[len(m.snapIDs)-maxSnapshots:])
+	}
+	m.snapMu.Unlock()
+	for _, id := range drop {
+		reg.RemoveSnapshot(m.name, id)
 	}
 }

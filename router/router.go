@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -333,6 +334,10 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 	slot := max(res.Slot, 0)
 	loc := kvcache.Location{Backend: m.name, Slot: slot}
 	if len(chain.Keys) > 0 || chain.Length > 0 {
+		// What the slot held before this turn, read before Correct rewrites
+		// it: if this turn displaced another conversation from the slot, a
+		// backend with snapshots still has it on disk.
+		prev := r.reg.Held(loc)
 		cached := res.Timings.CachedTokens
 		if !m.exact && k.length > 0 {
 			cached = cached * chain.Length / k.length // tokens → bytes of text
@@ -342,6 +347,9 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		if m.exact && len(res.Tokens) > 1 {
 			// The last generated token was sampled, not computed into KV.
 			held = r.exact.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
+		}
+		if m.snapshots && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
+			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * held.BlockSize, BlockSize: held.BlockSize, Approximate: held.Approximate})
 		}
 		r.reg.Record(loc, held)
 	}

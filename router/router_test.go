@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kvwin/engine"
+	"kvwin/kvcache"
 )
 
 // fake is a backend that renders prompts to byte tokens, records what it
@@ -307,5 +308,40 @@ func TestRoundRobinCycles(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[a b c a b c]" {
 		t.Fatalf("round-robin order %v", got)
+	}
+}
+
+// snapFake is a backend that keeps displaced slots on disk (a kvwin node).
+type snapFake struct{ *fake }
+
+func (s snapFake) Info() engine.Info { i := s.fake.Info(); i.Snapshots = true; return i }
+
+// A conversation displaced from a snapshotting backend's only slot is still
+// held there (on its disk): its next turn goes back, not to an empty peer.
+func TestDisplacedConversationsStayWithASnapshottingBackend(t *testing.T) {
+	a, b := newFake("a"), newFake("b")
+	a.slots = 1
+	r, err := New(Config{}, []engine.Backend{snapFake{a}, b}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	x := groupConv(1, 1, 1)
+	x[1].Content += strings.Repeat(" with a long first message", 12)
+	r.members[1].healthy.Store(false) // the first conversation starts on a
+	if res := generate(t, r, x); res.Backend != "a" {
+		t.Fatalf("first turn on %s", res.Backend)
+	}
+	r.members[1].healthy.Store(true)
+	// Another conversation takes a's only slot.
+	if _, err := r.Generate(context.Background(), engine.Request{Messages: groupConv(2, 2, 1), Slot: 0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if held := r.reg.Held(kvcache.Location{Backend: "a", Slot: 0}); len(held) == 0 {
+		t.Fatal("slot 0 holds nothing")
+	}
+	next := append(append([]engine.Message{}, x...), engine.Message{Role: "assistant", Content: "ok"}, engine.Message{Role: "user", Content: "more"})
+	if res := generate(t, r, next); res.Backend != "a" {
+		t.Fatalf("the displaced conversation went to %s; its snapshot is on a", res.Backend)
 	}
 }

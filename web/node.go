@@ -513,6 +513,9 @@ type nodeProps struct {
 	ModelAlias   string `json:"model_alias"`
 	ModelPath    string `json:"model_path"`
 	ChatTemplate string `json:"chat_template"`
+	// KvwinSnapshots says the node restores evicted slots from disk (not a
+	// llama-server field; a kvwin gateway reads it).
+	KvwinSnapshots bool `json:"kvwin_snapshots"`
 }
 
 // nodeProps serves GET /props.
@@ -520,7 +523,7 @@ func (s *Server) nodeProps(c *gin.Context) {
 	info := s.backend.Info()
 	var p nodeProps
 	p.DefaultGenerationSettings.NCtx = info.ContextSlot
-	p.TotalSlots, p.ModelAlias, p.ModelPath = info.Slots, info.Model, info.Model
+	p.TotalSlots, p.ModelAlias, p.ModelPath, p.KvwinSnapshots = info.Slots, info.Model, info.Model, info.Snapshots
 	if t, ok := s.backend.(chatTemplater); ok {
 		p.ChatTemplate = t.ChatTemplate()
 	}

@@ -183,7 +183,7 @@ func (e *Engine) Registry() *kvcache.Registry { return e.kv.reg }
 
 // Info describes the engine.
 func (e *Engine) Info() engine.Info {
-	return engine.Info{Name: e.cfg.Name, Model: e.cfg.ModelID, ContextSlot: e.cfg.Ctx, Slots: e.cfg.Slots}
+	return engine.Info{Name: e.cfg.Name, Model: e.cfg.ModelID, ContextSlot: e.cfg.Ctx, Slots: e.cfg.Slots, Snapshots: e.kv.store != nil}
 }
 
 // CountMessage returns a chat message's tokens as the engine renders it

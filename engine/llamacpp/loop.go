@@ -179,6 +179,13 @@ func (l *loop) start(t *task) bool {
 	if pinned >= 0 && views[pinned].busy {
 		pinned = -1
 	}
+	// The caller looked for a snapshot before the request was admitted; a
+	// request admitted just before this one may since have taken this
+	// conversation's slot and saved it. Look again: the disk read is rare
+	// and short (Load waits for a save still being written).
+	if t.restore == nil && !t.req.NoCache {
+		t.restore = l.e.kv.prepareRestore(t.chain, t.prompt)
+	}
 	limit := len(t.prompt) - 1
 	held := make([]int, len(l.slots))
 	for _, m := range l.e.kv.reg.Lookup(t.chain).Matches {

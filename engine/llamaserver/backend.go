@@ -121,7 +121,7 @@ func (b *Backend) Close() error {
 func (b *Backend) Info() engine.Info {
 	info := engine.Info{Name: b.cfg.Name, Model: b.cfg.Model}
 	if st := b.snapshot(); st != nil {
-		info.ContextSlot, info.Slots = st.props.ContextSlot, st.props.Slots
+		info.ContextSlot, info.Slots, info.Snapshots = st.props.ContextSlot, st.props.Slots, st.props.Snapshots
 		info.Model = b.modelID(st.props)
 	}
 	return info

@@ -12,6 +12,7 @@ type Props struct {
 	ChatTemplate string // chat_template: the model's Jinja template
 	ModelPath    string // model_path: the model file, as the server names it
 	ModelAlias   string // model_alias: the --alias, if the server has one
+	Snapshots    bool   // kvwin_snapshots: a kvwin node restoring evicted slots from disk
 }
 
 // propsBody is the part of llama-server's /props answer kvwin reads.
@@ -23,6 +24,7 @@ type propsBody struct {
 	ChatTemplate string `json:"chat_template"`
 	ModelPath    string `json:"model_path"`
 	ModelAlias   string `json:"model_alias"`
+	Snapshots    bool   `json:"kvwin_snapshots"`
 }
 
 // LoadProps reads the server's /props and makes them the backend's: Info
@@ -49,6 +51,7 @@ func (b *Backend) loadProps(ctx context.Context) (Props, error) {
 	p := Props{
 		Slots: body.TotalSlots, ContextSlot: body.DefaultGenerationSettings.NCtx,
 		ChatTemplate: body.ChatTemplate, ModelPath: body.ModelPath, ModelAlias: body.ModelAlias,
+		Snapshots: body.Snapshots,
 	}
 	// A server that reports no slots or no context cannot be planned for;
 	// treat it as one that did not answer rather than divide by its zeros.
