@@ -93,6 +93,21 @@ type Request struct {
 	NoCache bool
 }
 
+// CheckPrompt reports whether exactly one of Messages, Prompt and Tokens is
+// set, as every backend requires.
+func (r Request) CheckPrompt() error {
+	forms := 0
+	for _, set := range []bool{len(r.Messages) > 0, r.Prompt != "", len(r.Tokens) > 0} {
+		if set {
+			forms++
+		}
+	}
+	if forms != 1 {
+		return Invalid("exactly one of messages, prompt and tokens must be given")
+	}
+	return nil
+}
+
 // Timings are what a backend reports about one request. Every backend fills
 // PromptTokens and CachedTokens; CachedEstimated is true where the backend
 // cannot report reuse exactly and the figure is kvwin's estimate.

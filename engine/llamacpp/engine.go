@@ -260,14 +260,8 @@ func (e *Engine) Detokenize(_ context.Context, tokens []int) (string, error) {
 
 // prompt turns a request into prompt tokens.
 func (e *Engine) prompt(req engine.Request) ([]int, error) {
-	forms := 0
-	for _, set := range []bool{len(req.Messages) > 0, req.Prompt != "", len(req.Tokens) > 0} {
-		if set {
-			forms++
-		}
-	}
-	if forms != 1 {
-		return nil, engine.Invalid("exactly one of messages, prompt and tokens must be given")
+	if err := req.CheckPrompt(); err != nil {
+		return nil, err
 	}
 	switch {
 	case len(req.Messages) > 0:

@@ -196,14 +196,8 @@ func (b *Backend) Prompt(ctx context.Context, req engine.Request) ([]int, error)
 
 // prompt turns a request into prompt tokens.
 func (b *Backend) prompt(ctx context.Context, st *state, req engine.Request) ([]int, error) {
-	forms := 0
-	for _, set := range []bool{len(req.Messages) > 0, req.Prompt != "", len(req.Tokens) > 0} {
-		if set {
-			forms++
-		}
-	}
-	if forms != 1 {
-		return nil, engine.Invalid("exactly one of messages, prompt and tokens must be given")
+	if err := req.CheckPrompt(); err != nil {
+		return nil, err
 	}
 	switch {
 	case len(req.Messages) > 0:
