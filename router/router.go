@@ -186,6 +186,24 @@ func (r *Router) Close() error {
 	return nil
 }
 
+// messageCounter is implemented by backends that count a chat message's
+// tokens as they render it.
+type messageCounter interface {
+	CountMessage(m engine.Message) int
+}
+
+// CountMessage counts m's tokens with the first healthy backend that can,
+// so the gateway's window plans in the fleet's own tokens; it estimates from
+// the bytes when none can.
+func (r *Router) CountMessage(m engine.Message) int {
+	for _, mem := range r.members {
+		if mc, ok := mem.backend.(messageCounter); ok && mem.healthy.Load() {
+			return mc.CountMessage(m)
+		}
+	}
+	return (len(m.Role)+len(m.Content)+3)/4 + 4
+}
+
 // Backends returns the backends the router fronts.
 func (r *Router) Backends() []engine.Backend {
 	out := make([]engine.Backend, len(r.members))

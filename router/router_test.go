@@ -345,3 +345,24 @@ func TestDisplacedConversationsStayWithASnapshottingBackend(t *testing.T) {
 		t.Fatalf("the displaced conversation went to %s; its snapshot is on a", res.Backend)
 	}
 }
+
+type countingFake struct{ *fake }
+
+func (c countingFake) CountMessage(engine.Message) int { return 42 }
+
+// The gateway's window counts tokens with a healthy backend's tokenizer.
+func TestCountMessageUsesAHealthyBackend(t *testing.T) {
+	r, err := New(Config{}, []engine.Backend{countingFake{newFake("a")}, newFake("b")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m := engine.Message{Role: "user", Content: strings.Repeat("x", 400)}
+	if got := r.CountMessage(m); got != 42 {
+		t.Fatalf("count %d, want the backend's 42", got)
+	}
+	r.members[0].healthy.Store(false)
+	if got := r.CountMessage(m); got != 105 { // (4+400+3)/4 + 4
+		t.Fatalf("count %d without a counting backend, want the byte estimate 105", got)
+	}
+}

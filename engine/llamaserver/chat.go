@@ -146,3 +146,23 @@ func (b *Backend) renderTemplate(ctx context.Context, c *chat, msgs []engine.Mes
 	}
 	return ids, nil
 }
+
+// CountMessage returns the tokens message m takes in a rendered prompt (its
+// markers, role and text), so a gateway's window plans with the server's
+// own tokenizer. It shares the per-message token cache with render, so the
+// turn's prompt then costs no second /tokenize. When the server cannot be
+// asked, or its template is not ChatML, it estimates from the bytes.
+func (b *Backend) CountMessage(m engine.Message) int {
+	estimate := (len(m.Role)+len(m.Content)+3)/4 + 4
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	defer cancel()
+	st, err := b.current(ctx, true)
+	if err != nil || !st.chat.chatML {
+		return estimate
+	}
+	ids, err := b.messageTokens(ctx, st.chat, nil, m.Role, m.Content)
+	if err != nil {
+		return estimate
+	}
+	return len(st.chat.start) + len(ids) + len(st.chat.end) + len(st.chat.newline)
+}

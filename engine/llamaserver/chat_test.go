@@ -122,3 +122,28 @@ func TestChatThroughApplyTemplate(t *testing.T) {
 		t.Errorf("%d /tokenize calls, want 3", n)
 	}
 }
+
+// CountMessage counts a message's share of the prompt exactly, through the
+// same per-message cache as rendering.
+func TestCountMessage(t *testing.T) {
+	f := startFake(t, &fakeServer{})
+	b := f.backend(t, Config{})
+	sys := engine.Message{Role: engine.RoleSystem, Content: "You are terse."}
+	u := engine.Message{Role: engine.RoleUser, Content: "Say hello, twice."}
+	withBoth, err := b.Prompt(context.Background(), engine.Request{Messages: []engine.Message{sys, u}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSys, err := b.Prompt(context.Background(), engine.Request{Messages: []engine.Message{sys}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.tokens.Wait()
+	before := len(f.requests("/tokenize"))
+	if got, want := b.CountMessage(u), len(withBoth)-len(withSys); got != want {
+		t.Fatalf("CountMessage = %d, want the %d tokens the message adds to a prompt", got, want)
+	}
+	if n := len(f.requests("/tokenize")) - before; n != 0 {
+		t.Fatalf("%d /tokenize calls for a message already tokenized", n)
+	}
+}
