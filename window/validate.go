@@ -8,7 +8,8 @@ import (
 	"kvwin/engine"
 )
 
-// validate checks every message and counts its tokens. A message larger
+// validate checks every message and counts its tokens: system and user
+// messages must have content; assistant and tool messages may be empty. A message larger
 // than the budget is a TooLongError under every policy: no cut can send it.
 func validate(policy string, msgs []engine.Message, count Counter, budget int) ([]int, error) {
 	if len(msgs) == 0 {
@@ -21,8 +22,12 @@ func validate(policy string, msgs []engine.Message, count Counter, budget int) (
 			return nil, fmt.Errorf("message %d: role %q: %w", i, m.Role, ErrInvalidMessage)
 		case !utf8.ValidString(m.Content):
 			return nil, fmt.Errorf("message %d: content is not valid UTF-8: %w", i, ErrInvalidMessage)
-		case strings.TrimSpace(m.Content) == "":
-			return nil, fmt.Errorf("message %d: content is empty or whitespace only: %w", i, ErrInvalidMessage)
+		case strings.TrimSpace(m.Content) == "" && m.Role != engine.RoleAssistant && m.Role != engine.RoleTool:
+			// A model may answer nothing (it stopped at once, or only
+			// called a tool), and clients send that answer back with the
+			// history; only what a person or the system wrote must say
+			// something.
+			return nil, fmt.Errorf("message %d: %s content is empty or whitespace only: %w", i, m.Role, ErrInvalidMessage)
 		}
 		tokens[i] = count(m)
 		if tokens[i] > budget {

@@ -25,7 +25,8 @@ func TestBadInput(t *testing.T) {
 		wantText string
 	}{
 		{"no messages", nil, "", ErrNoMessages, false, "no messages"},
-		{"empty content", with(2, engine.Message{Role: engine.RoleAssistant, Content: ""}), "", ErrInvalidMessage, false, "message 2"},
+		{"empty content", with(2, engine.Message{Role: engine.RoleUser, Content: ""}), "", ErrInvalidMessage, false, "message 2"},
+		{"empty system prompt", with(0, engine.Message{Role: engine.RoleSystem, Content: " "}), "", ErrInvalidMessage, false, "message 0"},
 		{"whitespace content", with(3, engine.Message{Role: engine.RoleUser, Content: " \t\n "}), "", ErrInvalidMessage, false, "whitespace"},
 		{"invalid utf-8", with(1, engine.Message{Role: engine.RoleUser, Content: "ok \xff\xfe"}), "", ErrInvalidMessage, false, "UTF-8"},
 		{"unknown role", with(1, engine.Message{Role: "wizard", Content: "hi"}), "", ErrInvalidMessage, false, "wizard"},
@@ -90,5 +91,19 @@ func TestNewRejects(t *testing.T) {
 	}
 	if _, err := New(Config{Settings: Settings{}}, nil); !errors.Is(err, ErrSettings) {
 		t.Fatalf("no budget: %v", err)
+	}
+}
+
+// A model may answer nothing; the client sends the empty answer back with
+// the history, and that is no error.
+func TestEmptyAssistantAnswerIsAccepted(t *testing.T) {
+	w, err := New(Config{Settings: Settings{Budget: 1000}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []engine.Message{{Role: engine.RoleUser, Content: "hi"}, {Role: engine.RoleAssistant, Content: ""}, {Role: engine.RoleUser, Content: "well?"}}
+	res, err := w.Build(context.Background(), Request{Messages: msgs, Count: byLen})
+	if err != nil || len(res.Messages) != 3 {
+		t.Fatalf("Build: %v, %d messages", err, len(res.Messages))
 	}
 }
