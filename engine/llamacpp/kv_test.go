@@ -142,3 +142,22 @@ func BenchmarkRestoreVersusPrefill(b *testing.B) {
 	comp := enc.EncodeAll(state, nil)
 	b.ReportMetric(float64(len(state))/float64(len(comp)), "zstd-ratio")
 }
+
+// A restore that fails (no room in the cache) leaves the slot empty; the
+// request must then prefill from nothing, not trust the slot's old tokens.
+func TestFailedRestoreFallsBackToAFullPrefill(t *testing.T) {
+	e := newTestEngine(t, Config{Slots: 1, Ctx: 2048, SnapshotDir: t.TempDir(), SnapshotMinTokens: 64})
+	a := []engine.Message{{Role: "system", Content: text(5, 500)}, {Role: "user", Content: text(6, 400)}}
+	b := []engine.Message{{Role: "system", Content: text(5, 500)}, {Role: "user", Content: text(7, 400)}}
+	first := chat(t, e, a, 8)
+	chat(t, e, b, 8) // takes the only slot; a is saved
+	failRestores = true
+	defer func() { failRestores = false }()
+	again := chat(t, e, a, 8)
+	if e.kv.restoreFailures.Load() != 1 {
+		t.Fatalf("%d restore failures, want 1", e.kv.restoreFailures.Load())
+	}
+	if again.Text != first.Text || again.Timings.CachedTokens != 0 {
+		t.Fatalf("after a failed restore: cached %d, answer %q; first answer %q", again.Timings.CachedTokens, again.Text, first.Text)
+	}
+}

@@ -220,8 +220,14 @@ func (l *loop) start(t *task) bool {
 		}
 	}
 	lctx := l.e.lctx
+	restored := false
+	if t.restore != nil && t.restore.reuse > p.reuse {
+		if restored = l.restore(s, t.restore); !restored && p.source < 0 {
+			p.reuse = 0 // the target was cleared for the restore: nothing of it is left
+		}
+	}
 	switch {
-	case t.restore != nil && t.restore.reuse > p.reuse && l.restore(s, t.restore):
+	case restored:
 		p.reuse = t.restore.reuse
 		lctx.KvCacheSeqRm(s.id, p.reuse, -1)
 		s.tokens = s.tokens[:p.reuse]
@@ -262,14 +268,17 @@ func (l *loop) start(t *task) bool {
 	return true
 }
 
+// failRestores makes every restore fail, for tests of the fallback.
+var failRestores bool
+
 // restore loads a snapshot into slot s. When the cache has no contiguous
 // room, it defragments and tries once more; false means prefill instead.
 func (l *loop) restore(s *slot, r *restore) bool {
 	lctx := l.e.lctx
 	lctx.KvCacheSeqRm(s.id, 0, -1)
 	s.tokens = s.tokens[:0]
-	ok := setSeqState(lctx, s.id, r.state)
-	if !ok && usedCells(lctx)+len(r.tokens) <= l.e.cfg.Slots*l.e.cfg.Ctx {
+	ok := !failRestores && setSeqState(lctx, s.id, r.state)
+	if !ok && !failRestores && usedCells(lctx)+len(r.tokens) <= l.e.cfg.Slots*l.e.cfg.Ctx {
 		// There is room in total but not in one piece: the cells removed
 		// from other slots left holes. Compact now and try again. (Only
 		// then: asked to defragment a cache without holes, llama.cpp keeps
