@@ -55,10 +55,14 @@ func newServeCmd() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the OpenAI-compatible API from the embedded llama.cpp engine",
-		Long: `Serve POST /v1/chat/completions, POST /v1/completions, GET /v1/models and
-GET /health from the embedded llama.cpp engine. With no --model, the synthetic
-test model is generated under --data-dir on first start and served.`,
+		Short: "Serve the OpenAI-compatible API from the embedded llama.cpp engine, or as a gateway over --backend servers",
+		Long: `Serve POST /v1/chat/completions, POST /v1/completions and GET /v1/models
+(plus llama-server's /completion, /tokenize, /detokenize, /slots, /props and
+/health, GET /kvwin/v1/registry and /metrics) from the embedded llama.cpp
+engine. With no --model, the synthetic test model is generated under
+--data-dir on first start and served. With --backend, kvwin serve is a
+gateway: it routes each turn to the llama-server, kvwin node or Ollama that
+will answer it soonest.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
