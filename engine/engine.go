@@ -79,6 +79,12 @@ type Request struct {
 	// Keep is the number of prompt tokens a backend must keep when it has to
 	// shift its context (llama-server's n_keep); 0 lets the backend decide.
 	Keep int
+	// PadSinks, when > 0, pads the rendered prompt after its first PadSinks
+	// messages (the window's pinned sinks) with filler tokens up to a block
+	// boundary of the backend's registry, so the sinks are whole blocks that
+	// every conversation sharing them can reuse, and the kept history starts
+	// on a block. Backends that cannot place tokens between messages ignore it.
+	PadSinks int
 	// Shift lets the backend reuse the KV of a later part of the prompt by
 	// moving it (llama.cpp seq_rm + seq_add; llama-server's n_cache_reuse)
 	// when an earlier part was removed: no recompute, but approximate, since

@@ -64,6 +64,11 @@ func (s *Server) applyWindow(c *gin.Context, conversation string, req *engine.Re
 	// Past an eviction step the kept turns follow the sinks directly; with
 	// --shift the backend may move their KV there instead of recomputing it.
 	req.Shift = s.cfg.Shift && res.Evicted() > 0
+	if res.Evicted() > 0 {
+		// Once something was evicted the pinned sinks are padded to a block
+		// boundary; the backend pads in its own tokens and blocks.
+		req.PadSinks = res.Sinks
+	}
 	c.Header(HeaderWindow, res.Header())
 	return nil
 }

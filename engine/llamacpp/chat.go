@@ -13,7 +13,9 @@ import (
 
 // renderer turns chat messages into prompt tokens.
 type renderer interface {
-	render(msgs []engine.Message) ([]int, error)
+	// render renders msgs; padSinks > 0 pads after the first padSinks
+	// messages to a multiple of block tokens (where the template allows).
+	render(msgs []engine.Message, padSinks, block int) ([]int, error)
 	name() string
 	// count is one message's share of a rendered prompt, in tokens.
 	count(m engine.Message) int
@@ -103,7 +105,7 @@ func (c *chatML) marker(ids []int, text string) ([]int, error) {
 	return c.m.Tokenize(text, false, false)
 }
 
-func (c *chatML) render(msgs []engine.Message) ([]int, error) {
+func (c *chatML) render(msgs []engine.Message, padSinks, block int) ([]int, error) {
 	var out []int
 	if c.m.AddBOSToken() {
 		bos, err := c.m.Tokenize("", true, false)
@@ -135,9 +137,20 @@ func (c *chatML) render(msgs []engine.Message) ([]int, error) {
 		}
 		return add(c.m.Tokenize("\n", false, false))
 	}
-	for _, msg := range msgs {
+	for i, msg := range msgs {
 		if err := turn(msg.Role, msg.Content, true); err != nil {
 			return nil, err
+		}
+		if i+1 == padSinks && block > 1 && len(out)%block != 0 {
+			// Newlines between messages: the filler a ChatML model reads
+			// as nothing.
+			nl, err := c.m.Tokenize("\n", false, false)
+			if err != nil || len(nl) != 1 {
+				continue
+			}
+			for len(out)%block != 0 {
+				out = append(out, nl[0])
+			}
 		}
 	}
 	if err := turn("assistant", "", false); err != nil {
@@ -164,7 +177,7 @@ func (b *builtin) count(m engine.Message) int {
 	return len(ids) + 4
 }
 
-func (b *builtin) render(msgs []engine.Message) ([]int, error) {
+func (b *builtin) render(msgs []engine.Message, _, _ int) ([]int, error) {
 	text, err := applyTemplate(b.tmpl, msgs)
 	if err != nil {
 		return nil, err

@@ -270,7 +270,7 @@ func (e *Engine) prompt(req engine.Request) ([]int, error) {
 				return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
 			}
 		}
-		return e.render.render(req.Messages)
+		return e.render.render(req.Messages, req.PadSinks, e.cfg.BlockTokens)
 	case req.Prompt != "":
 		return e.model.Tokenize(req.Prompt, true, false)
 	default:

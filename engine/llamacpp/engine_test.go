@@ -399,3 +399,32 @@ func TestPrefillIsNotStarvedByAGeneratingSlot(t *testing.T) {
 	e.Close() // ends the long generation
 	<-done
 }
+
+// Padding the sinks ends them on a block boundary with newline filler, and
+// leaves the messages around them as they were.
+func TestPadSinksEndsThemOnABlock(t *testing.T) {
+	e := newTestEngine(t, Config{Slots: 1, Ctx: 1024})
+	msgs := []engine.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"}, {Role: "user", Content: "more"}}
+	plain, err := e.prompt(engine.Request{Messages: msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinks, _ := e.prompt(engine.Request{Messages: msgs[:3]})
+	end := len(sinks) - len("<|im_start|>assistant\n") + len("<|im_start|>") - 1 // sinks without the generation prompt
+	padded, err := e.prompt(engine.Request{Messages: msgs, PadSinks: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := len(padded) - len(plain)
+	if (end+pad)%16 != 0 || pad >= 16 {
+		t.Fatalf("sinks end at %d, padded by %d: not a block boundary", end, pad)
+	}
+	for i := end; i < end+pad; i++ {
+		if padded[i] != '\n' {
+			t.Fatalf("filler token %d is %d, want a newline", i, padded[i])
+		}
+	}
+	if fmt.Sprint(padded[:end]) != fmt.Sprint(plain[:end]) || fmt.Sprint(padded[end+pad:]) != fmt.Sprint(plain[end:]) {
+		t.Fatal("padding changed the messages around it")
+	}
+}
