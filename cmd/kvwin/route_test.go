@@ -91,12 +91,7 @@ func TestKilledNodeCutsItsStreamsAndLaterTurnsGoElsewhere(t *testing.T) {
 	// The node dies: its connections drop and its engine stops.
 	victim.hs.Close()
 	victim.close()
-	var last string
-	for sc.Scan() {
-		if line := sc.Text(); line != "" {
-			last = line
-		}
-	}
+	last := lastLine(sc)
 	if !strings.Contains(last, `"error"`) {
 		t.Fatalf("a stream cut by a dead node ended with %q, want an error event", last)
 	}

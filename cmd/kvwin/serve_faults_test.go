@@ -151,12 +151,7 @@ func TestShutdownCancelsStreamsPastTheDeadline(t *testing.T) {
 		t.Fatal("no first line")
 	}
 	stop() // SIGINT/SIGTERM
-	var last string
-	for sc.Scan() {
-		if line := sc.Text(); line != "" {
-			last = line
-		}
-	}
+	last := lastLine(sc)
 	if !strings.Contains(last, `"error"`) {
 		t.Fatalf("stream cut by shutdown ended with %q, want an error event", last)
 	}
@@ -171,4 +166,16 @@ func TestShutdownCancelsStreamsPastTheDeadline(t *testing.T) {
 	if _, err := http.Get(a.url() + "/health"); err == nil {
 		t.Fatal("server still accepting connections after shutdown")
 	}
+}
+
+// lastLine reads sc to its end and returns the last non-empty line: how a
+// stream ended.
+func lastLine(sc *bufio.Scanner) string {
+	var last string
+	for sc.Scan() {
+		if line := sc.Text(); line != "" {
+			last = line
+		}
+	}
+	return last
 }

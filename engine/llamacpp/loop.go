@@ -258,7 +258,7 @@ func (l *loop) start(t *task) bool {
 		s.shiftedAt = -1
 	}
 	t.restore = nil // its state buffer is no longer needed
-	t.slot, t.cached, t.nPrompt, t.admitted = s.id, p.reuse, p.reuse, time.Now()
+	t.slot, t.cached, t.nPrompt = s.id, p.reuse, p.reuse
 	s.task, s.prompt = t, len(t.prompt)
 	l.record(s)
 	st := &l.e.stats

@@ -26,6 +26,7 @@ func (e *Engine) Collector() prometheus.Collector {
 		"snapshot_saves_total":        "KV snapshots written to disk.",
 		"snapshot_restores_total":     "KV snapshots restored into a slot.",
 		"snapshot_failures_total":     "Snapshots that could not be used (corrupt, mismatched, no room); a prefill replaced them.",
+		"snapshot_drops_total":        "Slots given away without a snapshot because the save queue was full.",
 		"slots_busy":                  "Slots serving a request now.",
 		"slots":                       "Slots of the engine.",
 	} {
@@ -56,6 +57,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("snapshot_saves_total", kv.saves.Load())
 	counter("snapshot_restores_total", kv.restores.Load())
 	counter("snapshot_failures_total", kv.restoreFailures.Load())
+	counter("snapshot_drops_total", kv.saveDrops.Load())
 	busy := 0
 	slots := c.e.Slots()
 	for _, s := range slots {

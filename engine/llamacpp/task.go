@@ -35,7 +35,6 @@ type task struct {
 	dec        textDecoder
 	stop       stopMatcher
 	text       strings.Builder
-	admitted   time.Time
 	firstAt    time.Time
 	promptEval time.Duration
 	decodeTime time.Duration
