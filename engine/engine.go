@@ -97,6 +97,15 @@ type Request struct {
 	// NoCache asks the backend not to reuse any cached prefix (llama-server's
 	// cache_prompt=false). Used by benchmarks to measure cold prefill.
 	NoCache bool
+
+	// Tenant is who sends the request (from its API key; "default" without
+	// keys). A backend never reuses KV computed for another tenant's prompt,
+	// so cached-token counts say nothing about other tenants.
+	Tenant string
+	// Conversation names the request's conversation within its tenant
+	// (prompt_cache_key or X-Conversation-Id; "" for unnamed), so a backend
+	// can delete the KV it saved for it when the conversation is deleted.
+	Conversation string
 }
 
 // CheckPrompt reports whether exactly one of Messages, Prompt and Tokens is
@@ -198,6 +207,9 @@ type SlotState struct {
 	Context    int  `json:"n_ctx"`
 	Processing bool `json:"is_processing"`
 	Tokens     int  `json:"n_tokens"` // tokens held in the slot's KV
+	// Tenant is the tenant whose tokens the slot holds ("" when it holds
+	// none); a server shows a tenant only its own slots. Not on the wire.
+	Tenant string `json:"-"`
 }
 
 // SlotReporter is implemented by backends that can list their slots.

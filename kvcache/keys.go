@@ -21,11 +21,17 @@ const (
 // chat template or adapter computes other values, and a shifted sequence's KV
 // differs from a freshly computed one (DESIGN.md, "The window"), so each shift
 // epoch starts keys of its own.
+//
+// Tenant is not about the KV's values but about who may reuse it: each
+// tenant's keys are salted by its name, so one tenant's lookups never find
+// another tenant's blocks, and a cached-token count says nothing about what
+// other tenants sent (DESIGN.md, "Conversations and tenants").
 type Namespace struct {
 	Model      string `json:"model"`
 	Template   string `json:"template"`
 	Adapter    string `json:"adapter"`
 	ShiftEpoch uint64 `json:"shift_epoch"`
+	Tenant     string `json:"tenant"`
 }
 
 // KeyerConfig sets the block sizes of a Keyer. Zero fields take the defaults.
@@ -41,6 +47,7 @@ const maxBlock = 4096
 // Keyer turns prompts of one Namespace into key chains. It holds no mutable
 // state and is safe for concurrent use.
 type Keyer struct {
+	ns                      Namespace
 	blockTokens, blockBytes int
 	exactRoot, approxRoot   Key
 }
@@ -60,6 +67,7 @@ func NewKeyer(ns Namespace, cfg KeyerConfig) (*Keyer, error) {
 		return nil, fmt.Errorf("kvcache: block_bytes %d: %w", cfg.BlockBytes, ErrInvalidConfig)
 	}
 	return &Keyer{
+		ns:          ns,
 		blockTokens: cfg.BlockTokens,
 		blockBytes:  cfg.BlockBytes,
 		exactRoot:   root(ns, false, cfg.BlockTokens),
@@ -92,8 +100,27 @@ func root(ns Namespace, approximate bool, block int) Key {
 	write(ns.Adapter)
 	binary.LittleEndian.PutUint64(n[:], ns.ShiftEpoch)
 	d.Write(n[:])
+	write(ns.Tenant)
 	return Key(d.Sum64())
 }
+
+// ForTenant returns a Keyer of the same namespace and block sizes whose keys
+// are salted by tenant: its chains share no key with another tenant's. It
+// is cheap (two short hashes) and does not modify k.
+func (k *Keyer) ForTenant(tenant string) *Keyer {
+	if tenant == k.ns.Tenant {
+		return k
+	}
+	ns := k.ns
+	ns.Tenant = tenant
+	return &Keyer{
+		ns: ns, blockTokens: k.blockTokens, blockBytes: k.blockBytes,
+		exactRoot: root(ns, false, k.blockTokens), approxRoot: root(ns, true, k.blockBytes),
+	}
+}
+
+// Namespace returns the namespace k keys.
+func (k *Keyer) Namespace() Namespace { return k.ns }
 
 // BlockTokens returns the number of tokens in a block.
 func (k *Keyer) BlockTokens() int { return k.blockTokens }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -198,5 +199,32 @@ func TestChainPrefix(t *testing.T) {
 		if len(p.Keys) != tc.want || p.Length != tc.want*16 || p.validate() != nil {
 			t.Fatalf("Prefix(%d) = %d keys, length %d", tc.n, len(p.Keys), p.Length)
 		}
+	}
+}
+
+func TestKeyerTenantsShareNoKey(t *testing.T) {
+	base, err := NewKeyer(Namespace{Model: "m"}, KeyerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := make([]int, 64)
+	for i := range prompt {
+		prompt[i] = i
+	}
+	a, b := base.ForTenant("a"), base.ForTenant("b")
+	ka, kb, ka2 := a.Tokens(prompt), b.Tokens(prompt), base.ForTenant("a").Tokens(prompt)
+	if len(ka.Keys) != 4 || !slices.Equal(ka.Keys, ka2.Keys) {
+		t.Fatalf("tenant a keys not stable: %v vs %v", ka.Keys, ka2.Keys)
+	}
+	for i := range ka.Keys {
+		if ka.Keys[i] == kb.Keys[i] {
+			t.Fatalf("tenants a and b share block %d's key", i)
+		}
+	}
+	if ta, tb := a.Text(string(rune('x'))+string(make([]byte, 127))), b.Text(string(rune('x'))+string(make([]byte, 127))); ta.Keys[0] == tb.Keys[0] {
+		t.Fatal("tenants share approximate keys")
+	}
+	if a.Namespace().Tenant != "a" || base.Namespace().Tenant != "" || a.ForTenant("a") != a {
+		t.Fatalf("namespaces: %+v %+v", a.Namespace(), base.Namespace())
 	}
 }

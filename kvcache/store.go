@@ -18,10 +18,16 @@ package kvcache
 //
 // File layout (little-endian):
 //
-//	magic "KVWSNAP1" | fingerprint u64 | tokens u32 | state bytes u64 |
-//	compressed bytes u64 | checksum u64 | tokens × i32 | zstd(state)
+//	magic "KVWSNAP2" | fingerprint u64 | tokens u32 | state bytes u64 |
+//	compressed bytes u64 | checksum u64 | owner bytes u32 |
+//	owner (tenant NUL conversation) | tokens × i32 | zstd(state)
 //
-// The checksum is xxhash64 over the token ids and the uncompressed state. The
+// Every snapshot has an Owner: the tenant whose prompt it holds (a tenant
+// never restores another tenant's KV, even on a key collision: the owner is
+// compared on restore) and the conversation it came from, so deleting a
+// conversation deletes its snapshots.
+//
+// The checksum is xxhash64 over the owner, the token ids and the uncompressed state. The
 // token ids are stored whole (not only their block keys), so a restore is
 // checked against the prompt token by token: a key collision can never
 // restore the wrong KV.
@@ -52,9 +58,12 @@ var (
 )
 
 const (
-	snapMagic  = "KVWSNAP1"
-	snapHeader = 8 + 8 + 4 + 8 + 8 + 8
-	snapExt    = ".kvsnap"
+	snapMagic  = "KVWSNAP2"
+	snapHeader = 8 + 8 + 4 + 8 + 8 + 8 + 4
+	// maxOwner bounds the owner field, so a corrupt length cannot make a
+	// reader allocate much.
+	maxOwner = 1 << 12
+	snapExt  = ".kvsnap"
 )
 
 // StoreConfig configures a Store.
@@ -66,21 +75,43 @@ type StoreConfig struct {
 	Log         *slog.Logger
 }
 
+// Owner is who a snapshot belongs to: the tenant whose prompt it holds, and
+// the conversation it came from ("" for an unnamed one).
+type Owner struct {
+	Tenant       string
+	Conversation string
+}
+
+// encode is the owner as stored: tenant NUL conversation.
+func (o Owner) encode() []byte { return []byte(o.Tenant + "\x00" + o.Conversation) }
+
+// decodeOwner parses an encoded owner.
+func decodeOwner(b []byte) (Owner, error) {
+	t, c, ok := strings.Cut(string(b), "\x00")
+	if !ok {
+		return Owner{}, fmt.Errorf("%w: bad owner", ErrSnapshotCorrupt)
+	}
+	return Owner{Tenant: t, Conversation: c}, nil
+}
+
 // SavedSnapshot describes a snapshot on disk.
 type SavedSnapshot struct {
 	ID     string
+	Owner  Owner
 	Tokens []int
 	Bytes  int64 // file size
 }
 
 type saveJob struct {
 	id     string
+	owner  Owner
 	tokens []int
 	state  []byte
 	done   func(SavedSnapshot, error)
 }
 
 type storeFile struct {
+	owner Owner
 	bytes int64
 	used  time.Time
 }
@@ -156,15 +187,15 @@ func (s *Store) index() []SavedSnapshot {
 		if !ok {
 			continue
 		}
-		tokens, size, used, err := s.readHead(id)
+		owner, tokens, size, used, err := s.readHead(id)
 		if err != nil {
 			s.log.Warn("deleting snapshot", "id", id, "err", err)
 			os.Remove(s.path(id))
 			continue
 		}
-		s.files[id] = &storeFile{bytes: size, used: used}
+		s.files[id] = &storeFile{owner: owner, bytes: size, used: used}
 		s.bytes += size
-		out = append(out, SavedSnapshot{ID: id, Tokens: tokens, Bytes: size})
+		out = append(out, SavedSnapshot{ID: id, Owner: owner, Tokens: tokens, Bytes: size})
 	}
 	return out
 }
@@ -173,6 +204,7 @@ type snapHead struct {
 	fingerprint      uint64
 	tokens           uint32
 	state, comp, sum uint64
+	owner            uint32
 }
 
 func parseHead(b []byte) (snapHead, error) {
@@ -180,40 +212,53 @@ func parseHead(b []byte) (snapHead, error) {
 		return snapHead{}, fmt.Errorf("%w: bad header", ErrSnapshotCorrupt)
 	}
 	le := binary.LittleEndian
-	return snapHead{fingerprint: le.Uint64(b[8:]), tokens: le.Uint32(b[16:]), state: le.Uint64(b[20:]),
-		comp: le.Uint64(b[28:]), sum: le.Uint64(b[36:])}, nil
+	h := snapHead{fingerprint: le.Uint64(b[8:]), tokens: le.Uint32(b[16:]), state: le.Uint64(b[20:]),
+		comp: le.Uint64(b[28:]), sum: le.Uint64(b[36:]), owner: le.Uint32(b[44:])}
+	if h.owner > maxOwner {
+		return snapHead{}, fmt.Errorf("%w: owner of %d bytes", ErrSnapshotCorrupt, h.owner)
+	}
+	return h, nil
 }
 
-// readHead reads and checks a file's header and token ids.
-func (s *Store) readHead(id string) ([]int, int64, time.Time, error) {
+// readHead reads and checks a file's header, owner and token ids.
+func (s *Store) readHead(id string) (Owner, []int, int64, time.Time, error) {
+	fail := func(err error) (Owner, []int, int64, time.Time, error) { return Owner{}, nil, 0, time.Time{}, err }
 	f, err := os.Open(s.path(id))
 	if err != nil {
-		return nil, 0, time.Time{}, err
+		return fail(err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, 0, time.Time{}, err
+		return fail(err)
 	}
 	hb := make([]byte, snapHeader)
 	if _, err := io.ReadFull(f, hb); err != nil {
-		return nil, 0, time.Time{}, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+		return fail(fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err))
 	}
 	h, err := parseHead(hb)
 	if err != nil {
-		return nil, 0, time.Time{}, err
+		return fail(err)
 	}
 	if h.fingerprint != s.cfg.Fingerprint {
-		return nil, 0, time.Time{}, ErrSnapshotMismatch
+		return fail(ErrSnapshotMismatch)
 	}
-	if want := int64(snapHeader) + 4*int64(h.tokens) + int64(h.comp); st.Size() != want {
-		return nil, 0, time.Time{}, fmt.Errorf("%w: %d bytes, header says %d", ErrSnapshotCorrupt, st.Size(), want)
+	if want := int64(snapHeader) + int64(h.owner) + 4*int64(h.tokens) + int64(h.comp); st.Size() != want {
+		return fail(fmt.Errorf("%w: %d bytes, header says %d", ErrSnapshotCorrupt, st.Size(), want))
 	}
+	ob := make([]byte, int(h.owner))
 	tb := make([]byte, 4*int(h.tokens))
-	if _, err := io.ReadFull(f, tb); err != nil {
-		return nil, 0, time.Time{}, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+	if _, err := io.ReadFull(f, ob); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err))
 	}
-	return decodeTokens(tb), st.Size(), st.ModTime(), nil
+	if _, err := io.ReadFull(f, tb); err != nil {
+		return fail(fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err))
+	}
+	owner, err := decodeOwner(ob)
+	if err != nil {
+		return fail(err)
+	}
+	return owner, decodeTokens(tb), st.Size(), st.ModTime(), nil
 }
 
 func decodeTokens(b []byte) []int {
@@ -224,10 +269,15 @@ func decodeTokens(b []byte) []int {
 	return out
 }
 
-// SnapshotID names the snapshot of a token sequence.
-func SnapshotID(tokens []int) string {
+// SnapshotID names the snapshot of a token sequence held for owner: two
+// tenants (or conversations) with the same tokens get files of their own.
+func SnapshotID(owner Owner, tokens []int) string {
 	h := xxhash.New()
+	ob := owner.encode()
 	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(len(ob)))
+	h.Write(b[:])
+	h.Write(ob)
 	for _, t := range tokens {
 		binary.LittleEndian.PutUint32(b[:], uint32(t))
 		h.Write(b[:])
@@ -252,15 +302,15 @@ func (s *Store) Has(id string) bool {
 // it returns false if the queue is full (the save is dropped). done, if not
 // nil, is called from the writer goroutine with the result. The store owns
 // tokens and state from here on.
-func (s *Store) Save(tokens []int, state []byte, done func(SavedSnapshot, error)) bool {
-	id := SnapshotID(tokens)
+func (s *Store) Save(owner Owner, tokens []int, state []byte, done func(SavedSnapshot, error)) bool {
+	id := SnapshotID(owner, tokens)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending[id] != nil {
 		return true // the same content is being saved already
 	}
 	select {
-	case s.jobs <- saveJob{id: id, tokens: tokens, state: state, done: done}:
+	case s.jobs <- saveJob{id: id, owner: owner, tokens: tokens, state: state, done: done}:
 		s.pending[id] = make(chan struct{})
 		return true
 	default:
@@ -316,7 +366,12 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 		binary.LittleEndian.PutUint32(tb[4*i:], uint32(int32(t)))
 	}
 	comp := enc.EncodeAll(job.state, nil)
+	ob := job.owner.encode()
+	if len(ob) > maxOwner {
+		return SavedSnapshot{}, fmt.Errorf("snapshot owner of %d bytes exceeds %d", len(ob), maxOwner)
+	}
 	h := xxhash.New()
+	h.Write(ob)
 	h.Write(tb)
 	h.Write(job.state)
 	head := make([]byte, snapHeader)
@@ -327,7 +382,8 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 	le.PutUint64(head[20:], uint64(len(job.state)))
 	le.PutUint64(head[28:], uint64(len(comp)))
 	le.PutUint64(head[36:], h.Sum64())
-	size := int64(len(head) + len(tb) + len(comp))
+	le.PutUint32(head[44:], uint32(len(ob)))
+	size := int64(len(head) + len(ob) + len(tb) + len(comp))
 	if size > s.cfg.MaxBytes {
 		return SavedSnapshot{}, fmt.Errorf("snapshot of %d bytes exceeds the disk budget of %d", size, s.cfg.MaxBytes)
 	}
@@ -336,7 +392,7 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 		return SavedSnapshot{}, err
 	}
 	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(slices.Concat(head, tb, comp))
+	_, err = tmp.Write(slices.Concat(head, ob, tb, comp))
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -353,11 +409,11 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 	if old := s.files[job.id]; old != nil {
 		s.bytes -= old.bytes
 	}
-	s.files[job.id] = &storeFile{bytes: size, used: time.Now()}
+	s.files[job.id] = &storeFile{owner: job.owner, bytes: size, used: time.Now()}
 	s.bytes += size
 	s.mu.Unlock()
 	s.trim(job.id)
-	return SavedSnapshot{ID: job.id, Tokens: job.tokens, Bytes: size}, nil
+	return SavedSnapshot{ID: job.id, Owner: job.owner, Tokens: job.tokens, Bytes: size}, nil
 }
 
 // OnEvict sets a function called with the id of every snapshot the disk
@@ -392,56 +448,90 @@ func (s *Store) trim(keep string) {
 	}
 }
 
+// Loaded is a snapshot read back from disk.
+type Loaded struct {
+	Owner  Owner
+	Tokens []int
+	State  []byte
+}
+
 // Load reads, verifies and decompresses a snapshot. A snapshot that fails
 // verification is deleted; the error wraps ErrSnapshotCorrupt,
 // ErrSnapshotMismatch or ErrSnapshotMissing. It blocks on disk I/O: call it
 // off the decode path.
-func (s *Store) Load(id string) ([]int, []byte, error) {
+func (s *Store) Load(id string) (Loaded, error) {
 	s.mu.Lock()
 	wait := s.pending[id]
 	s.mu.Unlock()
 	if wait != nil {
 		<-wait // a save still being written: the file is complete after it
 	}
-	tokens, state, err := s.load(id)
+	l, err := s.load(id)
 	if err != nil {
 		s.Delete(id)
-		return nil, nil, fmt.Errorf("kvcache: snapshot %s: %w", id, err)
+		return Loaded{}, fmt.Errorf("kvcache: snapshot %s: %w", id, err)
 	}
 	s.Has(id) // mark used
-	return tokens, state, nil
+	return l, nil
 }
 
-func (s *Store) load(id string) ([]int, []byte, error) {
+func (s *Store) load(id string) (Loaded, error) {
 	b, err := os.ReadFile(s.path(id))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, ErrSnapshotMissing
+		return Loaded{}, ErrSnapshotMissing
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+		return Loaded{}, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
 	}
 	h, err := parseHead(b)
 	if err != nil {
-		return nil, nil, err
+		return Loaded{}, err
 	}
 	if h.fingerprint != s.cfg.Fingerprint {
-		return nil, nil, ErrSnapshotMismatch
+		return Loaded{}, ErrSnapshotMismatch
 	}
-	tokEnd := snapHeader + 4*int(h.tokens)
+	ownEnd := snapHeader + int(h.owner)
+	tokEnd := ownEnd + 4*int(h.tokens)
 	if uint64(len(b)) != uint64(tokEnd)+h.comp {
-		return nil, nil, fmt.Errorf("%w: %d bytes, header says %d", ErrSnapshotCorrupt, len(b), uint64(tokEnd)+h.comp)
+		return Loaded{}, fmt.Errorf("%w: %d bytes, header says %d", ErrSnapshotCorrupt, len(b), uint64(tokEnd)+h.comp)
 	}
 	state, err := s.dec.DecodeAll(b[tokEnd:], make([]byte, 0, h.state))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
+		return Loaded{}, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
 	}
 	sum := xxhash.New()
 	sum.Write(b[snapHeader:tokEnd])
 	sum.Write(state)
 	if uint64(len(state)) != h.state || sum.Sum64() != h.sum {
-		return nil, nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
+		return Loaded{}, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
 	}
-	return decodeTokens(b[snapHeader:tokEnd]), state, nil
+	owner, err := decodeOwner(b[snapHeader:ownEnd])
+	if err != nil {
+		return Loaded{}, err
+	}
+	return Loaded{Owner: owner, Tokens: decodeTokens(b[ownEnd:tokEnd]), State: state}, nil
+}
+
+// DeleteOwned removes every snapshot of owner (a deleted conversation) and
+// returns their ids, so the caller can drop them from the registry. A save
+// of owner still queued is written afterwards; callers that must not keep
+// one delete after the conversation's last request ended.
+func (s *Store) DeleteOwned(owner Owner) []string {
+	s.mu.Lock()
+	var ids []string
+	for id, f := range s.files {
+		if f.owner == owner {
+			ids = append(ids, id)
+			s.bytes -= f.bytes
+			delete(s.files, id)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		os.Remove(s.path(id))
+	}
+	return ids
 }
 
 // Delete removes a snapshot.

@@ -19,15 +19,24 @@ func openTestStore(t *testing.T, dir string, fp uint64, maxBytes int64) (*Store,
 	return s, existing
 }
 
-// saveSync saves and waits for the writer.
+// testOwner owns the snapshots of tests that are not about owners.
+var testOwner = Owner{Tenant: "default", Conversation: "c"}
+
+// saveSync saves for testOwner and waits for the writer.
 func saveSync(t *testing.T, s *Store, tokens []int, state []byte) (SavedSnapshot, error) {
+	t.Helper()
+	return saveOwned(t, s, testOwner, tokens, state)
+}
+
+// saveOwned saves for owner and waits for the writer.
+func saveOwned(t *testing.T, s *Store, owner Owner, tokens []int, state []byte) (SavedSnapshot, error) {
 	t.Helper()
 	type res struct {
 		s   SavedSnapshot
 		err error
 	}
 	ch := make(chan res, 1)
-	if !s.Save(tokens, state, func(saved SavedSnapshot, err error) { ch <- res{saved, err} }) {
+	if !s.Save(owner, tokens, state, func(saved SavedSnapshot, err error) { ch <- res{saved, err} }) {
 		t.Fatal("save queue full")
 	}
 	r := <-ch
@@ -51,12 +60,12 @@ func TestStoreRoundTripAndReindex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if saved.ID != SnapshotID(tokens) || saved.Bytes <= 0 || s.Bytes() != saved.Bytes {
+	if saved.ID != SnapshotID(testOwner, tokens) || saved.Bytes <= 0 || s.Bytes() != saved.Bytes {
 		t.Fatalf("saved %+v, store bytes %d", saved, s.Bytes())
 	}
-	gotTok, gotState, err := s.Load(saved.ID)
-	if err != nil || !slices.Equal(gotTok, tokens) || !slices.Equal(gotState, state) {
-		t.Fatalf("load: err %v, tokens equal %v, state equal %v", err, slices.Equal(gotTok, tokens), slices.Equal(gotState, state))
+	got, err := s.Load(saved.ID)
+	if err != nil || !slices.Equal(got.Tokens, tokens) || !slices.Equal(got.State, state) || got.Owner != testOwner {
+		t.Fatalf("load: err %v, tokens equal %v, state equal %v, owner %+v", err, slices.Equal(got.Tokens, tokens), slices.Equal(got.State, state), got.Owner)
 	}
 	s.Close()
 	s2, existing, err := OpenStore(StoreConfig{Dir: dir, Fingerprint: 42})
@@ -64,7 +73,7 @@ func TestStoreRoundTripAndReindex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	if len(existing) != 1 || existing[0].ID != saved.ID || !slices.Equal(existing[0].Tokens, tokens) {
+	if len(existing) != 1 || existing[0].ID != saved.ID || !slices.Equal(existing[0].Tokens, tokens) || existing[0].Owner != testOwner {
 		t.Fatalf("reindexed %+v", existing)
 	}
 }
@@ -82,7 +91,12 @@ func TestStoreRejectsBadFiles(t *testing.T) {
 		}, ErrSnapshotCorrupt},
 		{"a flipped token id", func(p string) error {
 			b, _ := os.ReadFile(p)
-			b[snapHeader+2] ^= 0x01
+			b[snapHeader+len(testOwner.encode())+2] ^= 0x01
+			return os.WriteFile(p, b, 0o644)
+		}, ErrSnapshotCorrupt},
+		{"a changed owner", func(p string) error {
+			b, _ := os.ReadFile(p)
+			b[snapHeader] ^= 0x01 // "default" → "eefault": another tenant's
 			return os.WriteFile(p, b, 0o644)
 		}, ErrSnapshotCorrupt},
 		{"truncated", func(p string) error {
@@ -109,7 +123,7 @@ func TestStoreRejectsBadFiles(t *testing.T) {
 			if err := tt.damage(s.path(saved.ID)); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := s.Load(saved.ID); !errors.Is(err, tt.want) {
+			if _, err := s.Load(saved.ID); !errors.Is(err, tt.want) {
 				t.Fatalf("load: %v, want %v", err, tt.want)
 			}
 			if s.Has(saved.ID) {
@@ -150,7 +164,7 @@ func TestStoreDiskFullDropsTheSaveCleanly(t *testing.T) {
 	if err == nil {
 		t.Fatal("save to a full disk reported success")
 	}
-	if s.Bytes() != 0 || s.Has(SnapshotID(tokens(0, 32))) {
+	if s.Bytes() != 0 || s.Has(SnapshotID(testOwner, tokens(0, 32))) {
 		t.Fatal("a failed save is indexed")
 	}
 }
@@ -193,5 +207,49 @@ func TestStoreEvictsLeastRecentlyUsedWithinBudget(t *testing.T) {
 	}
 	if s.Bytes() > s.cfg.MaxBytes {
 		t.Fatalf("store holds %d bytes over its budget %d", s.Bytes(), s.cfg.MaxBytes)
+	}
+}
+
+func TestStoreOwnersKeepSnapshotsApart(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openTestStore(t, dir, 9, 0)
+	a1 := Owner{Tenant: "a", Conversation: "one"}
+	a2 := Owner{Tenant: "a", Conversation: "two"}
+	b1 := Owner{Tenant: "b", Conversation: "one"}
+	same := tokens(3, 64)
+	var ids []string
+	for i, o := range []Owner{a1, a2, b1} {
+		saved, err := saveOwned(t, s, o, same, fakeState(512, byte(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, saved.ID)
+	}
+	if ids[0] == ids[1] || ids[0] == ids[2] || ids[1] == ids[2] {
+		t.Fatalf("the same tokens of three owners share a snapshot: %v", ids)
+	}
+	before := s.Bytes()
+	gone := s.DeleteOwned(a1)
+	if !slices.Equal(gone, []string{ids[0]}) || s.Has(ids[0]) || !s.Has(ids[1]) || !s.Has(ids[2]) || s.Bytes() >= before {
+		t.Fatalf("deleted %v of %v; left a2 %v b1 %v; bytes %d → %d", gone, ids, s.Has(ids[1]), s.Has(ids[2]), before, s.Bytes())
+	}
+	if _, err := s.Load(ids[0]); !errors.Is(err, ErrSnapshotMissing) {
+		t.Fatalf("a deleted conversation's snapshot loads: %v", err)
+	}
+	got, err := s.Load(ids[2])
+	if err != nil || got.Owner != b1 {
+		t.Fatalf("b's snapshot: owner %+v, err %v", got.Owner, err)
+	}
+	s.Close()
+	_, existing, err := OpenStore(StoreConfig{Dir: dir, Fingerprint: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[Owner]bool{}
+	for _, e := range existing {
+		owners[e.Owner] = true
+	}
+	if len(existing) != 2 || !owners[a2] || !owners[b1] {
+		t.Fatalf("reindexed owners %v", owners)
 	}
 }

@@ -304,9 +304,9 @@ func (e *Engine) newTask(ctx context.Context, req engine.Request, arrived time.T
 	if err != nil {
 		return nil, err
 	}
-	t.chain = e.kv.keyer.Tokens(tokens)
+	t.chain = e.kv.keyer.ForTenant(req.Tenant).Tokens(tokens)
 	if !req.NoCache {
-		t.restore = e.kv.prepareRestore(t.chain, tokens)
+		t.restore = e.kv.prepareRestore(req.Tenant, t.chain, tokens)
 	}
 	return t, nil
 }

@@ -91,7 +91,7 @@ func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error
 	k.store = store
 	store.OnEvict(func(id string) { reg.RemoveSnapshot(cfg.Name, id) })
 	for _, s := range existing {
-		reg.AddSnapshot(cfg.Name, s.ID, keyer.Tokens(s.Tokens), s.Bytes)
+		reg.AddSnapshot(cfg.Name, s.ID, keyer.ForTenant(s.Owner.Tenant).Tokens(s.Tokens), s.Bytes)
 	}
 	if len(existing) > 0 {
 		log.Info("KV snapshots found", "count", len(existing), "bytes", store.Bytes())
@@ -120,6 +120,27 @@ func (k *kv) close() {
 	}
 }
 
+// ForgetConversation deletes the KV snapshots saved for a tenant's
+// conversation (when it is deleted) and returns how many there were. KV a
+// slot still holds is left to be overwritten: only the same tenant can
+// reuse it. Safe for concurrent use; it blocks on file removal.
+func (e *Engine) ForgetConversation(tenant, conversation string) int {
+	return e.kv.forget(kvcache.Owner{Tenant: tenant, Conversation: conversation})
+}
+
+// forget deletes the snapshots saved for a conversation and drops them from
+// the registry; it returns how many there were.
+func (k *kv) forget(owner kvcache.Owner) int {
+	if k.store == nil {
+		return 0
+	}
+	ids := k.store.DeleteOwned(owner)
+	for _, id := range ids {
+		k.reg.RemoveSnapshot(k.name, id)
+	}
+	return len(ids)
+}
+
 // restore is a snapshot loaded for a task, verified against its prompt.
 type restore struct {
 	id     string
@@ -128,10 +149,11 @@ type restore struct {
 	reuse  int // prompt tokens it covers
 }
 
-// prepareRestore loads the best snapshot for prompt when it covers more of
-// the prompt than any live slot, by at least minGain tokens. It runs on the
-// caller's goroutine: disk reads and decompression stay off the decode path.
-func (k *kv) prepareRestore(chain kvcache.Chain, prompt []int) *restore {
+// prepareRestore loads the best snapshot of tenant's for prompt when it
+// covers more of the prompt than any live slot, by at least minGain tokens.
+// It runs on the caller's goroutine: disk reads and decompression stay off
+// the decode path.
+func (k *kv) prepareRestore(tenant string, chain kvcache.Chain, prompt []int) *restore {
 	if k.store == nil || len(chain.Keys) == 0 {
 		return nil
 	}
@@ -152,28 +174,32 @@ func (k *kv) prepareRestore(chain kvcache.Chain, prompt []int) *restore {
 	if snap.Blocks < live+minGainBlocks {
 		return nil
 	}
-	tokens, state, err := k.store.Load(snap.Snapshot)
+	l, err := k.store.Load(snap.Snapshot)
 	if err != nil {
 		k.log.Warn("snapshot unusable; deleted, prefilling instead", "err", err)
 		k.reg.RemoveSnapshot(k.name, snap.Snapshot)
 		k.restoreFailures.Add(1)
 		return nil
 	}
-	return &restore{id: snap.Snapshot, tokens: tokens, state: state, reuse: min(commonPrefix(tokens, prompt), len(prompt)-1)}
+	if l.Owner.Tenant != tenant {
+		return nil // a key collision across tenants: never restore another tenant's KV
+	}
+	return &restore{id: snap.Snapshot, tokens: l.Tokens, state: l.State, reuse: min(commonPrefix(l.Tokens, prompt), len(prompt)-1)}
 }
 
-// save queues a snapshot of a slot's KV before the slot is given away.
-func (k *kv) save(tokens []int, state []byte) {
+// save queues a snapshot of a slot's KV, held for owner, before the slot is
+// given away.
+func (k *kv) save(owner kvcache.Owner, tokens []int, state []byte) {
 	if k.store == nil || len(tokens) < k.minTokens || len(state) == 0 {
 		return
 	}
 	owned := append([]int(nil), tokens...)
-	id := kvcache.SnapshotID(owned)
-	chain := k.keyer.Tokens(owned)
+	id := kvcache.SnapshotID(owner, owned)
+	chain := k.keyer.ForTenant(owner.Tenant).Tokens(owned)
 	// The registry learns of the snapshot at once, so the conversation's next
 	// turn finds it even while it is being written (Load waits for the write).
 	k.reg.AddSnapshot(k.name, id, chain, int64(len(state)))
-	ok := k.store.Save(owned, state, func(s kvcache.SavedSnapshot, err error) {
+	ok := k.store.Save(owner, owned, state, func(s kvcache.SavedSnapshot, err error) {
 		if err != nil {
 			k.reg.RemoveSnapshot(k.name, id) // the store logged why
 			return

@@ -27,6 +27,9 @@ type slot struct {
 	shifts    int // shifts so far, the epoch of this slot's shifted keys
 	task      *task
 	lastUsed  uint64
+	// owner is whose tokens the slot holds: set when a request takes it.
+	// Another tenant's request never reuses them (reusable).
+	owner kvcache.Owner
 }
 
 // loop owns the llama.cpp context, the batch and the slots. Only run and
@@ -184,7 +187,7 @@ func (l *loop) start(t *task) bool {
 	// conversation's slot and saved it. Look again: the disk read is rare
 	// and short (Load waits for a save still being written).
 	if t.restore == nil && !t.req.NoCache {
-		t.restore = l.e.kv.prepareRestore(t.chain, t.prompt)
+		t.restore = l.e.kv.prepareRestore(t.req.Tenant, t.chain, t.prompt)
 	}
 	limit := len(t.prompt) - 1
 	held := make([]int, len(l.slots))
@@ -215,8 +218,8 @@ func (l *loop) start(t *task) bool {
 	// The slot's content is another conversation's if this prompt does not
 	// extend its last prompt: keep it on disk before it is overwritten.
 	if own < s.prompt && len(s.tokens) >= l.e.kv.minTokens && l.e.kv.store != nil && s.shiftedAt < 0 {
-		if !l.e.kv.store.Has(kvcache.SnapshotID(s.tokens)) {
-			l.e.kv.save(s.tokens, seqState(l.e.lctx, s.id))
+		if !l.e.kv.store.Has(kvcache.SnapshotID(s.owner, s.tokens)) {
+			l.e.kv.save(s.owner, s.tokens, seqState(l.e.lctx, s.id))
 		}
 	}
 	lctx := l.e.lctx
@@ -258,6 +261,7 @@ func (l *loop) start(t *task) bool {
 		s.shiftedAt = -1
 	}
 	t.restore = nil // its state buffer is no longer needed
+	s.owner = kvcache.Owner{Tenant: t.req.Tenant, Conversation: t.req.Conversation}
 	t.slot, t.cached, t.nPrompt = s.id, p.reuse, p.reuse
 	s.task, s.prompt = t, len(t.prompt)
 	l.record(s)
@@ -303,9 +307,9 @@ func (l *loop) restore(s *slot, r *restore) bool {
 // record tells the registry what slot s holds now.
 func (l *loop) record(s *slot) {
 	loc := kvcache.Location{Backend: l.e.cfg.Name, Slot: s.id}
-	chain := l.e.kv.keyer.Tokens(s.tokens)
+	chain := l.e.kv.keyer.ForTenant(s.owner.Tenant).Tokens(s.tokens)
 	if s.shiftedAt >= 0 {
-		chain = l.e.kv.shifted(s.id, s.shifts).Tokens(s.tokens)
+		chain = l.e.kv.shifted(s.id, s.shifts).ForTenant(s.owner.Tenant).Tokens(s.tokens)
 	}
 	if err := l.e.kv.reg.Record(loc, chain); err != nil {
 		l.e.log.Warn("registry record failed", "slot", s.id, "err", err)
@@ -494,6 +498,7 @@ func (l *loop) finish(t *task, reason string, err error) {
 			l.e.mu.Lock()
 			l.e.views[s.id].Processing = false
 			l.e.views[s.id].Tokens = len(s.tokens)
+			l.e.views[s.id].Tenant = s.owner.Tenant
 			l.e.mu.Unlock()
 		}
 	}
@@ -509,6 +514,7 @@ func (l *loop) publish() {
 	for i, s := range l.slots {
 		l.e.views[i].Processing = s.task != nil
 		l.e.views[i].Tokens = len(s.tokens)
+		l.e.views[i].Tenant = s.owner.Tenant
 	}
 	l.e.mu.Unlock()
 }

@@ -18,6 +18,9 @@ const (
 // reusable is how much of t's prompt slot s holds that t may reuse: the
 // common prefix, stopping where shifted KV starts unless t allows shifting.
 func (l *loop) reusable(s *slot, t *task) int {
+	if s.owner.Tenant != t.req.Tenant {
+		return 0 // another tenant's KV: reusing it would tell t how much of its prompt they sent
+	}
 	n := min(commonPrefix(s.tokens, t.prompt), len(t.prompt)-1)
 	if s.shiftedAt >= 0 && !t.req.Shift {
 		n = min(n, s.shiftedAt)
