@@ -20,6 +20,9 @@ func (s *Server) adminRoutes(r *gin.Engine) {
 	if s.cfg.Registry != nil {
 		r.GET("/kvwin/v1/registry", s.registry)
 	}
+	if s.cfg.Forget != nil {
+		r.DELETE(conversationsPath+"*id", s.deleteConversation)
+	}
 	if s.cfg.Metrics != nil {
 		h := promhttp.HandlerFor(s.cfg.Metrics, promhttp.HandlerOpts{})
 		r.GET("/metrics", gin.WrapH(h))

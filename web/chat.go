@@ -18,7 +18,7 @@ const roleDeveloper = "developer"
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(c *gin.Context) {
 	var body chatRequest
-	if err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, &body); err != nil {
+	if err := s.decode(c, &body); err != nil {
 		s.fail(c, err)
 		return
 	}

@@ -13,7 +13,7 @@ import (
 // the prompt is sent to the backend as raw text, without a chat template.
 func (s *Server) completions(c *gin.Context) {
 	var body completionRequest
-	if err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, &body); err != nil {
+	if err := s.decode(c, &body); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -24,6 +24,10 @@ func (s *Server) completions(c *gin.Context) {
 		return
 	}
 	if req.Prompt, req.Tokens, err = prompt(body.Prompt); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if req.Conversation, err = conversationOf(c, body.PromptCacheKey); err != nil {
 		s.fail(c, err)
 		return
 	}

@@ -6,10 +6,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"reflect"
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
 )
+
+// decode reads and decodes the request body into v (see decodeBody) within
+// Config.BodyTimeout. The read deadline is lifted as soon as the body is
+// read: net/http applies a connection's read deadline to the whole request,
+// so a server-wide ReadTimeout would cancel a long stream when it passed.
+func (s *Server) decode(c *gin.Context, v any) error {
+	rc := http.NewResponseController(c.Writer)
+	deadline := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) == nil
+	err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, v)
+	if deadline {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return err
+}
 
 // decodeBody reads the request body, at most limit bytes, checks its
 // encoding and decodes it into v. Unknown fields are ignored: OpenAI clients
@@ -28,9 +47,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		var tooBig *http.MaxBytesError
+		var (
+			tooBig  *http.MaxBytesError
+			timeout net.Error
+		)
 		if errors.As(err, &tooBig) {
 			return fmt.Errorf("read body: %w", err)
+		}
+		if errors.As(err, &timeout) && timeout.Timeout() {
+			return errBodyTimeout
 		}
 		return badInput(CodeInvalidBody, "", "could not read the request body: %v", err)
 	}
@@ -65,9 +90,37 @@ func jsonError(err error) error {
 		// Since Go 1.24 the path names embedded structs too ("params.top_k");
 		// clients know only the JSON names.
 		field := strings.TrimPrefix(typ.Field, "params.")
-		return badInput(CodeInvalidType, field, "field %q must be of type %s, not %s", field, typ.Type, typ.Value)
+		return badInput(CodeInvalidType, field, "field %q must be %s, not %s", field, jsonKind(typ.Type), typ.Value)
 	default:
 		return badInput(CodeInvalidJSON, "", "request body is not valid JSON: %v", err)
+	}
+}
+
+// jsonKind names what a Go type decodes from in JSON's words, so error
+// messages never show Go type names ("*int", "web.stopList").
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	default:
+		return "a JSON value"
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 // Error types, as OpenAI names them. Clients branch on the HTTP status and
 // on these, so each status has exactly one type.
 const (
-	typeInvalidRequest = "invalid_request_error" // 400, 404, 405, 413
+	typeInvalidRequest = "invalid_request_error" // 400, 401, 404, 405, 413, 415
+	typePermission     = "permission_error"      // 403
 	typeRateLimit      = "rate_limit_error"      // 429
 	typeServer         = "server_error"          // 500, 503
 )
@@ -19,22 +20,29 @@ const (
 // Error codes. OpenAI leaves code null for many errors; kvwin always fills
 // it so a client can tell one 400 from another without parsing messages.
 const (
-	CodeInvalidJSON        = "invalid_json"               // body is not valid JSON
-	CodeInvalidType        = "invalid_type"               // a field has the wrong JSON type
-	CodeInvalidEncoding    = "invalid_encoding"           // invalid UTF-8 or a lone UTF-16 surrogate escape
-	CodeInvalidBody        = "invalid_body"               // the body could not be read
-	CodeMissingParameter   = "missing_required_parameter" // messages or prompt absent or empty
-	CodeInvalidValue       = "invalid_value"              // a field is out of range or unsupported
-	CodeInvalidRequest     = "invalid_request"            // the backend rejected the request (engine.ErrInvalidRequest)
-	CodeContextLength      = "context_length_exceeded"    // the prompt does not fit a slot
-	CodeModelNotFound      = "model_not_found"            // the request names a model not served here
-	CodeRequestTooLarge    = "request_too_large"          // body over Config.MaxBodyBytes
-	CodeUnknownURL         = "unknown_url"                // no such route
-	CodeMethodNotAllowed   = "method_not_allowed"         // the route exists for other methods
-	CodeQueueFull          = "queue_full"                 // every slot busy and the queue full
-	CodeBackendUnavailable = "backend_unavailable"        // the backend cannot serve now
-	CodeShuttingDown       = "shutting_down"              // the backend is closed
-	CodeInternal           = "internal_error"             // anything else, panics included
+	CodeInvalidJSON          = "invalid_json"               // body is not valid JSON
+	CodeInvalidType          = "invalid_type"               // a field has the wrong JSON type
+	CodeInvalidEncoding      = "invalid_encoding"           // invalid UTF-8 or a lone UTF-16 surrogate escape
+	CodeInvalidBody          = "invalid_body"               // the body could not be read
+	CodeMissingParameter     = "missing_required_parameter" // messages or prompt absent or empty
+	CodeInvalidValue         = "invalid_value"              // a field is out of range or unsupported
+	CodeInvalidRequest       = "invalid_request"            // the backend rejected the request (engine.ErrInvalidRequest)
+	CodeContextLength        = "context_length_exceeded"    // the prompt does not fit a slot
+	CodeModelNotFound        = "model_not_found"            // the request names a model not served here
+	CodeRequestTooLarge      = "request_too_large"          // body over Config.MaxBodyBytes
+	CodeUnknownURL           = "unknown_url"                // no such route
+	CodeMethodNotAllowed     = "method_not_allowed"         // the route exists for other methods
+	CodeQueueFull            = "queue_full"                 // every slot busy and the queue full
+	CodeTenantLimit          = "tenant_limit"               // the tenant's running and waiting requests are at their limits
+	CodeInvalidAPIKey        = "invalid_api_key"            // no key, or not a configured one
+	CodeForbidden            = "forbidden"                  // the key may not use this route, or the origin is not allowed
+	CodeForbiddenHost        = "forbidden_host"             // the Host header is not this server's (DNS rebinding)
+	CodeUnsupportedMedia     = "unsupported_media_type"     // a body that is not application/json
+	CodeConversationNotFound = "conversation_not_found"     // DELETE of a conversation the tenant does not have
+	CodeRequestTimeout       = "request_timeout"            // the body did not arrive in time
+	CodeBackendUnavailable   = "backend_unavailable"        // the backend cannot serve now
+	CodeShuttingDown         = "shutting_down"              // the backend is closed
+	CodeInternal             = "internal_error"             // anything else, panics included
 )
 
 // errorBody is the OpenAI error envelope.
@@ -72,6 +80,14 @@ var (
 	errUnknownRoute     = errors.New("unknown route")
 	errMethodNotAllowed = errors.New("method not allowed")
 	errPanic            = errors.New("internal server error")
+
+	errUnauthorized         = errors.New("invalid API key")
+	errForbidden            = errors.New("forbidden")
+	errForbiddenHost        = errors.New("forbidden host")
+	errUnsupportedMediaType = errors.New("unsupported media type")
+	errTenantLimit          = errors.New("too many requests for this tenant")
+	errConversationNotFound = errors.New("no such conversation")
+	errBodyTimeout          = errors.New("the request body did not arrive in time")
 	// errClientGone is recorded (never written) when the client went away,
 	// so the access log can tell a dropped request from a served one.
 	errClientGone = errors.New("client closed the request")
@@ -108,6 +124,20 @@ func classify(err error) (int, apiError) {
 		return http.StatusNotFound, invalid(CodeUnknownURL)
 	case errors.Is(err, errMethodNotAllowed):
 		return http.StatusMethodNotAllowed, invalid(CodeMethodNotAllowed)
+	case errors.Is(err, errUnauthorized):
+		return http.StatusUnauthorized, apiError{Message: err.Error(), Type: typeInvalidRequest, Code: CodeInvalidAPIKey}
+	case errors.Is(err, errForbiddenHost):
+		return http.StatusForbidden, apiError{Message: err.Error(), Type: typePermission, Code: CodeForbiddenHost}
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden, apiError{Message: err.Error(), Type: typePermission, Code: CodeForbidden}
+	case errors.Is(err, errUnsupportedMediaType):
+		return http.StatusUnsupportedMediaType, invalid(CodeUnsupportedMedia)
+	case errors.Is(err, errConversationNotFound):
+		return http.StatusNotFound, invalid(CodeConversationNotFound)
+	case errors.Is(err, errBodyTimeout):
+		return http.StatusRequestTimeout, invalid(CodeRequestTimeout)
+	case errors.Is(err, errTenantLimit):
+		return http.StatusTooManyRequests, apiError{Message: err.Error(), Type: typeRateLimit, Code: CodeTenantLimit}
 	case errors.Is(err, engine.ErrQueueFull):
 		return http.StatusTooManyRequests, apiError{Message: err.Error(), Type: typeRateLimit, Code: CodeQueueFull}
 	case errors.Is(err, engine.ErrClosed):

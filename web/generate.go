@@ -70,6 +70,7 @@ func (s *Server) meta(prefix string, info engine.Info) meta {
 // blocks until the generation ends. The request's context goes to the
 // backend, so a client that leaves stops the generation.
 func (s *Server) generate(c *gin.Context, info engine.Info, req engine.Request, r reply) {
+	req.Tenant = s.tenant(c)
 	if r.stream {
 		s.stream(c, info, req, r)
 		return
@@ -93,6 +94,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	}
 	_ = c.Error(err)
 	status, body := classify(err)
+	setRetryAfter(c.Writer.Header(), status)
 	writeJSON(c.Writer, status, errorBody{Error: body})
 }
 

@@ -108,32 +108,37 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 		case *v == -1: // until the model stops or the slot is full: the engine's 0
 		case *v == 0:
 			return req, badInput(CodeInvalidValue, "n_predict", "n_predict 0 (evaluate the prompt only) is not supported")
-		case *v < -1:
-			return req, badInput(CodeInvalidValue, "n_predict", "n_predict must be -1 or positive, not %d", *v)
-		case info.ContextSlot > 0 && *v > info.ContextSlot:
-			return req, badInput(CodeInvalidValue, "n_predict", "n_predict is %d but a slot of this model holds %d tokens", *v, info.ContextSlot)
+		case *v < -1 || *v > contextLimit(info):
+			return req, outOfRange("n_predict", *v, -1, contextLimit(info), " (-1: until the slot is full; at most a slot's context)")
 		default:
 			req.MaxTokens = *v
 		}
 	}
 	if v := b.IDSlot; v != nil {
-		if *v < -1 {
-			return req, badInput(CodeInvalidValue, "id_slot", "id_slot must be -1 (any) or a slot id, not %d", *v)
+		hi := maxContext
+		if info.Slots > 0 {
+			hi = info.Slots - 1
+		}
+		if *v < -1 || *v > hi {
+			return req, outOfRange("id_slot", *v, -1, hi, " (-1: any slot)")
 		}
 		req.Slot = *v
+	}
+	if b.NCacheReuse < 0 || b.NCacheReuse > contextLimit(info) {
+		return req, outOfRange("n_cache_reuse", b.NCacheReuse, 0, contextLimit(info), "")
 	}
 	if v := b.CachePrompt; v != nil {
 		req.NoCache = !*v
 	}
 	if v := b.NKeep; v != nil {
-		if *v < -1 {
-			return req, badInput(CodeInvalidValue, "n_keep", "n_keep must be -1 (all) or at least 0, not %d", *v)
+		if *v < -1 || *v > contextLimit(info) {
+			return req, outOfRange("n_keep", *v, -1, contextLimit(info), " (-1: the whole prompt)")
 		}
 		req.Keep = *v
 	}
 	if v := b.RepeatPenalty; v != nil {
-		if *v < 0 {
-			return req, badInput(CodeInvalidValue, "repeat_penalty", "repeat_penalty must not be negative, not %g", *v)
+		if *v < 0 || *v > maxRepeatPenalty {
+			return req, outOfRange("repeat_penalty", *v, 0, maxRepeatPenalty, " (1 disables it)")
 		}
 		req.Sampling.RepeatPenalty = *v
 	}
@@ -141,8 +146,8 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 		switch {
 		case *v == -1:
 			req.Sampling.RepeatLastN = info.ContextSlot
-		case *v < -1:
-			return req, badInput(CodeInvalidValue, "repeat_last_n", "repeat_last_n must be -1 (the context) or at least 0, not %d", *v)
+		case *v < -1 || *v > contextLimit(info):
+			return req, outOfRange("repeat_last_n", *v, -1, contextLimit(info), " (-1: the slot's context)")
 		default:
 			req.Sampling.RepeatLastN = *v
 		}
@@ -153,7 +158,7 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 // nodeCompletion serves POST /completion.
 func (s *Server) nodeCompletion(c *gin.Context) {
 	var body nodeCompletionRequest
-	if err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, &body); err != nil {
+	if err := s.decode(c, &body); err != nil {
 		s.nodeFail(c, err)
 		return
 	}
@@ -163,6 +168,11 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 		s.nodeFail(c, err)
 		return
 	}
+	if req.Conversation, err = conversationOf(c, ""); err != nil {
+		s.nodeFail(c, err)
+		return
+	}
+	req.Tenant = s.tenant(c)
 	if body.Stream {
 		s.nodeStream(c, info, req, body.TimingsPerToken)
 		return
@@ -391,7 +401,7 @@ func (s *Server) nodeTokenize(c *gin.Context) {
 		return
 	}
 	var body nodeTokenizeRequest
-	if err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, &body); err != nil {
+	if err := s.decode(c, &body); err != nil {
 		s.nodeFail(c, err)
 		return
 	}
@@ -474,7 +484,7 @@ func (s *Server) nodeDetokenize(c *gin.Context) {
 	var body struct {
 		Tokens []int `json:"tokens"`
 	}
-	if err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, &body); err != nil {
+	if err := s.decode(c, &body); err != nil {
 		s.nodeFail(c, err)
 		return
 	}
@@ -495,9 +505,15 @@ func (s *Server) nodeSlots(c *gin.Context) {
 		s.nodeFail(c, fmt.Errorf("slots: %w", errNotSupported))
 		return
 	}
-	slots := rep.Slots()
-	if slots == nil {
-		slots = []engine.SlotState{}
+	// A tenant sees only the slots holding its tokens; the admin key
+	// naming no tenant (a gateway polling its node), or a server without
+	// keys, sees them all.
+	all := isAdmin(c) && (!s.keys.enabled() || c.GetHeader(HeaderTenant) == "")
+	slots := []engine.SlotState{}
+	for _, sl := range rep.Slots() {
+		if all || sl.Tenant == s.tenant(c) {
+			slots = append(slots, sl)
+		}
 	}
 	writeJSON(c.Writer, http.StatusOK, slots)
 }
@@ -552,6 +568,7 @@ func (s *Server) nodeFail(c *gin.Context, err error) {
 	}
 	_ = c.Error(err)
 	status, body := nodeError(err)
+	setRetryAfter(c.Writer.Header(), status)
 	writeJSON(c.Writer, status, nodeErrorEnvelope{Error: body})
 }
 
@@ -580,6 +597,10 @@ func nodeErrorType(status int) string {
 	switch {
 	case status == http.StatusNotFound:
 		return "not_found_error"
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
 	case status == http.StatusTooManyRequests, status == http.StatusServiceUnavailable:
 		return "unavailable_error"
 	case status >= http.StatusInternalServerError:

@@ -174,8 +174,10 @@ func TestNodeCompletion(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
-			if got := f.requests(); len(got) != 1 || !reflect.DeepEqual(got[0], tt.want) {
-				t.Errorf("backend got %+v\nwant %+v", got, tt.want)
+			want := tt.want
+			want.Tenant = DefaultTenant // a server without keys has one tenant
+			if got := f.requests(); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+				t.Errorf("backend got %+v\nwant %+v", got, want)
 			}
 			if ct := resp.Header.Get("Content-Type"); ct != tt.ctype {
 				t.Errorf("Content-Type %q, want %q", ct, tt.ctype)
@@ -227,7 +229,7 @@ func TestNodeCompletionErrors(t *testing.T) {
 		{"not JSON", `{`, nil, nil, 400, `{"error":{"code":400,"message":"request body is not valid JSON: unexpected end of JSON input (at byte 1)","type":"invalid_request_error"}}`},
 		{"no prompt", `{}`, nil, nil, 400, `{"error":{"code":400,"message":"prompt is required","type":"invalid_request_error"}}`},
 		{"n_predict 0", `{"prompt":"x","n_predict":0}`, nil, nil, 400, `{"error":{"code":400,"message":"n_predict 0 (evaluate the prompt only) is not supported","type":"invalid_request_error"}}`},
-		{"id_slot -2", `{"prompt":"x","id_slot":-2}`, nil, nil, 400, `{"error":{"code":400,"message":"id_slot must be -1 (any) or a slot id, not -2","type":"invalid_request_error"}}`},
+		{"id_slot -2", `{"prompt":"x","id_slot":-2}`, nil, nil, 400, `{"error":{"code":400,"message":"id_slot must be in [-1, 1] (-1: any slot), not -2","type":"invalid_request_error"}}`},
 		{"prompt too long", `{"prompt":"x"}`, &engine.ContextLengthError{PromptTokens: 600, Limit: 512}, nil, 400,
 			`{"error":{"code":400,"message":"request (600 tokens) exceeds the available context size (512 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":600,"n_ctx":512}}`},
 		{"queue full, streamed", `{"prompt":"x","stream":true}`, engine.ErrQueueFull, nil, 429, `{"error":{"code":429,"message":"all slots are busy and the queue is full","type":"unavailable_error"}}`},
@@ -378,6 +380,7 @@ func TestNodeRoundTrip(t *testing.T) {
 		got := f.requests()
 		want := req
 		want.Messages, want.Tokens, want.Model = nil, wantTokens, "tiny"
+		want.Tenant = DefaultTenant // a node without keys has one tenant
 		if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 			t.Errorf("node backend got %+v\nwant %+v", got, want)
 		}

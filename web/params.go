@@ -7,6 +7,31 @@ import (
 	"kvwin/engine"
 )
 
+// Ranges of the numeric request parameters (README, "Request parameters").
+// A value outside its range is a 400 naming the parameter, checked before
+// anything is allocated for it: a huge repeat_last_n once made the engine
+// allocate gigabytes. Parameters bounded by the context are bounded by a
+// slot's context; before a gateway knows its backends', by maxContext.
+const (
+	maxTemperature   = 2 // OpenAI's range
+	maxTopK          = 1 << 20
+	maxRepeatPenalty = 10
+	maxContext       = 1 << 20
+)
+
+// contextLimit is the bound of the parameters counted in tokens of a slot.
+func contextLimit(info engine.Info) int {
+	if info.ContextSlot > 0 {
+		return info.ContextSlot
+	}
+	return maxContext
+}
+
+// outOfRange is the 400 of a parameter outside [lo, hi].
+func outOfRange[T int | int64 | float32](name string, v, lo, hi T, why string) error {
+	return badInput(CodeInvalidValue, name, "%s must be in [%v, %v]%s, not %v", name, lo, hi, why, v)
+}
+
 // request translates the parameters chat and completions share into an
 // engine.Request for the backend described by info. The caller fills in
 // the prompt (Messages, Prompt or Tokens).
@@ -39,16 +64,16 @@ func (p *params) request(info engine.Info) (engine.Request, error) {
 		if *limit <= 0 {
 			return req, badInput(CodeInvalidValue, name, "%s must be positive, not %d", name, *limit)
 		}
-		if info.ContextSlot > 0 && *limit > info.ContextSlot {
-			return req, badInput(CodeInvalidValue, name, "%s is %d but a slot of this model holds %d tokens", name, *limit, info.ContextSlot)
+		if ctx := contextLimit(info); *limit > ctx {
+			return req, badInput(CodeInvalidValue, name, "%s is %d but a slot of this model holds %d tokens", name, *limit, ctx)
 		}
 		req.MaxTokens = *limit
 	}
 
 	s := &req.Sampling
 	if v := p.Temperature; v != nil {
-		if *v < 0 {
-			return req, badInput(CodeInvalidValue, "temperature", "temperature must not be negative, not %g", *v)
+		if *v < 0 || *v > maxTemperature {
+			return req, outOfRange("temperature", *v, 0, maxTemperature, "")
 		}
 		s.Temperature = *v
 	}
@@ -59,8 +84,8 @@ func (p *params) request(info engine.Info) (engine.Request, error) {
 		s.TopP = *v
 	}
 	if v := p.TopK; v != nil {
-		if *v < 0 {
-			return req, badInput(CodeInvalidValue, "top_k", "top_k must not be negative, not %d", *v)
+		if *v < 0 || *v > maxTopK {
+			return req, outOfRange("top_k", *v, 0, maxTopK, " (0 disables it)")
 		}
 		s.TopK = *v
 	}

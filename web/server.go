@@ -25,6 +25,10 @@ import (
 // conversations are resent whole each turn, so it is generous.
 const DefaultMaxBodyBytes = 8 << 20
 
+// DefaultBodyTimeout bounds the reading of a request body when
+// Config.BodyTimeout is 0: 8 MiB at a slow 1 Mbit/s takes about a minute.
+const DefaultBodyTimeout = 60 * time.Second
+
 // Config configures a Server. The zero value is valid and means defaults.
 type Config struct {
 	// MaxBodyBytes bounds a request body; a larger body is answered 413.
@@ -41,9 +45,37 @@ type Config struct {
 	// Shift lets backends move kept history's KV at eviction steps instead
 	// of recomputing it (--shift; approximate).
 	Shift bool `json:"shift"`
-	// Tenant keys named conversations in the memory store. Authentication
-	// will set it per request; until then every request has this one.
+	// Tenant is the one tenant of a server without keys; default
+	// DefaultTenant. With keys, each request's tenant comes from its key.
 	Tenant string `json:"tenant"`
+
+	// APIKeys maps each tenant key to its tenant. With no key here and no
+	// AdminKey, every route is open and every request is Tenant's.
+	APIKeys map[string]string `json:"-"`
+	// AdminKey opens /metrics and /kvwin/v1/*, and lets its holder act as
+	// any tenant (HeaderTenant). Empty: those routes are forbidden once
+	// tenant keys exist.
+	AdminKey string `json:"-"`
+	// ListenAddr is the address the server listens on (host:port). When
+	// its host is a loopback address, or AllowedHosts is set, requests
+	// whose Host is neither it, a loopback name nor an allowed host get 403.
+	ListenAddr   string   `json:"listen_addr"`
+	AllowedHosts []string `json:"allowed_hosts"`
+	// CORSOrigins are the origins a browser page may call from ("*" for
+	// any); none by default.
+	CORSOrigins []string `json:"cors_origins"`
+	// TenantMaxConcurrent bounds each tenant's running generations and
+	// TenantMaxQueued those waiting behind them (429 beyond); 0 concurrent
+	// means no per-tenant limit.
+	TenantMaxConcurrent int `json:"tenant_max_concurrent"`
+	TenantMaxQueued     int `json:"tenant_max_queued"`
+	// BodyTimeout bounds the reading of a request body (408 past it); it
+	// never bounds the answer, so long streams are not cut. 0 means
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration `json:"body_timeout"`
+	// Forget, if set, serves DELETE /kvwin/v1/conversations/{id}: it
+	// deletes a tenant's conversation (stored turns and KV snapshots).
+	Forget Forgetter `json:"-"`
 }
 
 // withDefaults fills in defaults and checks ranges.
@@ -55,7 +87,19 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if c.Tenant == "" {
-		c.Tenant = "default"
+		c.Tenant = DefaultTenant
+	}
+	if !ValidTenant(c.Tenant) {
+		return c, fmt.Errorf("web: tenant %q: want 1-64 letters, digits, '.', '_' or '-'", c.Tenant)
+	}
+	switch {
+	case c.BodyTimeout < 0:
+		return c, fmt.Errorf("web: body timeout %v is negative", c.BodyTimeout)
+	case c.BodyTimeout == 0:
+		c.BodyTimeout = DefaultBodyTimeout
+	}
+	if c.TenantMaxConcurrent < 0 || c.TenantMaxQueued < 0 {
+		return c, fmt.Errorf("web: tenant limits %d concurrent, %d queued: must not be negative", c.TenantMaxConcurrent, c.TenantMaxQueued)
 	}
 	return c, nil
 }
@@ -68,6 +112,11 @@ type Server struct {
 	log     *slog.Logger
 	router  *gin.Engine
 	started time.Time // reported as the model's "created"
+
+	keys    *keyring
+	hosts   *hostGuard // nil: no Host check
+	origins map[string]bool
+	limits  *limiter // nil: no per-tenant limits
 
 	// now and newID are fields so tests can make responses byte-exact.
 	now   func() time.Time
@@ -93,7 +142,16 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 	}
 	releaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 
-	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: newID}
+	keys, err := newKeyring(cfg.APIKeys, cfg.AdminKey)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: newID,
+		keys: keys, hosts: newHostGuard(cfg.ListenAddr, cfg.AllowedHosts), origins: map[string]bool{},
+		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued)}
+	for _, o := range cfg.CORSOrigins {
+		s.origins[o] = true
+	}
 	s.router = s.routes()
 	return s, nil
 }
@@ -114,7 +172,10 @@ func (s *Server) routes() *gin.Engine {
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
 
-	r.Use(s.accessLog, s.recoverPanics)
+	// Order: the Host check and CORS come before authentication (a
+	// preflight carries no key); a body's type is checked once the caller
+	// is known; tenant limits count only admitted requests.
+	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant)
 	r.POST("/v1/chat/completions", s.chatCompletions)
 	r.POST("/v1/completions", s.completions)
 	r.GET("/v1/models", s.models)

@@ -49,6 +49,7 @@ func TestClientDisconnectCancelsBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			req.Header.Set("Content-Type", "application/json")
 			got := make(chan error, 1)
 			go func() {
 				resp, err := ts.Client().Do(req)

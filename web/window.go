@@ -36,7 +36,12 @@ type messageCounter interface {
 // applyWindow replaces the request's messages by their window and sets the
 // X-Kvwin-Window header. Without a window configured, only policy "full"
 // is accepted (everything is sent).
-func (s *Server) applyWindow(c *gin.Context, conversation string, req *engine.Request) error {
+func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.Request) error {
+	conversation, err := conversationOf(c, promptCacheKey)
+	if err != nil {
+		return err
+	}
+	req.Tenant, req.Conversation = s.tenant(c), conversation
 	policy := c.GetHeader(HeaderWindowPolicy)
 	if s.cfg.Window == nil {
 		if policy != "" && policy != window.PolicyFull {
@@ -44,15 +49,12 @@ func (s *Server) applyWindow(c *gin.Context, conversation string, req *engine.Re
 		}
 		return nil
 	}
-	if h := c.GetHeader(HeaderConversation); h != "" {
-		conversation = h
-	}
 	count := window.ApproxCount
 	if mc, ok := s.backend.(messageCounter); ok {
 		count = mc.CountMessage
 	}
 	res, err := s.cfg.Window.Build(c.Request.Context(), window.Request{
-		Tenant: s.cfg.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
+		Tenant: req.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
 	})
 	if err != nil {
 		return err

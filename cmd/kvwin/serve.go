@@ -49,6 +49,18 @@ type serveFlags struct {
 	windowBudget    int
 	shift           bool
 	logLevel        slog.Level // the server's log level (benchmarks quiet it); --verbose lowers it to debug
+
+	// Who may call (auth.go).
+	apiKeys       []string // TENANT=KEY
+	apiKeyFile    string
+	adminKey      string
+	noAuth        bool
+	corsOrigins   []string
+	allowedHosts  []string
+	backendKey    string
+	tenantMaxRun  int
+	tenantMaxWait int
+	memoryTTL     time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -88,6 +100,16 @@ will answer it soonest.`,
 	fl.Int64Var(&f.snapshotBytes, "snapshot-max-bytes", 1<<30, "disk budget for KV snapshots; least recently used go first")
 	fl.StringArrayVar(&f.backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes, ollama=URL?model=NAME")
 	fl.StringVar(&f.route, "route", router.PolicyPrefix, "routing policy over --backend: prefix, round-robin, least-loaded, random")
+	fl.StringArrayVar(&f.apiKeys, "api-key", nil, "TENANT=KEY (repeatable): requests with Authorization: Bearer KEY act as TENANT; with any key configured, requests without one get 401")
+	fl.StringVar(&f.apiKeyFile, "api-key-file", "", "file of TENANT=KEY lines (# comments), as --api-key")
+	fl.StringVar(&f.adminKey, "admin-key", "", "key for /metrics and /kvwin/v1/*; it may act as any tenant (X-Kvwin-Tenant), as a gateway in front of this node does")
+	fl.BoolVar(&f.noAuth, "no-auth", false, "allow listening on a non-loopback --addr without any key (everyone is tenant default)")
+	fl.StringArrayVar(&f.corsOrigins, "cors-origin", nil, "origin a browser page may call from, e.g. https://app.example.com (repeatable; none by default)")
+	fl.StringArrayVar(&f.allowedHosts, "allowed-host", nil, "Host header accepted besides the listen address and loopback names (repeatable); others get 403")
+	fl.StringVar(&f.backendKey, "backend-api-key", "", "with --backend: key sent to the backends as Authorization: Bearer (a kvwin node's --admin-key, so it keeps tenants apart; llama-server's --api-key)")
+	fl.IntVar(&f.tenantMaxRun, "tenant-max-concurrent", 0, "generations one tenant may run at once (0: no limit)")
+	fl.IntVar(&f.tenantMaxWait, "tenant-max-queued", 0, "with --tenant-max-concurrent: a tenant's requests that may wait beyond it; more get 429")
+	fl.DurationVar(&f.memoryTTL, "memory-ttl", 0, "delete a named conversation's stored turns after it has been idle this long, e.g. 720h (0: keep them)")
 	return cmd
 }
 
@@ -124,8 +146,11 @@ func newApp(f serveFlags) (*app, error) {
 		slog.SetDefault(newLogger(slog.LevelInfo)) // llama.cpp's loader messages too
 	}
 	a := &app{f: f, log: newLogger(level), metrics: prometheus.NewRegistry()}
+	keys, err := loadKeys(f)
+	if err != nil {
+		return nil, err
+	}
 	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var err error
 	if len(f.backends) > 0 {
 		err = a.startGateway()
 	} else {
@@ -141,16 +166,30 @@ func newApp(f serveFlags) (*app, error) {
 		a.close()
 		return nil, err
 	}
-	srv, err := web.New(web.Config{MaxBodyBytes: f.maxBody, Registry: a.reg, Metrics: a.metrics, Window: win, Shift: f.shift}, a.backend, a.log)
-	if err != nil {
-		a.close()
-		return nil, err
-	}
+	// Listen first: the Host check needs the address actually bound.
 	if a.ln, err = net.Listen("tcp", f.addr); err != nil {
 		a.close()
 		return nil, fmt.Errorf("listen on %s: %w", f.addr, err)
 	}
-	a.hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	srv, err := web.New(web.Config{
+		MaxBodyBytes: f.maxBody, Registry: a.reg, Metrics: a.metrics, Window: win, Shift: f.shift,
+		APIKeys: keys, AdminKey: f.adminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.allowedHosts,
+		CORSOrigins: f.corsOrigins, TenantMaxConcurrent: f.tenantMaxRun, TenantMaxQueued: f.tenantMaxWait,
+		Forget: a.forgetter(win),
+	}, a.backend, a.log)
+	if err != nil {
+		a.ln.Close()
+		a.close()
+		return nil, err
+	}
+	a.hs = &http.Server{
+		Handler: srv.Handler(),
+		// Headers must arrive promptly; a body is bounded by web's own read
+		// deadline. No ReadTimeout or WriteTimeout: net/http applies them to
+		// the whole exchange, so they would cut long streams.
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
 	return a, nil
 }
 

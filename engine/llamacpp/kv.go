@@ -1,6 +1,7 @@
 package llamacpp
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -124,8 +125,8 @@ func (k *kv) close() {
 // conversation (when it is deleted) and returns how many there were. KV a
 // slot still holds is left to be overwritten: only the same tenant can
 // reuse it. Safe for concurrent use; it blocks on file removal.
-func (e *Engine) ForgetConversation(tenant, conversation string) int {
-	return e.kv.forget(kvcache.Owner{Tenant: tenant, Conversation: conversation})
+func (e *Engine) ForgetConversation(_ context.Context, tenant, conversation string) (int, error) {
+	return e.kv.forget(kvcache.Owner{Tenant: tenant, Conversation: conversation}), nil
 }
 
 // forget deletes the snapshots saved for a conversation and drops them from

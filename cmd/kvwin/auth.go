@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"kvwin/web"
+	"kvwin/window"
+	"kvwin/window/memory"
+)
+
+// loadKeys reads --api-key and --api-key-file into key → tenant and checks
+// that a server without keys listens only on loopback unless --no-auth says
+// otherwise. Errors name the flag and line, never the key.
+func loadKeys(f serveFlags) (map[string]string, error) {
+	keys := map[string]string{}
+	add := func(where, spec string) error {
+		tenant, key, ok := strings.Cut(strings.TrimSpace(spec), "=")
+		tenant, key = strings.TrimSpace(tenant), strings.TrimSpace(key)
+		switch {
+		case !ok || tenant == "" || key == "":
+			return fmt.Errorf("%s: want TENANT=KEY", where)
+		case !web.ValidTenant(tenant):
+			return fmt.Errorf("%s: tenant name %q: want 1-64 letters, digits, '.', '_' or '-'", where, tenant)
+		case keys[key] != "":
+			return fmt.Errorf("%s: the key of tenant %s is also tenant %s's", where, tenant, keys[key])
+		}
+		keys[key] = tenant
+		return nil
+	}
+	for i, spec := range f.apiKeys {
+		if err := add(fmt.Sprintf("--api-key #%d", i+1), spec); err != nil {
+			return nil, err
+		}
+	}
+	if f.apiKeyFile != "" {
+		file, err := os.Open(f.apiKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--api-key-file: %w", err)
+		}
+		defer file.Close()
+		sc := bufio.NewScanner(file)
+		for n := 1; sc.Scan(); n++ {
+			line := strings.TrimSpace(sc.Text())
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if err := add(fmt.Sprintf("--api-key-file %s line %d", f.apiKeyFile, n), line); err != nil {
+				return nil, err
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("--api-key-file %s: %w", f.apiKeyFile, err)
+		}
+	}
+	if len(keys) == 0 && f.adminKey == "" && !f.noAuth && !loopbackAddr(f.addr) {
+		return nil, fmt.Errorf("--addr %s is reachable from other machines and no key is configured: give --api-key or --admin-key, or --no-auth to serve everyone as one tenant", f.addr)
+	}
+	return keys, nil
+}
+
+// loopbackAddr reports whether a listen address binds only the loopback
+// interface ("127.0.0.1:8080", "[::1]:8080", "localhost:8080"). An empty
+// host (":8080") binds every interface.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// conversationDeleter deletes a conversation's stored turns; the window
+// does, through its memory store.
+type conversationDeleter interface {
+	Delete(ctx context.Context, key memory.Key) (bool, error)
+}
+
+// snapshotForgetter deletes the KV snapshots of a conversation: the
+// embedded engine, or a router over nodes.
+type snapshotForgetter interface {
+	ForgetConversation(ctx context.Context, tenant, conversation string) (int, error)
+}
+
+// forgetter serves DELETE /kvwin/v1/conversations/{id}: the conversation's
+// turns leave the memory store and its snapshots leave the backend. It
+// exists when anything keeps a conversation's state.
+func (a *app) forgetter(w *window.Window) web.Forgetter {
+	var turns conversationDeleter
+	if d, ok := any(w).(conversationDeleter); ok && w != nil {
+		turns = d
+	}
+	snaps, _ := a.backend.(snapshotForgetter)
+	if turns == nil && snaps == nil {
+		return nil
+	}
+	return web.ForgetFunc(func(ctx context.Context, tenant, conversation string) (bool, error) {
+		found := false
+		var errs []error
+		if turns != nil {
+			ok, err := turns.Delete(ctx, memory.Key{Tenant: tenant, Conversation: conversation})
+			found = found || ok
+			errs = append(errs, err)
+		}
+		if snaps != nil {
+			n, err := snaps.ForgetConversation(ctx, tenant, conversation)
+			found = found || n > 0
+			errs = append(errs, err)
+		}
+		return found, errors.Join(errs...)
+	})
+}

@@ -1,0 +1,70 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Forgetter deletes a tenant's named conversation: its stored turns and the
+// KV snapshots saved for it. It blocks on the stores and is safe for
+// concurrent use.
+type Forgetter interface {
+	// Forget deletes the conversation and reports whether there was
+	// anything to delete.
+	Forget(ctx context.Context, tenant, conversation string) (bool, error)
+}
+
+// ForgetFunc adapts a function to Forgetter.
+type ForgetFunc func(ctx context.Context, tenant, conversation string) (bool, error)
+
+// Forget calls f.
+func (f ForgetFunc) Forget(ctx context.Context, tenant, conversation string) (bool, error) {
+	return f(ctx, tenant, conversation)
+}
+
+// maxConversationBytes bounds a conversation's name (prompt_cache_key or
+// X-Conversation-Id): it is stored with every turn, and a name is an id,
+// not a document.
+const maxConversationBytes = 512
+
+// conversationOf is the request's conversation: the X-Conversation-Id
+// header, else the body's prompt_cache_key.
+func conversationOf(c *gin.Context, promptCacheKey string) (string, error) {
+	conv := promptCacheKey
+	if h := c.GetHeader(HeaderConversation); h != "" {
+		conv = h
+	}
+	if len(conv) > maxConversationBytes {
+		return "", badInput(CodeInvalidValue, "prompt_cache_key", "the conversation name (prompt_cache_key or %s) is %d bytes; at most %d are allowed", HeaderConversation, len(conv), maxConversationBytes)
+	}
+	return conv, nil
+}
+
+// deleteConversation serves DELETE /kvwin/v1/conversations/{id}: 204 when
+// the caller's tenant (the owner's key, or the admin key's ?tenant=) had the
+// conversation, 404 when it did not. Another tenant's conversation of the
+// same name is never touched: it is another conversation.
+func (s *Server) deleteConversation(c *gin.Context) {
+	id := strings.TrimPrefix(c.Param("id"), "/")
+	if id == "" || len(id) > maxConversationBytes {
+		s.fail(c, badInput(CodeInvalidValue, "id", "the conversation id must be 1 to %d bytes", maxConversationBytes))
+		return
+	}
+	tenant := s.tenant(c)
+	found, err := s.cfg.Forget.Forget(c.Request.Context(), tenant, id)
+	if err != nil {
+		s.fail(c, fmt.Errorf("delete conversation: %w", err))
+		return
+	}
+	if !found {
+		s.fail(c, fmt.Errorf("%w: %q", errConversationNotFound, id))
+		return
+	}
+	s.log.Info("conversation deleted", "tenant", tenant)
+	c.Status(http.StatusNoContent)
+	c.Writer.WriteHeaderNow()
+}

@@ -1,0 +1,184 @@
+package web
+
+import (
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// The browser guards: a web page must not reach kvwin through its user's
+// browser. A cross-site form or fetch can send a "simple" request (text/plain,
+// no custom headers) to any address, including a loopback one, and DNS
+// rebinding can make a foreign name resolve to it. So:
+//
+//   - JSON routes answer 415 unless the body is application/json, which a
+//     page can send cross-origin only after a CORS preflight;
+//   - preflights and CORS headers are granted only to Config.CORSOrigins;
+//   - when kvwin listens on loopback, or when Config.AllowedHosts is set, a
+//     Host header that is neither the listen address, a loopback name nor an
+//     allowed host is refused (403): that is what DNS rebinding sends.
+
+// api is which API a route speaks, which decides the shape of its errors.
+type api int
+
+const (
+	apiOpenAI api = iota // {"error": {"message", "type", "code"}}
+	apiOllama            // {"error": "…"}
+	apiNode              // llama-server's {"error": {"code", "message", "type"}}
+)
+
+// apiOf tells a route's API by its path, so routes added later get their
+// API's error shape from the middleware without being listed.
+func apiOf(path string) api {
+	switch {
+	case path == "/api" || strings.HasPrefix(path, "/api/"):
+		return apiOllama
+	case path == "/completion", path == "/tokenize", path == "/detokenize", path == "/slots", path == "/props":
+		return apiNode
+	default:
+		return apiOpenAI
+	}
+}
+
+// reject answers err in the shape of the route's API and stops the chain.
+func (s *Server) reject(c *gin.Context, err error) {
+	c.Abort()
+	switch apiOf(c.Request.URL.Path) {
+	case apiOllama:
+		s.failOllama(c, err)
+	case apiNode:
+		s.nodeFail(c, err)
+	default:
+		s.fail(c, err)
+	}
+}
+
+// failOllama answers err as Ollama does, {"error": "…"}, with classify's
+// status, unless the client has gone.
+func (s *Server) failOllama(c *gin.Context, err error) {
+	if c.Request.Context().Err() != nil {
+		_ = c.Error(errClientGone)
+		return
+	}
+	_ = c.Error(err)
+	status, body := classify(err)
+	setRetryAfter(c.Writer.Header(), status)
+	writeJSON(c.Writer, status, map[string]string{"error": body.Message})
+}
+
+// hostGuard is the Host check; nil when it is off.
+type hostGuard struct {
+	listen  string          // the listen host (no port), lower case
+	allowed map[string]bool // allowed hosts, lower case, "host" or "host:port"
+}
+
+// newHostGuard returns the Host check for a server listening on listen:
+// on when listen is a loopback address or allowed is not empty.
+func newHostGuard(listen string, allowed []string) *hostGuard {
+	host := listen
+	if h, _, err := net.SplitHostPort(listen); err == nil {
+		host = h
+	}
+	if !isLoopback(host) && len(allowed) == 0 {
+		return nil
+	}
+	g := &hostGuard{listen: strings.ToLower(host), allowed: map[string]bool{}}
+	for _, a := range allowed {
+		g.allowed[strings.ToLower(strings.TrimSpace(a))] = true
+	}
+	return g
+}
+
+// isLoopback reports whether host (no port) names the loopback interface.
+func isLoopback(host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// allows reports whether a request's Host header is acceptable.
+func (g *hostGuard) allows(hostport string) bool {
+	hostport = strings.ToLower(hostport)
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	switch {
+	case hostport == "":
+		return false
+	case isLoopback(host), host == strings.Trim(g.listen, "[]"):
+		return true
+	default:
+		return g.allowed[hostport] || g.allowed[host]
+	}
+}
+
+// checkHost refuses foreign Host headers (DNS rebinding).
+func (s *Server) checkHost(c *gin.Context) {
+	if s.hosts == nil || s.hosts.allows(c.Request.Host) {
+		return
+	}
+	s.reject(c, fmt.Errorf("%w: host %q is not this server's; add it with --allowed-host", errForbiddenHost, c.Request.Host))
+}
+
+// CORS headers kvwin allows and exposes.
+const (
+	corsAllowMethods  = "GET, POST, DELETE, HEAD, OPTIONS"
+	corsAllowHeaders  = "Authorization, Content-Type, X-Conversation-Id, X-Kvwin-Window-Policy"
+	corsExposeHeaders = "X-Kvwin-Backend, X-Kvwin-Prompt-Tokens, X-Kvwin-Cached-Tokens, X-Kvwin-Cached-Estimated, X-Kvwin-Prompt-Ms, X-Kvwin-Window, Retry-After"
+	corsMaxAge        = "600"
+)
+
+// cors answers preflights and marks responses readable for the configured
+// origins only. A request from another origin gets no CORS header (the
+// browser keeps the answer from the page) and its preflight gets 403.
+func (s *Server) cors(c *gin.Context) {
+	origin := c.GetHeader("Origin")
+	if origin == "" {
+		return
+	}
+	preflight := c.Request.Method == http.MethodOptions && c.GetHeader("Access-Control-Request-Method") != ""
+	if !s.origins[origin] && !s.origins["*"] {
+		if preflight {
+			s.reject(c, fmt.Errorf("%w: origin %q is not allowed; add it with --cors-origin", errForbidden, origin))
+		}
+		return
+	}
+	h := c.Writer.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	if preflight {
+		h.Set("Access-Control-Allow-Methods", corsAllowMethods)
+		h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+		h.Set("Access-Control-Max-Age", corsMaxAge)
+		c.AbortWithStatus(http.StatusNoContent)
+		return
+	}
+	h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
+}
+
+// requireJSON answers 415 to a request that carries a body not declared as
+// application/json: a page can send text/plain or a form cross-origin
+// without a preflight, but not JSON.
+func (s *Server) requireJSON(c *gin.Context) {
+	r := c.Request
+	if r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
+		return
+	}
+	if r.ContentLength == 0 {
+		return // no body: nothing to misread
+	}
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+		return
+	}
+	s.reject(c, fmt.Errorf("%w: Content-Type is %q; send application/json", errUnsupportedMediaType, ct))
+}

@@ -1,0 +1,119 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Per-tenant limits (--tenant-max-concurrent, --tenant-max-queued): one
+// tenant cannot take every slot and queue place of a shared server. At most
+// MaxConcurrent generations of a tenant run at once; up to MaxQueued more
+// wait for one of them to end, watching their client's context; beyond
+// that, 429 at once. Off (no limit) when MaxConcurrent is 0.
+
+// Retry-After values. A 429 clears when any running request ends, which for
+// a short answer is about a second; a 503 means no backend can serve (one is
+// down, or the server is shutting down), which health checks (every 2 s)
+// and restarts take longer to change.
+const (
+	retryAfterBusy        = 1
+	retryAfterUnavailable = 5
+)
+
+// setRetryAfter sets Retry-After on 429 and 503 answers.
+func setRetryAfter(h http.Header, status int) {
+	switch status {
+	case http.StatusTooManyRequests:
+		h.Set("Retry-After", strconv.Itoa(retryAfterBusy))
+	case http.StatusServiceUnavailable:
+		h.Set("Retry-After", strconv.Itoa(retryAfterUnavailable))
+	}
+}
+
+// generationPaths are the routes that run a generation (or an embedding):
+// the ones the tenant limits count.
+var generationPaths = map[string]bool{
+	"/v1/chat/completions": true, "/v1/completions": true, "/v1/embeddings": true,
+	"/completion": true,
+	"/api/chat":   true, "/api/generate": true, "/api/embed": true, "/api/embeddings": true,
+}
+
+// limiter holds each tenant's running and waiting counts. Tenants are few
+// (one per key, plus those a gateway names), so entries are never removed.
+type limiter struct {
+	concurrent, queued int
+
+	mu      sync.Mutex
+	tenants map[string]*tenantLoad
+}
+
+// tenantLoad is one tenant's admission state: run holds a token per
+// running request; waiting counts those waiting for one (under limiter.mu).
+type tenantLoad struct {
+	run     chan struct{}
+	waiting int
+}
+
+// newLimiter returns nil (no limits) when concurrent is 0.
+func newLimiter(concurrent, queued int) *limiter {
+	if concurrent == 0 {
+		return nil
+	}
+	return &limiter{concurrent: concurrent, queued: queued, tenants: map[string]*tenantLoad{}}
+}
+
+func (l *limiter) load(tenant string) *tenantLoad {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.tenants[tenant]
+	if t == nil {
+		t = &tenantLoad{run: make(chan struct{}, l.concurrent)}
+		l.tenants[tenant] = t
+	}
+	return t
+}
+
+// limitTenant admits a generation request under its tenant's limits, or
+// answers 429. It blocks while the request waits its turn.
+func (s *Server) limitTenant(c *gin.Context) {
+	if s.limits == nil || !generationPaths[c.Request.URL.Path] {
+		return
+	}
+	tenant := s.tenant(c)
+	t := s.limits.load(tenant)
+	select {
+	case t.run <- struct{}{}:
+	default:
+		s.limits.mu.Lock()
+		full := t.waiting >= s.limits.queued
+		if !full {
+			t.waiting++
+		}
+		s.limits.mu.Unlock()
+		if full {
+			s.reject(c, fmt.Errorf("%w: tenant %q has %d requests running and %d waiting", errTenantLimit, tenant, s.limits.concurrent, s.limits.queued))
+			return
+		}
+		ctx := c.Request.Context()
+		admitted := false
+		select {
+		case t.run <- struct{}{}:
+			admitted = true
+		case <-ctx.Done():
+		}
+		s.limits.mu.Lock()
+		t.waiting--
+		s.limits.mu.Unlock()
+		if !admitted {
+			c.Abort()
+			_ = c.Error(errClientGone)
+			return
+		}
+	}
+	defer func() { <-t.run }()
+	c.Next()
+}
