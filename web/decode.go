@@ -24,6 +24,12 @@ func (s *Server) decode(c *gin.Context, v any) error {
 	rc := http.NewResponseController(c.Writer)
 	deadline := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) == nil
 	err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, v)
+	if errors.Is(err, errBodyTimeout) {
+		// Leave the deadline passed and close the connection: net/http
+		// would otherwise wait for the rest of the body to keep it alive.
+		c.Header("Connection", "close")
+		return err
+	}
 	if deadline {
 		_ = rc.SetReadDeadline(time.Time{})
 	}

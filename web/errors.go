@@ -148,3 +148,11 @@ func classify(err error) (int, apiError) {
 		return http.StatusInternalServerError, apiError{Message: err.Error(), Type: typeServer, Code: CodeInternal}
 	}
 }
+
+// clientGone reports whether the client has left, so err need not be
+// written. A body read that timed out also ends the request's context
+// (net/http cancels it on any read error), but that client is still there
+// and gets its 408.
+func clientGone(c interface{ Err() error }, err error) bool {
+	return c.Err() != nil && !errors.Is(err, errBodyTimeout)
+}

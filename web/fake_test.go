@@ -22,6 +22,9 @@ type fakeBackend struct {
 	panicWith any            // panic on entry with this value
 	panicLate bool           // panic after the events instead
 
+	entered chan engine.Request // if set, every request is sent here on entry (buffer it)
+	hold    chan struct{}       // if set, after the events wait for it (or the context) before finishing
+
 	started   chan struct{} // closed when Generate is first entered
 	cancelled chan struct{} // closed when a blocked Generate sees its context end
 	lateErr   chan error    // what the StreamFunc returned when called after that
@@ -63,6 +66,9 @@ func (f *fakeBackend) Generate(ctx context.Context, req engine.Request, stream e
 	f.reqs = append(f.reqs, req)
 	f.mu.Unlock()
 	f.once.Do(func() { close(f.started) })
+	if f.entered != nil {
+		f.entered <- req
+	}
 
 	if f.panicWith != nil {
 		panic(f.panicWith)
@@ -75,6 +81,13 @@ func (f *fakeBackend) Generate(ctx context.Context, req engine.Request, stream e
 			if err := stream(ev); err != nil {
 				return engine.Result{}, err
 			}
+		}
+	}
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return engine.Result{}, ctx.Err()
 		}
 	}
 	if f.panicLate {

@@ -88,7 +88,7 @@ func (s *Server) generate(c *gin.Context, info engine.Info, req engine.Request, 
 // unless the client has gone: then nobody would read it, and nothing is
 // written.
 func (s *Server) fail(c *gin.Context, err error) {
-	if c.Request.Context().Err() != nil {
+	if clientGone(c.Request.Context(), err) {
 		_ = c.Error(errClientGone)
 		return
 	}

@@ -60,7 +60,7 @@ func (s *Server) reject(c *gin.Context, err error) {
 // failOllama answers err as Ollama does, {"error": "…"}, with classify's
 // status, unless the client has gone.
 func (s *Server) failOllama(c *gin.Context, err error) {
-	if c.Request.Context().Err() != nil {
+	if clientGone(c.Request.Context(), err) {
 		_ = c.Error(errClientGone)
 		return
 	}

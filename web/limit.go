@@ -45,10 +45,13 @@ var generationPaths = map[string]bool{
 // limiter holds each tenant's running and waiting counts. Tenants are few
 // (one per key, plus those a gateway names), so entries are never removed.
 type limiter struct {
-	concurrent, queued int
+	concurrent, maxQueued int
 
 	mu      sync.Mutex
 	tenants map[string]*tenantLoad
+
+	// queued, if set (tests), hears of every request that starts waiting.
+	queued chan<- string
 }
 
 // tenantLoad is one tenant's admission state: run holds a token per
@@ -63,7 +66,7 @@ func newLimiter(concurrent, queued int) *limiter {
 	if concurrent == 0 {
 		return nil
 	}
-	return &limiter{concurrent: concurrent, queued: queued, tenants: map[string]*tenantLoad{}}
+	return &limiter{concurrent: concurrent, maxQueued: queued, tenants: map[string]*tenantLoad{}}
 }
 
 func (l *limiter) load(tenant string) *tenantLoad {
@@ -89,14 +92,17 @@ func (s *Server) limitTenant(c *gin.Context) {
 	case t.run <- struct{}{}:
 	default:
 		s.limits.mu.Lock()
-		full := t.waiting >= s.limits.queued
+		full := t.waiting >= s.limits.maxQueued
 		if !full {
 			t.waiting++
 		}
 		s.limits.mu.Unlock()
 		if full {
-			s.reject(c, fmt.Errorf("%w: tenant %q has %d requests running and %d waiting", errTenantLimit, tenant, s.limits.concurrent, s.limits.queued))
+			s.reject(c, fmt.Errorf("%w: tenant %q has %d requests running and %d waiting", errTenantLimit, tenant, s.limits.concurrent, s.limits.maxQueued))
 			return
+		}
+		if s.limits.queued != nil {
+			s.limits.queued <- tenant
 		}
 		ctx := c.Request.Context()
 		admitted := false

@@ -562,7 +562,7 @@ type nodeErrorBody struct {
 
 // nodeFail answers err in llama-server's shape, unless the client left.
 func (s *Server) nodeFail(c *gin.Context, err error) {
-	if c.Request.Context().Err() != nil {
+	if clientGone(c.Request.Context(), err) {
 		_ = c.Error(errClientGone)
 		return
 	}
