@@ -181,6 +181,11 @@ type Info struct {
 	// backend's disk and is restored when the conversation returns (kvwin
 	// nodes). A router may count evicted prefixes as still held there.
 	Snapshots bool
+	// Tenants: the backend keeps tenants apart itself (a kvwin node that
+	// trusts this caller's X-Kvwin-Tenant), so the cached tokens it reports
+	// for a tenant are that tenant's own. A router caps what other
+	// backends report at the tenant's own registry prefix.
+	Tenants bool
 }
 
 // Backend generates completions. Implementations are safe for concurrent use.

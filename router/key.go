@@ -10,7 +10,8 @@ import (
 
 // key is the prompt of one request as the registry sees it.
 type key struct {
-	tokens []int         // exact prompt tokens; nil when no backend could render them
+	keyer  *kvcache.Keyer // exact keys of the request's tenant
+	tokens []int          // exact prompt tokens; nil when no backend could render them
 	exact  kvcache.Chain // block keys of tokens
 	approx kvcache.Chain // block keys of the rendered text, for backends without a tokenizer
 	length int           // prompt length in tokens (estimated without tokens)
@@ -56,10 +57,13 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 			break
 		}
 	}
+	// Keys are salted by tenant: a tenant's lookups find only its own
+	// prefixes, so routing and cached-token counts say nothing of others'.
+	k.keyer = r.exact.ForTenant(req.Tenant)
 	text := promptText(req)
-	k.approx = r.approx.Text(text)
+	k.approx = r.approx.ForTenant(req.Tenant).Text(text)
 	if k.tokens != nil {
-		k.exact = r.exact.Tokens(k.tokens)
+		k.exact = k.keyer.Tokens(k.tokens)
 		k.length = len(k.tokens)
 	} else {
 		k.length = (len(text) + 3) / 4 // about four bytes a token

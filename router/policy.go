@@ -31,6 +31,7 @@ type candidate struct {
 	load      int           // requests in flight
 	slots     int           // parallel slots
 	cached    int           // prompt tokens it holds (registry)
+	own       int           // prompt tokens of the request's tenant it holds (registry), in tokens: the cap on reported reuse
 	slot      int           // slot holding them; -1 unknown
 	predicted time.Duration // predicted time to first token
 	slack     time.Duration // predicted time of TieTokens tokens: differences below it are ties

@@ -279,7 +279,19 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		if c.slot >= 0 && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
 			sub.Slot = c.slot
 		}
-		res, started, err := m.generate(ctx, sub, stream)
+		// A backend that does not keep tenants apart (llama-server,
+		// Ollama, a node without our admin key) may reuse another tenant's
+		// prefix and say so; what the tenant is told is capped at its own
+		// registry prefix there.
+		sstream, limit := stream, -1
+		if !m.backend.Info().Tenants {
+			limit = c.own
+			sstream = capStream(stream, limit)
+		}
+		res, started, err := m.generate(ctx, sub, sstream)
+		if limit >= 0 {
+			res.Timings.CachedTokens = min(res.Timings.CachedTokens, limit)
+		}
 		if err == nil {
 			r.learn(m, k, res)
 			return res, nil
@@ -291,6 +303,38 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
 	}
 	return engine.Result{}, fmt.Errorf("%w: every backend failed: %s", engine.ErrUnavailable, strings.Join(failures, "; "))
+}
+
+// capStream caps the cached tokens of the events stream receives at limit.
+func capStream(stream engine.StreamFunc, limit int) engine.StreamFunc {
+	if stream == nil {
+		return nil
+	}
+	return func(ev engine.Event) error {
+		ev.Timings.CachedTokens = min(ev.Timings.CachedTokens, limit)
+		return stream(ev)
+	}
+}
+
+// ForgetConversation deletes what the backends saved for a tenant's
+// conversation (a kvwin node's KV snapshots) and returns how many held
+// some. It asks every backend that can, healthy or not, and blocks on them.
+func (r *Router) ForgetConversation(ctx context.Context, tenant, conversation string) (int, error) {
+	type forgetter interface {
+		ForgetConversation(ctx context.Context, tenant, conversation string) (int, error)
+	}
+	n := 0
+	var errs []error
+	for _, m := range r.members {
+		if f, ok := m.backend.(forgetter); ok {
+			k, err := f.ForgetConversation(ctx, tenant, conversation)
+			n += k
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
+			}
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 // retryable says whether another backend may succeed where this one failed
@@ -332,6 +376,10 @@ func (r *Router) score(k key, live []*member) []candidate {
 		c := candidate{index: m.index, name: m.name, load: int(m.load.Load()), slots: m.slots, slot: -1}
 		if mt, ok := held[m.name]; ok && mt.Approximate != m.exact {
 			c.cached = min(mt.Length, k.length-1)
+			c.own = c.cached
+			if mt.Approximate && k.approx.Length > 0 {
+				c.own = min(mt.Length*k.length/k.approx.Length, k.length-1) // bytes → tokens
+			}
 			if mt.Tier == kvcache.TierSlot {
 				c.slot = mt.Slot
 			}
@@ -364,7 +412,7 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		held := chain
 		if m.exact && len(res.Tokens) > 1 {
 			// The last generated token was sampled, not computed into KV.
-			held = r.exact.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
+			held = k.keyer.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
 		}
 		if m.snapshots && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
 			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * held.BlockSize, BlockSize: held.BlockSize, Approximate: held.Approximate})

@@ -366,3 +366,60 @@ func TestCountMessageUsesAHealthyBackend(t *testing.T) {
 		t.Fatalf("count %d without a counting backend, want the byte estimate 105", got)
 	}
 }
+
+// tenantFake is a fake that keeps tenants apart itself, as a kvwin node
+// holding our admin key does.
+type tenantFake struct{ *fake }
+
+func (f tenantFake) Info() engine.Info {
+	info := f.fake.Info()
+	info.Tenants = true
+	return info
+}
+
+// TestCachedTokensNeverExceedTheTenantsOwnPrefix: a backend that reuses any
+// client's prefix (llama-server) reports tenant B's copy of A's prompt as
+// cached; B is told 0, in the result and the stream, while A resending her
+// prompt is told her reuse. A backend keeping tenants apart is believed.
+func TestCachedTokensNeverExceedTheTenantsOwnPrefix(t *testing.T) {
+	send := func(r *Router, tenant string, msgs []engine.Message) (engine.Result, int) {
+		t.Helper()
+		streamed := -1
+		res, err := r.Generate(context.Background(), engine.Request{Messages: msgs, Slot: -1, Tenant: tenant}, func(ev engine.Event) error {
+			if ev.First {
+				streamed = ev.Timings.CachedTokens
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, streamed
+	}
+	f := newFake("a")
+	f.slots = 1
+	r := newRouter(t, Config{}, f)
+	secret := conv(3, 2)
+	send(r, "alice", secret)
+	res, streamed := send(r, "bob", secret)
+	if res.Timings.CachedTokens != 0 || streamed != 0 {
+		t.Fatalf("bob told %d cached (stream %d) of alice's prompt", res.Timings.CachedTokens, streamed)
+	}
+	send(r, "alice", secret) // alice's again: the backend reused it, and her registry holds it
+	res, streamed = send(r, "alice", secret)
+	if res.Timings.CachedTokens < res.Timings.PromptTokens/2 || streamed != res.Timings.CachedTokens {
+		t.Fatalf("alice told %d cached (stream %d) of her own %d-token prompt", res.Timings.CachedTokens, streamed, res.Timings.PromptTokens)
+	}
+
+	g := newFake("b")
+	g.slots = 1
+	r2, err := New(Config{}, []engine.Backend{tenantFake{g}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r2.Close() })
+	send(r2, "alice", secret)
+	if res, _ := send(r2, "bob", secret); res.Timings.CachedTokens == 0 {
+		t.Fatal("a backend that keeps tenants apart was not believed")
+	}
+}

@@ -532,6 +532,9 @@ type nodeProps struct {
 	// KvwinSnapshots says the node restores evicted slots from disk (not a
 	// llama-server field; a kvwin gateway reads it).
 	KvwinSnapshots bool `json:"kvwin_snapshots"`
+	// KvwinTenants says the node keeps apart the tenants this caller names
+	// (X-Kvwin-Tenant): it has keys and the caller holds the admin key.
+	KvwinTenants bool `json:"kvwin_tenants"`
 }
 
 // nodeProps serves GET /props.
@@ -540,6 +543,7 @@ func (s *Server) nodeProps(c *gin.Context) {
 	var p nodeProps
 	p.DefaultGenerationSettings.NCtx = info.ContextSlot
 	p.TotalSlots, p.ModelAlias, p.ModelPath, p.KvwinSnapshots = info.Slots, info.Model, info.Model, info.Snapshots
+	p.KvwinTenants = s.keys.enabled() && isAdmin(c)
 	if t, ok := s.backend.(chatTemplater); ok {
 		p.ChatTemplate = t.ChatTemplate()
 	}

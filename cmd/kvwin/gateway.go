@@ -28,7 +28,7 @@ func (a *app) startGateway() error {
 		}
 		switch kind {
 		case "llamaserver":
-			b, err := llamaserver.New(llamaserver.Config{BaseURL: url}, a.log)
+			b, err := llamaserver.New(llamaserver.Config{BaseURL: url, APIKey: a.f.backendKey}, a.log)
 			if err != nil {
 				return fmt.Errorf("--backend %q: %w", spec, err)
 			}

@@ -122,6 +122,7 @@ func (b *Backend) Info() engine.Info {
 	info := engine.Info{Name: b.cfg.Name, Model: b.cfg.Model}
 	if st := b.snapshot(); st != nil {
 		info.ContextSlot, info.Slots, info.Snapshots = st.props.ContextSlot, st.props.Slots, st.props.Snapshots
+		info.Tenants = st.props.Tenants
 		info.Model = b.modelID(st.props)
 	}
 	return info
@@ -176,7 +177,7 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	if len(tokens) >= p.ContextSlot {
 		return engine.Result{}, &engine.ContextLengthError{PromptTokens: len(tokens), Limit: p.ContextSlot}
 	}
-	return b.complete(ctx, b.completionBody(req, tokens), p.ContextSlot, stream)
+	return b.complete(ctx, b.completionBody(req, tokens), owner{tenant: req.Tenant, conversation: req.Conversation}, p.ContextSlot, stream)
 }
 
 // Prompt returns the prompt tokens Generate would send for req: the chat

@@ -47,6 +47,7 @@ func (b *Backend) call(ctx context.Context, method, path string, in, out any) er
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	b.authorize(req)
 	replayable(req)
 
 	resp, err := b.client.Do(req)

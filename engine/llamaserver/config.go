@@ -45,6 +45,11 @@ type Config struct {
 	// default, disables it: shifted KV is approximate (DESIGN.md).
 	CacheReuse int `json:"cache_reuse"`
 
+	// APIKey, if set, is sent as "Authorization: Bearer KEY" with every
+	// request: llama-server's --api-key, or a kvwin node's admin key (with
+	// which the node keeps the tenants this backend names apart).
+	APIKey string `json:"-"`
+
 	// HTTPClient sends the requests; default: a client of its own. It must
 	// not set a Timeout, which would cut long streams; use the fields above.
 	HTTPClient *http.Client `json:"-"`

@@ -20,7 +20,7 @@ import (
 // into events and a result. limit is the slot's context (for errors). It
 // blocks until the final chunk, an error, the end of ctx, or
 // Config.IdleTimeout of silence.
-func (b *Backend) complete(ctx context.Context, body completionRequest, limit int, stream engine.StreamFunc) (engine.Result, error) {
+func (b *Backend) complete(ctx context.Context, body completionRequest, who owner, limit int, stream engine.StreamFunc) (engine.Result, error) {
 	g := &generation{
 		ctx: ctx, op: http.MethodPost + " " + b.base + "/completion", idle: b.cfg.IdleTimeout,
 		prompt: len(body.Prompt), limit: limit, stream: stream, slot: -1,
@@ -43,6 +43,8 @@ func (b *Backend) complete(ctx context.Context, body completionRequest, limit in
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	b.authorize(req)
+	who.set(req.Header)
 	replayable(req)
 	g.sent = time.Now()
 	resp, err := b.client.Do(req)

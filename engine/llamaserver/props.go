@@ -13,6 +13,7 @@ type Props struct {
 	ModelPath    string // model_path: the model file, as the server names it
 	ModelAlias   string // model_alias: the --alias, if the server has one
 	Snapshots    bool   // kvwin_snapshots: a kvwin node restoring evicted slots from disk
+	Tenants      bool   // kvwin_tenants: a kvwin node keeping the tenants this caller names apart
 }
 
 // propsBody is the part of llama-server's /props answer kvwin reads.
@@ -25,6 +26,7 @@ type propsBody struct {
 	ModelPath    string `json:"model_path"`
 	ModelAlias   string `json:"model_alias"`
 	Snapshots    bool   `json:"kvwin_snapshots"`
+	Tenants      bool   `json:"kvwin_tenants"`
 }
 
 // LoadProps reads the server's /props and makes them the backend's: Info
@@ -51,7 +53,7 @@ func (b *Backend) loadProps(ctx context.Context) (Props, error) {
 	p := Props{
 		Slots: body.TotalSlots, ContextSlot: body.DefaultGenerationSettings.NCtx,
 		ChatTemplate: body.ChatTemplate, ModelPath: body.ModelPath, ModelAlias: body.ModelAlias,
-		Snapshots: body.Snapshots,
+		Snapshots: body.Snapshots, Tenants: body.Tenants,
 	}
 	// A server that reports no slots or no context cannot be planned for;
 	// treat it as one that did not answer rather than divide by its zeros.

@@ -1,0 +1,71 @@
+package llamaserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"kvwin/engine"
+)
+
+// Headers a kvwin node reads from a caller holding its admin key.
+const (
+	headerTenant       = "X-Kvwin-Tenant"
+	headerConversation = "X-Conversation-Id"
+)
+
+// owner is whose request a generation serves.
+type owner struct{ tenant, conversation string }
+
+// set names the owner to the server. A kvwin node trusts the tenant only
+// from a caller with its admin key (Config.APIKey) and says so in /props
+// (kvwin_tenants); llama-server ignores both headers.
+func (o owner) set(h http.Header) {
+	if o.tenant != "" {
+		h.Set(headerTenant, o.tenant)
+	}
+	if o.conversation != "" {
+		h.Set(headerConversation, o.conversation)
+	}
+}
+
+// authorize adds the configured key.
+func (b *Backend) authorize(req *http.Request) {
+	if b.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+b.cfg.APIKey)
+	}
+}
+
+// ForgetConversation deletes the KV snapshots a kvwin node saved for a
+// tenant's conversation (DELETE /kvwin/v1/conversations/{id}?tenant=) and
+// returns 1 if the node had any. A server that does not keep tenants apart
+// (llama-server, a node without our admin key) keeps nothing per
+// conversation: 0. It blocks for at most Config.Timeout.
+func (b *Backend) ForgetConversation(ctx context.Context, tenant, conversation string) (int, error) {
+	if st := b.snapshot(); st == nil || !st.props.Tenants {
+		return 0, nil
+	}
+	path := "/kvwin/v1/conversations/" + url.PathEscape(conversation) + "?tenant=" + url.QueryEscape(tenant)
+	op := http.MethodDelete + " " + b.base + "/kvwin/v1/conversations/…"
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, b.base+path, nil)
+	if err != nil {
+		return 0, fmt.Errorf("llamaserver: %s: %w", op, err)
+	}
+	b.authorize(req)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("llamaserver: %s: %w", op, engine.ErrUnavailable)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNoContent, http.StatusOK:
+		return 1, nil
+	case http.StatusNotFound:
+		return 0, nil
+	default:
+		return 0, fmt.Errorf("llamaserver: %s: status %d: %w", op, resp.StatusCode, engine.ErrUnavailable)
+	}
+}
