@@ -12,9 +12,9 @@ import (
 type key struct {
 	keyer  *kvcache.Keyer // exact keys of the request's tenant
 	tokens []int          // exact prompt tokens; nil when no backend could render them
-	exact  kvcache.Chain // block keys of tokens
-	approx kvcache.Chain // block keys of the rendered text, for backends without a tokenizer
-	length int           // prompt length in tokens (estimated without tokens)
+	exact  kvcache.Chain  // block keys of tokens
+	approx kvcache.Chain  // block keys of the rendered text, for backends without a tokenizer
+	length int            // prompt length in tokens (estimated without tokens)
 }
 
 // rootBlocks is how deep the root key sits: the first blocks of every chat
