@@ -12,13 +12,19 @@ import (
 )
 
 // Store is the durable memory of named conversations (memory.Store
-// implements it). Both methods block on disk and are safe for concurrent
+// implements it). Its methods block on disk and are safe for concurrent
 // use.
 type Store interface {
-	// Ingest stores turns idempotently: a position already stored is kept.
+	// Ingest stores turns idempotently, each on its chain (Turn.Parent):
+	// a turn already stored on the same chain is kept, a disagreeing one
+	// starts a branch.
 	Ingest(ctx context.Context, key memory.Key, turns []memory.Turn) (int, error)
-	// Search retrieves for q among the conversation's stored turns.
+	// Search retrieves for q among the conversation's stored turns on
+	// q.Chain.
 	Search(ctx context.Context, key memory.Key, q memory.Query) ([]memory.Hit, error)
+	// Delete removes the conversation's stored turns; false if it held
+	// none.
+	Delete(ctx context.Context, key memory.Key) (bool, error)
 }
 
 var _ Store = (*memory.Store)(nil)
@@ -44,6 +50,24 @@ type Window struct {
 	store    Store
 	packets  *memo[uint64, Packet]
 	indexes  *memo[uint64, *memory.Index]
+}
+
+// Delete removes key's conversation from the store and drops every packet
+// the window memoized for it. It reports whether the store held anything.
+// Without a store it only drops the packets and reports false.
+func (w *Window) Delete(ctx context.Context, key memory.Key) (bool, error) {
+	w.packets.drop(key)
+	w.indexes.drop(key)
+	if w.store == nil {
+		return false, nil
+	}
+	ok, err := w.store.Delete(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("memory store: delete %s: %w", key, err)
+	}
+	w.packets.drop(key) // a request racing the delete may have put some back
+	w.indexes.drop(key)
+	return ok, nil
 }
 
 // New returns a Window. store may be nil: named conversations are then
@@ -166,7 +190,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 	used := 0 // packet tokens so far since the step
 	window := make([]memory.Turn, 0, cut.Sinks+cut.Messages-cut.Start)
 	for i := 0; i < cut.Sinks; i++ {
-		window = append(window, turnAt(msgs, i))
+		window = append(window, turnAt(msgs, prefix, i))
 	}
 	next := cut.Start
 	out := map[int]Packet{}
@@ -175,7 +199,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 		// room an ask left unused carries forward to later asks.
 		room := (k+1)*cut.PacketRoom - used - frame
 		for ; next <= a; next++ {
-			window = append(window, turnAt(msgs, next))
+			window = append(window, turnAt(msgs, prefix, next))
 		}
 		id := packetKey(key, cut, prefix[a+1])
 		p, ok := w.packets.get(id)
@@ -183,7 +207,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 			if room <= 0 {
 				continue
 			}
-			q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start,
+			q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start, Chain: prefix,
 				Window: window, K: w.cfg.Settings.K, Tokens: room, Cost: lines}
 			hits, err := src.search(q)
 			if err != nil {
@@ -195,7 +219,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 			}
 			sort.Slice(p.Turns, func(i, j int) bool { return p.Turns[i].Pos < p.Turns[j].Pos })
 			if src.err == nil {
-				w.packets.put(id, p)
+				w.packets.put(id, key, p)
 			}
 		}
 		out[a] = p
@@ -223,13 +247,13 @@ type source struct {
 
 func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint64) *source {
 	src := &source{ctx: ctx, key: memory.Key{Tenant: req.Tenant, Conversation: req.Conversation}}
-	src.index = func() *memory.Index { return w.index(req.Messages, cut, prefix) }
+	src.index = func() *memory.Index { return w.index(src.key, req.Messages, cut, prefix) }
 	if req.Conversation == "" || w.store == nil {
 		return src
 	}
 	evicted := make([]memory.Turn, 0, cut.Start-cut.Sinks)
 	for i := cut.Sinks; i < cut.Start; i++ {
-		evicted = append(evicted, turnAt(req.Messages, i))
+		evicted = append(evicted, turnAt(req.Messages, prefix, i))
 	}
 	if _, err := w.store.Ingest(ctx, src.key, evicted); err != nil {
 		src.err = fmt.Errorf("memory store: ingest %s: %w", src.key, err)
@@ -251,36 +275,35 @@ func (s *source) search(q memory.Query) ([]memory.Hit, error) {
 }
 
 // index returns the in-memory index of the request's evicted turns, shared
-// by every request whose history up to the cut is the same.
-func (w *Window) index(msgs []engine.Message, cut Cut, prefix []uint64) *memory.Index {
-	id := prefix[cut.Start] ^ uint64(cut.Sinks)*0x9e3779b97f4a7c15
+// by the requests of one tenant and conversation key whose history up to
+// the cut is the same (and so whose evicted turns are the same).
+func (w *Window) index(key memory.Key, msgs []engine.Message, cut Cut, prefix []uint64) *memory.Index {
+	h := xxhash.New()
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d", key.Tenant, key.Conversation, cut.Sinks, prefix[cut.Start])
+	id := h.Sum64()
 	if x, ok := w.indexes.get(id); ok {
 		return x
 	}
 	turns := make([]memory.Turn, 0, cut.Start-cut.Sinks)
 	for i := cut.Sinks; i < cut.Start; i++ {
-		turns = append(turns, turnAt(msgs, i))
+		turns = append(turns, turnAt(msgs, prefix, i))
 	}
 	x := memory.NewIndex(turns...)
-	w.indexes.put(id, x)
+	w.indexes.put(id, key, x)
 	return x
 }
 
-func turnAt(msgs []engine.Message, i int) memory.Turn {
-	return memory.Turn{Pos: i, Role: msgs[i].Role, Text: msgs[i].Content}
+// turnAt returns message i as a turn on the request's chain.
+func turnAt(msgs []engine.Message, prefix []uint64, i int) memory.Turn {
+	return memory.Turn{Pos: i, Role: msgs[i].Role, Text: msgs[i].Content, Parent: prefix[i]}
 }
 
-// prefixHashes returns h[i], a hash of msgs[:i] (roles and contents).
+// prefixHashes returns h[i], the chain of msgs[:i] (memory.Link over roles
+// and contents): the packet memo's key and the store's branch.
 func prefixHashes(msgs []engine.Message) []uint64 {
-	h := xxhash.New()
 	out := make([]uint64, len(msgs)+1)
-	out[0] = h.Sum64()
 	for i, m := range msgs {
-		_, _ = h.WriteString(m.Role)
-		_, _ = h.WriteString("\x00")
-		_, _ = h.WriteString(m.Content)
-		_, _ = h.WriteString("\x00")
-		out[i+1] = h.Sum64()
+		out[i+1] = memory.Link(out[i], m.Role, m.Content)
 	}
 	return out
 }

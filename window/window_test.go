@@ -186,6 +186,8 @@ func (f *fakeStore) Search(_ context.Context, _ memory.Key, q memory.Query) ([]m
 	return f.index.Search(q), nil
 }
 
+func (f *fakeStore) Delete(context.Context, memory.Key) (bool, error) { return false, f.fail }
+
 var _ Store = (*fakeStore)(nil)
 
 func TestStoreUse(t *testing.T) {

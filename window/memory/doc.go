@@ -3,10 +3,13 @@
 //
 // Two memories share one retrieval. Store keeps the evicted turns of named
 // conversations, keyed by (tenant, conversation), in an embedded SQLite file
-// (WAL, synchronous=FULL) with an FTS5 index; Index keeps a set of turns in
-// memory, for unnamed conversations (whose packet may come only from their
-// own request) and offline evaluation. Given the same turns, both return the
-// same hits with the same scores (a test holds them to it).
+// (WAL, synchronous=FULL), each turn filed under the chain of the history
+// that said it (Link), so a request only ever gets back turns of its own
+// history: a diverging history is a branch of its own. Searches run over an
+// in-memory Index per branch, loaded from the file on first use. Index keeps
+// a set of turns in memory, for unnamed conversations (whose packet may come
+// only from their own request) and offline evaluation. Given the same turns,
+// both return the same hits with the same scores (a test holds them to it).
 //
 // Retrieval for an ask, best first:
 //

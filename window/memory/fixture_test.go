@@ -31,6 +31,32 @@ func team(filler int) []Turn {
 	add("assistant", "Noted.")
 	add("user", "Hugo now also looks after a husky.")
 	add("assistant", "Noted.")
+	out, _ = Linked(sinkChain, out)
+	return out
+}
+
+// sinkChain is the chain of the three messages before team's first turn.
+var sinkChain = func() uint64 {
+	var c uint64
+	for _, text := range []string{"You are a helpful assistant.", "Hi.", "Hello!"} {
+		c = Link(c, "user", text)
+	}
+	return c
+}()
+
+// chainOf returns the Query.Chain of a history holding turns (linked from
+// positions 0..) and nothing else of interest: Chain[i+1] is the chain of
+// turn i, Chain[0..3] are the sinks'.
+func chainOf(turns []Turn) []uint64 {
+	n := 0
+	for _, t := range turns {
+		n = max(n, t.Pos+1)
+	}
+	out := make([]uint64, n+1)
+	out[3] = sinkChain
+	for _, t := range turns {
+		out[t.Pos+1] = t.Chain()
+	}
 	return out
 }
 

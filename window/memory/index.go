@@ -84,6 +84,21 @@ func (x *Index) reindex(inOrder bool, from int) {
 	}
 }
 
+// highest returns the held turn with the highest position below before
+// (any position if before ≤ 0).
+func (x *Index) highest(before int) (Turn, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := len(x.turns)
+	if before > 0 {
+		n = sort.Search(len(x.turns), func(i int) bool { return x.turns[i].Pos >= before })
+	}
+	if n == 0 {
+		return Turn{}, false
+	}
+	return x.turns[n-1], true
+}
+
 // Len returns the number of turns held.
 func (x *Index) Len() int {
 	x.mu.Lock()

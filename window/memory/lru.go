@@ -41,3 +41,10 @@ func (l *lru[K, V]) put(k K, v V) {
 		delete(l.items, e.Value.(*lruItem[K, V]).key)
 	}
 }
+
+func (l *lru[K, V]) remove(k K) {
+	if e, ok := l.items[k]; ok {
+		l.order.Remove(e)
+		delete(l.items, k)
+	}
+}

@@ -14,6 +14,12 @@ type Query struct {
 	// Before bounds the candidates to turns with Pos < Before (the cut);
 	// 0 means no bound.
 	Before int
+	// Chain is the asking history's chain: Chain[i] is Link over its
+	// first i messages (Chain[0] = 0). The Store returns only turns on it:
+	// a turn at position p whose Link(Parent, Role, Text) is Chain[p+1].
+	// A Store search without it finds nothing; an Index ignores it (an
+	// Index holds one history's turns).
+	Chain []uint64
 	// Window holds the turns the window already carries (sinks, kept
 	// history, earlier packets). They are never returned, their texts are
 	// not repeated, and their statements supersede older candidates.

@@ -64,6 +64,7 @@ var benchAsks = []string{
 
 type benchSetup struct {
 	turns []Turn
+	chain []uint64
 	store *Store
 	index *Index
 	key   Key
@@ -78,7 +79,11 @@ var (
 // setup100k ingests 100,000 turns once per test binary run.
 func setup100k(b *testing.B) benchSetup {
 	benchOnce.Do(func() {
-		bench.turns = bigConversation(100_000)
+		bench.turns, _ = Linked(0, bigConversation(100_000))
+		bench.chain = []uint64{0}
+		for _, t := range bench.turns {
+			bench.chain = append(bench.chain, t.Chain())
+		}
 		dir, err := os.MkdirTemp("", "kvwin-bench-")
 		if err != nil {
 			bench.err = err
@@ -104,13 +109,13 @@ func benchmarkSearch(b *testing.B, search func(Query) ([]Hit, error)) {
 	s := setup100k(b)
 	before := len(s.turns) - 400
 	window := s.turns[before:]
-	if _, err := search(Query{Ask: "warm up", Before: before}); err != nil {
+	if _, err := search(Query{Ask: "warm up", Before: before, Chain: s.chain}); err != nil {
 		b.Fatal(err) // derives the fact clusters: once per ingest, not per ask
 	}
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		q := Query{Ask: benchAsks[i%len(benchAsks)], Before: before, Window: window, K: 16, Tokens: 512,
+		q := Query{Ask: benchAsks[i%len(benchAsks)], Before: before, Window: window, K: 16, Tokens: 512, Chain: s.chain,
 			Cost: func(t Turn) int { return (len(t.Text) + 24) / 4 }}
 		t0 := time.Now()
 		hits, err := search(q)
@@ -139,13 +144,21 @@ func BenchmarkIndexSearch100k(b *testing.B) {
 // 100,000 turns back and analysing them, on its first search.
 func BenchmarkStoreLoad100k(b *testing.B) {
 	s := setup100k(b)
+	st, err := s.store.state(context.Background(), s.key, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chain := func(pos int) (uint64, bool) {
+		if pos+1 >= len(s.chain) {
+			return 0, false
+		}
+		return s.chain[pos+1], true
+	}
 	for i := 0; i < b.N; i++ {
-		st := newConvState(0)
-		turns, err := s.store.Turns(context.Background(), s.key)
+		x, err := s.store.loadBranch(context.Background(), st.id, chain, 0)
 		if err != nil {
 			b.Fatal(err)
 		}
-		st.add(turns)
-		st.facts.finish()
+		x.Search(Query{Ask: "warm up"})
 	}
 }

@@ -1,19 +1,26 @@
 package memory
 
-// The store is an append-only log of evicted turns in one SQLite file, with
-// an FTS5 index over their words.
+// The store is an append-only log of evicted turns in one SQLite file; the
+// search runs over in-memory indexes loaded from it on first use.
 //
 // Invariants:
-//   - A conversation is (tenant, name); its turns are unique by position.
-//     Ingest never changes a stored turn: a turn resent is stored once, and
-//     an edited turn at a stored position is ignored (the first text wins).
-//   - Every query is scoped to one conversation id, in the FTS match and in
-//     the join, so one conversation's turns never reach another's packet.
+//   - A conversation is (tenant, name). Its turns form a tree: a turn is
+//     filed under its chain (Link of its parent chain, role and text), and
+//     is unique by (position, chain). Two histories that disagree at some
+//     position are two branches, both kept; neither ever changes the other
+//     (no first writer wins). A turn resent is stored once.
+//   - A search sees only the turns on the asking history's own chain, of
+//     its own (tenant, name): what it may get back is what that history
+//     itself said. Derived state (indexes, BM25 statistics, fact analysis)
+//     is built per branch, never shared across branches or conversations.
 //   - A turn is acknowledged (Ingest returned nil) only after its
 //     transaction committed to the WAL with synchronous=FULL: a kill -9, or
 //     a power cut, after that cannot lose it.
 //   - One process owns the file at a time (an exclusive lock on a sidecar
 //     file); a second gets ErrLocked at Open instead of racing the first.
+//   - With a TTL, a conversation not used (ingest or search) for TTL is
+//     deleted: at Open and then every TTL/4 (at least every hour) by a
+//     goroutine that Close stops.
 
 import (
 	"context"
@@ -35,12 +42,15 @@ type StoreConfig struct {
 	Dir string
 	// File is the database file name; default "memory.db".
 	File string
-	// Conversations bounds the conversations whose fact analysis is kept
-	// in memory; default 64. Others are reloaded from the file on use.
+	// Conversations bounds the conversations whose indexes are kept in
+	// memory; default 64. Others are reloaded from the file on use.
 	Conversations int
 	// BusyTimeout is how long a write waits for a lock; default 2s.
 	BusyTimeout time.Duration
-	// Now stamps ingested turns; default time.Now.
+	// TTL expires a conversation not used (ingested into or searched) for
+	// that long; 0 keeps conversations until deleted.
+	TTL time.Duration
+	// Now stamps ingested turns and uses; default time.Now.
 	Now func() time.Time
 
 	readOnly bool // open with mode=ro (tests of the read-only path)
@@ -57,28 +67,38 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool
 	convs  *lru[Key, *convState]
+
+	stop chan struct{}  // closed by Close: ends the expiry loop
+	done sync.WaitGroup // the expiry loop
 }
+
+// schemaVersion is the PRAGMA user_version of the current schema. Version 1
+// (no user_version) filed turns by position alone, first writer winning;
+// its turns cannot be placed on a chain, so migrating keeps them in
+// turns_v1, never served, and deleted with their conversation.
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE IF NOT EXISTS conversations (
 	id     INTEGER PRIMARY KEY,
 	tenant TEXT NOT NULL,
 	name   TEXT NOT NULL,
+	used   INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (tenant, name)
 );
 CREATE TABLE IF NOT EXISTS turns (
 	id     INTEGER PRIMARY KEY,
 	conv   INTEGER NOT NULL REFERENCES conversations (id),
 	pos    INTEGER NOT NULL,
+	chain  INTEGER NOT NULL,
+	parent INTEGER NOT NULL,
 	role   TEXT NOT NULL,
 	text   TEXT NOT NULL,
 	handle TEXT NOT NULL,
 	at     INTEGER NOT NULL,
-	UNIQUE (conv, pos)
+	UNIQUE (conv, pos, chain)
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS turns_fts USING fts5 (
-	conv, words, content = '', tokenize = 'unicode61 remove_diacritics 0'
-);`
+CREATE INDEX IF NOT EXISTS conversations_used ON conversations (used);`
 
 // Open opens (creating if needed) the store under cfg.Dir. Errors wrap
 // ErrLocked, ErrReadOnly or ErrCorrupt where they apply.
@@ -110,10 +130,21 @@ func Open(cfg StoreConfig) (*Store, error) {
 	if err != nil {
 		return nil, classify(path, err)
 	}
-	s := &Store{cfg: cfg, path: path, lock: lock, convs: newLRU[Key, *convState](cfg.Conversations)}
+	if cfg.TTL < 0 {
+		return nil, fmt.Errorf("memory store %s: ttl %v must not be negative", path, cfg.TTL)
+	}
+	s := &Store{cfg: cfg, path: path, lock: lock, convs: newLRU[Key, *convState](cfg.Conversations), stop: make(chan struct{})}
 	if err := s.open(); err != nil {
 		_ = s.Close()
 		return nil, err
+	}
+	if cfg.TTL > 0 && !cfg.readOnly {
+		if _, err := s.Expire(context.Background()); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+		s.done.Add(1)
+		go s.expireLoop()
 	}
 	return s, nil
 }
@@ -140,10 +171,52 @@ func (s *Store) open() error {
 	if s.cfg.readOnly {
 		return nil
 	}
-	if _, err := db.Exec(schema); err != nil {
-		return classify(s.path, err)
+	return classify(s.path, s.migrate())
+}
+
+// migrate brings the file to schemaVersion in one transaction.
+func (s *Store) migrate() (err error) {
+	var version int
+	if err := s.db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		return err
 	}
-	return nil
+	if version == schemaVersion {
+		return nil
+	}
+	if version > schemaVersion {
+		return fmt.Errorf("schema version %d is newer than this kvwin's %d", version, schemaVersion)
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	var n int
+	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turns'`).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 { // version 1
+		for _, q := range []string{
+			`ALTER TABLE turns RENAME TO turns_v1`,
+			`DROP TABLE IF EXISTS turns_fts`,
+			`ALTER TABLE conversations ADD COLUMN used INTEGER NOT NULL DEFAULT 0`,
+		} {
+			if _, err := tx.Exec(q); err != nil {
+				return fmt.Errorf("migrate to version %d: %w", schemaVersion, err)
+			}
+		}
+	}
+	if _, err := tx.Exec(schema); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // lockFile takes an exclusive, non-blocking lock on path. The kernel drops
@@ -169,11 +242,16 @@ func (s *Store) Path() string { return s.path }
 // Close closes the file and releases the lock. Safe to call twice.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
+	close(s.stop)
+	s.mu.Unlock()
+	s.done.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var err error
 	if s.db != nil {
 		err = s.db.Close()
@@ -194,7 +272,8 @@ func (s *Store) isClosed() bool {
 // 0 if it does not exist.
 func (s *Store) convID(ctx context.Context, key Key, create bool) (int64, error) {
 	if create {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO conversations (tenant, name) VALUES (?, ?) ON CONFLICT DO NOTHING`, key.Tenant, key.Conversation); err != nil {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO conversations (tenant, name, used) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+			key.Tenant, key.Conversation, s.cfg.Now().UnixNano()); err != nil {
 			return 0, classify(s.path, err)
 		}
 	}

@@ -3,91 +3,109 @@ package memory
 import (
 	"context"
 	"database/sql"
-	"fmt"
+	"sort"
 	"time"
 )
 
 // Ingest stores turns of key's conversation and returns how many were new.
-// Positions already stored are skipped (clients resend whole histories), so
-// ingesting the same turns twice stores them once. When it returns nil every
-// turn is durable. It blocks on disk; safe for concurrent use.
+// Each turn is filed under its chain (Turn.Parent must be the chain of the
+// history before it; see Linked): a turn already stored on the same chain
+// is skipped (clients resend whole histories), and a turn that disagrees
+// with a stored one at its position starts a branch of its own beside it.
+// When it returns nil every turn is durable. It blocks on disk; safe for
+// concurrent use.
 func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
 	if len(turns) == 0 {
 		return 0, nil
 	}
-	st, err := s.state(ctx, key, true)
+	batch := make([]Turn, 0, len(turns))
+	chains := make(map[int]uint64, len(turns))
+	for _, t := range turns {
+		if _, ok := chains[t.Pos]; ok || t.Pos < 0 {
+			continue // one history holds one turn per position
+		}
+		chains[t.Pos] = t.Chain()
+		batch = append(batch, withHandle(t))
+	}
+	sort.Slice(batch, func(i, j int) bool { return batch[i].Pos < batch[j].Pos })
+	if lo := batch[0].Pos; lo > 0 {
+		chains[lo-1] = batch[0].Parent // the batch continues the history before it
+	}
+	st, err := s.locked(ctx, key, true)
 	if err != nil {
 		return 0, err
 	}
-	st.mu.Lock()
 	defer st.mu.Unlock()
-	var fresh []Turn
-	seen := map[int]bool{}
-	for _, t := range turns {
-		if st.has(t.Pos) || seen[t.Pos] {
-			continue
-		}
-		seen[t.Pos] = true
-		fresh = append(fresh, withHandle(t))
-	}
-	if len(fresh) == 0 {
-		return 0, nil
-	}
-	if err := s.insert(ctx, st.id, fresh); err != nil {
+	now := s.cfg.Now()
+	n, err := s.insert(ctx, st.id, batch, now)
+	if err != nil {
 		return 0, err
 	}
-	st.add(fresh)
-	return len(fresh), nil
+	st.used = now
+
+	// Extend the branch this history continues, or start one.
+	chain := func(pos int) (uint64, bool) { c, ok := chains[pos]; return c, ok }
+	hi := batch[len(batch)-1].Pos
+	for _, x := range st.branches {
+		tip, ok := x.highest(0)
+		if !ok || tip.Pos > hi || !onChain(x, chain, 0) {
+			continue
+		}
+		var fresh []Turn
+		for _, t := range batch {
+			if t.Pos > tip.Pos {
+				t.Time = now
+				fresh = append(fresh, t)
+			}
+		}
+		x.Add(fresh...)
+		st.branch(chain, hi+1) // to the front
+		return n, nil
+	}
+	x, err := s.loadBranch(ctx, st.id, chain, hi+1)
+	if err != nil {
+		return 0, err
+	}
+	st.keep(x)
+	return n, nil
 }
 
-func (s *Store) insert(ctx context.Context, conv int64, turns []Turn) (err error) {
+func (s *Store) insert(ctx context.Context, conv int64, turns []Turn, now time.Time) (n int, err error) {
 	if s.isClosed() {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return classify(s.path, err)
+		return 0, classify(s.path, err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO turns (conv, pos, role, text, handle, at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (conv, pos) DO NOTHING`)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO turns (conv, pos, chain, parent, role, text, handle, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conv, pos, chain) DO NOTHING`)
 	if err != nil {
-		return classify(s.path, err)
+		return 0, classify(s.path, err)
 	}
 	defer ins.Close()
-	fts, err := tx.PrepareContext(ctx, `INSERT INTO turns_fts (rowid, conv, words) VALUES (?, ?, ?)`)
-	if err != nil {
-		return classify(s.path, err)
-	}
-	defer fts.Close()
-	now := s.cfg.Now().UnixNano()
-	convTok := convToken(conv)
+	at := now.UnixNano()
 	for _, t := range turns {
-		res, err := ins.ExecContext(ctx, conv, t.Pos, t.Role, t.Text, t.Handle, now)
+		res, err := ins.ExecContext(ctx, conv, t.Pos, int64(t.Chain()), int64(t.Parent), t.Role, t.Text, t.Handle, at)
 		if err != nil {
-			return classify(s.path, err)
+			return 0, classify(s.path, err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			continue // stored by another process or an earlier crash's commit
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return classify(s.path, err)
-		}
-		if _, err := fts.ExecContext(ctx, id, convTok, t.Text); err != nil {
-			return classify(s.path, err)
+		if k, _ := res.RowsAffected(); k > 0 {
+			n++
 		}
 	}
-	return classify(s.path, tx.Commit())
+	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET used = ? WHERE id = ?`, at, conv); err != nil {
+		return 0, classify(s.path, err)
+	}
+	return n, classify(s.path, tx.Commit())
 }
 
-// convToken is the FTS term that scopes a match to one conversation.
-func convToken(id int64) string { return fmt.Sprintf("c%d", id) }
-
-// Turns returns every stored turn of key's conversation in position order.
+// Turns returns every stored turn of key's conversation, every branch, in
+// position order.
 func (s *Store) Turns(ctx context.Context, key Key) ([]Turn, error) {
 	if s.isClosed() {
 		return nil, ErrClosed
@@ -96,13 +114,28 @@ func (s *Store) Turns(ctx context.Context, key Key) ([]Turn, error) {
 	if err != nil || id == 0 {
 		return nil, err
 	}
-	return s.load(ctx, id)
+	rows, err := s.db.QueryContext(ctx, `SELECT pos, role, text, handle, at, parent, chain FROM turns WHERE conv = ? ORDER BY pos, id`, id)
+	if err != nil {
+		return nil, classify(s.path, err)
+	}
+	defer rows.Close()
+	var out []Turn
+	for rows.Next() {
+		t, _, err := scanChained(rows)
+		if err != nil {
+			return nil, classify(s.path, err)
+		}
+		out = append(out, t)
+	}
+	return out, classify(s.path, rows.Err())
 }
 
-func scanTurn(rows *sql.Rows) (Turn, error) {
+// scanChained reads one turn row and its stored chain.
+func scanChained(rows *sql.Rows) (Turn, uint64, error) {
 	var t Turn
-	var at int64
-	err := rows.Scan(&t.Pos, &t.Role, &t.Text, &t.Handle, &at)
+	var at, parent, chain int64
+	err := rows.Scan(&t.Pos, &t.Role, &t.Text, &t.Handle, &at, &parent, &chain)
 	t.Time = time.Unix(0, at)
-	return t, err
+	t.Parent = uint64(parent)
+	return t, uint64(chain), err
 }

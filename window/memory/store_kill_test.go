@@ -79,7 +79,14 @@ func TestStoreSurvivesKill(t *testing.T) {
 			t.Fatalf("acknowledged turn %d lost (%d acked, %d stored)", i, len(acked), len(stored))
 		}
 	}
-	hits, err := s.Search(context.Background(), key, Query{Ask: "What is the code of batch 42?"})
+	chain := []uint64{0} // the child's history: Chain[i] covers its first i turns
+	for i := 0; i < len(stored); i += 3 {
+		batch, _ := Linked(chain[len(chain)-1], killBatch(i))
+		for _, b := range batch {
+			chain = append(chain, b.Chain())
+		}
+	}
+	hits, err := s.Search(context.Background(), key, Query{Ask: "What is the code of batch 42?", Chain: chain})
 	if err != nil || len(hits) == 0 || !strings.Contains(hits[0].Text, "batch 42 ") {
 		t.Fatalf("after the kill, search finds %v, %v", hitTexts(hits), err)
 	}
@@ -120,12 +127,10 @@ func TestStoreKillChild(t *testing.T) {
 		os.Exit(2)
 	}
 	key := Key{"t", "killed"}
+	var chain uint64
 	for i := 0; i < 100000; i += 3 {
-		batch := []Turn{
-			{Pos: i, Role: "user", Text: fmt.Sprintf("The code of batch %d is %d.", i, i*7)},
-			{Pos: i + 1, Role: "assistant", Text: "Noted."},
-			{Pos: i + 2, Role: "user", Text: fmt.Sprintf("Ticket %d moved to review.", i)},
-		}
+		var batch []Turn
+		batch, chain = Linked(chain, killBatch(i))
 		if _, err := s.Ingest(context.Background(), key, batch); err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)
@@ -135,4 +140,13 @@ func TestStoreKillChild(t *testing.T) {
 		}
 	}
 	os.Exit(0)
+}
+
+// killBatch is the child's batch at position i, unlinked.
+func killBatch(i int) []Turn {
+	return []Turn{
+		{Pos: i, Role: "user", Text: fmt.Sprintf("The code of batch %d is %d.", i, i*7)},
+		{Pos: i + 1, Role: "assistant", Text: "Noted."},
+		{Pos: i + 2, Role: "user", Text: fmt.Sprintf("Ticket %d moved to review.", i)},
+	}
 }

@@ -2,75 +2,78 @@ package memory
 
 import (
 	"context"
-	"sort"
 	"sync"
+	"time"
 )
 
-// convState is the in-memory part of one stored conversation: its fact
-// analysis and the lengths BM25 needs. It is derived from the file (loaded
-// on first use, extended by Ingest) and can be dropped at any time.
+// convState is the in-memory part of one stored conversation: an index per
+// branch in use. It is derived from the file (loaded on use, extended by
+// Ingest) and can be dropped at any time.
 //
-// Invariants: pos is sorted and holds every stored position; prefix[i] is
-// the summed term count of the turns at pos[:i].
+// Invariants: every branch is one linear history, an Index whose turns are
+// all on one chain (each turn's Parent is the chain of the one before it
+// where both are held). A branch is built only from turns of its own chain,
+// so its statistics and fact analysis never see another branch's text.
+// Branches are held most recently used first, at most maxBranches.
 type convState struct {
-	mu     sync.Mutex
-	id     int64
-	facts  *facts
-	pos    []int
-	lens   map[int]int
-	prefix []int
+	mu       sync.Mutex
+	id       int64
+	gone     bool // deleted: callers must look the conversation up again
+	used     time.Time
+	branches []*Index
 }
 
-func newConvState(id int64) *convState {
-	return &convState{id: id, facts: newFacts(), lens: map[int]int{}, prefix: []int{0}}
+// maxBranches bounds the branch indexes one conversation keeps in memory;
+// a branch dropped is rebuilt from the file when asked for again.
+const maxBranches = 4
+
+// onChain reports whether x's history agrees with the turns of chain below
+// before: x's highest held turn below before is on the chain (a chain at
+// one position fixes every position under it). An empty x agrees with
+// nothing.
+func onChain(x *Index, chain func(pos int) (uint64, bool), before int) bool {
+	t, ok := x.highest(before)
+	if !ok {
+		return false
+	}
+	c, ok := chain(t.Pos)
+	return ok && c == t.Chain()
 }
 
-// has reports whether a position is stored. Callers hold st.mu.
-func (st *convState) has(pos int) bool { _, ok := st.lens[pos]; return ok }
-
-// add records stored turns. Callers hold st.mu.
-func (st *convState) add(turns []Turn) {
-	inOrder := true
-	var fresh []Turn
-	for _, t := range turns {
-		if st.has(t.Pos) {
+// branch returns the held branch that agrees with chain below before and
+// holds nothing at or past before, moving it to the front; nil if none.
+// Callers hold st.mu.
+func (st *convState) branch(chain func(pos int) (uint64, bool), before int) *Index {
+	for i, x := range st.branches {
+		if !onChain(x, chain, before) {
 			continue
 		}
-		if n := len(st.pos); n > 0 && t.Pos < st.pos[n-1] {
-			inOrder = false
+		if before > 0 {
+			if t, ok := x.highest(0); ok && t.Pos >= before {
+				// The branch runs past the ask: its later turns may be
+				// another history's, and must not shape this search.
+				if c, ok := chain(t.Pos); !ok || c != t.Chain() {
+					continue
+				}
+			}
 		}
-		st.lens[t.Pos] = len(terms(t.Text))
-		st.pos = append(st.pos, t.Pos)
-		fresh = append(fresh, t)
-		if inOrder {
-			st.prefix = append(st.prefix, st.prefix[len(st.prefix)-1]+st.lens[t.Pos])
-		}
+		copy(st.branches[1:i+1], st.branches[:i])
+		st.branches[0] = x
+		return x
 	}
-	if !inOrder {
-		sort.Ints(st.pos)
-		st.prefix = append(st.prefix[:0], 0)
-		for _, p := range st.pos {
-			st.prefix = append(st.prefix, st.prefix[len(st.prefix)-1]+st.lens[p])
-		}
-	}
-	st.facts.add(fresh)
+	return nil
 }
 
-// stats returns the number and mean term count of turns below before (all
-// if before ≤ 0). Callers hold st.mu.
-func (st *convState) stats(before int) (int, float64) {
-	n := len(st.pos)
-	if before > 0 {
-		n = sort.SearchInts(st.pos, before)
+// keep puts x first among the branches. Callers hold st.mu.
+func (st *convState) keep(x *Index) {
+	st.branches = append([]*Index{x}, st.branches...)
+	if len(st.branches) > maxBranches {
+		st.branches = st.branches[:maxBranches]
 	}
-	if n == 0 {
-		return 0, 0
-	}
-	return n, float64(st.prefix[n]) / float64(n)
 }
 
-// state returns key's conversation state, loading it from the file if it is
-// not held; nil if the conversation does not exist and create is false.
+// state returns key's conversation state, nil if the conversation does not
+// exist and create is false. It reads no turns: branches load on use.
 func (s *Store) state(ctx context.Context, key Key, create bool) (*convState, error) {
 	s.mu.Lock()
 	if s.closed {
@@ -86,12 +89,7 @@ func (s *Store) state(ctx context.Context, key Key, create bool) (*convState, er
 	if err != nil || id == 0 {
 		return nil, err
 	}
-	st = newConvState(id)
-	turns, err := s.load(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	st.add(turns)
+	st = &convState{id: id}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if held, ok := s.convs.get(key); ok {
@@ -101,19 +99,61 @@ func (s *Store) state(ctx context.Context, key Key, create bool) (*convState, er
 	return st, nil
 }
 
-func (s *Store) load(ctx context.Context, id int64) ([]Turn, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT pos, role, text, handle, at FROM turns WHERE conv = ? ORDER BY pos`, id)
+// forget drops key's in-memory state.
+func (s *Store) forget(key Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.convs.remove(key)
+}
+
+// locked returns key's state locked, looking it up again if a Delete or an
+// expiry removed it meanwhile; nil (unlocked) if it does not exist and
+// create is false. The caller unlocks st.mu.
+func (s *Store) locked(ctx context.Context, key Key, create bool) (*convState, error) {
+	for {
+		st, err := s.state(ctx, key, create)
+		if err != nil || st == nil {
+			return nil, err
+		}
+		st.mu.Lock()
+		if !st.gone {
+			return st, nil
+		}
+		st.mu.Unlock()
+		s.forget(key)
+	}
+}
+
+// loadBranch builds the branch of chain below before from the file: every
+// stored turn on the asking history's chain. Where chain does not say (below
+// an ingested batch), a turn's stored Parent names the one before it.
+func (s *Store) loadBranch(ctx context.Context, id int64, chain func(pos int) (uint64, bool), before int) (*Index, error) {
+	if before <= 0 {
+		before = int(^uint(0) >> 1)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT pos, role, text, handle, at, parent, chain FROM turns WHERE conv = ? AND pos < ? ORDER BY pos DESC`, id, before)
 	if err != nil {
 		return nil, classify(s.path, err)
 	}
 	defer rows.Close()
-	var out []Turn
+	var turns []Turn
+	parent := map[int]uint64{} // chain wanted at a position, from a turn above it
 	for rows.Next() {
-		t, err := scanTurn(rows)
+		t, c, err := scanChained(rows)
 		if err != nil {
 			return nil, classify(s.path, err)
 		}
-		out = append(out, t)
+		want, ok := chain(t.Pos)
+		if !ok {
+			want, ok = parent[t.Pos]
+		}
+		if ok && want == c {
+			turns = append(turns, t)
+			parent[t.Pos-1] = t.Parent
+		}
 	}
-	return out, classify(s.path, rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, classify(s.path, err)
+	}
+	return NewIndex(turns...), nil
 }

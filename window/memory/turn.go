@@ -14,6 +14,43 @@ type Turn struct {
 	Text   string    // the message content, verbatim
 	Handle string    // stable short name, see MakeHandle
 	Time   time.Time // when the store first saw the turn; zero for unstored turns
+	// Parent is the chain of the messages before this one (Link over
+	// positions 0..Pos-1; 0 at position 0). The store files a turn under
+	// Link(Parent, Role, Text), so a turn reaches only requests whose
+	// history up to and including it is the same (see Query.Chain).
+	Parent uint64
+}
+
+// Link returns the chain of a history through one more message: a hash of
+// prev (the chain of the messages before it) and the message's role and
+// content. The chain of the empty history is 0.
+func Link(prev uint64, role, text string) uint64 {
+	h := xxhash.New()
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(prev >> (8 * i))
+	}
+	_, _ = h.Write(b[:])
+	_, _ = h.WriteString(role)
+	_, _ = h.WriteString("\x00")
+	_, _ = h.WriteString(text)
+	return h.Sum64()
+}
+
+// Chain returns the chain of t: Link(t.Parent, t.Role, t.Text).
+func (t Turn) Chain() uint64 { return Link(t.Parent, t.Role, t.Text) }
+
+// Linked returns turns with Parent set as one contiguous history that
+// continues from prev (the chain before turns[0]); it returns the chain
+// after the last turn too.
+func Linked(prev uint64, turns []Turn) ([]Turn, uint64) {
+	out := make([]Turn, len(turns))
+	for i, t := range turns {
+		t.Parent = prev
+		prev = t.Chain()
+		out[i] = t
+	}
+	return out, prev
 }
 
 // Key names a durable conversation. The tenant comes from authentication,
