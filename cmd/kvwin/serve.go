@@ -221,7 +221,10 @@ func (a *app) startWindow() (*window.Window, error) {
 		budget = ctx - outputReserve(ctx)
 	}
 	var store window.Store
-	if st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(a.f.dataDir, "memory")}); err != nil {
+	if a.f.memoryTTL < 0 {
+		return nil, fmt.Errorf("--memory-ttl %v: must not be negative", a.f.memoryTTL)
+	}
+	if st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(a.f.dataDir, "memory"), TTL: a.f.memoryTTL}); err != nil {
 		a.log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
 	} else {
 		store = st // not a typed nil: window.New checks for nil
