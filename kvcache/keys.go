@@ -100,7 +100,11 @@ func root(ns Namespace, approximate bool, block int) Key {
 	write(ns.Adapter)
 	binary.LittleEndian.PutUint64(n[:], ns.ShiftEpoch)
 	d.Write(n[:])
-	write(ns.Tenant)
+	if ns.Tenant != "" {
+		// Only when set, so keys without a tenant stay those of kvwin/kvcache/v1.
+		write("tenant")
+		write(ns.Tenant)
+	}
 	return Key(d.Sum64())
 }
 
