@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"kvwin/engine"
 )
 
 // Policies the router knows.
@@ -26,15 +28,30 @@ func Policies() []string {
 
 // candidate is one backend as one request sees it.
 type candidate struct {
-	index     int
-	name      string
-	load      int           // requests in flight
-	slots     int           // parallel slots
-	cached    int           // prompt tokens it holds (registry)
-	own       int           // prompt tokens of the request's tenant it holds (registry), in tokens: the cap on reported reuse
-	slot      int           // slot holding them; -1 unknown
-	predicted time.Duration // predicted time to first token
-	slack     time.Duration // predicted time of TieTokens tokens: differences below it are ties
+	index      int
+	name       string
+	load       int           // requests in flight
+	slots      int           // parallel slots
+	cached     int           // prompt tokens it holds (registry)
+	own, ownOf int           // units (tokens, or bytes of text) of the prompt's chain of ownOf units the registry says it holds for the request's tenant
+	slot       int           // slot holding them; -1 unknown
+	predicted  time.Duration // predicted time to first token
+	slack      time.Duration // predicted time of TieTokens tokens: differences below it are ties
+}
+
+// capCached caps a backend's reported reuse at the tenant's own prefix
+// there: in tokens for exact chains; for approximate ones (bytes of text)
+// the same share of the prompt the backend counted, since the gateway's
+// token estimate of a text is not the backend's.
+func (c candidate) capCached(t engine.Timings) int {
+	limit := c.own
+	if c.ownOf > 0 && c.own < c.ownOf {
+		limit = int(int64(c.own) * int64(t.PromptTokens) / int64(c.ownOf))
+	}
+	if c.ownOf > 0 && c.own >= c.ownOf {
+		limit = t.PromptTokens
+	}
+	return max(0, min(t.CachedTokens, limit))
 }
 
 // orderer ranks candidates, best first. Failover walks the order.

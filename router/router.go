@@ -283,14 +283,13 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		// Ollama, a node without our admin key) may reuse another tenant's
 		// prefix and say so; what the tenant is told is capped at its own
 		// registry prefix there.
-		sstream, limit := stream, -1
-		if !m.backend.Info().Tenants {
-			limit = c.own
-			sstream = capStream(stream, limit)
+		sstream, capped := stream, !m.backend.Info().Tenants
+		if capped {
+			sstream = capStream(stream, c)
 		}
 		res, started, err := m.generate(ctx, sub, sstream)
-		if limit >= 0 {
-			res.Timings.CachedTokens = min(res.Timings.CachedTokens, limit)
+		if capped {
+			res.Timings.CachedTokens = c.capCached(res.Timings)
 		}
 		if err == nil {
 			r.learn(m, k, res)
@@ -305,13 +304,14 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 	return engine.Result{}, fmt.Errorf("%w: every backend failed: %s", engine.ErrUnavailable, strings.Join(failures, "; "))
 }
 
-// capStream caps the cached tokens of the events stream receives at limit.
-func capStream(stream engine.StreamFunc, limit int) engine.StreamFunc {
+// capStream caps the cached tokens of the events stream receives at c's
+// own prefix.
+func capStream(stream engine.StreamFunc, c candidate) engine.StreamFunc {
 	if stream == nil {
 		return nil
 	}
 	return func(ev engine.Event) error {
-		ev.Timings.CachedTokens = min(ev.Timings.CachedTokens, limit)
+		ev.Timings.CachedTokens = c.capCached(ev.Timings)
 		return stream(ev)
 	}
 }
@@ -376,9 +376,9 @@ func (r *Router) score(k key, live []*member) []candidate {
 		c := candidate{index: m.index, name: m.name, load: int(m.load.Load()), slots: m.slots, slot: -1}
 		if mt, ok := held[m.name]; ok && mt.Approximate != m.exact {
 			c.cached = min(mt.Length, k.length-1)
-			c.own = c.cached
-			if mt.Approximate && k.approx.Length > 0 {
-				c.own = min(mt.Length*k.length/k.approx.Length, k.length-1) // bytes → tokens
+			c.own, c.ownOf = mt.Length, k.exact.Length
+			if mt.Approximate {
+				c.ownOf = k.approx.Length
 			}
 			if mt.Tier == kvcache.TierSlot {
 				c.slot = mt.Slot

@@ -96,6 +96,7 @@ func TestMemorySurvivesKill9(t *testing.T) {
 		b, _ := json.Marshal(map[string]any{"messages": history, "max_tokens": 500, "ignore_eos": true})
 		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(b))
 		req.Header.Set("X-Conversation-Id", "notes")
+		req.Header.Set("Content-Type", "application/json")
 		if resp, err := http.DefaultClient.Do(req); err == nil { // the kill usually cuts it: no answer is fine
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()

@@ -68,6 +68,7 @@ func TestKilledNodeCutsItsStreamsAndLaterTurnsGoElsewhere(t *testing.T) {
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"messages": conv, "max_tokens": 3000, "stream": true, "ignore_eos": true})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.url()+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
