@@ -137,6 +137,15 @@ func TestTenantsThroughAGateway(t *testing.T) {
 		f.backends, f.backendKey = specs, nodeAdminKey
 	})
 	checkIsolation(t, gw.url())
+	// The owner deletes her conversation at the gateway; carol cannot.
+	for _, tc := range []struct {
+		key    string
+		status int
+	}{{carolKey, 404}, {aliceKey, 204}, {aliceKey, 404}} {
+		if status, _, body := send(t, "DELETE", gw.url()+"/kvwin/v1/conversations/alice-conv", "", "", bearer(tc.key)); status != tc.status {
+			t.Fatalf("DELETE with %s…: %d %s, want %d", tc.key[:5], status, body, tc.status)
+		}
+	}
 }
 
 // TestDivergentHistoryNeverGetsTheOtherBranch: under one conversation id, a
@@ -309,5 +318,44 @@ func TestMemoryTTLFlagIsChecked(t *testing.T) {
 	f.memoryTTL = -time.Hour
 	if _, err := newApp(f); err == nil || !strings.Contains(err.Error(), "--memory-ttl") {
 		t.Fatalf("negative --memory-ttl: %v", err)
+	}
+}
+
+// TestDeleteConversationDeletesItsSnapshots: with the window off (so no
+// turn is stored), a conversation displaced from the only slot has a KV
+// snapshot; deleting the conversation finds and deletes it (204), and then
+// there is nothing left (404), while the other conversation's stays.
+func TestDeleteConversationDeletesItsSnapshots(t *testing.T) {
+	a := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 2048 })
+	convs := map[string][]map[string]string{
+		"s1": msgs("system", words(70, 600), "user", words(71, 700)),
+		"s2": msgs("system", words(72, 600), "user", words(73, 700)),
+	}
+	turn := func(id string) turn {
+		tr := postWith(t, a.url(), map[string]string{"X-Conversation-Id": id}, map[string]any{"messages": convs[id], "max_tokens": 2, "temperature": 0})
+		if tr.status != 200 {
+			t.Fatalf("%s: %d %s", id, tr.status, tr.body)
+		}
+		return tr
+	}
+	turn("s1")
+	turn("s2") // s1 leaves the slot for a snapshot
+	if back := turn("s1"); back.cached < back.prompt/2 {
+		t.Fatalf("s1 came back with %d of %d cached: no snapshot to delete", back.cached, back.prompt)
+	}
+	before := registryTotals(t, a)["snapshot_bytes"]
+	del := func(id string) int {
+		status, _, _ := send(t, "DELETE", a.url()+"/kvwin/v1/conversations/"+id, "", "", nil)
+		return status
+	}
+	if s := del("s1"); s != 204 {
+		t.Fatalf("deleting s1: %d", s)
+	}
+	after := registryTotals(t, a)["snapshot_bytes"]
+	if after >= before || after <= 0 {
+		t.Fatalf("snapshot bytes %d → %d: s1's should be gone and s2's kept", before, after)
+	}
+	if s := del("s1"); s != 404 {
+		t.Fatalf("deleting s1 again: %d", s)
 	}
 }
