@@ -288,11 +288,15 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 			sstream = capStream(stream, c)
 		}
 		res, started, err := m.generate(ctx, sub, sstream)
+		if err == nil {
+			// The registry and the cost model learn what really happened;
+			// only the tenant is told less.
+			r.learn(m, k, res)
+		}
 		if capped {
 			res.Timings.CachedTokens = c.capCached(res.Timings)
 		}
 		if err == nil {
-			r.learn(m, k, res)
 			return res, nil
 		}
 		if started || ctx.Err() != nil || !retryable(err) {
