@@ -360,3 +360,29 @@ func TestDeleteConversation(t *testing.T) {
 		})
 	}
 }
+
+// TestPropsSayWhetherTheCallerMayNameTenants: a gateway learns from /props
+// whether the node keeps the tenants it names apart: only with keys, and
+// only for the admin key.
+func TestPropsSayWhetherTheCallerMayNameTenants(t *testing.T) {
+	keyed := startServer(t, newFake(), keyedConfig(nil), nil)
+	open := startServer(t, newFake(), Config{}, nil)
+	for _, tt := range []struct {
+		name string
+		ts   *httptest.Server
+		key  string
+		want bool
+	}{
+		{"admin key", keyed, adminKey, true},
+		{"tenant key", keyed, aliceKey, false},
+		{"no keys configured", open, "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := send(t, tt.ts, "GET", "/props", "", jsonWith(tt.key))
+			var p nodeProps
+			if resp.StatusCode != 200 || json.Unmarshal(body, &p) != nil || p.KvwinTenants != tt.want {
+				t.Fatalf("%d %s, want kvwin_tenants %v", resp.StatusCode, body, tt.want)
+			}
+		})
+	}
+}

@@ -124,9 +124,11 @@ func TestTenantsShareNeitherMemoryNorCache(t *testing.T) {
 
 func TestTenantsThroughAGateway(t *testing.T) {
 	var specs []string
+	var nodes []*app
 	for range 2 {
 		node := startApp(t, func(f *serveFlags) { f.slots, f.adminKey = 2, nodeAdminKey })
 		specs = append(specs, "llamaserver="+node.url())
+		nodes = append(nodes, node)
 		// A node refuses anyone without its key, the gateway's clients included.
 		if tr := postWith(t, node.url(), bearer(aliceKey), map[string]any{"messages": msgs("user", "hi"), "max_tokens": 1}); tr.status != 401 {
 			t.Fatalf("node answered a foreign key with %d", tr.status)
@@ -137,6 +139,22 @@ func TestTenantsThroughAGateway(t *testing.T) {
 		f.backends, f.backendKey = specs, nodeAdminKey
 	})
 	checkIsolation(t, gw.url())
+	// The nodes kept the tenants apart themselves: their slots hold alice's
+	// and carol's tokens under their names, not the gateway's.
+	held := map[string]int{}
+	for _, n := range nodes {
+		for _, tenant := range []string{"alice", "carol"} {
+			_, _, body := send(t, "GET", n.url()+"/slots", "", "", bearer(nodeAdminKey, "X-Kvwin-Tenant", tenant))
+			var slots []map[string]any
+			if err := json.Unmarshal([]byte(body), &slots); err != nil {
+				t.Fatalf("node /slots: %s", body)
+			}
+			held[tenant] += len(slots)
+		}
+	}
+	if held["alice"] == 0 || held["carol"] == 0 {
+		t.Fatalf("slots per tenant on the nodes: %v", held)
+	}
 	// The owner deletes her conversation at the gateway; carol cannot.
 	for _, tc := range []struct {
 		key    string
