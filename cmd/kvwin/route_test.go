@@ -110,8 +110,8 @@ func TestNoHealthyBackendIs503(t *testing.T) {
 	nodes[0].hs.Close()
 	nodes[0].close()
 	tr := post(t, gw, map[string]any{"messages": msgs("user", "anyone?"), "max_tokens": 4})
-	if tr.status != 503 {
-		t.Fatalf("status %d: %s", tr.status, tr.body)
+	if tr.status != 503 || tr.header.Get("Retry-After") == "" {
+		t.Fatalf("status %d, Retry-After %q: %s", tr.status, tr.header.Get("Retry-After"), tr.body)
 	}
 	if e := decodeError(t, tr.body); !strings.Contains(e.Error.Message, "backend") {
 		t.Fatalf("message %q does not say what is wrong", e.Error.Message)

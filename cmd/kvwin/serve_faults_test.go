@@ -122,8 +122,8 @@ func TestAllSlotsBusyAndQueueFullIs429(t *testing.T) {
 	cancel, done := streamUntilFirstChunk(t, a)
 	defer func() { cancel(); <-done }()
 	tr := post(t, a, map[string]any{"messages": msgs("user", "me too"), "max_tokens": 4})
-	if tr.status != 429 {
-		t.Fatalf("status %d, want 429: %s", tr.status, tr.body)
+	if tr.status != 429 || tr.header.Get("Retry-After") != "1" {
+		t.Fatalf("status %d, Retry-After %q, want 429 and 1: %s", tr.status, tr.header.Get("Retry-After"), tr.body)
 	}
 	decodeError(t, tr.body)
 }
