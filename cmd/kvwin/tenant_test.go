@@ -329,13 +329,36 @@ func TestLoadKeys(t *testing.T) {
 	}
 }
 
-// TestMemoryTTLFlagIsChecked: a negative --memory-ttl is refused, not
+// TestMemoryTTL: a conversation idle for longer than --memory-ttl is gone
+// when the server starts again with it; a negative one is refused, not
 // silently turned into a server without memory.
-func TestMemoryTTLFlagIsChecked(t *testing.T) {
+func TestMemoryTTL(t *testing.T) {
 	f := testFlags(t)
 	f.memoryTTL = -time.Hour
 	if _, err := newApp(f); err == nil || !strings.Contains(err.Error(), "--memory-ttl") {
 		t.Fatalf("negative --memory-ttl: %v", err)
+	}
+	dir := t.TempDir()
+	// Without snapshots DELETE answers from the memory store alone (KV
+	// snapshots are a cache under their own disk budget, not expired).
+	first := startApp(t, func(f *serveFlags) { withKeys(f); f.dataDir, f.noSnapshots = dir, true })
+	for _, id := range []string{"old", "control"} {
+		if tr := postWith(t, first.url(), bearer(aliceKey, "X-Conversation-Id", id), map[string]any{"messages": secretHistory(), "max_tokens": 2}); tr.status != 200 {
+			t.Fatalf("%s: %d %s", id, tr.status, tr.body)
+		}
+	}
+	del := func(a *app, id string) int {
+		status, _, _ := send(t, "DELETE", a.url()+"/kvwin/v1/conversations/"+id, "", "", bearer(aliceKey))
+		return status
+	}
+	if s := del(first, "control"); s != 204 {
+		t.Fatalf("the control conversation was not stored: %d", s)
+	}
+	first.hs.Close()
+	first.close() // the store is closed before the next server opens it
+	second := startApp(t, func(f *serveFlags) { withKeys(f); f.dataDir, f.noSnapshots, f.memoryTTL = dir, true, time.Nanosecond })
+	if s := del(second, "old"); s != 404 {
+		t.Fatalf("a conversation idle past --memory-ttl: DELETE %d, want 404 (expired)", s)
 	}
 }
 
