@@ -119,6 +119,12 @@ func classify(err error) (int, apiError) {
 	case errors.Is(err, engine.ErrUnknownModel):
 		return http.StatusNotFound, apiError{Message: err.Error(), Type: typeInvalidRequest, Param: "model", Code: CodeModelNotFound}
 	case errors.Is(err, engine.ErrInvalidRequest):
+		// A remote backend's rejection names the backend's URL in its
+		// error; the client gets the backend's own words only.
+		var remote interface{ ClientMessage() string }
+		if errors.As(err, &remote) {
+			return http.StatusBadRequest, apiError{Message: remote.ClientMessage(), Type: typeInvalidRequest, Code: CodeInvalidRequest}
+		}
 		return http.StatusBadRequest, invalid(CodeInvalidRequest)
 	case errors.Is(err, errUnknownRoute):
 		return http.StatusNotFound, invalid(CodeUnknownURL)

@@ -185,3 +185,19 @@ func TestBackendErrors(t *testing.T) {
 		}
 	}
 }
+
+// remoteRejection is a remote backend's 400 whose error names its URL.
+type remoteRejection struct{}
+
+func (remoteRejection) Error() string {
+	return "llamaserver: POST http://10.0.0.5:8080/completion: 400 Bad Request: grammar does not parse"
+}
+func (remoteRejection) Unwrap() error         { return engine.ErrInvalidRequest }
+func (remoteRejection) ClientMessage() string { return "grammar does not parse" }
+
+func TestRemoteRejectionHidesTheBackendURL(t *testing.T) {
+	status, body := classify(fmt.Errorf("route: %w", remoteRejection{}))
+	if status != 400 || body.Message != "grammar does not parse" || body.Code != CodeInvalidRequest {
+		t.Fatalf("%d %+v", status, body)
+	}
+}

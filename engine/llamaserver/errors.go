@@ -39,6 +39,16 @@ func (e *StatusError) Error() string {
 	return b.String()
 }
 
+// ClientMessage is what a gateway may tell its client of a rejected
+// request: the server's own message, without the call (which names an
+// internal URL).
+func (e *StatusError) ClientMessage() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	return http.StatusText(e.Status)
+}
+
 // Unwrap returns the engine sentinel of the status (see StatusError).
 func (e *StatusError) Unwrap() error {
 	switch e.Status {
