@@ -21,6 +21,8 @@ type Forgetter interface {
 // ForgetFunc adapts a function to Forgetter.
 type ForgetFunc func(ctx context.Context, tenant, conversation string) (bool, error)
 
+var _ Forgetter = ForgetFunc(nil)
+
 // Forget calls f.
 func (f ForgetFunc) Forget(ctx context.Context, tenant, conversation string) (bool, error) {
 	return f(ctx, tenant, conversation)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 
+	"kvwin/engine/llamacpp"
+	"kvwin/router"
 	"kvwin/web"
 	"kvwin/window"
 	"kvwin/window/memory"
@@ -91,13 +93,19 @@ type snapshotForgetter interface {
 	ForgetConversation(ctx context.Context, tenant, conversation string) (int, error)
 }
 
+var (
+	_ conversationDeleter = (*window.Window)(nil)
+	_ snapshotForgetter   = (*llamacpp.Engine)(nil)
+	_ snapshotForgetter   = (*router.Router)(nil)
+)
+
 // forgetter serves DELETE /kvwin/v1/conversations/{id}: the conversation's
 // turns leave the memory store and its snapshots leave the backend. It
 // exists when anything keeps a conversation's state.
 func (a *app) forgetter(w *window.Window) web.Forgetter {
 	var turns conversationDeleter
-	if d, ok := any(w).(conversationDeleter); ok && w != nil {
-		turns = d
+	if w != nil {
+		turns = w
 	}
 	snaps, _ := a.backend.(snapshotForgetter)
 	if turns == nil && snaps == nil {
