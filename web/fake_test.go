@@ -22,8 +22,9 @@ type fakeBackend struct {
 	panicWith any            // panic on entry with this value
 	panicLate bool           // panic after the events instead
 
-	entered chan engine.Request // if set, every request is sent here on entry (buffer it)
-	hold    chan struct{}       // if set, after the events wait for it (or the context) before finishing
+	entered   chan engine.Request // if set, every request is sent here on entry (buffer it)
+	streamErr chan error          // if set, gets the error a StreamFunc returned (buffer it)
+	hold      chan struct{}       // if set, after the events wait for it (or the context) before finishing
 
 	started   chan struct{} // closed when Generate is first entered
 	cancelled chan struct{} // closed when a blocked Generate sees its context end
@@ -79,6 +80,9 @@ func (f *fakeBackend) Generate(ctx context.Context, req engine.Request, stream e
 	if stream != nil {
 		for _, ev := range f.events {
 			if err := stream(ev); err != nil {
+				if f.streamErr != nil {
+					f.streamErr <- err
+				}
 				return engine.Result{}, err
 			}
 		}

@@ -170,3 +170,52 @@ func TestParameterRanges(t *testing.T) {
 		})
 	}
 }
+
+// TestStalledReaderEndsTheStream: a client that stops reading a long
+// stream does not hold its slot forever: once its socket has taken nothing
+// for the stall timeout, the generation is told to stop.
+func TestStalledReaderEndsTheStream(t *testing.T) {
+	events := []engine.Event{firstEvent(3, 0)}
+	big := strings.Repeat("x", 64<<10)
+	for range 512 { // 32 MiB: more than any socket buffers
+		events = append(events, textEvent(big))
+	}
+	f := newFake().script("stop", engineTimings(3, 0, len(events)), events...)
+	f.streamErr = make(chan error, 1)
+	ts := startServer(t, f, Config{StallTimeout: 50 * time.Millisecond}, nil)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"stream":true,` + hi + `}`
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", chatPath, len(body), body)
+	// Read nothing.
+	select {
+	case err := <-f.streamErr:
+		if err == nil {
+			t.Fatal("nil error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream of a client that reads nothing was never ended")
+	}
+}
+
+// TestKeptAliveConnectionOutlivesTheStallDeadline: the write deadline of a
+// finished stream does not outlive it (net/http lifts it after the
+// handler), so the next request on the same connection, after longer than
+// the stall timeout, is answered.
+func TestKeptAliveConnectionOutlivesTheStallDeadline(t *testing.T) {
+	const stall = 20 * time.Millisecond
+	f := newFake().script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("Hello"))
+	ts := startServer(t, f, Config{StallTimeout: stall}, nil)
+	resp, body := do(t, ts, "POST", chatPath, `{"stream":true,`+hi+`}`)
+	if resp.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Fatalf("first stream: %d %q", resp.StatusCode, body)
+	}
+	<-time.After(10 * stall) // the connection idles past the stream's deadline
+	resp, body = do(t, ts, "POST", chatPath, `{`+hi+`}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("second request on the kept-alive connection: %d %s", resp.StatusCode, body)
+	}
+}

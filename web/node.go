@@ -199,7 +199,7 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 // the stream ends it, as llama-server sends it.
 func (s *Server) nodeStream(c *gin.Context, info engine.Info, req engine.Request, perToken bool) {
 	ctx := c.Request.Context()
-	sse := newSSEWriter(c.Writer)
+	sse := newSSEWriter(c.Writer, s.cfg.StallTimeout)
 	var (
 		opened   bool
 		first    engine.Timings // the first event's: prompt side

@@ -29,6 +29,11 @@ const DefaultMaxBodyBytes = 8 << 20
 // Config.BodyTimeout is 0: 8 MiB at a slow 1 Mbit/s takes about a minute.
 const DefaultBodyTimeout = 60 * time.Second
 
+// DefaultStallTimeout ends a stream whose client has read nothing for this
+// long when Config.StallTimeout is 0: a reader that keeps up, however
+// slowly, never waits that long for its socket.
+const DefaultStallTimeout = 2 * time.Minute
+
 // Config configures a Server. The zero value is valid and means defaults.
 type Config struct {
 	// MaxBodyBytes bounds a request body; a larger body is answered 413.
@@ -73,6 +78,9 @@ type Config struct {
 	// never bounds the answer, so long streams are not cut. 0 means
 	// DefaultBodyTimeout.
 	BodyTimeout time.Duration `json:"body_timeout"`
+	// StallTimeout ends a streamed answer whose client reads nothing for
+	// that long (its slot is freed); 0 means DefaultStallTimeout.
+	StallTimeout time.Duration `json:"stall_timeout"`
 	// Forget, if set, serves DELETE /kvwin/v1/conversations/{id}: it
 	// deletes a tenant's conversation (stored turns and KV snapshots).
 	Forget Forgetter `json:"-"`
@@ -97,6 +105,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("web: body timeout %v is negative", c.BodyTimeout)
 	case c.BodyTimeout == 0:
 		c.BodyTimeout = DefaultBodyTimeout
+	}
+	switch {
+	case c.StallTimeout < 0:
+		return c, fmt.Errorf("web: stall timeout %v is negative", c.StallTimeout)
+	case c.StallTimeout == 0:
+		c.StallTimeout = DefaultStallTimeout
 	}
 	if c.TenantMaxConcurrent < 0 || c.TenantMaxQueued < 0 {
 		return c, fmt.Errorf("web: tenant limits %d concurrent, %d queued: must not be negative", c.TenantMaxConcurrent, c.TenantMaxQueued)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -26,20 +27,26 @@ import (
 //
 // It is used by one request goroutine and is not safe for concurrent use.
 type sseWriter struct {
-	w   gin.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
-	err error
+	w     gin.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration // a write that makes no progress for this long fails; 0: never
+	buf   bytes.Buffer
+	err   error
 }
 
-func newSSEWriter(w gin.ResponseWriter) *sseWriter {
+// newSSEWriter returns a writer on w. With stall > 0, each event must reach
+// the client's socket within stall: a client that stops reading is taken
+// for gone (its slot is freed), while a stream read at any pace, however
+// long, is never cut. net/http lifts the deadline when the handler returns,
+// so it does not outlive the stream on a kept-alive connection.
+func newSSEWriter(w gin.ResponseWriter, stall time.Duration) *sseWriter {
 	// Flush through the net/http writer under gin's: gin's Flush drops the
 	// error, and a failed flush is how a vanished client shows up.
 	var under http.ResponseWriter = w
 	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
 		under = u.Unwrap()
 	}
-	return &sseWriter{w: w, rc: http.NewResponseController(under)}
+	return &sseWriter{w: w, rc: http.NewResponseController(under), stall: stall}
 }
 
 // start writes the status line and headers (those already set plus the
@@ -81,6 +88,9 @@ func (s *sseWriter) done() error {
 func (s *sseWriter) write(b []byte) error {
 	if s.err != nil {
 		return s.err
+	}
+	if s.stall > 0 {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.stall)) // not supported only by test recorders
 	}
 	if _, err := s.w.Write(b); err != nil {
 		s.err = err

@@ -16,7 +16,7 @@ import (
 // timings, so the X-Kvwin-* headers go out with it, as soon as prefill ends.
 func (s *Server) stream(c *gin.Context, info engine.Info, req engine.Request, r reply) {
 	ctx := c.Request.Context()
-	sse := newSSEWriter(c.Writer)
+	sse := newSSEWriter(c.Writer, s.cfg.StallTimeout)
 	var (
 		opened   bool
 		streamed strings.Builder // the text sent so far, to reconcile with the result
