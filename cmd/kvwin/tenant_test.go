@@ -400,3 +400,30 @@ func TestDeleteConversationDeletesItsSnapshots(t *testing.T) {
 		t.Fatalf("deleting s1 again: %d", s)
 	}
 }
+
+// TestSnapshotsAreTheirTenantsOwn: alice's prompt, displaced from the only
+// slot to a snapshot, is restored for alice but never for carol sending the
+// same prompt: carol computes it all.
+func TestSnapshotsAreTheirTenantsOwn(t *testing.T) {
+	a := startApp(t, func(f *serveFlags) { withKeys(f); f.window, f.slots, f.ctx = "full", 1, 2048 })
+	body := func(m []map[string]string) map[string]any {
+		return map[string]any{"messages": m, "max_tokens": 2, "temperature": 0}
+	}
+	secret := msgs("system", "alice's diary "+words(80, 600), "user", words(81, 700))
+	other := msgs("system", "alice's shopping "+words(82, 600), "user", words(83, 700))
+	for _, m := range [][]map[string]string{secret, other} { // the secret leaves the slot for a snapshot
+		if tr := postWith(t, a.url(), bearer(aliceKey), body(m)); tr.status != 200 {
+			t.Fatalf("%d %s", tr.status, tr.body)
+		}
+	}
+	carol := postWith(t, a.url(), bearer(carolKey), body(secret))
+	if carol.status != 200 || carol.cached != 0 {
+		t.Fatalf("carol sending alice's snapshotted prompt: %d, %d of %d cached", carol.status, carol.cached, carol.prompt)
+	}
+	postWith(t, a.url(), bearer(aliceKey), body(other)) // alice takes the slot back: the secret is on disk only
+	alice := postWith(t, a.url(), bearer(aliceKey), body(secret))
+	if alice.cached < alice.prompt/2 {
+		t.Fatalf("alice's own snapshot was not restored: %d of %d cached", alice.cached, alice.prompt)
+	}
+	t.Logf("snapshots: carol cached %d of %d, alice restored %d of %d", carol.cached, carol.prompt, alice.cached, alice.prompt)
+}
