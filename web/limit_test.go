@@ -219,3 +219,11 @@ func TestKeptAliveConnectionOutlivesTheStallDeadline(t *testing.T) {
 		t.Fatalf("second request on the kept-alive connection: %d %s", resp.StatusCode, body)
 	}
 }
+
+func TestTenantLimitConfig(t *testing.T) {
+	for _, cfg := range []Config{{TenantMaxConcurrent: -1}, {TenantMaxQueued: -1}, {TenantMaxQueued: 4}} {
+		if _, err := New(cfg, newFake(), nil); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+}

@@ -112,8 +112,11 @@ func (c Config) withDefaults() (Config, error) {
 	case c.StallTimeout == 0:
 		c.StallTimeout = DefaultStallTimeout
 	}
-	if c.TenantMaxConcurrent < 0 || c.TenantMaxQueued < 0 {
+	switch {
+	case c.TenantMaxConcurrent < 0 || c.TenantMaxQueued < 0:
 		return c, fmt.Errorf("web: tenant limits %d concurrent, %d queued: must not be negative", c.TenantMaxConcurrent, c.TenantMaxQueued)
+	case c.TenantMaxQueued > 0 && c.TenantMaxConcurrent == 0:
+		return c, fmt.Errorf("web: a tenant queue of %d needs a limit of concurrent requests (--tenant-max-concurrent) to queue behind", c.TenantMaxQueued)
 	}
 	return c, nil
 }
