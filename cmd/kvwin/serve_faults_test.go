@@ -47,10 +47,19 @@ func TestPromptLargerThanTheSlotIsContextLengthExceeded(t *testing.T) {
 // first chunk arrived; cancel ends it from the client side.
 func streamUntilFirstChunk(t *testing.T, a *app) (cancel func(), done <-chan struct{}) {
 	t.Helper()
+	return streamUntilFirstChunkWith(t, a, nil)
+}
+
+// streamUntilFirstChunkWith is streamUntilFirstChunk with request headers.
+func streamUntilFirstChunkWith(t *testing.T, a *app, headers map[string]string) (cancel func(), done <-chan struct{}) {
+	t.Helper()
 	ctx, cancelFn := context.WithCancel(context.Background())
 	b, _ := json.Marshal(map[string]any{"messages": msgs("user", "go on"), "max_tokens": 3000, "stream": true, "temperature": 0, "ignore_eos": true})
 	req, _ := http.NewRequestWithContext(ctx, "POST", a.url()+"/v1/chat/completions", bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -427,3 +427,20 @@ func TestSnapshotsAreTheirTenantsOwn(t *testing.T) {
 	}
 	t.Logf("snapshots: carol cached %d of %d, alice restored %d of %d", carol.cached, carol.prompt, alice.cached, alice.prompt)
 }
+
+// TestTenantLimitIs429: with one running request per tenant and none
+// queued, alice's second request while her first streams is 429 with
+// Retry-After, and bob is served meanwhile.
+func TestTenantLimitIs429(t *testing.T) {
+	a := startApp(t, func(f *serveFlags) { withKeys(f); f.window, f.tenantMaxRun = "full", 1 })
+	cancel, done := streamUntilFirstChunkWith(t, a, bearer(aliceKey))
+	defer func() { cancel(); <-done }()
+	body := map[string]any{"messages": msgs("user", "me too"), "max_tokens": 2}
+	alice := postWith(t, a.url(), bearer(aliceKey), body)
+	if alice.status != 429 || alice.header.Get("Retry-After") != "1" || !strings.Contains(string(alice.body), "tenant_limit") {
+		t.Fatalf("alice's second request: %d, Retry-After %q: %s", alice.status, alice.header.Get("Retry-After"), alice.body)
+	}
+	if bob := postWith(t, a.url(), bearer(bobKey), body); bob.status != 200 {
+		t.Fatalf("bob held back by alice's limit: %d %s", bob.status, bob.body)
+	}
+}
