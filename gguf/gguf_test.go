@@ -92,3 +92,29 @@ func TestBadConfigsAndFiles(t *testing.T) {
 		t.Fatal("read a missing file")
 	}
 }
+
+// Metadata keeps the scalars Ollama's CLI reads from /api/show's model_info
+// and leaves out the arrays (the vocabulary).
+func TestMetadata(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := WriteTiny(path, DefaultTinyConfig()); err != nil {
+		t.Fatal(err)
+	}
+	md, err := Metadata(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md["general.architecture"] != "llama" || md["llama.embedding_length"] != uint32(shape.Embedding) {
+		t.Fatalf("architecture %v, embedding %v (shape %d)", md["general.architecture"], md["llama.embedding_length"], shape.Embedding)
+	}
+	if md["general.parameter_count"] != shape.Params {
+		t.Fatalf("parameter_count %v, shape says %d", md["general.parameter_count"], shape.Params)
+	}
+	if _, ok := md["tokenizer.ggml.tokens"]; ok {
+		t.Fatal("the vocabulary array is in the metadata")
+	}
+}

@@ -1,5 +1,5 @@
 // Package web is kvwin's HTTP edge: a Gin server speaking the OpenAI API,
-// and llama-server's node routes (node.go).
+// Ollama's API (ollama.go) and llama-server's node routes (node.go).
 //
 // Handlers only translate: they decode an OpenAI request, turn it into one
 // engine.Request, hand it to the backend, and render what comes back. What
@@ -199,6 +199,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
 	s.nodeRoutes(r)
+	s.ollamaRoutes(r)
 	r.NoRoute(s.unknownRoute)
 	r.NoMethod(s.wrongMethod)
 	return r
@@ -222,7 +223,7 @@ func (s *Server) health(c *gin.Context) {
 }
 
 func (s *Server) unknownRoute(c *gin.Context) {
-	s.fail(c, fmt.Errorf("%w: %s %s", errUnknownRoute, c.Request.Method, c.Request.URL.Path))
+	s.reject(c, fmt.Errorf("%w: %s %s", errUnknownRoute, c.Request.Method, c.Request.URL.Path))
 }
 
 // wrongMethod answers 405 with the Allow header RFC 9110 asks for, which
@@ -237,5 +238,5 @@ func (s *Server) wrongMethod(c *gin.Context) {
 	for _, m := range allow {
 		c.Writer.Header().Add("Allow", m)
 	}
-	s.fail(c, fmt.Errorf("%w: %s %s", errMethodNotAllowed, c.Request.Method, c.Request.URL.Path))
+	s.reject(c, fmt.Errorf("%w: %s %s", errMethodNotAllowed, c.Request.Method, c.Request.URL.Path))
 }

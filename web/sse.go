@@ -21,14 +21,39 @@ import (
 // only look for it (rather than for an error object) must not take a cut
 // answer for a whole one. The OpenAI SDKs raise on the error object.
 
-// sseWriter frames and flushes server-sent events. The first write or flush
-// error sticks: every later call returns it and writes nothing, so a
-// generation whose client left fails fast at its next event.
+//
+// Ollama's NDJSON stream is the same machinery with another framing: one
+// JSON object a line, no prefix, no sentinel; an error is a line
+// {"error": "…"} that ends the stream.
+
+// framing is how a streamed wire format frames its events.
+type framing struct {
+	contentType string
+	prefix      string // before each event's JSON
+	suffix      string // after each event's JSON (which ends with '\n')
+	done        string // written after a finished stream's last event; "" for none
+}
+
+// Framings of the streamed wire formats.
+var (
+	// frameOpenAI is OpenAI's SSE, ended by [DONE].
+	frameOpenAI = framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n", done: "data: [DONE]\n\n"}
+	// frameNode is llama-server's SSE: no [DONE].
+	frameNode = framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n"}
+	// frameNDJSON is Ollama's stream: one object a line.
+	frameNDJSON = framing{contentType: "application/x-ndjson"}
+)
+
+// sseWriter frames and flushes the events of a stream (SSE or NDJSON, by
+// its framing). The first write or flush error sticks: every later call
+// returns it and writes nothing, so a generation whose client left fails
+// fast at its next event.
 //
 // It is used by one request goroutine and is not safe for concurrent use.
 type sseWriter struct {
 	w     gin.ResponseWriter
 	rc    *http.ResponseController
+	frame framing
 	stall time.Duration // a write that makes no progress for this long fails; 0: never
 	buf   bytes.Buffer
 	err   error
@@ -40,20 +65,25 @@ type sseWriter struct {
 // long, is never cut. net/http lifts the deadline when the handler returns,
 // so it does not outlive the stream on a kept-alive connection.
 func newSSEWriter(w gin.ResponseWriter, stall time.Duration) *sseWriter {
+	return newEventWriter(w, stall, frameOpenAI)
+}
+
+// newEventWriter is newSSEWriter with the given framing.
+func newEventWriter(w gin.ResponseWriter, stall time.Duration, frame framing) *sseWriter {
 	// Flush through the net/http writer under gin's: gin's Flush drops the
 	// error, and a failed flush is how a vanished client shows up.
 	var under http.ResponseWriter = w
 	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
 		under = u.Unwrap()
 	}
-	return &sseWriter{w: w, rc: http.NewResponseController(under), stall: stall}
+	return &sseWriter{w: w, rc: http.NewResponseController(under), frame: frame, stall: stall}
 }
 
 // start writes the status line and headers (those already set plus the
-// SSE ones). It does not flush: the first event does.
+// stream's). It does not flush: the first event does.
 func (s *sseWriter) start() {
 	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	h.Set("Content-Type", s.frame.contentType)
 	h.Set("Cache-Control", "no-cache")
 	// Tell nginx-style proxies not to buffer: a buffered stream has the
 	// latency of a non-streamed one.
@@ -63,7 +93,7 @@ func (s *sseWriter) start() {
 	s.w.WriteHeaderNow()
 }
 
-// send writes v as one data event and flushes it.
+// send writes v as one event and flushes it.
 func (s *sseWriter) send(v any) error {
 	if s.err != nil {
 		return s.err
@@ -74,15 +104,19 @@ func (s *sseWriter) send(v any) error {
 		return err
 	}
 	s.buf.Reset()
-	s.buf.WriteString("data: ")
+	s.buf.WriteString(s.frame.prefix)
 	s.buf.Write(body)
-	s.buf.WriteByte('\n')
+	s.buf.WriteString(s.frame.suffix)
 	return s.write(s.buf.Bytes())
 }
 
-// done writes the [DONE] sentinel that ends a finished stream.
+// done writes the sentinel that ends a finished stream, if the framing
+// has one ([DONE]); otherwise it only reports the sticky error.
 func (s *sseWriter) done() error {
-	return s.write([]byte("data: [DONE]\n\n"))
+	if s.frame.done == "" {
+		return s.err
+	}
+	return s.write([]byte(s.frame.done))
 }
 
 func (s *sseWriter) write(b []byte) error {

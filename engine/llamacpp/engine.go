@@ -60,6 +60,7 @@ type Engine struct {
 	freed bool
 
 	stats Stats
+	card  cardOnce // Describe's model card
 }
 
 var (

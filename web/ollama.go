@@ -1,0 +1,236 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	oapi "github.com/ollama/ollama/api"
+
+	"kvwin/engine"
+)
+
+// Ollama's API, with its own types (github.com/ollama/ollama/api), served
+// through the same window, registry and backend as the OpenAI routes:
+//
+//	POST /api/chat       messages → NDJSON stream (default) or one object
+//	POST /api/generate   prompt (templated, raw, or with a Go template) → the same
+//	GET  /api/tags       the served model
+//	POST /api/show       its details, GGUF metadata, template, parameters
+//	GET  /api/ps         the loaded model
+//	GET  /api/version    the Ollama API version kvwin speaks
+//	HEAD|GET /           "Ollama is running", as clients probe it
+//
+// Errors are Ollama's {"error": "…"} with classify's status (404 for an
+// unknown model). Ollama's body names no conversation: X-Conversation-Id
+// does. Tenants and keys are those of every other route (auth.go).
+
+// ollamaVersion is the Ollama release whose API kvwin speaks (the pinned
+// module's), reported by /api/version: clients gate features on it.
+const ollamaVersion = "0.9.6"
+
+// latestTag is the tag Ollama appends to a model name without one.
+const latestTag = ":latest"
+
+// ollamaRoutes mounts the Ollama routes on r.
+func (s *Server) ollamaRoutes(r *gin.Engine) {
+	r.GET("/", s.ollamaRoot)
+	r.HEAD("/", s.ollamaRoot)
+	r.POST("/api/chat", s.ollamaChat)
+	r.POST("/api/generate", s.ollamaGenerate)
+	r.GET("/api/tags", s.ollamaTags)
+	r.HEAD("/api/tags", s.ollamaTags)
+	r.POST("/api/show", s.ollamaShow)
+	r.GET("/api/ps", s.ollamaPS)
+	r.GET("/api/version", s.ollamaVersion)
+	r.HEAD("/api/version", s.ollamaVersion)
+}
+
+// ollamaRoot answers Ollama's liveness probe (the CLI's heartbeat is HEAD /).
+func (s *Server) ollamaRoot(c *gin.Context) {
+	c.Header("Content-Type", "text/plain; charset=utf-8")
+	c.Status(http.StatusOK)
+	if c.Request.Method != http.MethodHead {
+		_, _ = c.Writer.WriteString("Ollama is running")
+	}
+}
+
+// ollamaVersion serves GET /api/version.
+func (s *Server) ollamaVersion(c *gin.Context) {
+	writeJSON(c.Writer, http.StatusOK, map[string]string{"version": ollamaVersion})
+}
+
+// ollamaModel checks that name (with or without ":latest") is the served
+// model. Ollama requires a name, and answers 404 for one it does not have.
+func ollamaModel(name string, info engine.Info) error {
+	if name == "" {
+		return badInput(CodeMissingParameter, "model", "model is required")
+	}
+	if strings.TrimSuffix(name, latestTag) != strings.TrimSuffix(info.Model, latestTag) {
+		return fmt.Errorf("model %q not found (this server serves %q): %w", name, info.Model, engine.ErrUnknownModel)
+	}
+	return nil
+}
+
+// streams reports Ollama's default: a request streams unless it says
+// "stream": false.
+func streams(stream *bool) bool { return stream == nil || *stream }
+
+// errImages, errFormat: what the served model or kvwin cannot do,
+// in Ollama's words where it has them.
+var (
+	errImages = errors.New("images are not supported: the served model has no vision")
+	errFormat = errors.New(`format is not supported yet: kvwin has no structured output; omit "format"`)
+)
+
+// ollamaCommon checks the fields chat and generate share that kvwin cannot
+// honour, so that a client never gets an answer that silently ignored them.
+func ollamaCommon(info engine.Info, format []byte, think *bool) error {
+	if f := strings.TrimSpace(string(format)); f != "" && f != "null" && f != `""` {
+		return badInput(CodeInvalidValue, "format", "%v", errFormat)
+	}
+	if think != nil && *think {
+		return badInput(CodeInvalidValue, "think", "%q does not support thinking", info.Model)
+	}
+	return nil
+}
+
+// ollamaLoaded answers a request with nothing to generate, as Ollama does:
+// it loads the model (kvwin's is always loaded) or, with keep_alive 0,
+// unloads it (kvwin keeps it), and says which in done_reason.
+func ollamaLoaded(keepAlive *oapi.Duration) string {
+	if keepAlive != nil && keepAlive.Duration == 0 {
+		return "unload"
+	}
+	return "load"
+}
+
+// ollamaChat serves POST /api/chat.
+func (s *Server) ollamaChat(c *gin.Context) {
+	start := time.Now()
+	var body oapi.ChatRequest
+	if err := s.decode(c, &body); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	info := s.backend.Info()
+	if err := ollamaModel(body.Model, info); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	if err := ollamaCommon(info, body.Format, body.Think); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	if len(body.Tools) > 0 {
+		s.failOllama(c, badInput(CodeInvalidValue, "tools", "%q does not support tools", info.Model))
+		return
+	}
+	enc := &ollamaEncoder{chat: true, model: body.Model, now: s.now, start: start}
+	if len(body.Messages) == 0 {
+		writeJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
+		return
+	}
+	req, err := ollamaRequest(body.Options, info)
+	if err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	if req.Messages, err = ollamaMessages(body.Messages); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	if err := s.applyWindow(c, "", &req); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	enc.ready = time.Now()
+	s.turn(c, info, req, wire{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
+}
+
+// ollamaMessages translates Ollama's messages into engine messages.
+func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
+	out := make([]engine.Message, len(in))
+	for i, m := range in {
+		if !engine.ValidRole(m.Role) {
+			return nil, badInput(CodeInvalidValue, fmt.Sprintf("messages[%d].role", i),
+				"messages[%d].role is %q; it must be one of system, user, assistant, tool", i, m.Role)
+		}
+		if len(m.Images) > 0 {
+			return nil, badInput(CodeInvalidValue, fmt.Sprintf("messages[%d].images", i), "%v", errImages)
+		}
+		out[i] = engine.Message{Role: m.Role, Content: m.Content}
+	}
+	return out, nil
+}
+
+// ollamaGenerate serves POST /api/generate. As Ollama: with raw the prompt
+// goes to the model as it is; with template, the prompt (and system) are
+// rendered by that Go template (Ollama's template package) and sent as
+// text; otherwise they are a chat of one turn, windowed and rendered with
+// the model's chat template like /api/chat's.
+func (s *Server) ollamaGenerate(c *gin.Context) {
+	start := time.Now()
+	var body oapi.GenerateRequest
+	if err := s.decode(c, &body); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	info := s.backend.Info()
+	if err := ollamaModel(body.Model, info); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	if err := ollamaCommon(info, body.Format, body.Think); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	switch {
+	case len(body.Images) > 0:
+		s.failOllama(c, badInput(CodeInvalidValue, "images", "%v", errImages))
+		return
+	case len(body.Context) > 0:
+		s.failOllama(c, badInput(CodeInvalidValue, "context", "context (token ids of an earlier exchange) is not supported: send the conversation to /api/chat"))
+		return
+	case body.Suffix != "":
+		s.failOllama(c, badInput(CodeInvalidValue, "suffix", "%q does not support insert (suffix)", info.Model))
+		return
+	}
+	enc := &ollamaEncoder{model: body.Model, now: s.now, start: start}
+	if body.Prompt == "" {
+		writeJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
+		return
+	}
+	req, err := ollamaRequest(body.Options, info)
+	if err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	if req.Conversation, err = conversationOf(c, ""); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	switch {
+	case body.Raw:
+		req.Prompt = body.Prompt
+	case body.Template != "":
+		if req.Prompt, err = renderTemplate(body.Template, body.System, body.Prompt); err != nil {
+			s.failOllama(c, err)
+			return
+		}
+	default:
+		if body.System != "" {
+			req.Messages = append(req.Messages, engine.Message{Role: engine.RoleSystem, Content: body.System})
+		}
+		req.Messages = append(req.Messages, engine.Message{Role: engine.RoleUser, Content: body.Prompt})
+		if err := s.applyWindow(c, "", &req); err != nil {
+			s.failOllama(c, err)
+			return
+		}
+	}
+	enc.ready = time.Now()
+	s.turn(c, info, req, wire{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
+}

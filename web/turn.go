@@ -1,0 +1,140 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/engine"
+)
+
+// The turn pipeline's last step: one generation, answered in one wire
+// format. Every generating route (OpenAI chat and completions, llama-server's
+// /completion, Ollama's /api/chat and /api/generate) decodes its body into an
+// engine.Request, windows it where it is a chat, and hands it to turn with
+// the wire it speaks. turn owns the one streaming state machine:
+//
+//   - nothing is written before the backend's first event, so an error
+//     before it still gets its status, in the wire's error shape;
+//   - the first event carries the prompt-side timings: the X-Kvwin-*
+//     headers go out with it, as soon as prefill ends;
+//   - text is sent as it comes; a client that left stops the generation at
+//     its next event;
+//   - what was streamed must add up to the result's text byte for byte: if a
+//     backend streamed only a prefix of it, the rest is sent;
+//   - an error after the first event is the encoder's in-stream error, and
+//     the stream ends without the framing's "done" sentinel.
+
+// encoder renders one wire format's objects. A new encoder serves one
+// request; it may keep state across calls (counters, the first event).
+type encoder interface {
+	// whole renders the non-streamed answer of a finished generation.
+	whole(res engine.Result) any
+	// open renders what goes out with the headers, on the first event
+	// (whose text, if any, it includes); nil sends the headers alone.
+	open(ev engine.Event) []any
+	// text renders streamed text after the first event.
+	text(s string) []any
+	// end renders the last objects of a finished stream.
+	end(res engine.Result) []any
+	// streamError renders an error that ends a started stream.
+	streamError(err error) any
+}
+
+// wire is how one request wants its answer: its encoder, whether to
+// stream, the stream's framing, and the error answer before anything was
+// written (its API's error shape and status).
+type wire struct {
+	enc    encoder
+	stream bool
+	frame  framing
+	fail   func(c *gin.Context, err error)
+}
+
+// turn runs req on the backend and answers as w says. It blocks until the
+// generation ends. The request's context goes to the backend, so a client
+// that leaves stops the generation.
+func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wire) {
+	req.Tenant = s.tenant(c)
+	if !w.stream {
+		res, err := s.backend.Generate(c.Request.Context(), req, nil)
+		if err != nil {
+			w.fail(c, err)
+			return
+		}
+		setGenerationHeaders(c.Writer.Header(), servedBy(info, res.Backend), res.Timings)
+		writeJSON(c.Writer, http.StatusOK, w.enc.whole(res))
+		return
+	}
+
+	ctx := c.Request.Context()
+	out := newEventWriter(c.Writer, s.cfg.StallTimeout, w.frame)
+	var (
+		opened   bool
+		streamed strings.Builder // the text sent so far, to reconcile with the result
+	)
+	send := func(objs []any) error {
+		for _, o := range objs {
+			if err := out.send(o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	open := func(ev engine.Event) error {
+		opened = true
+		setGenerationHeaders(c.Writer.Header(), servedBy(info, ev.Backend), ev.Timings)
+		out.start()
+		objs := w.enc.open(ev)
+		if len(objs) == 0 {
+			return out.flush()
+		}
+		return send(objs)
+	}
+
+	res, err := s.backend.Generate(ctx, req, func(ev engine.Event) error {
+		// Stop a generation whose client left at once, rather than at the
+		// first failed write, which kernel buffers can delay by many events.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		streamed.WriteString(ev.Text)
+		if !opened {
+			return open(ev)
+		}
+		if ev.Text == "" {
+			return nil
+		}
+		return send(w.enc.text(ev.Text))
+	})
+
+	switch {
+	case ctx.Err() != nil || out.err != nil:
+		_ = c.Error(errClientGone) // nobody is reading: write nothing more
+		return
+	case err != nil && !opened:
+		w.fail(c, err)
+		return
+	case err != nil:
+		_ = c.Error(err)
+		_ = out.send(w.enc.streamError(err))
+		return
+	}
+
+	if !opened {
+		// The backend finished without a single event (nothing generated,
+		// or an adapter that does not stream): the result has it all.
+		_ = open(engine.Event{First: true, Slot: res.Slot, Timings: res.Timings, Backend: res.Backend})
+	}
+	if rest, ok := strings.CutPrefix(res.Text, streamed.String()); !ok {
+		s.log.Warn("backend result text differs from what it streamed",
+			"backend", info.Name, "streamed_bytes", streamed.Len(), "result_bytes", len(res.Text))
+	} else if rest != "" {
+		_ = send(w.enc.text(rest))
+	}
+	_ = send(w.enc.end(res))
+	if out.done() != nil {
+		_ = c.Error(errClientGone)
+	}
+}
