@@ -66,22 +66,48 @@ func (s *Server) meta(prefix string, info engine.Info) meta {
 	return meta{id: s.newID(prefix), created: s.now().Unix(), model: info.Model}
 }
 
-// generate runs req on the backend and writes the answer as r asks. It
-// blocks until the generation ends. The request's context goes to the
-// backend, so a client that leaves stops the generation.
+// generate runs req on the backend and answers in OpenAI's format, as r
+// asks (see turn). It blocks until the generation ends.
 func (s *Server) generate(c *gin.Context, info engine.Info, req engine.Request, r reply) {
-	req.Tenant = s.tenant(c)
-	if r.stream {
-		s.stream(c, info, req, r)
-		return
+	s.turn(c, info, req, wire{enc: openAIEncoder{r}, stream: r.stream, frame: frameOpenAI, fail: s.fail})
+}
+
+// openAIEncoder renders chat and legacy completions through their format:
+// the opening chunk (chat's role), text chunks, the finish chunk, the
+// usage chunk when asked for, and OpenAI's error object in the stream.
+type openAIEncoder struct{ r reply }
+
+var _ encoder = openAIEncoder{}
+
+func (e openAIEncoder) whole(res engine.Result) any { return e.r.format.complete(e.r.meta, res) }
+
+func (e openAIEncoder) open(ev engine.Event) []any {
+	var out []any
+	if ch := e.r.format.chunk(e.r.meta, part{open: true}); ch != nil {
+		out = append(out, ch)
 	}
-	res, err := s.backend.Generate(c.Request.Context(), req, nil)
-	if err != nil {
-		s.fail(c, err)
-		return
+	if ev.Text != "" {
+		out = append(out, e.text(ev.Text)...)
 	}
-	setGenerationHeaders(c.Writer.Header(), servedBy(info, res.Backend), res.Timings)
-	writeJSON(c.Writer, http.StatusOK, r.format.complete(r.meta, res))
+	return out
+}
+
+func (e openAIEncoder) text(s string) []any {
+	return []any{e.r.format.chunk(e.r.meta, part{text: s})}
+}
+
+func (e openAIEncoder) end(res engine.Result) []any {
+	out := []any{e.r.format.chunk(e.r.meta, part{finish: finishReason(res)})}
+	if e.r.includeUsage {
+		u := usageOf(res)
+		out = append(out, e.r.format.chunk(e.r.meta, part{usage: &u}))
+	}
+	return out
+}
+
+func (e openAIEncoder) streamError(err error) any {
+	_, body := classify(err)
+	return errorBody{Error: body}
 }
 
 // fail answers err as an OpenAI error, with the status classify gives it,

@@ -172,21 +172,11 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 		s.nodeFail(c, err)
 		return
 	}
-	req.Tenant = s.tenant(c)
-	if body.Stream {
-		s.nodeStream(c, info, req, body.TimingsPerToken)
-		return
-	}
-	res, err := s.backend.Generate(c.Request.Context(), req, nil)
-	if err != nil {
-		s.nodeFail(c, err)
-		return
-	}
-	setGenerationHeaders(c.Writer.Header(), servedBy(info, res.Backend), res.Timings)
-	writeJSON(c.Writer, http.StatusOK, nodeFinal(info, res, false))
+	s.turn(c, info, req, wire{enc: &nodeEncoder{info: info, perToken: body.TimingsPerToken}, stream: body.Stream,
+		frame: frameNode, fail: s.nodeFail})
 }
 
-// nodeStream runs req and streams the answer as llama-server does:
+// nodeEncoder renders /completion as llama-server does:
 //
 //	data: {"content": "…", "stop": false, …}\n\n   one partial per event
 //	data: {"content": "", "stop": true, "timings": {…}, …}\n\n   the final object
@@ -194,79 +184,48 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 // and no [DONE]. The first partial goes out with the backend's first event,
 // when prefill ends, with content "" if the event has no text: its arrival
 // is the client's time to first token, and with timings_per_token it
-// carries the prompt-side timings (how much of the prompt was reused).
-// Before that event an error gets a status; after it, an error object in
-// the stream ends it, as llama-server sends it.
-func (s *Server) nodeStream(c *gin.Context, info engine.Info, req engine.Request, perToken bool) {
-	ctx := c.Request.Context()
-	sse := newSSEWriter(c.Writer, s.cfg.StallTimeout)
-	var (
-		opened   bool
-		first    engine.Timings // the first event's: prompt side
-		slot     = -1
-		pieces   int       // texts sent; engine events may join tokens, so only close to tokens_predicted
-		since    time.Time // the first event, for the per-token timings
-		streamed strings.Builder
-	)
-	open := func(ev engine.Event) {
-		opened, first, slot, since = true, ev.Timings, ev.Slot, time.Now()
-		setGenerationHeaders(c.Writer.Header(), servedBy(info, ev.Backend), ev.Timings)
-		sse.start()
-	}
-	partial := func(text string) error {
-		ch := nodePartial{Content: text, Tokens: []int{}, IDSlot: slot, TokensPredicted: pieces, TokensEvaluated: first.PromptTokens}
-		if perToken {
-			t := first
-			t.GeneratedTokens, t.Decode = pieces, time.Since(since)
-			tm := nodeTimingsOf(t)
-			ch.Timings = &tm
-		}
-		return sse.send(ch)
-	}
+// carries the prompt-side timings (how much of the prompt was reused). An
+// error after it is llama-server's error object in the stream.
+type nodeEncoder struct {
+	info     engine.Info
+	perToken bool
+	first    engine.Timings // the first event's: prompt side
+	slot     int
+	pieces   int       // texts sent; engine events may join tokens, so only close to tokens_predicted
+	since    time.Time // the first event, for the per-token timings
+}
 
-	res, err := s.backend.Generate(ctx, req, func(ev engine.Event) error {
-		if err := ctx.Err(); err != nil {
-			return err // the client left: stop at once
-		}
-		if !opened {
-			open(ev)
-		} else if ev.Text == "" {
-			return nil
-		}
-		if ev.Text != "" {
-			pieces++
-			streamed.WriteString(ev.Text)
-		}
-		return partial(ev.Text)
-	})
+var _ encoder = (*nodeEncoder)(nil)
 
-	switch {
-	case ctx.Err() != nil || sse.err != nil:
-		_ = c.Error(errClientGone)
-		return
-	case err != nil && !opened:
-		s.nodeFail(c, err)
-		return
-	case err != nil:
-		_ = c.Error(err)
-		_, body := nodeError(err)
-		_ = sse.send(nodeErrorEnvelope{Error: body})
-		return
+func (e *nodeEncoder) whole(res engine.Result) any { return nodeFinal(e.info, res, false) }
+
+func (e *nodeEncoder) open(ev engine.Event) []any {
+	e.first, e.slot, e.since = ev.Timings, ev.Slot, time.Now()
+	return []any{e.partial(ev.Text)}
+}
+
+func (e *nodeEncoder) text(s string) []any { return []any{e.partial(s)} }
+
+func (e *nodeEncoder) end(res engine.Result) []any { return []any{nodeFinal(e.info, res, true)} }
+
+func (e *nodeEncoder) streamError(err error) any {
+	_, body := nodeError(err)
+	return nodeErrorEnvelope{Error: body}
+}
+
+// partial is one streamed partial carrying text.
+func (e *nodeEncoder) partial(text string) nodePartial {
+	if text != "" {
+		e.pieces++
 	}
-	if !opened {
-		open(engine.Event{Slot: res.Slot, Timings: res.Timings})
+	ch := nodePartial{Content: text, Tokens: []int{}, IDSlot: e.slot, TokensPredicted: e.pieces, TokensEvaluated: e.first.PromptTokens}
+	if e.perToken {
+		t := e.first
+		t.GeneratedTokens, t.Decode = e.pieces, time.Since(e.since)
+		tm := nodeTimingsOf(t)
+		ch.Timings = &tm
 	}
-	// As in stream: what was streamed must add up to the result's text.
-	if rest, ok := strings.CutPrefix(res.Text, streamed.String()); !ok {
-		s.log.Warn("backend result text differs from what it streamed",
-			"backend", info.Name, "streamed_bytes", streamed.Len(), "result_bytes", len(res.Text))
-	} else if rest != "" {
-		pieces++
-		_ = partial(rest)
-	}
-	if sse.send(nodeFinal(info, res, true)) != nil {
-		_ = c.Error(errClientGone)
-	}
+	return ch
 }
 
 // nodePartial is one streamed partial of /completion, as llama-server

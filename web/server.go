@@ -1,10 +1,14 @@
 // Package web is kvwin's HTTP edge: a Gin server speaking the OpenAI API,
 // Ollama's API (ollama.go) and llama-server's node routes (node.go).
 //
-// Handlers only translate: they decode an OpenAI request, turn it into one
-// engine.Request, hand it to the backend, and render what comes back. What
-// to serve and how belongs to the backend; which HTTP status an error gets
-// is decided here and only here (classify, in errors.go).
+// Every wire format goes through one turn pipeline: a handler only
+// translates (decode its body into one engine.Request; the window for
+// chats), then turn (turn.go) runs the backend and its one streaming state
+// machine, and the format's encoder renders the answer (OpenAI chat and
+// completions in generate.go, llama-server's /completion in node.go,
+// Ollama's NDJSON in ollama_encoder.go). What to serve and how belongs to
+// the backend; which HTTP status an error gets is decided here and only
+// here (classify, in errors.go).
 package web
 
 import (
