@@ -17,7 +17,7 @@ type key struct {
 	// text is the rendering approx keys, approxKeyer its tenant's keyer.
 	text        string
 	approxKeyer *kvcache.Keyer
-	length int            // prompt length in tokens (estimated without tokens)
+	length      int // prompt length in tokens (estimated without tokens)
 }
 
 // rootBlocks is how deep the root key sits: the first blocks of every chat

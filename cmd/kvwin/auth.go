@@ -89,7 +89,7 @@ type conversationDeleter interface {
 }
 
 var (
-	_ conversationDeleter = (*window.Window)(nil)
+	_ conversationDeleter          = (*window.Window)(nil)
 	_ engine.ConversationForgetter = (*llamacpp.Engine)(nil)
 	_ engine.ConversationForgetter = (*router.Router)(nil)
 )
