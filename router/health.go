@@ -131,6 +131,7 @@ func (r *Router) refresh(ctx context.Context, m *member, rejoin bool) error {
 			r.log.Info("backend changed its slots or context", "backend", m.name,
 				"slots", info.Slots, "was_slots", oldSlots, "ctx_per_slot", info.ContextSlot, "was_ctx_per_slot", oldCtx)
 		}
+		r.changed()
 	}
 	return nil
 }
@@ -170,7 +171,8 @@ func (r *Router) Status() []BackendStatus {
 }
 
 // Changed returns a channel closed at the next change of any backend's
-// health: tests and operators' tools wait on it instead of polling.
+// health, slots or context: tests and operators' tools wait on it instead
+// of polling.
 func (r *Router) Changed() <-chan struct{} {
 	r.watchMu.Lock()
 	defer r.watchMu.Unlock()

@@ -49,6 +49,10 @@ type serveFlags struct {
 	windowBudget    int
 	shift           bool
 	logLevel        slog.Level // the server's log level (benchmarks quiet it); --verbose lowers it to debug
+	// Timeouts toward --backend servers.
+	backendConnect    time.Duration
+	backendFirstToken time.Duration
+	backendIdle       time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -88,6 +92,9 @@ will answer it soonest.`,
 	fl.Int64Var(&f.snapshotBytes, "snapshot-max-bytes", 1<<30, "disk budget for KV snapshots; least recently used go first")
 	fl.StringArrayVar(&f.backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes, ollama=URL?model=NAME")
 	fl.StringVar(&f.route, "route", router.PolicyPrefix, "routing policy over --backend: prefix, round-robin, least-loaded, random")
+	fl.DurationVar(&f.backendConnect, "backend-connect-timeout", 5*time.Second, "with --backend: how long connecting to a backend may take")
+	fl.DurationVar(&f.backendFirstToken, "backend-first-token-timeout", 120*time.Second, "with --backend: how long a backend may take to send a turn's first token, its queue included; then the turn is retried once elsewhere, or 504")
+	fl.DurationVar(&f.backendIdle, "backend-idle-timeout", 60*time.Second, "with --backend: how long a backend may be silent between tokens; then the stream ends with an error")
 	return cmd
 }
 
