@@ -124,7 +124,7 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("kvcache: snapshot dir: %w", err)
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	dec, err := newSnapshotDecoder()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -420,18 +420,43 @@ func (s *Store) load(id string) ([]int, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
 	}
+	return decodeSnapshot(s.dec, b, s.cfg.Fingerprint)
+}
+
+// maxExpansion and minStateBound bound the state a snapshot's header may
+// claim: at most maxExpansion times its compressed bytes, or minStateBound
+// if more. KV is fp16 or quantized activations, which zstd at its fastest
+// level shrinks by well under 2×; only small states (empty cells, tests)
+// compress much better. A header claiming more (a flipped bit in its
+// state size, a decompression bomb) is corrupt, refused before anything is
+// allocated for it.
+const (
+	maxExpansion  = 16
+	minStateBound = 64 << 20
+)
+
+// decodeSnapshot verifies and decodes the bytes of a snapshot file written
+// for the model with fingerprint: its token ids and its state. dec must
+// have been made with zstd.WithDecodeAllCapLimit, so no more than the
+// header's state size is ever decoded. Errors wrap ErrSnapshotCorrupt or
+// ErrSnapshotMismatch; whatever b holds, it allocates at most about
+// max(maxExpansion × len(b), minStateBound).
+func decodeSnapshot(dec *zstd.Decoder, b []byte, fingerprint uint64) ([]int, []byte, error) {
 	h, err := parseHead(b)
 	if err != nil {
 		return nil, nil, err
 	}
-	if h.fingerprint != s.cfg.Fingerprint {
+	if h.fingerprint != fingerprint {
 		return nil, nil, ErrSnapshotMismatch
 	}
 	tokEnd := snapHeader + 4*int(h.tokens)
 	if uint64(len(b)) != uint64(tokEnd)+h.comp {
 		return nil, nil, fmt.Errorf("%w: %d bytes, header says %d", ErrSnapshotCorrupt, len(b), uint64(tokEnd)+h.comp)
 	}
-	state, err := s.dec.DecodeAll(b[tokEnd:], make([]byte, 0, h.state))
+	if h.state > max(maxExpansion*h.comp, minStateBound) {
+		return nil, nil, fmt.Errorf("%w: %d bytes of state from %d compressed", ErrSnapshotCorrupt, h.state, h.comp)
+	}
+	state, err := dec.DecodeAll(b[tokEnd:], make([]byte, 0, h.state))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
 	}
@@ -442,6 +467,11 @@ func (s *Store) load(id string) ([]int, []byte, error) {
 		return nil, nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
 	}
 	return decodeTokens(b[snapHeader:tokEnd]), state, nil
+}
+
+// newSnapshotDecoder returns the decoder decodeSnapshot needs.
+func newSnapshotDecoder() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true))
 }
 
 // Delete removes a snapshot.
