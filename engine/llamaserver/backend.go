@@ -11,7 +11,8 @@
 //
 // Generations always stream from the server, whether or not the caller
 // streams: the first chunk marks the end of prefill (time to first token),
-// a silent server is noticed (Config.IdleTimeout), and an error before the
+// a silent server is noticed (Config.FirstTokenTimeout before the first
+// chunk, Config.IdleTimeout after it), and an error before the
 // first chunk is known to have generated nothing, so a router can fail over.
 package llamaserver
 

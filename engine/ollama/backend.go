@@ -15,7 +15,8 @@
 // engine.ErrInvalidRequest before anything is sent: a prompt of token ids
 // (its API takes text), IgnoreEOS, NoCache. Request.Slot is ignored:
 // Ollama picks its slot itself. Every request streams, whether or not the caller does, so a silent
-// server is noticed (Config.IdleTimeout) and an error before the first
+// server is noticed (Config.FirstTokenTimeout, then Config.IdleTimeout)
+// and an error before the first
 // response is known to have generated nothing, so a router can fail over.
 //
 // The window is kvwin's job, so Ollama must never truncate a prompt (its
