@@ -53,7 +53,10 @@
 //
 // A slot pin the backend refuses (a slot it no longer has) is the router's
 // mistake: the backend's slots are re-read, the pin dropped and the turn
-// run unpinned. Usage a backend reports is checked against the prompt the
+// run unpinned. So is a prompt refused as too long by a backend the router
+// believed could hold it (its context shrank): the backend is re-read and
+// the next candidate tried; only when none holds the prompt does the client
+// get the context-length error. Usage a backend reports is checked against the prompt the
 // router sent (usage.go); a count that cannot be true is logged and
 // replaced by the router's own.
 package router

@@ -114,7 +114,11 @@ func TestTimedOutBackendNeedsAProbeGenerationToComeBack(t *testing.T) {
 	}
 	// Probes fail while it hangs; /health alone would have let it back.
 	for range 3 {
-		<-p.probed
+		select {
+		case <-p.probed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no probe generation of the distrusted backend")
+		}
 		if r.Status()[0].Healthy {
 			t.Fatal("healthy again while its generations time out")
 		}
@@ -323,5 +327,72 @@ func TestReadyFollowsTheHealthOfTheFleet(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("not ready after its backend came back")
 		}
+	}
+}
+
+// ctxFake is a backend whose context shrank (a node restarted with a
+// smaller one): it refuses prompts that no longer fit, and reports its new
+// context only once refreshed.
+type ctxFake struct {
+	*fake
+	mu               sync.Mutex
+	actual, reported int
+}
+
+func (c *ctxFake) Info() engine.Info {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := c.fake.Info()
+	i.ContextSlot = c.reported
+	return i
+}
+
+func (c *ctxFake) Refresh(context.Context) error {
+	c.mu.Lock()
+	c.reported = c.actual
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *ctxFake) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	c.mu.Lock()
+	actual := c.actual
+	c.mu.Unlock()
+	if len(req.Tokens) >= actual {
+		return engine.Result{}, &engine.ContextLengthError{PromptTokens: len(req.Tokens), Limit: actual}
+	}
+	return c.fake.Generate(ctx, req, stream)
+}
+
+// A prompt the router believed fits a backend whose context shrank goes to
+// another backend; the shrunk one is re-read. With no other backend, the
+// client gets context_length_exceeded (nothing holds the prompt now).
+func TestBackendWhoseContextShrankIsReReadAndSkipped(t *testing.T) {
+	shrunk := &ctxFake{fake: newFake("shrunk"), actual: 64, reported: 4096}
+	other := newFake("other")
+	r, err := New(Config{Policy: PolicyRoundRobin, HealthInterval: time.Hour}, []engine.Backend{shrunk, other}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range 2 {
+		if res := generate(t, r, conv(i, 1)); res.Backend != "other" {
+			t.Fatalf("turn %d served by %s", i, res.Backend)
+		}
+	}
+	if st := r.Status()[0]; st.ContextSlot != 64 || !st.Healthy {
+		t.Fatalf("the shrunk backend after its refusal: %+v (want re-read, still healthy)", st)
+	}
+
+	alone := &ctxFake{fake: newFake("alone"), actual: 64, reported: 4096}
+	r2, err := New(Config{HealthInterval: time.Hour}, []engine.Backend{alone}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	_, err = r2.Generate(context.Background(), engine.Request{Messages: conv(1, 1), Slot: -1}, nil)
+	var tooLong *engine.ContextLengthError
+	if !errors.As(err, &tooLong) || tooLong.Limit != 64 {
+		t.Fatalf("err %v, want the backend's context-length error", err)
 	}
 }

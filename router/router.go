@@ -283,7 +283,8 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 	}
 	cands := r.score(k, fits)
 	var failures []string
-	timedOut, full := 0, 0
+	timedOut, full, shrunk := 0, 0, 0
+	var lastTooLong error
 	for _, c := range r.order.order(cands, k.root()) {
 		m := r.members[c.index]
 		sub := req
@@ -299,10 +300,24 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		if c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
 			sub.Slot = c.slot
 		}
+		believed := m.backend.Info().ContextSlot
 		res, started, err := r.generateOn(ctx, m, k, req, sub, stream)
 		if err == nil {
 			r.learn(m, k, res)
 			return res, nil
+		}
+		var tooLong *engine.ContextLengthError
+		if !started && ctx.Err() == nil && errors.As(err, &tooLong) && (believed == 0 || k.length < believed) {
+			// The router thought the prompt fits: the backend's context
+			// shrank under it (a node restarted with a smaller one). Its
+			// mistake, not the client's: re-read the backend and try the
+			// next; only when no backend fits is it the client's answer.
+			if rerr := r.refresh(ctx, m, false); rerr != nil {
+				r.log.Warn("re-reading the backend's context failed", "backend", m.name, "err", rerr)
+			}
+			failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
+			shrunk, lastTooLong = shrunk+1, err
+			continue
 		}
 		if started || ctx.Err() != nil || !retryable(err) {
 			return res, err
@@ -327,6 +342,9 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		if m.down(err, r.log) {
 			r.changed()
 		}
+	}
+	if shrunk == len(failures) {
+		return engine.Result{}, lastTooLong
 	}
 	if full == len(failures) {
 		return engine.Result{}, fmt.Errorf("%w: every backend is busy: %s", engine.ErrQueueFull, strings.Join(failures, "; "))

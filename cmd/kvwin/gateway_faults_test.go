@@ -57,7 +57,7 @@ func (p *hangingProxy) name() string { return strings.TrimPrefix(p.srv.URL, "htt
 
 // testFirstToken is the gateways' first-token timeout here: far above the
 // tiny model's first token on a short prompt, far below the default.
-const testFirstToken = 2 * time.Second
+const testFirstToken = 4 * time.Second
 
 // A backend that answers everything but generations: its turns come back
 // from the other node, under prefix and round-robin routing alike, and it
