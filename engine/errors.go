@@ -18,6 +18,10 @@ var (
 	ErrClosed = errors.New("backend closed")
 	// ErrUnavailable: the backend cannot serve now (unhealthy, unreachable).
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrTimeout: the backend did not connect or did not send its first
+	// token in time (nothing was generated; another backend may serve).
+	// It is not ErrUnavailable: the client is told the backend timed out.
+	ErrTimeout = errors.New("backend timed out")
 )
 
 // ContextLengthError says a prompt does not fit the context of one slot.

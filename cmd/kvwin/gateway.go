@@ -28,7 +28,8 @@ func (a *app) startGateway() error {
 		}
 		switch kind {
 		case "llamaserver":
-			b, err := llamaserver.New(llamaserver.Config{BaseURL: url, APIKey: a.f.backendKey}, a.log)
+			b, err := llamaserver.New(llamaserver.Config{BaseURL: url, APIKey: a.f.backendKey, ConnectTimeout: a.f.backendConnect,
+				FirstTokenTimeout: a.f.backendFirstToken, IdleTimeout: a.f.backendIdle}, a.log)
 			if err != nil {
 				return fmt.Errorf("--backend %q: %w", spec, err)
 			}
@@ -47,6 +48,7 @@ func (a *app) startGateway() error {
 			if err != nil {
 				return fmt.Errorf("--backend %q: %w", spec, err)
 			}
+			cfg.ConnectTimeout, cfg.FirstTokenTimeout, cfg.IdleTimeout = a.f.backendConnect, a.f.backendFirstToken, a.f.backendIdle
 			b, err := ollama.New(cfg, a.log)
 			if err != nil {
 				return fmt.Errorf("--backend %q: %w", spec, err)
