@@ -236,6 +236,14 @@ type liar struct {
 	t engine.Timings
 }
 
+// Info says the liar keeps tenants apart, so what is checked here is the
+// usage check alone, not the cap on a shared backend's reuse.
+func (l liar) Info() engine.Info {
+	info := l.fake.Info()
+	info.Tenants = true
+	return info
+}
+
 func (l liar) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
 	res, err := l.fake.Generate(ctx, req, func(ev engine.Event) error {
 		if ev.First {
