@@ -125,22 +125,30 @@ func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, th
 
 // nodeProcess is a kvwin node running as a subprocess.
 type nodeProcess struct {
-	cmd *exec.Cmd
-	url string
+	cmd     *exec.Cmd
+	url     string
+	cleanup func() // after it stopped; nil for none
 }
 
-// startNodeProcess starts `kvwin serve` in its own process group, dying with
-// this process (Pdeathsig), and waits until it answers /health.
+// startNodeProcess starts a bench node: `kvwin serve` on model with 2 slots
+// and a 4096-token context (see startServeProcess).
 func startNodeProcess(ctx context.Context, exe, model, dataDir string, threads int, snapshots bool) (*nodeProcess, error) {
+	args := []string{"--model", model, "--data-dir", dataDir, "--slots", "2", "--ctx", "4096", "--threads", strconv.Itoa(threads)}
+	if !snapshots {
+		args = append(args, "--no-snapshots")
+	}
+	return startServeProcess(ctx, exe, args)
+}
+
+// startServeProcess starts `kvwin serve` with args on a free loopback port,
+// in its own process group, dying with this process (Pdeathsig), and waits
+// until it answers /health.
+func startServeProcess(ctx context.Context, exe string, args []string) (*nodeProcess, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"serve", "--addr", "127.0.0.1:" + strconv.Itoa(port), "--model", model, "--data-dir", dataDir,
-		"--slots", "2", "--ctx", "4096", "--threads", strconv.Itoa(threads)}
-	if !snapshots {
-		args = append(args, "--no-snapshots")
-	}
+	args = append([]string{"serve", "--addr", "127.0.0.1:" + strconv.Itoa(port)}, args...)
 	cmd := exec.Command(exe, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -176,6 +184,9 @@ func (n *nodeProcess) stop() {
 	case <-time.After(5 * time.Second):
 		syscall.Kill(-pgid, syscall.SIGKILL)
 		<-exited
+	}
+	if n.cleanup != nil {
+		n.cleanup()
 	}
 }
 

@@ -25,6 +25,9 @@ type remoteBackend interface {
 type backendOptions struct {
 	apiKey string // --backend-api-key
 	log    *slog.Logger
+	// The backend timeouts (--backend-connect-timeout,
+	// --backend-first-token-timeout, --backend-idle-timeout); 0: defaults.
+	connect, firstToken, idle time.Duration
 }
 
 // backendKind is one kind of --backend KIND=URL: how its URL is parsed and
@@ -45,7 +48,8 @@ var backendKinds = map[string]backendKind{
 // /props now, so the log says what it serves; a server not up yet is
 // brought in by the health checks.
 func openLlamaServer(url string, o backendOptions) (remoteBackend, error) {
-	b, err := llamaserver.New(llamaserver.Config{BaseURL: url, APIKey: o.apiKey}, o.log)
+	b, err := llamaserver.New(llamaserver.Config{BaseURL: url, APIKey: o.apiKey, ConnectTimeout: o.connect,
+		FirstTokenTimeout: o.firstToken, IdleTimeout: o.idle}, o.log)
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +71,7 @@ func openOllama(url string, o backendOptions) (remoteBackend, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.ConnectTimeout, cfg.FirstTokenTimeout, cfg.IdleTimeout = o.connect, o.firstToken, o.idle
 	return ollama.New(cfg, o.log)
 }
 
@@ -101,7 +106,8 @@ func (a *app) startGateway() error {
 		if err != nil {
 			return err
 		}
-		b, err := kind.open(url, backendOptions{apiKey: a.f.backendKey, log: a.log})
+		b, err := kind.open(url, backendOptions{apiKey: a.f.backendKey, log: a.log,
+			connect: a.f.backendConnect, firstToken: a.f.backendFirstToken, idle: a.f.backendIdle})
 		if err != nil {
 			return fmt.Errorf("--backend %q: %w (e.g. %s)", spec, err, kind.example)
 		}
