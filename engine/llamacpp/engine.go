@@ -74,6 +74,7 @@ type Stats struct {
 	PromptTokens    atomic.Int64 // prompt tokens of all requests
 	CachedTokens    atomic.Int64 // prompt tokens reused from the KV cache
 	PromptDecoded   atomic.Int64 // prompt tokens handed to llama_decode
+	Decodes         atomic.Int64 // llama_decode calls that succeeded
 	GeneratedTokens atomic.Int64
 	Forks           atomic.Int64 // prefixes copied between slots
 	Shifts          atomic.Int64 // kept history moved instead of recomputed (--shift)

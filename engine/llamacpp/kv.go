@@ -159,7 +159,7 @@ func (k *kv) prepareRestore(chain kvcache.Chain, prompt []int) *restore {
 		k.restoreFailures.Add(1)
 		return nil
 	}
-	return &restore{id: snap.Snapshot, tokens: tokens, state: state, reuse: min(commonPrefix(tokens, prompt), len(prompt)-1)}
+	return &restore{id: snap.Snapshot, tokens: tokens, state: state, reuse: min(commonPrefix(tokens, prompt), reuseLimit(len(prompt)))}
 }
 
 // save queues a snapshot of a slot's KV before the slot is given away.

@@ -18,7 +18,7 @@ const (
 // reusable is how much of t's prompt slot s holds that t may reuse: the
 // common prefix, stopping where shifted KV starts unless t allows shifting.
 func (l *loop) reusable(s *slot, t *task) int {
-	n := min(commonPrefix(s.tokens, t.prompt), len(t.prompt)-1)
+	n := min(commonPrefix(s.tokens, t.prompt), reuseLimit(len(t.prompt)))
 	if s.shiftedAt >= 0 && !t.req.Shift {
 		n = min(n, s.shiftedAt)
 	}
@@ -49,10 +49,10 @@ func (l *loop) shift(s *slot, prompt []int, reuse int) int {
 }
 
 // findRun finds prompt[from:from+shiftProbe] in held at or after start and
-// returns its position and how far the match extends (capped at the
-// prompt's last token, which is always computed); -1 if there is none.
+// returns its position and how far the match extends (capped at
+// reuseLimit: a prompt's last chunk is always computed); -1 if there is none.
 func findRun(held, prompt []int, from, start int) (int, int) {
-	if from+shiftProbe > len(prompt)-1 {
+	if from+shiftProbe > reuseLimit(len(prompt)) {
 		return -1, 0
 	}
 	probe := prompt[from : from+shiftProbe]
@@ -61,7 +61,7 @@ func findRun(held, prompt []int, from, start int) (int, int) {
 			continue
 		}
 		m := shiftProbe
-		for from+m < len(prompt)-1 && j+m < len(held) && held[j+m] == prompt[from+m] {
+		for from+m < reuseLimit(len(prompt)) && j+m < len(held) && held[j+m] == prompt[from+m] {
 			m++
 		}
 		return j, m
