@@ -57,23 +57,44 @@ func NewBaseline(cfg Config) (*Baseline, error) {
 // how long the decoding took, from the first token added to the batch to the
 // last decode's return (the last token's logits are then ready). It blocks.
 func (b *Baseline) Prefill(prompt []int) (time.Duration, error) {
+	return b.PrefillBeside(prompt, nil)
+}
+
+// PrefillBeside is Prefill with other already in the context, as sequence 1
+// (decoded first, untimed, into the lowest cells): llama.cpp attends over
+// every cell up to the highest one in use, another sequence's included, so
+// this is the ceiling for a prompt beside another slot's KV. The context
+// must have room for two sequences (Slots ≥ 2) when other is not empty.
+func (b *Baseline) PrefillBeside(prompt, other []int) (time.Duration, error) {
 	if len(prompt) == 0 {
 		return 0, fmt.Errorf("baseline: empty prompt")
 	}
 	b.lctx.KvCacheClear()
+	if err := b.decode(other, 1); err != nil {
+		return 0, err
+	}
 	start := time.Now()
-	for i := 0; i < len(prompt); i += BaselineBatch {
-		b.batch.Clear()
-		end := min(i+BaselineBatch, len(prompt))
-		for j := i; j < end; j++ {
-			b.batch.Add(prompt[j], nil, j, j == len(prompt)-1, 0)
-		}
-		if err := b.lctx.Decode(b.batch); err != nil {
-			return 0, fmt.Errorf("baseline: decode tokens %d..%d: %w", i, end-1, err)
-		}
+	if err := b.decode(prompt, 0); err != nil {
+		return 0, err
 	}
 	b.lctx.Synchronize()
 	return time.Since(start), nil
+}
+
+// decode decodes tokens into sequence seq in batches of BaselineBatch, with
+// logits for the last token only.
+func (b *Baseline) decode(tokens []int, seq int) error {
+	for i := 0; i < len(tokens); i += BaselineBatch {
+		b.batch.Clear()
+		end := min(i+BaselineBatch, len(tokens))
+		for j := i; j < end; j++ {
+			b.batch.Add(tokens[j], nil, j, j == len(tokens)-1, seq)
+		}
+		if err := b.lctx.Decode(b.batch); err != nil {
+			return fmt.Errorf("baseline: decode tokens %d..%d of sequence %d: %w", i, end-1, seq, err)
+		}
+	}
+	return nil
 }
 
 // Close frees the context and the model.
