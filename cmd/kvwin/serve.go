@@ -37,6 +37,7 @@ type serveFlags struct {
 	slots           int
 	ctx             int
 	threads         int
+	batch           int
 	queue           int
 	window          string
 	maxBody         int64
@@ -89,6 +90,7 @@ will answer it soonest.`,
 	fl.IntVar(&f.slots, "slots", 4, "parallel sequences (slots) of the engine")
 	fl.IntVar(&f.ctx, "ctx", 4096, "context per slot in tokens; the KV cache holds slots × ctx")
 	fl.IntVar(&f.threads, "threads", runtime.NumCPU(), "compute threads")
+	fl.IntVar(&f.batch, "batch", llamacpp.DefaultConfig().Batch, fmt.Sprintf("most tokens per llama_decode call, 1..%d: prompts are prefilled in chunks of this size (see the README)", llamacpp.MaxBatch))
 	fl.IntVar(&f.queue, "queue", 64, "requests that may wait for a slot before new ones get 429 (0: none wait)")
 	fl.StringVar(&f.window, "window", window.PolicyMemory, "window policy: full, sliding, sink or memory (per request: header X-Kvwin-Window-Policy)")
 	fl.BoolVar(&f.shift, "shift", false, "at eviction steps move the kept turns' KV instead of recomputing it: no prefill, but approximate (StreamingLLM-style)")
@@ -271,7 +273,7 @@ func (a *app) startEmbedded() error {
 		snapshotDir = ""
 	}
 	eng, err := llamacpp.New(llamacpp.Config{
-		ModelPath: modelPath, Slots: f.slots, Ctx: f.ctx, Threads: f.threads, Queue: queue,
+		ModelPath: modelPath, Slots: f.slots, Ctx: f.ctx, Threads: f.threads, Batch: f.batch, Queue: queue,
 		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.snapshotBytes,
 	}, a.log)
 	if err != nil {

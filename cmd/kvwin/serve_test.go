@@ -242,7 +242,7 @@ func TestStreamAndNonStreamAreByteIdentical(t *testing.T) {
 	if plain.content == "" || plain.content != streamed.content {
 		t.Fatalf("contents differ:\nplain    %q\nstreamed %q", plain.content, streamed.content)
 	}
-	if streamed.cached != streamed.prompt-1 {
+	if streamed.cached != streamed.prompt-2 { // all but the last chunk of two tokens (engine/llamacpp/chunk.go)
 		t.Fatalf("the repeated request reused %d of %d prompt tokens", streamed.cached, streamed.prompt)
 	}
 }

@@ -17,7 +17,7 @@ type Config struct {
 	Slots     int    // parallel sequences; default 4
 	Ctx       int    // tokens per slot; the KV cache holds Slots × Ctx; default 4096
 	Threads   int    // compute threads; default: the cores available
-	Batch     int    // tokens per llama_decode call; default 512
+	Batch     int    // most tokens per llama_decode call; default 512, at most MaxBatch (the README says how to choose)
 	Queue     int    // requests waiting for a slot before ErrQueueFull; 0 takes the default 64, -1 means none wait
 	// FlashAttention uses ggml's fused attention kernel.
 	FlashAttention bool
@@ -36,6 +36,12 @@ type Config struct {
 	// SnapshotMinTokens: shorter sequences are not worth a file; default 256.
 	SnapshotMinTokens int
 }
+
+// MaxBatch is the largest Batch. The pinned binding leaves llama.cpp's
+// micro-batch at its default of 512 rows, so a larger batch would only be
+// split again inside llama_decode, and the split could leave a prompt's last
+// token in a micro-batch of its own (see chunk.go).
+const MaxBatch = 512
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -81,8 +87,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("llamacpp: context per slot %d is below 64 tokens", c.Ctx)
 	case c.Threads < 1:
 		return fmt.Errorf("llamacpp: threads %d below 1", c.Threads)
-	case c.Batch < 1:
-		return fmt.Errorf("llamacpp: batch %d below 1", c.Batch)
+	case c.Batch < 1 || c.Batch > MaxBatch:
+		return fmt.Errorf("llamacpp: batch %d out of range 1..%d", c.Batch, MaxBatch)
 	case c.Queue < -1:
 		return fmt.Errorf("llamacpp: queue %d below -1", c.Queue)
 	}
