@@ -199,13 +199,6 @@ type Backend interface {
 	Generate(ctx context.Context, req Request, stream StreamFunc) (Result, error)
 }
 
-// Tokenizer is implemented by backends that can tokenize exactly as they
-// compute, so a gateway can hash the prompt's blocks.
-type Tokenizer interface {
-	Tokenize(ctx context.Context, text string, special bool) ([]int, error)
-	Detokenize(ctx context.Context, tokens []int) (string, error)
-}
-
 // SlotState is a snapshot of one slot of a backend.
 type SlotState struct {
 	ID         int  `json:"id"`
@@ -215,9 +208,4 @@ type SlotState struct {
 	// Tenant is the tenant whose tokens the slot holds ("" when it holds
 	// none); a server shows a tenant only its own slots. Not on the wire.
 	Tenant string `json:"-"`
-}
-
-// SlotReporter is implemented by backends that can list their slots.
-type SlotReporter interface {
-	Slots() []SlotState
 }

@@ -18,6 +18,9 @@ var (
 	ErrClosed = errors.New("backend closed")
 	// ErrUnavailable: the backend cannot serve now (unhealthy, unreachable).
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrNotSupported: the backend lacks the optional ability asked of it
+	// (a router none of whose backends has it).
+	ErrNotSupported = errors.New("not supported by this server's backend")
 )
 
 // ContextLengthError says a prompt does not fit the context of one slot.

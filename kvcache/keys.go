@@ -108,6 +108,14 @@ func root(ns Namespace, approximate bool, block int) Key {
 	return Key(d.Sum64())
 }
 
+// NewTextKeyer returns the Keyer of approximate keys (Text) for model: the
+// one scheme that a gateway's registry and a backend's own reuse estimate
+// (engine/ollama) share, so that both give the same conversation the same
+// keys. Salt it with ForTenant, as every other chain is.
+func NewTextKeyer(model string) (*Keyer, error) {
+	return NewKeyer(Namespace{Model: model}, KeyerConfig{})
+}
+
 // ForTenant returns a Keyer of the same namespace and block sizes whose keys
 // are salted by tenant: its chains share no key with another tenant's. It
 // is cheap (two short hashes) and does not modify k.

@@ -3,6 +3,8 @@ package router
 import (
 	"context"
 	"time"
+
+	"kvwin/engine"
 )
 
 // checkHealth runs the active health checks until ctx ends. Healthy
@@ -31,7 +33,7 @@ func (r *Router) checkHealth(ctx context.Context) {
 
 func (r *Router) check(ctx context.Context, m *member, now time.Time) {
 	var err error
-	if hc, ok := m.backend.(healthChecker); ok {
+	if hc, ok := m.backend.(engine.HealthChecker); ok {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
 		err = hc.Health(cctx)
 		cancel()

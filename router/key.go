@@ -14,7 +14,10 @@ type key struct {
 	tokens []int          // exact prompt tokens; nil when no backend could render them
 	exact  kvcache.Chain  // block keys of tokens
 	approx kvcache.Chain  // block keys of the rendered text, for backends without a tokenizer
-	length int            // prompt length in tokens (estimated without tokens)
+	// text is the rendering approx keys, approxKeyer its tenant's keyer.
+	text        string
+	approxKeyer *kvcache.Keyer
+	length      int // prompt length in tokens (estimated without tokens)
 }
 
 // rootBlocks is how deep the root key sits: the first blocks of every chat
@@ -42,7 +45,7 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 		k.tokens = req.Tokens
 	} else {
 		for _, m := range live {
-			p, ok := m.backend.(prompter)
+			p, ok := m.backend.(engine.Prompter)
 			if !ok {
 				continue
 			}
@@ -60,8 +63,9 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 	// Keys are salted by tenant: a tenant's lookups find only its own
 	// prefixes, so routing and cached-token counts say nothing of others'.
 	k.keyer = r.exact.ForTenant(req.Tenant)
-	text := promptText(req)
-	k.approx = r.approx.ForTenant(req.Tenant).Text(text)
+	text := r.promptText(req)
+	k.text, k.approxKeyer = text, r.approx.ForTenant(req.Tenant)
+	k.approx = k.approxKeyer.Text(text)
 	if k.tokens != nil {
 		k.exact = k.keyer.Tokens(k.tokens)
 		k.length = len(k.tokens)
@@ -71,8 +75,18 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 	return k, nil
 }
 
-// promptText is the request's prompt as text, for approximate keys.
-func promptText(req engine.Request) string {
+// promptText is the request's prompt as text, for approximate keys: the
+// rendering of the first backend that renders text for its own estimate
+// (engine.TextRenderer: Ollama), so both key it alike; else role and
+// content lines.
+func (r *Router) promptText(req engine.Request) string {
+	for _, m := range r.members {
+		if tr, ok := m.backend.(engine.TextRenderer); ok {
+			if text, err := tr.PromptText(req); err == nil {
+				return text
+			}
+		}
+	}
 	if req.Prompt != "" {
 		return req.Prompt
 	}

@@ -46,7 +46,7 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, exact := b.(prompter)
+	_, exact := b.(engine.Prompter)
 	m := &member{index: i, name: info.Name, backend: b, exact: exact, slots: max(info.Slots, 1), cal: cal, snapshots: info.Snapshots}
 	m.healthy.Store(true)
 	return m, nil

@@ -91,18 +91,6 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// prompter renders a request's prompt into the token ids the backend
-// computes (llamaserver.Backend does, through /tokenize). The router keys
-// blocks exactly with it; backends without it get approximate keys.
-type prompter interface {
-	Prompt(ctx context.Context, req engine.Request) ([]int, error)
-}
-
-// healthChecker is implemented by backends with a health endpoint.
-type healthChecker interface {
-	Health(ctx context.Context) error
-}
-
 // Router is an engine.Backend over a fleet. Safe for concurrent use.
 type Router struct {
 	cfg     Config
@@ -152,7 +140,9 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 	if r.exact, err = kvcache.NewKeyer(ns, kvcache.KeyerConfig{BlockTokens: cfg.BlockTokens}); err != nil {
 		return nil, err
 	}
-	if r.approx, err = kvcache.NewKeyer(ns, kvcache.KeyerConfig{BlockTokens: cfg.BlockTokens}); err != nil {
+	// Approximate keys are the scheme the Ollama adapter's own estimate
+	// uses (kvcache.NewTextKeyer over its PromptText), so both agree.
+	if r.approx, err = kvcache.NewTextKeyer(model); err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
@@ -186,18 +176,12 @@ func (r *Router) Close() error {
 	return nil
 }
 
-// messageCounter is implemented by backends that count a chat message's
-// tokens as they render it.
-type messageCounter interface {
-	CountMessage(m engine.Message) int
-}
-
 // CountMessage counts m's tokens with the first healthy backend that can,
 // so the gateway's window plans in the fleet's own tokens; it estimates from
 // the bytes when none can.
 func (r *Router) CountMessage(m engine.Message) int {
 	for _, mem := range r.members {
-		if mc, ok := mem.backend.(messageCounter); ok && mem.healthy.Load() {
+		if mc, ok := mem.backend.(engine.MessageCounter); ok && mem.healthy.Load() {
 			return mc.CountMessage(m)
 		}
 	}
@@ -324,13 +308,10 @@ func capStream(stream engine.StreamFunc, c candidate) engine.StreamFunc {
 // conversation (a kvwin node's KV snapshots) and returns how many held
 // some. It asks every backend that can, healthy or not, and blocks on them.
 func (r *Router) ForgetConversation(ctx context.Context, tenant, conversation string) (int, error) {
-	type forgetter interface {
-		ForgetConversation(ctx context.Context, tenant, conversation string) (int, error)
-	}
 	n := 0
 	var errs []error
 	for _, m := range r.members {
-		if f, ok := m.backend.(forgetter); ok {
+		if f, ok := m.backend.(engine.ConversationForgetter); ok {
 			k, err := f.ForgetConversation(ctx, tenant, conversation)
 			n += k
 			if err != nil {
@@ -414,6 +395,11 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		}
 		r.reg.Correct(loc, chain, cached)
 		held := chain
+		if !m.exact && res.Text != "" && k.text != "" {
+			// The canonical rendering puts the answer where the next
+			// turn's prompt continues, as the backend's KV holds it.
+			held = k.approxKeyer.Text(k.text + res.Text)
+		}
 		if m.exact && len(res.Tokens) > 1 {
 			// The last generated token was sampled, not computed into KV.
 			held = k.keyer.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))

@@ -37,21 +37,8 @@ import (
 // without one answers that route 501, as llama-server does for a disabled
 // endpoint.
 
-// chatTemplater is a backend that knows its model's chat template.
-type chatTemplater interface {
-	ChatTemplate() string
-}
-
-// specialTokenizer is a backend that tokenizes with llama.cpp's two flags
-// apart: addSpecial inserts BOS, parseSpecial turns control-token text into
-// control tokens. engine.Tokenizer has one flag for both, which
-// tokenizeSplit works around when a backend lacks this.
-type specialTokenizer interface {
-	TokenizeSpecial(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int, error)
-}
-
 // errNotSupported: the backend lacks the ability a node route needs.
-var errNotSupported = errors.New("not supported by this server's backend")
+var errNotSupported = engine.ErrNotSupported
 
 // nodeRoutes mounts the node routes on r.
 func (s *Server) nodeRoutes(r *gin.Engine) {
@@ -406,7 +393,7 @@ func (s *Server) nodeTokenize(c *gin.Context) {
 // adds is what Tokenize("", true) returns (llama.cpp's BOS), so the other
 // two cases are composed: BOS + plain tokens, or parsed tokens minus BOS.
 func tokenizeSplit(ctx context.Context, b engine.Backend, tok engine.Tokenizer, text string, add, parse bool) ([]int, error) {
-	if st, ok := b.(specialTokenizer); ok {
+	if st, ok := b.(engine.SpecialTokenizer); ok {
 		return st.TokenizeSpecial(ctx, text, add, parse)
 	}
 	if add == parse {
@@ -459,8 +446,16 @@ func (s *Server) nodeDetokenize(c *gin.Context) {
 // names (id, n_ctx, is_processing) plus n_tokens, the tokens a slot's KV
 // holds, which llama-server does not report and a kvwin gateway reads.
 func (s *Server) nodeSlots(c *gin.Context) {
-	rep, ok := s.backend.(engine.SlotReporter)
-	if !ok {
+	var states []engine.SlotState
+	if f, ok := s.backend.(engine.SlotFetcher); ok {
+		var err error
+		if states, err = f.FetchSlots(c.Request.Context()); err != nil {
+			s.nodeFail(c, err)
+			return
+		}
+	} else if rep, ok := s.backend.(engine.SlotReporter); ok {
+		states = rep.Slots()
+	} else {
 		s.nodeFail(c, fmt.Errorf("slots: %w", errNotSupported))
 		return
 	}
@@ -469,7 +464,7 @@ func (s *Server) nodeSlots(c *gin.Context) {
 	// keys, sees them all.
 	all := isAdmin(c) && (!s.keys.enabled() || c.GetHeader(HeaderTenant) == "")
 	slots := []engine.SlotState{}
-	for _, sl := range rep.Slots() {
+	for _, sl := range states {
 		if all || sl.Tenant == s.tenant(c) {
 			slots = append(slots, sl)
 		}
@@ -503,7 +498,7 @@ func (s *Server) nodeProps(c *gin.Context) {
 	p.DefaultGenerationSettings.NCtx = info.ContextSlot
 	p.TotalSlots, p.ModelAlias, p.ModelPath, p.KvwinSnapshots = info.Slots, info.Model, info.Model, info.Snapshots
 	p.KvwinTenants = s.keys.enabled() && isAdmin(c)
-	if t, ok := s.backend.(chatTemplater); ok {
+	if t, ok := s.backend.(engine.ChatTemplater); ok {
 		p.ChatTemplate = t.ChatTemplate()
 	}
 	writeJSON(c.Writer, http.StatusOK, p)

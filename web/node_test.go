@@ -25,9 +25,9 @@ type tokFake struct {
 }
 
 var (
-	_ engine.Tokenizer    = tokFake{}
-	_ engine.SlotReporter = tokFake{}
-	_ chatTemplater       = tokFake{}
+	_ engine.Tokenizer     = tokFake{}
+	_ engine.SlotReporter  = tokFake{}
+	_ engine.ChatTemplater = tokFake{}
 )
 
 // chatMLTemplate is the chat template tokFake reports.
@@ -89,7 +89,7 @@ type splitFake struct {
 	flags [][2]bool
 }
 
-var _ specialTokenizer = (*splitFake)(nil)
+var _ engine.SpecialTokenizer = (*splitFake)(nil)
 
 func (s *splitFake) TokenizeSpecial(_ context.Context, text string, add, parse bool) ([]int, error) {
 	s.mu.Lock()

@@ -27,12 +27,6 @@ type Windower interface {
 	Build(ctx context.Context, req window.Request) (window.Result, error)
 }
 
-// messageCounter is implemented by backends that count a chat message's
-// tokens exactly as they render it (the embedded engine does).
-type messageCounter interface {
-	CountMessage(m engine.Message) int
-}
-
 // applyWindow replaces the request's messages by their window and sets the
 // X-Kvwin-Window header. Without a window configured, only policy "full"
 // is accepted (everything is sent).
@@ -50,7 +44,7 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		return nil
 	}
 	count := window.ApproxCount
-	if mc, ok := s.backend.(messageCounter); ok {
+	if mc, ok := s.backend.(engine.MessageCounter); ok {
 		count = mc.CountMessage
 	}
 	res, err := s.cfg.Window.Build(c.Request.Context(), window.Request{

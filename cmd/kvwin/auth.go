@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"kvwin/engine"
 	"kvwin/engine/llamacpp"
 	"kvwin/router"
 	"kvwin/web"
@@ -87,16 +88,10 @@ type conversationDeleter interface {
 	Delete(ctx context.Context, key memory.Key) (bool, error)
 }
 
-// snapshotForgetter deletes the KV snapshots of a conversation: the
-// embedded engine, or a router over nodes.
-type snapshotForgetter interface {
-	ForgetConversation(ctx context.Context, tenant, conversation string) (int, error)
-}
-
 var (
-	_ conversationDeleter = (*window.Window)(nil)
-	_ snapshotForgetter   = (*llamacpp.Engine)(nil)
-	_ snapshotForgetter   = (*router.Router)(nil)
+	_ conversationDeleter          = (*window.Window)(nil)
+	_ engine.ConversationForgetter = (*llamacpp.Engine)(nil)
+	_ engine.ConversationForgetter = (*router.Router)(nil)
 )
 
 // forgetter serves DELETE /kvwin/v1/conversations/{id}: the conversation's
@@ -107,7 +102,7 @@ func (a *app) forgetter(w *window.Window) web.Forgetter {
 	if w != nil {
 		turns = w
 	}
-	snaps, _ := a.backend.(snapshotForgetter)
+	snaps, _ := a.backend.(engine.ConversationForgetter)
 	if turns == nil && snaps == nil {
 		return nil
 	}

@@ -9,8 +9,6 @@ import (
 	"kvwin/gguf"
 )
 
-var _ engine.ModelDescriber = (*Engine)(nil)
-
 // cardOnce reads the model card once per process and file; the file does
 // not change while the engine has it mapped.
 type cardOnce struct {

@@ -66,9 +66,14 @@ type Engine struct {
 }
 
 var (
-	_ engine.Backend      = (*Engine)(nil)
-	_ engine.Tokenizer    = (*Engine)(nil)
-	_ engine.SlotReporter = (*Engine)(nil)
+	_ engine.Backend               = (*Engine)(nil)
+	_ engine.Tokenizer             = (*Engine)(nil)
+	_ engine.SpecialTokenizer      = (*Engine)(nil)
+	_ engine.MessageCounter        = (*Engine)(nil)
+	_ engine.SlotReporter          = (*Engine)(nil)
+	_ engine.ChatTemplater         = (*Engine)(nil)
+	_ engine.ConversationForgetter = (*Engine)(nil)
+	_ engine.ModelDescriber        = (*Engine)(nil)
 )
 
 // Stats are the engine's counters since start. All fields are read atomically.

@@ -61,9 +61,16 @@ type state struct {
 }
 
 var (
-	_ engine.Backend      = (*Backend)(nil)
-	_ engine.Tokenizer    = (*Backend)(nil)
-	_ engine.SlotReporter = (*Backend)(nil)
+	_ engine.Backend               = (*Backend)(nil)
+	_ engine.Tokenizer             = (*Backend)(nil)
+	_ engine.SpecialTokenizer      = (*Backend)(nil)
+	_ engine.MessageCounter        = (*Backend)(nil)
+	_ engine.Prompter              = (*Backend)(nil)
+	_ engine.SlotReporter          = (*Backend)(nil)
+	_ engine.SlotFetcher           = (*Backend)(nil)
+	_ engine.ChatTemplater         = (*Backend)(nil)
+	_ engine.HealthChecker         = (*Backend)(nil)
+	_ engine.ConversationForgetter = (*Backend)(nil)
 )
 
 // New returns a Backend for cfg, logging to log (nil discards logs). It does
@@ -206,7 +213,7 @@ func (b *Backend) prompt(ctx context.Context, st *state, req engine.Request) ([]
 	case req.Prompt != "":
 		// As the embedded engine does: BOS added, control tokens not
 		// parsed, so raw text cannot smuggle in a control token.
-		return b.tokenize(ctx, req.Prompt, true, false)
+		return b.TokenizeSpecial(ctx, req.Prompt, true, false)
 	default:
 		for i, t := range req.Tokens {
 			if t < 0 {
@@ -222,6 +229,15 @@ func (b *Backend) snapshot() *state {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.st
+}
+
+// ChatTemplate is the server's chat template as its /props last said ("" before
+// the first read). It does not block.
+func (b *Backend) ChatTemplate() string {
+	if st := b.snapshot(); st != nil {
+		return st.props.ChatTemplate
+	}
+	return ""
 }
 
 // publish replaces the state.

@@ -53,20 +53,20 @@ func (b *Backend) setupChat(ctx context.Context, p Props) (*chat, error) {
 	h.Write([]byte(p.ChatTemplate))
 	c := &chat{ns: fmt.Sprintf("llamaserver\x00%s\x00%s\x00%x", b.base, p.ModelPath, h.Sum64())}
 	var err error
-	if c.bos, err = b.tokenize(ctx, "", true, false); err != nil {
+	if c.bos, err = b.TokenizeSpecial(ctx, "", true, false); err != nil {
 		return nil, err
 	}
 	if strings.Contains(p.ChatTemplate, imStart) {
-		start, err := b.tokenize(ctx, imStart, false, true)
+		start, err := b.TokenizeSpecial(ctx, imStart, false, true)
 		if err != nil {
 			return nil, err
 		}
-		end, err := b.tokenize(ctx, imEnd, false, true)
+		end, err := b.TokenizeSpecial(ctx, imEnd, false, true)
 		if err != nil {
 			return nil, err
 		}
 		if len(start) == 1 && len(end) == 1 {
-			if c.newline, err = b.tokenize(ctx, "\n", false, false); err != nil {
+			if c.newline, err = b.TokenizeSpecial(ctx, "\n", false, false); err != nil {
 				return nil, err
 			}
 			c.chatML, c.start, c.end = true, start, end
@@ -111,7 +111,7 @@ func (b *Backend) messageTokens(ctx context.Context, c *chat, dst []int, role, c
 	if out, ok := b.tokens.Append(dst, c.ns, role, content); ok {
 		return out, nil
 	}
-	ids, err := b.tokenize(ctx, role+"\n"+content, false, false)
+	ids, err := b.TokenizeSpecial(ctx, role+"\n"+content, false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (b *Backend) renderTemplate(ctx context.Context, c *chat, msgs []engine.Mes
 	if out.Prompt == nil {
 		return nil, unavailable(http.MethodPost+" "+b.base+path, "the answer has no prompt")
 	}
-	ids, err := b.tokenize(ctx, *out.Prompt, false, true)
+	ids, err := b.TokenizeSpecial(ctx, *out.Prompt, false, true)
 	if err != nil {
 		return nil, err
 	}

@@ -47,11 +47,13 @@ func (t *tokenID) UnmarshalJSON(b []byte) error {
 // Tokenize tokenizes text on the server; special adds BOS and parses control
 // tokens, as for the embedded engine. It blocks for at most Config.Timeout.
 func (b *Backend) Tokenize(ctx context.Context, text string, special bool) ([]int, error) {
-	return b.tokenize(ctx, text, special, special)
+	return b.TokenizeSpecial(ctx, text, special, special)
 }
 
-// tokenize calls POST /tokenize with the two flags set apart.
-func (b *Backend) tokenize(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int, error) {
+// TokenizeSpecial calls POST /tokenize with the two flags set apart:
+// addSpecial adds BOS, parseSpecial parses control tokens. It blocks for
+// at most Config.Timeout.
+func (b *Backend) TokenizeSpecial(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int, error) {
 	const path = "/tokenize"
 	var out struct {
 		Tokens *[]tokenID `json:"tokens"`

@@ -112,7 +112,10 @@ type Backend struct {
 	res     *residency
 }
 
-var _ engine.Backend = (*Backend)(nil)
+var (
+	_ engine.Backend      = (*Backend)(nil)
+	_ engine.TextRenderer = (*Backend)(nil)
+)
 
 // New returns a Backend for cfg, logging to log (nil discards logs). It does
 // not contact the server: the first request, or LoadModelInfo, does. The
@@ -129,7 +132,7 @@ func New(cfg Config, log *slog.Logger) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ollama: base URL %q: %w", cfg.BaseURL, err)
 	}
-	keyer, err := kvcache.NewKeyer(kvcache.Namespace{Model: "ollama\x00" + cfg.BaseURL + "\x00" + cfg.Model}, kvcache.KeyerConfig{})
+	keyer, err := kvcache.NewTextKeyer(cfg.Model)
 	if err != nil {
 		return nil, fmt.Errorf("ollama %s: %w", cfg.Name, err)
 	}
@@ -206,7 +209,7 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	g := &generation{
 		ctx: ctx, idle: b.cfg.IdleTimeout, stream: stream,
 		likely: b.ratio.tokens(len(p.text)), textBytes: len(p.text),
-		cachedBytes: b.res.match(b.res.chain(p.text), time.Now()),
+		cachedBytes: b.res.match(b.res.chain(req.Tenant, p.text), time.Now()),
 	}
 
 	// The request's own context ends it on a stall (the watchdog) or when
@@ -237,7 +240,7 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 		return res, err
 	}
 	b.ratio.learn(g.metrics.PromptEvalCount, len(p.text))
-	b.res.record(b.res.chain(p.text+res.Text), time.Now())
+	b.res.record(b.res.chain(req.Tenant, p.text+res.Text), time.Now())
 	return res, nil
 }
 

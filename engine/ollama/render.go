@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"kvwin/engine"
+	"kvwin/kvcache"
 )
 
 // Ollama renders and tokenizes prompts itself and v0.9.6 has no tokenize
@@ -61,6 +62,21 @@ func PromptText(req engine.Request) (string, error) {
 		return "", err
 	}
 	return render(req), nil
+}
+
+// PromptText is the package's PromptText: the text a gateway keys for
+// this backend (engine.TextRenderer).
+func (b *Backend) PromptText(req engine.Request) (string, error) { return PromptText(req) }
+
+// PromptKeys returns the block keys this backend's reuse estimate gives
+// req's prompt (its tenant's salt included): a gateway's registry must
+// compute the same (tested in package router). It does not block.
+func (b *Backend) PromptKeys(req engine.Request) (kvcache.Chain, error) {
+	text, err := PromptText(req)
+	if err != nil {
+		return kvcache.Chain{}, err
+	}
+	return b.res.chain(req.Tenant, text), nil
 }
 
 // render is PromptText for a request checkForm accepted.

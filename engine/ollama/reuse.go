@@ -56,8 +56,12 @@ func newResidency(keyer *kvcache.Keyer, slots int, ttl time.Duration) *residency
 	return &residency{keyer: keyer, ttl: ttl, n: max(1, slots)}
 }
 
-// chain keys a rendering.
-func (r *residency) chain(text string) kvcache.Chain { return r.keyer.Text(text) }
+// chain keys a rendering of tenant's prompt. Keys are salted by tenant, as
+// a gateway's are: the estimate never counts another tenant's prompt as
+// reused, so it says nothing about what others sent.
+func (r *residency) chain(tenant, text string) kvcache.Chain {
+	return r.keyer.ForTenant(tenant).Text(text)
+}
 
 // match returns how many bytes at the start of c some slot holds.
 func (r *residency) match(c kvcache.Chain, now time.Time) int {

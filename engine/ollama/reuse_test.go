@@ -78,11 +78,11 @@ func TestResidency(t *testing.T) {
 				now := t0.Add(s.at)
 				switch s.op {
 				case "record":
-					r.record(r.chain(s.text), now)
+					r.record(r.chain("t", s.text), now)
 				case "reset":
 					r.reset()
 				case "match":
-					if got := r.match(r.chain(s.text), now); got != s.want {
+					if got := r.match(r.chain("t", s.text), now); got != s.want {
 						t.Errorf("step %d: match of %d bytes = %d, want %d", i, len(s.text), got, s.want)
 					}
 				}

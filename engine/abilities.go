@@ -1,0 +1,78 @@
+package engine
+
+import "context"
+
+// The optional abilities of a backend, beyond Backend. Each is one small
+// interface found by type assertion: a backend that cannot do something
+// does not implement it, and whoever needs it falls back (byte estimates,
+// approximate keys) or answers 501. Every adapter states the ones it has
+// with compile-time checks (var _ engine.X = (*T)(nil)), so a renamed
+// method breaks the build instead of silently dropping to a fallback. The
+// router implements each by delegating to its backends.
+
+// Tokenizer is implemented by backends that can tokenize exactly as they
+// compute, so a gateway can hash the prompt's blocks.
+type Tokenizer interface {
+	Tokenize(ctx context.Context, text string, special bool) ([]int, error)
+	Detokenize(ctx context.Context, tokens []int) (string, error)
+}
+
+// SpecialTokenizer is implemented by backends that tokenize with
+// llama.cpp's two flags apart: addSpecial inserts BOS, parseSpecial turns
+// control-token text into control tokens (llama-server's /tokenize).
+type SpecialTokenizer interface {
+	TokenizeSpecial(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int, error)
+}
+
+// MessageCounter is implemented by backends that count a chat message's
+// tokens exactly as they render it, so a window plans in their tokens. It
+// does not block on the network.
+type MessageCounter interface {
+	CountMessage(m Message) int
+}
+
+// Prompter is implemented by backends that render a request's prompt into
+// the token ids they compute, so a gateway keys blocks exactly. It may
+// block on the backend.
+type Prompter interface {
+	Prompt(ctx context.Context, req Request) ([]int, error)
+}
+
+// TextRenderer is implemented by backends that cannot tokenize for kvwin
+// (Ollama): PromptText is the canonical text of a request's prompt that
+// both the backend's own reuse estimate and a gateway's registry key
+// approximately (kvcache.NewTextKeyer), so the two agree block for block.
+type TextRenderer interface {
+	PromptText(req Request) (string, error)
+}
+
+// ChatTemplater is implemented by backends that know their model's chat
+// template (llama-server's /props chat_template).
+type ChatTemplater interface {
+	ChatTemplate() string
+}
+
+// HealthChecker is implemented by backends with a health endpoint. Health
+// blocks on the backend.
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}
+
+// ConversationForgetter is implemented by backends that keep state per
+// conversation (KV snapshots): ForgetConversation deletes a tenant's and
+// reports how many stores held some. It blocks on them.
+type ConversationForgetter interface {
+	ForgetConversation(ctx context.Context, tenant, conversation string) (int, error)
+}
+
+// SlotReporter is implemented by backends that can list their slots.
+type SlotReporter interface {
+	Slots() []SlotState
+}
+
+// SlotFetcher is implemented by remote backends whose slots are learned by
+// asking (llama-server's GET /slots): FetchSlots asks now and blocks on the
+// backend, where SlotReporter's Slots returns what was last learned.
+type SlotFetcher interface {
+	FetchSlots(ctx context.Context) ([]SlotState, error)
+}
