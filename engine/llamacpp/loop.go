@@ -428,10 +428,9 @@ func (l *loop) step() {
 			if firstLogits != nil && t.firstAt.IsZero() {
 				firstLogits(logitsRow(l.e.lctx, t.logitsAt, l.e.vocab))
 			}
-			tok := t.sampler.Sample(l.e.lctx, t.logitsAt)
-			t.sampler.Accept(tok, true) // advances the grammar, if any
+			tok, lp := l.sample(t) // sample.go
 			t.logitsAt = -1
-			l.accept(t, tok)
+			l.accept(t, tok, lp)
 		}
 	}
 }
@@ -441,7 +440,7 @@ func (l *loop) step() {
 var firstLogits func([]float32)
 
 // accept handles one sampled token: events, stop conditions, the next step.
-func (l *loop) accept(t *task, tok int) {
+func (l *loop) accept(t *task, tok int, lp *engine.TokenLogprob) {
 	if t.firstAt.IsZero() {
 		t.firstAt = time.Now()
 		t.emit(engine.Event{First: true, Slot: t.slot, Timings: t.timings()})
@@ -452,6 +451,10 @@ func (l *loop) accept(t *task, tok int) {
 		return
 	}
 	t.generated = append(t.generated, tok)
+	if lp != nil {
+		t.logprobs = append(t.logprobs, *lp)
+		t.unsentLP = append(t.unsentLP, *lp)
+	}
 	l.e.stats.GeneratedTokens.Add(1)
 	out, stopped := t.stop.push(t.dec.feed(l.pieces[tok]))
 	l.say(t, out)
@@ -470,7 +473,8 @@ func (l *loop) accept(t *task, tok int) {
 func (l *loop) say(t *task, text string) {
 	if text != "" {
 		t.text.WriteString(text)
-		t.emit(engine.Event{Text: text, Slot: t.slot})
+		t.emit(engine.Event{Text: text, Slot: t.slot, Logprobs: t.unsentLP})
+		t.unsentLP = nil
 	}
 }
 
@@ -481,6 +485,10 @@ func (l *loop) flush(t *task) {
 		out += t.stop.flush()
 	}
 	l.say(t, out)
+	if len(t.unsentLP) > 0 {
+		t.emit(engine.Event{Slot: t.slot, Logprobs: t.unsentLP})
+		t.unsentLP = nil
+	}
 }
 
 // finish ends t and frees its slot. The slot keeps its KV: a cancelled or

@@ -32,6 +32,8 @@ type task struct {
 	pending    int // sampled token still to be decoded; -1 for none
 	logitsAt   int // row of this task's logits in the current batch; -1 for none
 	generated  []int
+	logprobs   []engine.TokenLogprob // of generated, when asked for
+	unsentLP   []engine.TokenLogprob // not yet in an event
 	dec        textDecoder
 	stop       stopMatcher
 	text       strings.Builder
@@ -50,9 +52,22 @@ type task struct {
 
 func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, arrived time.Time) (*task, error) {
 	s := req.Sampling
+	if err := checkLogitBias(s.LogitBias, e.vocab); err != nil {
+		return nil, err
+	}
+	if s.Output != nil {
+		if s.Grammar != "" {
+			return nil, engine.Invalid("a grammar and a JSON output format cannot be combined")
+		}
+		g, err := outputGrammar(s.Output) // grammar.go
+		if err != nil {
+			return nil, err
+		}
+		s.Grammar = g
+	}
 	sampler, err := llama.NewSamplingContext(e.model, llama.SamplingParams{
 		TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, TypicalP: 1, Temp: s.Temperature,
-		RepeatLastN: s.RepeatLastN, PenaltyRepeat: s.RepeatPenalty, PenaltyFreq: 0, PenaltyPresent: 0,
+		RepeatLastN: s.RepeatLastN, PenaltyRepeat: s.RepeatPenalty, PenaltyFreq: s.FrequencyPenalty, PenaltyPresent: s.PresencePenalty,
 		Seed: s.Seed, Grammar: s.Grammar,
 	})
 	if err != nil && s.Grammar != "" {
@@ -104,7 +119,7 @@ func (t *task) timings() engine.Timings {
 
 // emit queues an event for the caller. Loop-owned side.
 func (t *task) emit(ev engine.Event) {
-	if !ev.First && ev.Text == "" {
+	if !ev.First && ev.Text == "" && len(ev.Logprobs) == 0 {
 		return
 	}
 	t.mu.Lock()
@@ -125,7 +140,7 @@ func (t *task) finish(reason string, err error) {
 	t.mu.Lock()
 	t.done, t.err = true, err
 	t.result = engine.Result{
-		Text: t.text.String(), Tokens: t.generated, FinishReason: reason, Slot: t.slot, Timings: t.timings(),
+		Text: t.text.String(), Tokens: t.generated, Logprobs: t.logprobs, FinishReason: reason, Slot: t.slot, Timings: t.timings(),
 	}
 	t.mu.Unlock()
 	t.signal()
