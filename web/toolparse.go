@@ -94,7 +94,11 @@ func (p *callParser) mayStartCall(s string) bool {
 	}
 	// The header is not complete yet; give up on it once it is long
 	// enough that it should have been (a name of up to 256 bytes).
-	return len(s) < len(open)+300 && !strings.Contains(s[len(open):], `"arguments"`)
+	_, after, found := strings.Cut(s[len(open):], `"arguments"`)
+	if found {
+		return strings.TrimSpace(after) == "" // the colon is still to come
+	}
+	return len(s) < len(open)+300
 }
 
 // scanArgs returns how many bytes of s belong to the arguments object,
