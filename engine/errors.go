@@ -21,6 +21,10 @@ var (
 	// ErrNotSupported: the backend lacks the optional ability asked of it
 	// (a router none of whose backends has it).
 	ErrNotSupported = errors.New("not supported by this server's backend")
+	// ErrTimeout: the backend did not connect or did not send its first
+	// token in time (nothing was generated; another backend may serve).
+	// It is not ErrUnavailable: the client is told the backend timed out.
+	ErrTimeout = errors.New("backend timed out")
 )
 
 // ContextLengthError says a prompt does not fit the context of one slot.

@@ -9,6 +9,7 @@ package gguf
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -42,6 +43,16 @@ func Read(path string) (Shape, error) {
 		return Shape{}, fmt.Errorf("open model %q: %w", path, err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Shape{}, fmt.Errorf("open model %q: %w", path, err)
+	}
+	if err := checkLayout(f, st.Size()); err != nil {
+		return Shape{}, fmt.Errorf("read gguf %q: %w", path, err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return Shape{}, fmt.Errorf("read gguf %q: %w", path, err)
+	}
 	// 0: collect no large arrays (vocabulary, merges); the shape needs none.
 	g, err := ggml.Decode(f, 0)
 	if err != nil {

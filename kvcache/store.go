@@ -155,7 +155,7 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("kvcache: snapshot dir: %w", err)
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	dec, err := newSnapshotDecoder()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -483,11 +483,33 @@ func (s *Store) load(id string) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
 	}
+	return decodeSnapshot(s.dec, b, s.cfg.Fingerprint)
+}
+
+// maxExpansion and minStateBound bound the state a snapshot's header may
+// claim: at most maxExpansion times its compressed bytes, or minStateBound
+// if more. KV is fp16 or quantized activations, which zstd at its fastest
+// level shrinks by well under 2×; only small states (empty cells, tests)
+// compress much better. A header claiming more (a flipped bit in its
+// state size, a decompression bomb) is corrupt, refused before anything is
+// allocated for it.
+const (
+	maxExpansion  = 16
+	minStateBound = 64 << 20
+)
+
+// decodeSnapshot verifies and decodes the bytes of a snapshot file written
+// for the model with fingerprint: its token ids and its state. dec must
+// have been made with zstd.WithDecodeAllCapLimit, so no more than the
+// header's state size is ever decoded. Errors wrap ErrSnapshotCorrupt or
+// ErrSnapshotMismatch; whatever b holds, it allocates at most about
+// max(maxExpansion × len(b), minStateBound).
+func decodeSnapshot(dec *zstd.Decoder, b []byte, fingerprint uint64) (Loaded, error) {
 	h, err := parseHead(b)
 	if err != nil {
 		return Loaded{}, err
 	}
-	if h.fingerprint != s.cfg.Fingerprint {
+	if h.fingerprint != fingerprint {
 		return Loaded{}, ErrSnapshotMismatch
 	}
 	ownEnd := snapHeader + int(h.owner)
@@ -495,7 +517,10 @@ func (s *Store) load(id string) (Loaded, error) {
 	if uint64(len(b)) != uint64(tokEnd)+h.comp {
 		return Loaded{}, fmt.Errorf("%w: %d bytes, header says %d", ErrSnapshotCorrupt, len(b), uint64(tokEnd)+h.comp)
 	}
-	state, err := s.dec.DecodeAll(b[tokEnd:], make([]byte, 0, h.state))
+	if h.state > max(maxExpansion*h.comp, minStateBound) {
+		return Loaded{}, fmt.Errorf("%w: %d bytes of state from %d compressed", ErrSnapshotCorrupt, h.state, h.comp)
+	}
+	state, err := dec.DecodeAll(b[tokEnd:], make([]byte, 0, h.state))
 	if err != nil {
 		return Loaded{}, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
 	}
@@ -532,6 +557,11 @@ func (s *Store) DeleteOwned(owner Owner) []string {
 		os.Remove(s.path(id))
 	}
 	return ids
+}
+
+// newSnapshotDecoder returns the decoder decodeSnapshot needs.
+func newSnapshotDecoder() (*zstd.Decoder, error) {
+	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true))
 }
 
 // Delete removes a snapshot.

@@ -32,8 +32,31 @@
 // # Failures
 //
 // Backends are checked actively (GET /health or the adapter's Health) with
-// exponential backoff while down. A backend that fails before the first
-// byte of an answer is marked down and the next candidate is tried; after
-// the first byte the error is returned, and the HTTP layer ends the stream
-// with an error event. No healthy backend: engine.ErrUnavailable (503).
+// exponential backoff while down; each check that passes re-reads the
+// backend's slots and context (llama-server's /props), so a node restarted
+// with fewer slots is planned for as it is, and a node that rejoins after
+// being down is taken to hold nothing. A backend that fails before the
+// first byte of an answer is marked down and the next candidate is tried;
+// after the first byte the error is returned, and the HTTP layer ends the
+// stream with an error event. With no healthy backend, the backends that
+// are down for a reason that fails fast are tried anyway (a restarted node
+// serves before the next check); when none serves: engine.ErrUnavailable
+// (503). A busy backend (its queue full) stays in the fleet.
+//
+// A backend that does not connect or send its first token in time (the
+// adapters' timeouts; engine.ErrTimeout) has cost the client the whole
+// wait, so the turn is retried once, on the next candidate that can take
+// it, under every policy; a second timeout, or no other candidate, gives
+// engine.ErrTimeout (504). The backend is then distrusted: answering
+// /health is not enough, it is back only once a probe generation of one
+// token succeeds.
+//
+// A slot pin the backend refuses (a slot it no longer has) is the router's
+// mistake: the backend's slots are re-read, the pin dropped and the turn
+// run unpinned. So is a prompt refused as too long by a backend the router
+// believed could hold it (its context shrank): the backend is re-read and
+// the next candidate tried; only when none holds the prompt does the client
+// get the context-length error. Usage a backend reports is checked against the prompt the
+// router sent (usage.go); a count that cannot be true is logged and
+// replaced by the router's own.
 package router

@@ -2,16 +2,27 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"kvwin/engine"
+	"kvwin/kvcache"
 )
+
+// refresher is implemented by backends that can re-read what they serve
+// (llama-server's /props: slots, context, model), so a node restarted with
+// fewer slots or another context is planned for as it is now.
+type refresher interface {
+	Refresh(ctx context.Context) error
+}
 
 // checkHealth runs the active health checks until ctx ends. Healthy
 // backends are checked every HealthInterval; a failing one is retried with
-// exponential backoff up to HealthMaxBackoff. Backends without a health
-// check are taken as healthy again after one backoff period: the next
-// request tells.
+// exponential backoff up to HealthMaxBackoff. Each check runs on its own
+// goroutine (owned by this loop, ended by ctx), so a probe waiting on a
+// hung backend does not delay the checks of the others. Backends without a
+// health check are taken as healthy again after one backoff period: the
+// next request tells.
 func (r *Router) checkHealth(ctx context.Context) {
 	defer r.done.Done()
 	tick := time.NewTicker(min(r.cfg.HealthInterval, 250*time.Millisecond))
@@ -22,33 +33,156 @@ func (r *Router) checkHealth(ctx context.Context) {
 			return
 		case now := <-tick.C:
 			for _, m := range r.members {
-				if now.Before(m.next) {
+				// checking orders the check's writes of next and backoff
+				// before this read.
+				if m.checking.Load() || now.Before(m.next) {
 					continue
 				}
-				r.check(ctx, m, now)
+				m.checking.Store(true)
+				r.done.Add(1)
+				go func() {
+					defer r.done.Done()
+					defer m.checking.Store(false)
+					r.check(ctx, m)
+				}()
 			}
 		}
 	}
 }
 
-func (r *Router) check(ctx context.Context, m *member, now time.Time) {
+// check runs one health check of m: a probe generation for a backend that
+// timed out, else its health endpoint; then, when it passes, re-reads the
+// backend's slots and context.
+func (r *Router) check(ctx context.Context, m *member) {
 	var err error
-	if hc, ok := m.backend.(engine.HealthChecker); ok {
+	if m.suspect.Load() {
+		err = r.probe(ctx, m)
+	} else if hc, ok := m.backend.(engine.HealthChecker); ok {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
 		err = hc.Health(cctx)
 		cancel()
 	}
+	rejoin := !m.healthy.Load()
 	if err == nil {
+		err = r.refresh(ctx, m, rejoin)
+	}
+	if ctx.Err() != nil {
+		return // the router is closing: the check says nothing
+	}
+	if err == nil {
+		m.suspect.Store(false)
 		if !m.healthy.Swap(true) {
-			r.log.Info("backend healthy again", "backend", m.name)
+			r.log.Info("backend healthy again", "backend", m.name, "slots", m.slots.Load(), "ctx_per_slot", m.ctx.Load())
+			r.changed()
 		}
 		m.backoff = 0
-		m.next = now.Add(r.cfg.HealthInterval)
+		m.next = time.Now().Add(r.cfg.HealthInterval)
 		return
 	}
 	if m.healthy.Swap(false) {
 		r.log.Warn("backend failed its health check", "backend", m.name, "err", err)
+		r.changed()
 	}
 	m.backoff = min(max(2*m.backoff, r.cfg.HealthInterval/2), r.cfg.HealthMaxBackoff)
-	m.next = now.Add(m.backoff)
+	m.next = time.Now().Add(m.backoff)
+}
+
+// probe asks m for one token. A backend that timed out on a turn must
+// generate again before it gets another: answering /health while its
+// generations hang is exactly how it failed. The backend's own timeouts
+// bound the probe; the router's closing ends it sooner.
+func (r *Router) probe(ctx context.Context, m *member) error {
+	s := engine.DefaultSampling()
+	s.Temperature = 0
+	_, err := m.backend.Generate(ctx, engine.Request{Prompt: "ping", MaxTokens: 1, Sampling: s, Slot: -1}, nil)
+	if err != nil {
+		return fmt.Errorf("probe generation: %w", err)
+	}
+	return nil
+}
+
+// refresh re-reads m's slots and context and makes the registry agree: the
+// slots a backend no longer has hold nothing, and a backend that rejoins
+// after being down (perhaps restarted, its KV gone) or whose context
+// changed holds nothing anywhere. Safe to call concurrently for one member.
+func (r *Router) refresh(ctx context.Context, m *member, rejoin bool) error {
+	if rf, ok := m.backend.(refresher); ok {
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
+		err := rf.Refresh(cctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	info := m.backend.Info()
+	oldSlots := int(m.slots.Swap(int64(info.Slots)))
+	oldCtx := int(m.ctx.Swap(int64(info.ContextSlot)))
+	from := info.Slots
+	if rejoin || oldCtx != info.ContextSlot {
+		from = 0
+	}
+	for s := from; s < max(oldSlots, info.Slots); s++ {
+		_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: s})
+	}
+	if oldSlots != info.Slots || oldCtx != info.ContextSlot {
+		capacity, _ := kvcache.Budget{Context: info.ContextSlot, Slots: max(info.Slots, 1)}.CapacityBlocks(r.cfg.BlockTokens)
+		_ = r.reg.SetBackend(kvcache.BackendConfig{Name: m.name, CapacityBlocks: capacity})
+		if oldSlots != 0 || oldCtx != 0 {
+			r.log.Info("backend changed its slots or context", "backend", m.name,
+				"slots", info.Slots, "was_slots", oldSlots, "ctx_per_slot", info.ContextSlot, "was_ctx_per_slot", oldCtx)
+		}
+		r.changed()
+	}
+	return nil
+}
+
+// Ready returns nil while some backend is healthy and the fleet's model is
+// known, else an error wrapping engine.ErrUnavailable: what a gateway's
+// GET /health reports. It does not block.
+func (r *Router) Ready() error {
+	for _, m := range r.members {
+		if m.healthy.Load() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no healthy backend (%d configured)", engine.ErrUnavailable, len(r.members))
+}
+
+// BackendStatus is one backend as the router sees it.
+type BackendStatus struct {
+	Name    string `json:"name"`
+	Healthy bool   `json:"healthy"`
+	// Suspect: it timed out and waits for a probe generation to succeed.
+	Suspect     bool `json:"suspect"`
+	Slots       int  `json:"slots"`
+	ContextSlot int  `json:"ctx_per_slot"`
+	InFlight    int  `json:"in_flight"`
+}
+
+// Status returns every backend's state, in configuration order. It does not
+// block.
+func (r *Router) Status() []BackendStatus {
+	out := make([]BackendStatus, len(r.members))
+	for i, m := range r.members {
+		out[i] = BackendStatus{Name: m.name, Healthy: m.healthy.Load(), Suspect: m.suspect.Load(),
+			Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load())}
+	}
+	return out
+}
+
+// Changed returns a channel closed at the next change of any backend's
+// health, slots or context: tests and operators' tools wait on it instead
+// of polling.
+func (r *Router) Changed() <-chan struct{} {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	return r.watch
+}
+
+// changed wakes the waiters of Changed.
+func (r *Router) changed() {
+	r.watchMu.Lock()
+	close(r.watch)
+	r.watch = make(chan struct{})
+	r.watchMu.Unlock()
 }

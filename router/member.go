@@ -21,7 +21,10 @@ type member struct {
 	name    string
 	backend engine.Backend
 	exact   bool // renders exact prompt tokens (keys by tokens, not text)
-	slots   int
+	// slots and ctx are the backend's slots and context per slot as last
+	// read (at start, on rejoin, when a pin was refused); 0 unknown.
+	slots atomic.Int64
+	ctx   atomic.Int64
 	// snapshots: the backend keeps displaced slots on disk (a kvwin node);
 	// the router counts them as its second tier, newest maxSnapshots.
 	snapshots bool
@@ -30,10 +33,15 @@ type member struct {
 	cal       *attention.Calibration
 
 	healthy atomic.Bool
-	load    atomic.Int64  // requests in flight
-	service atomic.Uint64 // mean service time (EWMA), float64 seconds bits
+	// suspect: the backend timed out; it is not trusted again until a
+	// probe generation succeeds (answering /health is not enough).
+	suspect atomic.Bool
+	// checking: a health check or probe of it is running.
+	checking atomic.Bool
+	load     atomic.Int64  // requests in flight
+	service  atomic.Uint64 // mean service time (EWMA), float64 seconds bits
 
-	// Owned by the health loop.
+	// Owned by the running check (see checking).
 	backoff time.Duration
 	next    time.Time
 }
@@ -47,7 +55,9 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 		return nil, err
 	}
 	_, exact := b.(engine.Prompter)
-	m := &member{index: i, name: info.Name, backend: b, exact: exact, slots: max(info.Slots, 1), cal: cal, snapshots: info.Snapshots}
+	m := &member{index: i, name: info.Name, backend: b, exact: exact, cal: cal, snapshots: info.Snapshots}
+	m.slots.Store(int64(info.Slots))
+	m.ctx.Store(int64(info.ContextSlot))
 	m.healthy.Store(true)
 	return m, nil
 }
@@ -55,13 +65,17 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 // wait predicts the queueing delay: requests beyond the slots, each taking
 // the recent mean service time.
 func (m *member) wait() time.Duration {
-	over := int(m.load.Load()) - m.slots + 1
+	slots := m.slotCount()
+	over := int(m.load.Load()) - slots + 1
 	if over <= 0 {
 		return 0
 	}
 	s := math.Float64frombits(m.service.Load())
-	return time.Duration(float64(over) * s * float64(time.Second) / float64(m.slots))
+	return time.Duration(float64(over) * s * float64(time.Second) / float64(slots))
 }
+
+// slotCount is the backend's slots as last read, at least 1.
+func (m *member) slotCount() int { return max(int(m.slots.Load()), 1) }
 
 // generate runs req on the backend, tagging events with the backend's name;
 // started reports whether anything reached the client.
@@ -101,10 +115,23 @@ func (m *member) observeService(d time.Duration) {
 }
 
 // down marks the backend unhealthy until a health check passes.
-func (m *member) down(err error, log *slog.Logger) {
+func (m *member) down(err error, log *slog.Logger) bool {
 	if m.healthy.Swap(false) {
 		log.Warn("backend down; routing around it", "backend", m.name, "err", err)
+		return true
 	}
+	return false
+}
+
+// distrust marks the backend unhealthy until a probe generation succeeds:
+// it took a turn and did not answer in time.
+func (m *member) distrust(err error, log *slog.Logger) bool {
+	m.suspect.Store(true)
+	if m.healthy.Swap(false) {
+		log.Warn("backend timed out; routing around it until a probe generation succeeds", "backend", m.name, "err", err)
+		return true
+	}
+	return false
 }
 
 // maxSnapshots bounds the displaced chains the router remembers per

@@ -102,6 +102,9 @@ type Router struct {
 	order   orderer
 	stop    context.CancelFunc
 	done    sync.WaitGroup
+
+	watchMu sync.Mutex
+	watch   chan struct{} // closed and replaced at each health change
 }
 
 var _ engine.Backend = (*Router)(nil)
@@ -129,7 +132,7 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 			return nil, err
 		}
 	}
-	r := &Router{cfg: cfg, log: log, reg: reg, order: order}
+	r := &Router{cfg: cfg, log: log, reg: reg, order: order, watch: make(chan struct{})}
 	model := ""
 	for _, b := range backends {
 		if model = b.Info().Model; model != "" {
@@ -220,10 +223,25 @@ func (r *Router) Info() engine.Info {
 // Generate routes req; see the package doc. It blocks like the backend it
 // chose.
 func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	serves := func(m *member) bool {
+		mm := m.backend.Info().Model
+		return req.Model == "" || mm == "" || req.Model == mm
+	}
 	var live []*member
 	for _, m := range r.members {
-		if mm := m.backend.Info().Model; m.healthy.Load() && (req.Model == "" || mm == "" || req.Model == mm) {
+		if m.healthy.Load() && serves(m) {
 			live = append(live, m)
+		}
+	}
+	if len(live) == 0 {
+		// Nothing healthy: before answering 503, try the backends that are
+		// down for a reason that fails fast (refused, 5xx), not those that
+		// timed out. A node that came back between two health checks (a
+		// restart) serves at once instead of after the next check.
+		for _, m := range r.members {
+			if !m.suspect.Load() && serves(m) {
+				live = append(live, m)
+			}
 		}
 	}
 	if len(live) == 0 {
@@ -249,6 +267,8 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 	}
 	cands := r.score(k, fits)
 	var failures []string
+	timedOut, full, shrunk := 0, 0, 0
+	var lastTooLong error
 	for _, c := range r.order.order(cands, k.root()) {
 		m := r.members[c.index]
 		sub := req
@@ -259,8 +279,9 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		// prompt): a prefix shared with other conversations (a system
 		// prompt) can be reused from any slot, and pinning every member of
 		// a group to the one slot that holds it would queue them behind
-		// each other while other slots sit idle.
-		if c.slot >= 0 && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
+		// each other while other slots sit idle. Never a slot the backend
+		// no longer has (a node restarted with fewer).
+		if c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
 			sub.Slot = c.slot
 		}
 		// A backend that does not keep tenants apart (llama-server,
@@ -271,7 +292,8 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		if capped {
 			sstream = capStream(stream, c)
 		}
-		res, started, err := m.generate(ctx, sub, sstream)
+		believed := m.backend.Info().ContextSlot
+		res, started, err := r.generateOn(ctx, m, k, req, sub, sstream)
 		if err == nil {
 			// The registry and the cost model learn what really happened;
 			// only the tenant is told less.
@@ -283,11 +305,51 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		if err == nil {
 			return res, nil
 		}
+		var tooLong *engine.ContextLengthError
+		if !started && ctx.Err() == nil && errors.As(err, &tooLong) && (believed == 0 || k.length < believed) {
+			// The router thought the prompt fits: the backend's context
+			// shrank under it (a node restarted with a smaller one). Its
+			// mistake, not the client's: re-read the backend and try the
+			// next; only when no backend fits is it the client's answer.
+			if rerr := r.refresh(ctx, m, false); rerr != nil {
+				r.log.Warn("re-reading the backend's context failed", "backend", m.name, "err", rerr)
+			}
+			failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
+			shrunk, lastTooLong = shrunk+1, err
+			continue
+		}
 		if started || ctx.Err() != nil || !retryable(err) {
 			return res, err
 		}
-		m.down(err, r.log)
 		failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
+		if errors.Is(err, engine.ErrTimeout) {
+			if m.distrust(err, r.log) {
+				r.changed()
+			}
+			// A timeout costs the client the whole first-token wait: it is
+			// retried once, on the next backend that can take the turn, and
+			// a second one ends the walk.
+			if timedOut++; timedOut > 1 {
+				break
+			}
+			continue
+		}
+		if errors.Is(err, engine.ErrQueueFull) {
+			full++ // busy, not broken: it stays in the fleet
+			continue
+		}
+		if m.down(err, r.log) {
+			r.changed()
+		}
+	}
+	if shrunk == len(failures) {
+		return engine.Result{}, lastTooLong
+	}
+	if full == len(failures) {
+		return engine.Result{}, fmt.Errorf("%w: every backend is busy: %s", engine.ErrQueueFull, strings.Join(failures, "; "))
+	}
+	if timedOut > 0 {
+		return engine.Result{}, fmt.Errorf("%w: no backend sent a first token in time: %s", engine.ErrTimeout, strings.Join(failures, "; "))
 	}
 	return engine.Result{}, fmt.Errorf("%w: every backend failed: %s", engine.ErrUnavailable, strings.Join(failures, "; "))
 }
@@ -322,10 +384,37 @@ func (r *Router) ForgetConversation(ctx context.Context, tenant, conversation st
 	return n, errors.Join(errs...)
 }
 
+// generateOn runs sub (req as sent to m) on m. A slot pin of the router's
+// own that m refuses (a node restarted with fewer slots refuses the slot
+// it no longer has) is the router's mistake, never the client's: m's slots
+// are re-read, the pin forgotten and the turn run again unpinned.
+func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engine.Request, stream engine.StreamFunc) (engine.Result, bool, error) {
+	res, started, err := m.generate(ctx, sub, r.checkUsage(m, k, req, stream))
+	if err == nil || started || sub.Slot < 0 || req.Slot >= 0 || !errors.Is(err, engine.ErrInvalidRequest) {
+		if err == nil {
+			res.Timings = r.saneTimings(m, k, req, res.Timings, res.Tokens)
+		}
+		return res, started, err
+	}
+	r.log.Warn("backend refused the router's slot pin; re-reading its slots and retrying unpinned",
+		"backend", m.name, "slot", sub.Slot, "err", err)
+	if rerr := r.refresh(ctx, m, false); rerr != nil {
+		r.log.Warn("re-reading the backend's slots failed", "backend", m.name, "err", rerr)
+	}
+	_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: sub.Slot})
+	sub.Slot = -1
+	res, started, err = m.generate(ctx, sub, r.checkUsage(m, k, req, stream))
+	if err == nil {
+		res.Timings = r.saneTimings(m, k, req, res.Timings, res.Tokens)
+	}
+	return res, started, err
+}
+
 // retryable says whether another backend may succeed where this one failed
 // before answering.
 func retryable(err error) bool {
-	return errors.Is(err, engine.ErrUnavailable) || errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrClosed)
+	return errors.Is(err, engine.ErrUnavailable) || errors.Is(err, engine.ErrTimeout) ||
+		errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrClosed)
 }
 
 // score predicts each live backend's time to first token.
@@ -358,7 +447,7 @@ func (r *Router) score(k key, live []*member) []candidate {
 		if peer != nil && !m.cal.Stats().Fitted {
 			cost = peer
 		}
-		c := candidate{index: m.index, name: m.name, load: int(m.load.Load()), slots: m.slots, slot: -1}
+		c := candidate{index: m.index, name: m.name, load: int(m.load.Load()), slots: m.slotCount(), slot: -1}
 		if mt, ok := held[m.name]; ok && mt.Approximate != m.exact {
 			c.cached = min(mt.Length, k.length-1)
 			c.own, c.ownOf = mt.Length, k.exact.Length

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"kvwin/web/wire"
 )
 
 // Who may call what (DESIGN.md, issue "Who owns a conversation"):
@@ -38,7 +40,7 @@ const (
 	AdminTenant = "admin"
 	// HeaderTenant names the tenant a request acts for; trusted only with
 	// the admin key (a gateway in front of kvwin nodes sends it).
-	HeaderTenant = "X-Kvwin-Tenant"
+	HeaderTenant = wire.HeaderTenant
 )
 
 // tenantName is what a tenant may be called: it appears in keys of the

@@ -14,7 +14,7 @@ const (
 	typeInvalidRequest = "invalid_request_error" // 400, 401, 404, 405, 413, 415
 	typePermission     = "permission_error"      // 403
 	typeRateLimit      = "rate_limit_error"      // 429
-	typeServer         = "server_error"          // 500, 503
+	typeServer         = "server_error"          // 500, 503, 504
 )
 
 // Error codes. OpenAI leaves code null for many errors; kvwin always fills
@@ -41,6 +41,7 @@ const (
 	CodeConversationNotFound = "conversation_not_found"     // DELETE of a conversation the tenant does not have
 	CodeRequestTimeout       = "request_timeout"            // the body did not arrive in time
 	CodeBackendUnavailable   = "backend_unavailable"        // the backend cannot serve now
+	CodeBackendTimeout       = "backend_timeout"            // no backend connected or sent a first token in time
 	CodeShuttingDown         = "shutting_down"              // the backend is closed
 	CodeInternal             = "internal_error"             // anything else, panics included
 )
@@ -148,6 +149,10 @@ func classify(err error) (int, apiError) {
 		return http.StatusTooManyRequests, apiError{Message: err.Error(), Type: typeRateLimit, Code: CodeQueueFull}
 	case errors.Is(err, engine.ErrClosed):
 		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: typeServer, Code: CodeShuttingDown}
+	// Before ErrUnavailable: a router that also tried a dead backend
+	// still says the one that took the time timed out.
+	case errors.Is(err, engine.ErrTimeout):
+		return http.StatusGatewayTimeout, apiError{Message: err.Error(), Type: typeServer, Code: CodeBackendTimeout}
 	case errors.Is(err, engine.ErrUnavailable):
 		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: typeServer, Code: CodeBackendUnavailable}
 	default:

@@ -159,6 +159,8 @@ func TestBackendErrors(t *testing.T) {
 		{"wrapped queue full", fmt.Errorf("node a: %w", engine.ErrQueueFull), 429, typeRateLimit, CodeQueueFull, "node a"},
 		{"closed", engine.ErrClosed, 503, typeServer, CodeShuttingDown, "closed"},
 		{"unavailable", fmt.Errorf("dial: %w", engine.ErrUnavailable), 503, typeServer, CodeBackendUnavailable, "dial"},
+		{"timeout", fmt.Errorf("node b: no first token within 2m0s: %w", engine.ErrTimeout), 504, typeServer, CodeBackendTimeout, "no first token"},
+		{"timeout after a dead backend", fmt.Errorf("%w: a: refused; %w: b: silent", engine.ErrUnavailable, engine.ErrTimeout), 504, typeServer, CodeBackendTimeout, "silent"},
 		{"anything else", errors.New("disk on fire"), 500, typeServer, CodeInternal, "disk on fire"},
 	}
 	for _, tt := range tests {

@@ -5,27 +5,21 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/web/wire"
 )
 
-// Response headers every generation carries, streamed or not (DESIGN.md).
+// Response headers every generation carries, streamed or not (DESIGN.md);
+// their names and formats live in package wire.
 const (
-	// HeaderBackend names the backend that served the request (engine.Info.Name).
-	HeaderBackend = "X-Kvwin-Backend"
-	// HeaderPromptTokens is the number of tokens in the prompt.
-	HeaderPromptTokens = "X-Kvwin-Prompt-Tokens"
-	// HeaderCachedTokens is the number of prompt tokens reused from the KV cache.
-	HeaderCachedTokens = "X-Kvwin-Cached-Tokens"
-	// HeaderCachedEstimated is "true" when HeaderCachedTokens is kvwin's
-	// estimate rather than the backend's own count; absent otherwise.
-	HeaderCachedEstimated = "X-Kvwin-Cached-Estimated"
-	// HeaderPromptMs is the backend's time computing the uncached prompt
-	// tokens, in milliseconds (llama-server's timings.prompt_ms).
-	HeaderPromptMs = "X-Kvwin-Prompt-Ms"
+	HeaderBackend         = wire.HeaderBackend
+	HeaderPromptTokens    = wire.HeaderPromptTokens
+	HeaderCachedTokens    = wire.HeaderCachedTokens
+	HeaderCachedEstimated = wire.HeaderCachedEstimated
+	HeaderPromptMs        = wire.HeaderPromptMs
 )
 
 // format renders the response objects of one endpoint. Chat and legacy
@@ -72,7 +66,7 @@ func (s *Server) meta(prefix string, info engine.Info) meta {
 // generate runs req on the backend and answers in OpenAI's format, as r
 // asks (see turn). It blocks until the generation ends.
 func (s *Server) generate(c *gin.Context, info engine.Info, req engine.Request, r reply) {
-	s.turn(c, info, req, wire{enc: openAIEncoder{r}, stream: r.stream, frame: frameOpenAI, fail: s.fail})
+	s.turn(c, info, req, wireFormat{enc: openAIEncoder{r}, stream: r.stream, frame: frameOpenAI, fail: s.fail})
 }
 
 // openAIEncoder renders chat and legacy completions through their format:
@@ -143,13 +137,10 @@ func servedBy(info engine.Info, chosen string) string {
 
 // setGenerationHeaders sets the X-Kvwin-* headers from a backend's timings.
 func setGenerationHeaders(h http.Header, backend string, t engine.Timings) {
-	h.Set(HeaderBackend, backend)
-	h.Set(HeaderPromptTokens, strconv.Itoa(t.PromptTokens))
-	h.Set(HeaderCachedTokens, strconv.Itoa(t.CachedTokens))
-	h.Set(HeaderPromptMs, strconv.FormatFloat(float64(t.PromptEval.Microseconds())/1000, 'f', 3, 64))
-	if t.CachedEstimated {
-		h.Set(HeaderCachedEstimated, "true")
-	}
+	wire.Generation{
+		Backend: backend, PromptTokens: t.PromptTokens, CachedTokens: t.CachedTokens,
+		CachedEstimated: t.CachedEstimated, PromptMs: float64(t.PromptEval.Microseconds()) / 1000,
+	}.Set(h)
 }
 
 // usageOf is the OpenAI usage of a finished generation.

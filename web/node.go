@@ -159,7 +159,7 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 		s.nodeFail(c, err)
 		return
 	}
-	s.turn(c, info, req, wire{enc: &nodeEncoder{info: info, perToken: body.TimingsPerToken}, stream: body.Stream,
+	s.turn(c, info, req, wireFormat{enc: &nodeEncoder{info: info, perToken: body.TimingsPerToken}, stream: body.Stream,
 		frame: frameNode, fail: s.nodeFail})
 }
 

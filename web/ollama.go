@@ -148,7 +148,7 @@ func (s *Server) ollamaChat(c *gin.Context) {
 		return
 	}
 	enc.ready = time.Now()
-	s.turn(c, info, req, wire{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
+	s.turn(c, info, req, wireFormat{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
 }
 
 // ollamaMessages translates Ollama's messages into engine messages.
@@ -232,5 +232,5 @@ func (s *Server) ollamaGenerate(c *gin.Context) {
 		}
 	}
 	enc.ready = time.Now()
-	s.turn(c, info, req, wire{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
+	s.turn(c, info, req, wireFormat{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
 }

@@ -209,20 +209,44 @@ func (s *Server) routes() *gin.Engine {
 	return r
 }
 
-// models serves GET /v1/models: the one model the backend serves.
+// models serves GET /v1/models: the one model the backend serves, or none
+// while it does not know its model yet (a gateway whose backends were
+// never reached): an empty id is no model a client could name.
 func (s *Server) models(c *gin.Context) {
 	info := s.backend.Info()
-	writeJSON(c.Writer, http.StatusOK, modelList{
-		Object: objectList,
-		Data:   []modelObject{{ID: info.Model, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"}},
-	})
+	list := modelList{Object: objectList, Data: []modelObject{}}
+	if info.Model != "" {
+		list.Data = append(list.Data, modelObject{ID: info.Model, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
+	}
+	writeJSON(c.Writer, http.StatusOK, list)
 }
 
-// health serves GET /health, for operators and as the node route
-// llama-server clients probe: {"status":"ok"} with 200 is llama-server's
-// "ready" answer. It answers as long as the server runs; the backend's
-// health is the router's business.
+// readiness is a backend that can tell whether it can serve now: a router
+// can while one of its backends is healthy.
+type readiness interface {
+	// Ready returns nil if a request could be served now, else an error
+	// wrapping engine.ErrUnavailable that says why not. It does not block.
+	Ready() error
+}
+
+// health serves GET /health, for operators, load balancers and as the node
+// route llama-server clients probe: {"status":"ok"} with 200 is
+// llama-server's "ready" answer. It is 503 (an OpenAI-shaped error) while
+// nothing could be served: no model known, or a backend that says it is
+// not ready (a gateway with no healthy backend).
 func (s *Server) health(c *gin.Context) {
+	err := error(nil)
+	if r, ok := s.backend.(readiness); ok {
+		err = r.Ready()
+	}
+	if err == nil && s.backend.Info().Model == "" {
+		err = fmt.Errorf("%w: no model to serve yet", engine.ErrUnavailable)
+	}
+	if err != nil {
+		status, body := classify(err)
+		writeJSON(c.Writer, status, errorBody{Error: body})
+		return
+	}
 	writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})
 }
 

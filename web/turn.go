@@ -60,10 +60,10 @@ func streamText(enc encoder, ev engine.Event) []any {
 	return enc.text(ev.Text)
 }
 
-// wire is how one request wants its answer: its encoder, whether to
+// wireFormat is how one request wants its answer: its encoder, whether to
 // stream, the stream's framing, and the error answer before anything was
 // written (its API's error shape and status).
-type wire struct {
+type wireFormat struct {
 	enc    encoder
 	stream bool
 	frame  framing
@@ -73,7 +73,7 @@ type wire struct {
 // turn runs req on the backend and answers as w says. It blocks until the
 // generation ends. The request's context goes to the backend, so a client
 // that leaves stops the generation.
-func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wire) {
+func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wireFormat) {
 	req.Tenant = s.tenant(c)
 	if !w.stream {
 		res, err := s.backend.Generate(c.Request.Context(), req, nil)

@@ -6,19 +6,15 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/web/wire"
 	"kvwin/window"
 )
 
-// Headers of the window (DESIGN.md).
+// Headers of the window and the conversation (DESIGN.md; package wire).
 const (
-	// HeaderWindowPolicy overrides the window policy for one request.
-	HeaderWindowPolicy = "X-Kvwin-Window-Policy"
-	// HeaderWindow describes the window a request was served with:
-	// "policy=P; kept_tokens=N; evicted_turns=N; packet_turns=N; step=N".
-	HeaderWindow = "X-Kvwin-Window"
-	// HeaderConversation names the conversation, as OpenAI's
-	// prompt_cache_key does; the header wins when both are given.
-	HeaderConversation = "X-Conversation-Id"
+	HeaderWindowPolicy = wire.HeaderWindowPolicy
+	HeaderWindow       = wire.HeaderWindow
+	HeaderConversation = wire.HeaderConversation
 )
 
 // Windower builds the bounded window of a chat request; window.Window
@@ -65,6 +61,7 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		// boundary; the backend pads in its own tokens and blocks.
 		req.PadSinks = res.Sinks
 	}
-	c.Header(HeaderWindow, res.Header())
+	c.Header(HeaderWindow, wire.Window{Policy: res.Policy, KeptTokens: res.KeptTokens, EvictedTurns: res.Evicted(),
+		PacketTurns: res.PacketTurns, Step: res.Step}.String())
 	return nil
 }

@@ -9,9 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"kvwin/web/wire"
 )
 
 // ErrPolicyIgnored is returned when a response shows that the server did
@@ -96,9 +97,8 @@ func send(ctx context.Context, hc *http.Client, url string, p Policy, body chatB
 		return exchange{}, rejected(resp, p, turn)
 	}
 	ex := exchange{window: ParseWindowState(resp.Header.Get(headerWindow))}
-	ex.prompt, _ = strconv.Atoi(resp.Header.Get(headerPromptTokens))
-	ex.cached, _ = strconv.Atoi(resp.Header.Get(headerCachedTokens))
-	ex.promptMs, _ = strconv.ParseFloat(resp.Header.Get(headerPromptMs), 64)
+	g := wire.ReadGeneration(resp.Header)
+	ex.prompt, ex.cached, ex.promptMs = g.PromptTokens, g.CachedTokens, g.PromptMs
 	if err := checkPolicy(p, ex.window); err != nil {
 		return exchange{}, fmt.Errorf("%w: policy %s, turn %d: %s", ErrPolicyIgnored, p, turn, err)
 	}

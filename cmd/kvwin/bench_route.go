@@ -6,17 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"kvwin/engine/llamaserver"
 	"kvwin/router"
 )
 
@@ -32,13 +35,17 @@ func newBenchRouteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "route",
 		Short: "Routing policies side by side: a gateway over N kvwin nodes on llm-d's workload shape",
-		Long: `Starts N kvwin nodes (subprocesses on the test model, --slots 2 --ctx 4096
+		Long: `Starts N kvwin nodes (subprocesses on the test model, --slots 2
 --threads 1, each in its own process group and killed with the bench) and an
 in-process gateway, and replays for each routing policy, on fresh nodes, the
 same workload: groups of conversations sharing a long system prompt, each
 conversation growing over its turns, turns in a seeded random order with at
-most --concurrency in flight. Reports per policy: cached-token share, prefill
-tokens (prompt − cached, summed), TTFT p50/p90 and requests/s.`,
+most --concurrency in flight. The nodes' context per slot is sized to the
+workload (its longest prompt, its answer and the output reservation), so
+every turn is answered whole. Reports per policy: cached-token share,
+prefill tokens (prompt − cached, summed), TTFT p50/p90, requests/s, errors,
+and the oracle: the prefill a perfect router with an unbounded cache would
+pay for the same turns, with the policy's ratio to it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			exe, err := os.Executable()
@@ -90,8 +97,9 @@ tokens (prompt − cached, summed), TTFT p50/p90 and requests/s.`,
 // over fresh nodes.
 func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, threads int, snapshots bool, w routeWorkload) (routeResult, error) {
 	var specs []string
+	nodeCtx := w.nodeContext()
 	for i := range n {
-		node, err := startNodeProcess(ctx, exe, model, filepath.Join(dir, fmt.Sprintf("%s-node%d", policy, i)), threads, snapshots)
+		node, err := startNodeProcess(ctx, exe, model, filepath.Join(dir, fmt.Sprintf("%s-node%d", policy, i)), threads, nodeCtx, snapshots)
 		if err != nil {
 			return routeResult{}, err
 		}
@@ -99,7 +107,7 @@ func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, th
 		specs = append(specs, "llamaserver="+node.url)
 	}
 	f := serveFlags{addr: "127.0.0.1:0", dataDir: dir, window: "full", maxBody: 8 << 20, shutdownTimeout: 5 * time.Second,
-		backends: specs, route: policy}
+		backends: specs, route: policy, logLevel: slog.LevelWarn}
 	gw, err := newApp(f)
 	if err != nil {
 		return routeResult{}, err
@@ -108,7 +116,7 @@ func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, th
 	done := make(chan error, 1)
 	go func() { done <- gw.run(gctx) }()
 	defer func() { cancel(); <-done }()
-	fmt.Fprintf(os.Stderr, "policy %s: %d nodes, %d conversations × %d turns\n", policy, n, w.Groups*w.PerGroup, w.Turns)
+	fmt.Fprintf(os.Stderr, "policy %s: %d nodes (ctx %d per slot), %d conversations × %d turns\n", policy, n, nodeCtx, w.Groups*w.PerGroup, w.Turns)
 	count := 0
 	res := w.run(ctx, gw.url(), policy, func(t routeTurn) {
 		count++
@@ -120,27 +128,47 @@ func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, th
 			count, w.Groups*w.PerGroup*w.Turns, t.Conv, t.Turn, t.Backend, t.Prompt, t.Cached, float64(t.TTFT.Microseconds())/1000, status)
 	})
 	fmt.Fprintln(os.Stderr)
+	// The oracle tokenizes with a node, as the nodes computed.
+	tok, err := llamaserver.New(llamaserver.Config{BaseURL: strings.TrimPrefix(specs[0], "llamaserver=")}, nil)
+	if err != nil {
+		return res, err
+	}
+	defer tok.Close()
+	if res.OraclePrefill, err = w.oraclePrefill(ctx, tok, res.Turns); err != nil {
+		return res, err
+	}
+	if res.OraclePrefill > 0 {
+		res.PrefillVsOracle = float64(res.PrefillTokens) / float64(res.OraclePrefill)
+	}
 	return res, nil
 }
 
 // nodeProcess is a kvwin node running as a subprocess.
 type nodeProcess struct {
-	cmd *exec.Cmd
-	url string
+	cmd     *exec.Cmd
+	url     string
+	cleanup func() // after it stopped; nil for none
 }
 
-// startNodeProcess starts `kvwin serve` in its own process group, dying with
-// this process (Pdeathsig), and waits until it answers /health.
-func startNodeProcess(ctx context.Context, exe, model, dataDir string, threads int, snapshots bool) (*nodeProcess, error) {
+// startNodeProcess starts a bench node: `kvwin serve` on model with 2 slots
+// of nodeCtx tokens (see startServeProcess).
+func startNodeProcess(ctx context.Context, exe, model, dataDir string, threads, nodeCtx int, snapshots bool) (*nodeProcess, error) {
+	args := []string{"--model", model, "--data-dir", dataDir, "--slots", "2", "--ctx", strconv.Itoa(nodeCtx), "--threads", strconv.Itoa(threads)}
+	if !snapshots {
+		args = append(args, "--no-snapshots")
+	}
+	return startServeProcess(ctx, exe, args)
+}
+
+// startServeProcess starts `kvwin serve` with args on a free loopback port,
+// in its own process group, dying with this process (Pdeathsig), and waits
+// until it answers /health.
+func startServeProcess(ctx context.Context, exe string, args []string) (*nodeProcess, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"serve", "--addr", "127.0.0.1:" + strconv.Itoa(port), "--model", model, "--data-dir", dataDir,
-		"--slots", "2", "--ctx", "4096", "--threads", strconv.Itoa(threads)}
-	if !snapshots {
-		args = append(args, "--no-snapshots")
-	}
+	args = append([]string{"serve", "--addr", "127.0.0.1:" + strconv.Itoa(port)}, args...)
 	cmd := exec.Command(exe, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
@@ -177,6 +205,9 @@ func (n *nodeProcess) stop() {
 		syscall.Kill(-pgid, syscall.SIGKILL)
 		<-exited
 	}
+	if n.cleanup != nil {
+		n.cleanup()
+	}
 }
 
 func freePort() (int, error) {
@@ -189,9 +220,10 @@ func freePort() (int, error) {
 }
 
 func printRouteTable(w io.Writer, results []routeResult) {
-	fmt.Fprintf(w, "%-13s %8s %10s %10s %10s %8s %7s\n", "policy", "cached", "prefill", "ttft p50", "ttft p90", "req/s", "errors")
+	fmt.Fprintf(w, "%-13s %8s %10s %10s %9s %10s %10s %8s %7s\n", "policy", "cached", "prefill", "oracle", "/oracle", "ttft p50", "ttft p90", "req/s", "errors")
 	for _, r := range results {
-		fmt.Fprintf(w, "%-13s %7.1f%% %10d %8.0fms %8.0fms %8.2f %7d\n", r.Policy, 100*r.CachedShare, r.PrefillTokens, r.TTFTP50, r.TTFTP90, r.RequestsPerS, r.Errors)
+		fmt.Fprintf(w, "%-13s %7.1f%% %10d %10d %8.2fx %8.0fms %8.0fms %8.2f %7d\n", r.Policy, 100*r.CachedShare, r.PrefillTokens,
+			r.OraclePrefill, r.PrefillVsOracle, r.TTFTP50, r.TTFTP90, r.RequestsPerS, r.Errors)
 	}
 	for _, r := range results {
 		if r.Policy == router.PolicyRoundRobin && r.PrefillTokens > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -35,6 +36,12 @@ func ollamaCLI(t *testing.T) string {
 
 // runOllama runs the ollama CLI against a and returns its standard output.
 func runOllama(t *testing.T, bin string, a *app, args ...string) string {
+	out, _ := runOllamaErr(t, bin, a, args...)
+	return out
+}
+
+// runOllamaErr is runOllama returning standard error too.
+func runOllamaErr(t *testing.T, bin string, a *app, args ...string) (string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -45,7 +52,7 @@ func runOllama(t *testing.T, bin string, a *app, args ...string) string {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("ollama %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	return stdout.String()
+	return stdout.String(), stderr.String()
 }
 
 // The real ollama CLI lists, shows, lists as running and runs kvwin's model.
@@ -74,15 +81,37 @@ func TestOllamaCLIAgainstKvwin(t *testing.T) {
 		t.Fatalf("ollama ps:\n%s", ps)
 	}
 
+	// Not on a terminal, the CLI prepends standard input (empty here) to
+	// the prompt, joined by a space. It samples at random (it sets no
+	// options), so the answer's text is not known, but the prompt's token
+	// count is: --verbose prints the done object's metrics.
+	var want oapi.GenerateResponse
+	postJSON(t, a.url()+"/api/generate", map[string]any{"model": "kvwin-tiny", "prompt": " Tell me about the sea.",
+		"stream": false, "options": map[string]any{"num_predict": 1}}, &want)
 	before := a.eng.Stats().Requests.Load()
-	out := runOllama(t, bin, a, "run", "kvwin-tiny:latest", "Tell me about the sea.")
-	if strings.TrimSpace(out) == "" {
-		t.Fatal("ollama run printed nothing")
-	}
+	out, stderr := runOllamaErr(t, bin, a, "run", "--verbose", "kvwin-tiny:latest", "Tell me about the sea.")
 	if got := a.eng.Stats().Requests.Load() - before; got != 1 {
 		t.Fatalf("ollama run made %d generations, want 1", got)
 	}
+	if !strings.Contains(stderr, fmt.Sprintf("prompt eval count:    %d token(s)", want.PromptEvalCount)) ||
+		!strings.Contains(stderr, "eval count:") {
+		t.Fatalf("ollama run --verbose: want a prompt eval count of %d:\n%s", want.PromptEvalCount, stderr)
+	}
 	t.Logf("ollama run: %q", out[:min(len(out), 80)])
+}
+
+// postJSON posts body and decodes the JSON answer.
+func postJSON(t *testing.T, u string, body, v any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(u, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST %s: %d %v", u, resp.StatusCode, err)
+	}
 }
 
 // getJSON decodes a GET's JSON answer.

@@ -10,10 +10,11 @@ import (
 	"net/http"
 
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"kvwin/web/wire"
 )
 
 // routeWorkload is llm-d's benchmark shape scaled to one machine: groups of
@@ -40,6 +41,7 @@ func defaultRouteWorkload() routeWorkload {
 // routeTurn is what one request observed.
 type routeTurn struct {
 	Conv, Turn     int
+	Messages       []map[string]string // the prompt sent
 	Backend        string
 	Answer         string
 	Prompt, Cached int
@@ -49,15 +51,22 @@ type routeTurn struct {
 
 // routeResult sums one policy's run.
 type routeResult struct {
-	Policy        string      `json:"policy"`
-	CachedShare   float64     `json:"cached_share"`
-	PrefillTokens int         `json:"prefill_tokens"`
-	TTFTP50       float64     `json:"ttft_p50_ms"`
-	TTFTP90       float64     `json:"ttft_p90_ms"`
-	RequestsPerS  float64     `json:"requests_per_s"`
-	Requests      int         `json:"-"`
-	Errors        int         `json:"-"`
-	Turns         []routeTurn `json:"-"`
+	Policy        string  `json:"policy"`
+	CachedShare   float64 `json:"cached_share"`
+	PrefillTokens int     `json:"prefill_tokens"`
+	TTFTP50       float64 `json:"ttft_p50_ms"`
+	TTFTP90       float64 `json:"ttft_p90_ms"`
+	RequestsPerS  float64 `json:"requests_per_s"`
+	// Errors counts the turns that got no whole answer; their prompts are
+	// left out of the figures above.
+	Errors int `json:"errors"`
+	// OraclePrefill is what a perfect router with an unbounded cache would
+	// prefill for the same turns (route_oracle.go); PrefillVsOracle is
+	// PrefillTokens over it.
+	OraclePrefill   int         `json:"oracle_prefill_tokens"`
+	PrefillVsOracle float64     `json:"prefill_vs_oracle"`
+	Requests        int         `json:"-"`
+	Turns           []routeTurn `json:"-"`
 }
 
 func wordText(seed uint64, n int) string {
@@ -83,6 +92,34 @@ func (w routeWorkload) messages(c, t int, answers []string) []map[string]string 
 		}
 	}
 	return out
+}
+
+// Bounds of the test model's tokens, for sizing the nodes: it tokenizes a
+// byte to a token, and a chat template adds a few tokens per message
+// (ChatML: 5); the bound is generous so the sizing never depends on it.
+const templateTokensPerMessage = 16
+
+// maxPromptTokens bounds the longest prompt of w, its conversations' last
+// turn: the system prompt, every user message with its "[c.t] " tag and
+// every earlier answer, plus the template's tokens.
+func (w routeWorkload) maxPromptTokens() int {
+	tag := len(fmt.Sprintf("[%d.%d] ", w.Groups*w.PerGroup, w.Turns))
+	messages := 2 * w.Turns // system, users, answers
+	return w.SystemBytes + w.Turns*(w.UserBytes+tag) + (w.Turns-1)*w.AnswerBytes + templateTokensPerMessage*(messages+1)
+}
+
+// nodeContext is the context per slot a node needs for every turn of w to
+// be answered whole: at least kvwin's default 4096, grown by 512 until the
+// window budget a gateway derives from it (the context minus the output
+// reservation) holds the longest prompt, and the slot holds it with its
+// answer.
+func (w routeWorkload) nodeContext() int {
+	prompt := w.maxPromptTokens()
+	ctx := 4096
+	for ctx-outputReserve(ctx) < prompt || ctx < prompt+w.AnswerBytes+8 {
+		ctx += 512
+	}
+	return ctx
 }
 
 // run replays the workload against a base URL and sums it up.
@@ -157,8 +194,8 @@ func (w routeWorkload) run(ctx context.Context, url, policy string, progress fun
 
 // turn sends one streamed chat request and reads it to the end.
 func (w routeWorkload) turn(ctx context.Context, url string, c, t int, answers []string) routeTurn {
-	tr := routeTurn{Conv: c, Turn: t}
-	body, _ := json.Marshal(map[string]any{"messages": w.messages(c, t, answers), "max_tokens": w.AnswerBytes + 8,
+	tr := routeTurn{Conv: c, Turn: t, Messages: w.messages(c, t, answers)}
+	body, _ := json.Marshal(map[string]any{"messages": tr.Messages, "max_tokens": w.AnswerBytes + 8,
 		"temperature": 0, "stream": true, "grammar": fmt.Sprintf("root ::= [a-z ]{%d}", w.AnswerBytes)})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
@@ -173,9 +210,8 @@ func (w routeWorkload) turn(ctx context.Context, url string, c, t int, answers [
 		return tr
 	}
 	defer resp.Body.Close()
-	tr.Backend = resp.Header.Get("X-Kvwin-Backend")
-	tr.Prompt, _ = strconv.Atoi(resp.Header.Get("X-Kvwin-Prompt-Tokens"))
-	tr.Cached, _ = strconv.Atoi(resp.Header.Get("X-Kvwin-Cached-Tokens"))
+	g := wire.ReadGeneration(resp.Header)
+	tr.Backend, tr.Prompt, tr.Cached = g.Backend, g.PromptTokens, g.CachedTokens
 	if resp.StatusCode != http.StatusOK {
 		tr.Err = fmt.Errorf("status %d", resp.StatusCode)
 		return tr

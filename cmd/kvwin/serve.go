@@ -62,6 +62,10 @@ type serveFlags struct {
 	tenantMaxRun  int
 	tenantMaxWait int
 	memoryTTL     time.Duration
+	// Timeouts toward --backend servers.
+	backendConnect    time.Duration
+	backendFirstToken time.Duration
+	backendIdle       time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -112,6 +116,9 @@ will answer it soonest.`,
 	fl.IntVar(&f.tenantMaxRun, "tenant-max-concurrent", 0, "generations one tenant may run at once (0: no limit)")
 	fl.IntVar(&f.tenantMaxWait, "tenant-max-queued", 0, "with --tenant-max-concurrent: a tenant's requests that may wait beyond it; more get 429")
 	fl.DurationVar(&f.memoryTTL, "memory-ttl", 0, "delete a named conversation's stored turns after it has been idle this long, e.g. 720h (0: keep them)")
+	fl.DurationVar(&f.backendConnect, "backend-connect-timeout", 5*time.Second, "with --backend: how long connecting to a backend may take")
+	fl.DurationVar(&f.backendFirstToken, "backend-first-token-timeout", 120*time.Second, "with --backend: how long a backend may take to send a turn's first token, its queue included; then the turn is retried once elsewhere, or 504")
+	fl.DurationVar(&f.backendIdle, "backend-idle-timeout", 60*time.Second, "with --backend: how long a backend may be silent between tokens; then the stream ends with an error")
 	return cmd
 }
 

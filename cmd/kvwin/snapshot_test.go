@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 func registryTotals(t *testing.T, a *app) map[string]int64 {
@@ -101,5 +105,57 @@ func TestCorruptSnapshotFallsBackToAPrefill(t *testing.T) {
 	}
 	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
 		t.Fatalf("corrupt snapshot not deleted: %v", err)
+	}
+}
+
+// metricValue reads one sample of /metrics by its full name (labels
+// included as written), -1 if absent.
+func metricValue(t *testing.T, a *app, prefix string) float64 {
+	t.Helper()
+	resp, err := http.Get(a.url() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			return v
+		}
+	}
+	return -1
+}
+
+// A snapshot whose write fails (here: its directory is gone, a file in its
+// place) is counted in /metrics, not only logged.
+func TestFailedSnapshotSavesAreCounted(t *testing.T) {
+	a := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 2048 })
+	if got := metricValue(t, a, "kvwin_engine_snapshot_save_failures_total"); got != 0 {
+		t.Fatalf("save failures before any save: %v", got)
+	}
+	dir := filepath.Join(a.f.dataDir, "snapshots")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The second conversation takes the only slot: the first one's KV is
+	// saved, and the save fails.
+	for i := range 2 {
+		if tr := post(t, a, map[string]any{"messages": msgs("user", words(300+i, 700)), "max_tokens": 4}); tr.status != 200 {
+			t.Fatalf("conversation %d: %d %s", i, tr.status, tr.body)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for metricValue(t, a, "kvwin_engine_snapshot_save_failures_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no save failure counted; saves %v", metricValue(t, a, "kvwin_engine_snapshot_saves_total"))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -28,7 +28,7 @@ type kv struct {
 	minTokens int
 	log       *slog.Logger
 
-	saves, restores, restoreFailures, saveDrops atomic.Int64
+	saves, restores, restoreFailures, saveDrops, saveFailures atomic.Int64
 }
 
 // modelFingerprint identifies a model file by its size and first MiB (the
@@ -203,6 +203,7 @@ func (k *kv) save(owner kvcache.Owner, tokens []int, state []byte) {
 	ok := k.store.Save(owner, owned, state, func(s kvcache.SavedSnapshot, err error) {
 		if err != nil {
 			k.reg.RemoveSnapshot(k.name, id) // the store logged why
+			k.saveFailures.Add(1)
 			return
 		}
 		k.saves.Add(1)

@@ -16,20 +16,21 @@ var _ prometheus.Collector = (*collector)(nil)
 func (e *Engine) Collector() prometheus.Collector {
 	c := &collector{e: e, descs: map[string]*prometheus.Desc{}}
 	for name, help := range map[string]string{
-		"requests_total":              "Requests admitted to a slot.",
-		"prompt_tokens_total":         "Prompt tokens of admitted requests.",
-		"cached_tokens_total":         "Prompt tokens reused from the KV cache instead of computed.",
-		"prompt_decoded_tokens_total": "Prompt tokens computed (handed to llama_decode).",
-		"generated_tokens_total":      "Tokens generated.",
-		"decode_calls_total":          "llama_decode calls that succeeded (a prompt of n tokens takes ceil(n / batch) when nothing else runs).",
-		"forks_total":                 "Prefixes copied from one slot into another (KvCacheSeqCp).",
-		"shifts_total":                "Kept history moved over evicted turns instead of recomputed (--shift).",
-		"snapshot_saves_total":        "KV snapshots written to disk.",
-		"snapshot_restores_total":     "KV snapshots restored into a slot.",
-		"snapshot_failures_total":     "Snapshots that could not be used (corrupt, mismatched, no room); a prefill replaced them.",
-		"snapshot_drops_total":        "Slots given away without a snapshot because the save queue was full.",
-		"slots_busy":                  "Slots serving a request now.",
-		"slots":                       "Slots of the engine.",
+		"requests_total":               "Requests admitted to a slot.",
+		"prompt_tokens_total":          "Prompt tokens of admitted requests.",
+		"cached_tokens_total":          "Prompt tokens reused from the KV cache instead of computed.",
+		"prompt_decoded_tokens_total":  "Prompt tokens computed (handed to llama_decode).",
+		"generated_tokens_total":       "Tokens generated.",
+		"decode_calls_total":           "llama_decode calls that succeeded (a prompt of n tokens takes ceil(n / batch) when nothing else runs).",
+		"forks_total":                  "Prefixes copied from one slot into another (KvCacheSeqCp).",
+		"shifts_total":                 "Kept history moved over evicted turns instead of recomputed (--shift).",
+		"snapshot_saves_total":         "KV snapshots written to disk.",
+		"snapshot_restores_total":      "KV snapshots restored into a slot.",
+		"snapshot_failures_total":      "Snapshots that could not be used (corrupt, mismatched, no room); a prefill replaced them.",
+		"snapshot_drops_total":         "Slots given away without a snapshot because the save queue was full.",
+		"snapshot_save_failures_total": "Snapshots whose write failed (disk full, I/O error): their slot was given away without one.",
+		"slots_busy":                   "Slots serving a request now.",
+		"slots":                        "Slots of the engine.",
 	} {
 		c.descs[name] = prometheus.NewDesc("kvwin_engine_"+name, help, nil, prometheus.Labels{"backend": e.cfg.Name})
 	}
@@ -60,6 +61,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("snapshot_restores_total", kv.restores.Load())
 	counter("snapshot_failures_total", kv.restoreFailures.Load())
 	counter("snapshot_drops_total", kv.saveDrops.Load())
+	counter("snapshot_save_failures_total", kv.saveFailures.Load())
 	busy := 0
 	slots := c.e.Slots()
 	for _, s := range slots {

@@ -11,7 +11,8 @@
 //
 // Generations always stream from the server, whether or not the caller
 // streams: the first chunk marks the end of prefill (time to first token),
-// a silent server is noticed (Config.IdleTimeout), and an error before the
+// a silent server is noticed (Config.FirstTokenTimeout before the first
+// chunk, Config.IdleTimeout after it), and an error before the
 // first chunk is known to have generated nothing, so a router can fail over.
 package llamaserver
 
@@ -19,11 +20,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"kvwin/engine"
 	"kvwin/kvcache"
@@ -87,7 +90,7 @@ func New(cfg Config, log *slog.Logger) (*Backend, error) {
 	b := &Backend{cfg: cfg, base: cfg.BaseURL, client: cfg.HTTPClient, tokens: cfg.TokenCache,
 		log: log.With("backend", cfg.Name), load: make(chan struct{}, 1)}
 	if b.client == nil {
-		b.client, b.ownClient = &http.Client{Transport: newTransport()}, true
+		b.client, b.ownClient = &http.Client{Transport: newTransport(cfg.ConnectTimeout)}, true
 	}
 	if b.tokens == nil {
 		if b.tokens, err = kvcache.NewTokenCache(kvcache.TokenCacheConfig{}); err != nil {
@@ -99,11 +102,13 @@ func New(cfg Config, log *slog.Logger) (*Backend, error) {
 }
 
 // newTransport is net/http's default transport with more idle connections
-// per host: a gateway sends many concurrent requests to each backend, and a
-// new connection per request would add a handshake to every turn.
-func newTransport() *http.Transport {
+// per host (a gateway sends many concurrent requests to each backend, and a
+// new connection per request would add a handshake to every turn) and
+// connect bounded by connect.
+func newTransport(connect time.Duration) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
+	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
 	return t
 }
 

@@ -15,11 +15,17 @@ import (
 const (
 	// DefaultTimeout bounds one metadata call (/props, /tokenize, …).
 	DefaultTimeout = 30 * time.Second
-	// DefaultIdleTimeout bounds the silence of a generation: the wait for
-	// the first streamed chunk (which includes the prefill) and every gap
-	// between chunks after it. Generous, because a long prompt on a slow
-	// box can take minutes to prefill; a hung server still ends.
-	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultConnectTimeout bounds opening a connection to the server.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultFirstTokenTimeout bounds the wait for a generation's first
+	// streamed chunk, the server's queue and the prefill included. A
+	// server that accepts a generation and never answers is given up on
+	// after it, and a router tries another.
+	DefaultFirstTokenTimeout = 120 * time.Second
+	// DefaultIdleTimeout bounds each silence between chunks after the
+	// first: a token comes every few tens of milliseconds on a healthy
+	// server, so a minute of nothing means it hung.
+	DefaultIdleTimeout = 60 * time.Second
 )
 
 // Config configures a Backend. Zero fields take the defaults; New validates
@@ -36,7 +42,14 @@ type Config struct {
 	Model string `json:"model"`
 	// Timeout bounds each metadata call; default DefaultTimeout.
 	Timeout time.Duration `json:"timeout"`
-	// IdleTimeout bounds the silence of a generation (see
+	// ConnectTimeout bounds opening a connection; default
+	// DefaultConnectTimeout. It applies to the Backend's own HTTP client
+	// only (not to Config.HTTPClient).
+	ConnectTimeout time.Duration `json:"connect_timeout"`
+	// FirstTokenTimeout bounds the wait for a generation's first chunk
+	// (see DefaultFirstTokenTimeout); default DefaultFirstTokenTimeout.
+	FirstTokenTimeout time.Duration `json:"first_token_timeout"`
+	// IdleTimeout bounds each silence between chunks after the first (see
 	// DefaultIdleTimeout); default DefaultIdleTimeout. There is no bound on
 	// a generation's total time: a long answer that keeps streaming is fine.
 	IdleTimeout time.Duration `json:"idle_timeout"`
@@ -85,6 +98,10 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 		return c, nil, fmt.Errorf("llamaserver: timeout %v is negative", c.Timeout)
 	case c.IdleTimeout < 0:
 		return c, nil, fmt.Errorf("llamaserver: idle timeout %v is negative", c.IdleTimeout)
+	case c.ConnectTimeout < 0:
+		return c, nil, fmt.Errorf("llamaserver: connect timeout %v is negative", c.ConnectTimeout)
+	case c.FirstTokenTimeout < 0:
+		return c, nil, fmt.Errorf("llamaserver: first-token timeout %v is negative", c.FirstTokenTimeout)
 	case c.CacheReuse < 0:
 		return c, nil, fmt.Errorf("llamaserver: cache reuse %d is negative", c.CacheReuse)
 	case c.HTTPClient != nil && c.HTTPClient.Timeout != 0:
@@ -98,6 +115,12 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.FirstTokenTimeout == 0 {
+		c.FirstTokenTimeout = DefaultFirstTokenTimeout
 	}
 	return c, u, nil
 }

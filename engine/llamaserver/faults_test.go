@@ -102,10 +102,16 @@ func TestGenerateFaults(t *testing.T) {
 			sentinel: context.DeadlineExceeded,
 		},
 		{
-			name:     "server that hangs: the idle timeout",
+			name:     "server that hangs: the first-token timeout",
 			answer:   hang,
-			cfg:      Config{IdleTimeout: 50 * time.Millisecond},
-			sentinel: engine.ErrUnavailable, message: "sent nothing for 50ms",
+			cfg:      Config{FirstTokenTimeout: 50 * time.Millisecond},
+			sentinel: engine.ErrTimeout, message: "no first token within 50ms",
+		},
+		{
+			name:     "server that sends only keep-alives: the first-token timeout",
+			answer:   keepAlives,
+			cfg:      Config{FirstTokenTimeout: 50 * time.Millisecond, IdleTimeout: time.Hour},
+			sentinel: engine.ErrTimeout, message: "no first token within 50ms",
 		},
 		{
 			name:    "server that stalls mid-stream",
@@ -144,7 +150,7 @@ func TestGenerateFaults(t *testing.T) {
 // checkFault checks an error against a TestGenerateFaults case.
 func checkFault(t *testing.T, err, sentinel error, ctxLen *engine.ContextLengthError, status int, message string) {
 	t.Helper()
-	sentinels := []error{engine.ErrUnavailable, engine.ErrInvalidRequest, engine.ErrQueueFull, context.DeadlineExceeded}
+	sentinels := []error{engine.ErrUnavailable, engine.ErrTimeout, engine.ErrInvalidRequest, engine.ErrQueueFull, context.DeadlineExceeded}
 	for _, s := range sentinels {
 		if got, want := errors.Is(err, s), s == sentinel; got != want {
 			t.Errorf("errors.Is(err, %v) = %v, want %v; err: %v", s, got, want, err)
@@ -277,6 +283,25 @@ func contentTypeOf(name string) string {
 
 // hang answers nothing until the client leaves.
 func hang(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }
+
+// keepAlives answers 200 and sends SSE comments, never a chunk, until the
+// client leaves: bytes that are no token.
+func keepAlives(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := w.Write([]byte(": ping\n\n")); err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
 
 // stall sends body, flushed, then nothing until the client leaves.
 func stall(body string) http.HandlerFunc {

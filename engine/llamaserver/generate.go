@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -18,11 +19,12 @@ import (
 
 // complete sends body to POST /completion and turns the streamed answer
 // into events and a result. limit is the slot's context (for errors). It
-// blocks until the final chunk, an error, the end of ctx, or
-// Config.IdleTimeout of silence.
+// blocks until the final chunk, an error, the end of ctx,
+// Config.FirstTokenTimeout without a first chunk, or Config.IdleTimeout of
+// silence after it.
 func (b *Backend) complete(ctx context.Context, body completionRequest, who owner, limit int, stream engine.StreamFunc) (engine.Result, error) {
 	g := &generation{
-		ctx: ctx, op: http.MethodPost + " " + b.base + "/completion", idle: b.cfg.IdleTimeout,
+		ctx: ctx, op: http.MethodPost + " " + b.base + "/completion", idle: b.cfg.IdleTimeout, firstWait: b.cfg.FirstTokenTimeout,
 		prompt: len(body.Prompt), limit: limit, stream: stream, slot: -1,
 	}
 	data, err := marshal(body)
@@ -34,7 +36,7 @@ func (b *Backend) complete(ctx context.Context, body completionRequest, who owne
 	// connection closes and the server stops generating.
 	run, cancel := context.WithCancel(ctx)
 	defer cancel()
-	g.dog = idle.New(b.cfg.IdleTimeout, cancel)
+	g.dog = idle.New(b.cfg.FirstTokenTimeout, b.cfg.IdleTimeout, cancel)
 	defer g.dog.Stop()
 
 	req, err := http.NewRequestWithContext(run, http.MethodPost, b.base+"/completion", bytes.NewReader(data))
@@ -70,14 +72,15 @@ func (b *Backend) complete(ctx context.Context, body completionRequest, who owne
 // generation is the state of one /completion answer being read. It lives
 // on the calling goroutine.
 type generation struct {
-	ctx    context.Context // the caller's
-	op     string
-	idle   time.Duration
-	prompt int // tokens sent
-	limit  int
-	stream engine.StreamFunc
-	dog    *idle.Watchdog
-	sent   time.Time
+	ctx       context.Context // the caller's
+	op        string
+	idle      time.Duration // Config.IdleTimeout
+	firstWait time.Duration // Config.FirstTokenTimeout
+	prompt    int           // tokens sent
+	limit     int
+	stream    engine.StreamFunc
+	dog       *idle.Watchdog
+	sent      time.Time
 
 	started bool           // the first event was produced: something was generated
 	first   engine.Timings // the first event's timings
@@ -172,6 +175,7 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 	}
 	if ev.First || ev.Text != "" {
 		g.started = true
+		g.dog.Started()
 		g.text.WriteString(ev.Text)
 		if g.stream != nil {
 			g.dog.Pause()
@@ -232,7 +236,9 @@ func (g *generation) broken(err error) error {
 	case g.ctx.Err() != nil:
 		return fmt.Errorf("llamaserver: %s: %w", g.op, g.ctx.Err())
 	case g.dog.Fired() && !g.started:
-		return unavailable(g.op, "the server sent nothing for %v", g.idle)
+		return fmt.Errorf("llamaserver: %s: %w: no first token within %v", g.op, engine.ErrTimeout, g.firstWait)
+	case !g.started && isTimeout(err):
+		return fmt.Errorf("llamaserver: %s: %w: %w", g.op, engine.ErrTimeout, err)
 	case g.dog.Fired():
 		return fmt.Errorf("llamaserver: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle)
 	case !g.started:
@@ -240,4 +246,11 @@ func (g *generation) broken(err error) error {
 	default:
 		return fmt.Errorf("llamaserver: %s: the connection broke mid-stream: %w", g.op, err)
 	}
+}
+
+// isTimeout reports whether a transport error is a timeout of its own (a
+// connect that did not complete in Config.ConnectTimeout), not a refusal.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -72,3 +72,11 @@ func (b *Backend) loadProps(ctx context.Context) (Props, error) {
 	b.publish(st)
 	return p, nil
 }
+
+// Refresh re-reads the server's /props (see LoadProps): a router calls it
+// when a backend rejoins, or refused a slot it believed existed, to plan
+// for the server as it is now (a node restarted with fewer slots).
+func (b *Backend) Refresh(ctx context.Context) error {
+	_, err := b.LoadProps(ctx)
+	return err
+}

@@ -7,12 +7,13 @@ import (
 	"net/url"
 
 	"kvwin/engine"
+	"kvwin/web/wire"
 )
 
 // Headers a kvwin node reads from a caller holding its admin key.
 const (
-	headerTenant       = "X-Kvwin-Tenant"
-	headerConversation = "X-Conversation-Id"
+	headerTenant       = wire.HeaderTenant
+	headerConversation = wire.HeaderConversation
 )
 
 // owner is whose request a generation serves.

@@ -15,7 +15,8 @@
 // engine.ErrInvalidRequest before anything is sent: a prompt of token ids
 // (its API takes text), IgnoreEOS, NoCache. Request.Slot is ignored:
 // Ollama picks its slot itself. Every request streams, whether or not the caller does, so a silent
-// server is noticed (Config.IdleTimeout) and an error before the first
+// server is noticed (Config.FirstTokenTimeout, then Config.IdleTimeout)
+// and an error before the first
 // response is known to have generated nothing, so a router can fail over.
 //
 // The window is kvwin's job, so Ollama must never truncate a prompt (its
@@ -137,7 +138,7 @@ func New(cfg Config, log *slog.Logger) (*Backend, error) {
 		return nil, fmt.Errorf("ollama %s: %w", cfg.Name, err)
 	}
 	b := &Backend{
-		cfg: cfg, http: newHTTPClient(cfg.HTTPClient), ownClient: cfg.HTTPClient == nil,
+		cfg: cfg, http: newHTTPClient(cfg.HTTPClient, cfg.ConnectTimeout), ownClient: cfg.HTTPClient == nil,
 		log: log.With("backend", cfg.Name), res: newResidency(keyer, cfg.Slots, cfg.KeepAlive),
 	}
 	b.api = api.NewClient(base, b.http)
@@ -207,7 +208,7 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 		b.res.reset()
 	}
 	g := &generation{
-		ctx: ctx, idle: b.cfg.IdleTimeout, stream: stream,
+		ctx: ctx, idle: b.cfg.IdleTimeout, firstWait: b.cfg.FirstTokenTimeout, stream: stream,
 		likely: b.ratio.tokens(len(p.text)), textBytes: len(p.text),
 		cachedBytes: b.res.match(b.res.chain(req.Tenant, p.text), time.Now()),
 	}
@@ -217,7 +218,7 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	// connection closes and Ollama stops generating.
 	run, cancel := context.WithCancel(ctx)
 	defer cancel()
-	g.probe = &probe{dog: idle.New(b.cfg.IdleTimeout, cancel)}
+	g.probe = &probe{dog: idle.New(b.cfg.FirstTokenTimeout, b.cfg.IdleTimeout, cancel)}
 	defer g.probe.dog.Stop()
 	run = withProbe(run, g.probe)
 

@@ -31,12 +31,17 @@ const (
 	DefaultAnswerTokens = 1024
 	// DefaultTimeout bounds one metadata call (/api/show).
 	DefaultTimeout = 30 * time.Second
-	// DefaultIdleTimeout bounds the silence of a generation: the wait for
-	// the first streamed response (which includes loading the model and
-	// the prefill) and every gap after it. Generous, because Ollama loads
-	// a large model from disk before it says anything; a hung server
-	// still ends.
-	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultConnectTimeout bounds opening a connection to the server.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultFirstTokenTimeout bounds the wait for a generation's first
+	// streamed response: the server's queue, loading the model and the
+	// prefill. Ollama loads a model from disk before it says anything, so
+	// an operator serving a model larger than its disk reads in two
+	// minutes raises it (or keeps the model loaded: Config.KeepAlive).
+	DefaultFirstTokenTimeout = 120 * time.Second
+	// DefaultIdleTimeout bounds each silence between streamed responses
+	// after the first: a minute without a token means the server hung.
+	DefaultIdleTimeout = 60 * time.Second
 )
 
 // Config configures a Backend. Zero fields take the defaults; New validates
@@ -83,7 +88,15 @@ type Config struct {
 	Options map[string]any `json:"options"`
 	// Timeout bounds each metadata call; default DefaultTimeout.
 	Timeout time.Duration `json:"timeout"`
-	// IdleTimeout bounds the silence of a generation (see
+	// ConnectTimeout bounds opening a connection; default
+	// DefaultConnectTimeout. It applies to the Backend's own HTTP client
+	// only (not to Config.HTTPClient).
+	ConnectTimeout time.Duration `json:"connect_timeout"`
+	// FirstTokenTimeout bounds the wait for a generation's first streamed
+	// response (see DefaultFirstTokenTimeout); default
+	// DefaultFirstTokenTimeout.
+	FirstTokenTimeout time.Duration `json:"first_token_timeout"`
+	// IdleTimeout bounds each silence after the first response (see
 	// DefaultIdleTimeout); default DefaultIdleTimeout. There is no bound on
 	// a generation's total time: a long answer that keeps streaming is fine.
 	IdleTimeout time.Duration `json:"idle_timeout"`
@@ -135,6 +148,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("ollama: timeout %v is negative", c.Timeout)
 	case c.IdleTimeout < 0:
 		return c, fmt.Errorf("ollama: idle timeout %v is negative", c.IdleTimeout)
+	case c.ConnectTimeout < 0:
+		return c, fmt.Errorf("ollama: connect timeout %v is negative", c.ConnectTimeout)
+	case c.FirstTokenTimeout < 0:
+		return c, fmt.Errorf("ollama: first-token timeout %v is negative", c.FirstTokenTimeout)
 	case c.HTTPClient != nil && c.HTTPClient.Timeout != 0:
 		return c, fmt.Errorf("ollama: the HTTP client has a timeout (%v), which would cut long generations; use Config.IdleTimeout", c.HTTPClient.Timeout)
 	}
@@ -161,6 +178,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.FirstTokenTimeout == 0 {
+		c.FirstTokenTimeout = DefaultFirstTokenTimeout
 	}
 	return c, nil
 }

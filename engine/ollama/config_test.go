@@ -62,6 +62,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	want := Config{
 		BaseURL: "http://gpu-1:11434", Model: "m", Name: "gpu-1:11434", Slots: 1, MinContext: DefaultMinContext,
 		AnswerTokens: DefaultAnswerTokens, KeepAlive: DefaultKeepAlive, Timeout: DefaultTimeout, IdleTimeout: DefaultIdleTimeout,
+		ConnectTimeout: DefaultConnectTimeout, FirstTokenTimeout: DefaultFirstTokenTimeout,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", got, want)
@@ -76,6 +77,8 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"a query in the URL", func(c *Config) { c.BaseURL += "?model=m" }, "must not carry a query"},
 		{"negative context", func(c *Config) { c.ContextLength = -1 }, "context length -1"},
 		{"negative idle timeout", func(c *Config) { c.IdleTimeout = -time.Second }, "idle timeout"},
+		{"negative first-token timeout", func(c *Config) { c.FirstTokenTimeout = -time.Second }, "first-token timeout"},
+		{"negative connect timeout", func(c *Config) { c.ConnectTimeout = -time.Second }, "connect timeout"},
 		{"a client with a timeout", func(c *Config) { c.HTTPClient = &http.Client{Timeout: time.Second} }, "would cut long generations"},
 		{"a managed option", func(c *Config) { c.Options = map[string]any{"num_ctx": 8192} }, `"num_ctx" is set by kvwin`},
 		{"an unknown option", func(c *Config) { c.Options = map[string]any{"num_threads": 1} }, `unknown option "num_threads"`},

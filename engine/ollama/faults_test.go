@@ -102,10 +102,10 @@ func TestGenerateFaults(t *testing.T) {
 			sentinel: context.DeadlineExceeded,
 		},
 		{
-			name:     "server that hangs: the idle timeout",
+			name:     "server that hangs: the first-token timeout",
 			fake:     &fakeOllama{chat: hang},
-			cfg:      Config{IdleTimeout: 50 * time.Millisecond},
-			sentinel: engine.ErrUnavailable, message: "sent nothing for 50ms",
+			cfg:      Config{FirstTokenTimeout: 50 * time.Millisecond},
+			sentinel: engine.ErrTimeout, message: "no first token within 50ms",
 		},
 		{
 			name:    "server that stalls mid-stream",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -32,12 +33,13 @@ var errStop = errors.New("final response read")
 // generation is the state of one streamed answer being read. It lives on
 // the calling goroutine.
 type generation struct {
-	ctx    context.Context // the caller's
-	op     string
-	idle   time.Duration
-	stream engine.StreamFunc
-	probe  *probe
-	sent   time.Time
+	ctx       context.Context // the caller's
+	op        string
+	idle      time.Duration // Config.IdleTimeout
+	firstWait time.Duration // Config.FirstTokenTimeout
+	stream    engine.StreamFunc
+	probe     *probe
+	sent      time.Time
 
 	// Estimates made before sending (see Backend.Generate).
 	likely      int // likely prompt tokens
@@ -91,6 +93,7 @@ func (g *generation) add(content string, done bool, reason string, m api.Metrics
 	}
 	if !g.started {
 		g.started = true
+		g.probe.dog.Started()
 		ev.First = true
 		g.first = g.estimate()
 		ev.Timings = g.first
@@ -132,7 +135,9 @@ func (g *generation) finish(err error) (engine.Result, error) {
 	case g.ctx.Err() != nil:
 		return engine.Result{}, fmt.Errorf("ollama: %s: %w", g.op, g.ctx.Err())
 	case g.probe.dog.Fired() && !g.started:
-		return engine.Result{}, unavailable(g.op, "the server sent nothing for %v", g.idle)
+		return engine.Result{}, fmt.Errorf("ollama: %s: %w: no first token within %v", g.op, engine.ErrTimeout, g.firstWait)
+	case status == 0 && !g.started && isTimeout(err):
+		return engine.Result{}, fmt.Errorf("ollama: %s: %w: %w", g.op, engine.ErrTimeout, err)
 	case g.probe.dog.Fired():
 		return engine.Result{}, fmt.Errorf("ollama: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle)
 	case status == 0 && err != nil:
@@ -158,4 +163,11 @@ func finishReason(reason string) string {
 		return engine.FinishLength
 	}
 	return engine.FinishStop // "stop", and "" from a server that says nothing
+}
+
+// isTimeout reports whether a transport error is a timeout of its own (a
+// connect that did not complete in Config.ConnectTimeout), not a refusal.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

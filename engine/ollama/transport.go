@@ -3,7 +3,9 @@ package ollama
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"time"
 
 	"kvwin/engine/idle"
 )
@@ -87,13 +89,15 @@ func (b *probeBody) Read(buf []byte) (int, error) {
 }
 
 // newHTTPClient returns the client the api client uses: c (or a client of
-// our own) with its transport wrapped in a probeTransport.
-func newHTTPClient(c *http.Client) *http.Client {
+// our own, whose connects are bounded by connect) with its transport
+// wrapped in a probeTransport.
+func newHTTPClient(c *http.Client, connect time.Duration) *http.Client {
 	if c == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		// A gateway sends many concurrent requests to each backend; a new
 		// connection per request would add a handshake to every turn.
 		t.MaxIdleConnsPerHost = 64
+		t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
 		return &http.Client{Transport: probeTransport{base: t}}
 	}
 	wrapped := *c

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// loadWorkload is N streaming chat clients against one server for a
+// duration: each client holds a conversation of a few turns (so prefixes
+// are reused as in real use), sends a turn, reads its stream to the end,
+// and sends the next at once. A 429 is waited out (Retry-After, at most
+// a second) before the client tries again, as a well-behaved client does.
+type loadWorkload struct {
+	Clients     int
+	Duration    time.Duration
+	MaxTokens   int // tokens per answer (a grammar keeps them printable)
+	UserBytes   int // bytes of each user message
+	SystemBytes int // bytes of each conversation's system prompt
+	Turns       int // turns before a client starts a new conversation
+}
+
+func defaultLoadWorkload() loadWorkload {
+	return loadWorkload{Clients: 16, Duration: 60 * time.Second, MaxTokens: 32, UserBytes: 120, SystemBytes: 400, Turns: 6}
+}
+
+// Outcomes of a request other than an HTTP status.
+const (
+	outcomeStreamError    = "stream_error"    // 200, then an error event or a cut stream
+	outcomeTransportError = "transport_error" // no response: refused, reset
+)
+
+// loadResult is what a load run measured.
+type loadResult struct {
+	Target    string         `json:"target"`
+	Clients   int            `json:"clients"`
+	DurationS float64        `json:"duration_s"`
+	Requests  int            `json:"requests"`
+	ByStatus  map[string]int `json:"responses_by_status"` // "200", "429", …, stream_error, transport_error
+	// ErrorsNot429 counts every request that did not end in a complete
+	// 200 stream, except 429s (the server's way of saying "later").
+	ErrorsNot429     int      `json:"errors_not_429"`
+	TTFTP50          float64  `json:"ttft_p50_ms"`
+	TTFTP99          float64  `json:"ttft_p99_ms"`
+	CompletedPerS    float64  `json:"completed_per_s"`
+	GoroutinesBefore float64  `json:"goroutines_before"`
+	GoroutinesAfter  float64  `json:"goroutines_after"`
+	RSSBefore        float64  `json:"rss_bytes_before"`
+	RSSAfter         float64  `json:"rss_bytes_after"`
+	FirstErrors      []string `json:"first_errors,omitempty"` // up to 5, to say what went wrong
+}
+
+// loadOutcome is one request.
+type loadOutcome struct {
+	outcome string // an HTTP status, or one of the outcome constants
+	ttft    time.Duration
+	err     string
+}
+
+// run drives the clients until the duration passes or ctx ends, then waits
+// for their last requests to finish.
+func (w loadWorkload) run(ctx context.Context, target string) loadResult {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: w.Clients, MaxConnsPerHost: 0}}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(w.Duration)
+	var (
+		mu       sync.Mutex
+		outcomes []loadOutcome
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	for c := range w.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var history []map[string]string
+			for turn := 0; time.Now().Before(deadline) && ctx.Err() == nil; turn++ {
+				if turn%w.Turns == 0 {
+					history = []map[string]string{{"role": "system", "content": wordText(uint64(1000+c*31+turn), w.SystemBytes)}}
+				}
+				msgs := append(history, map[string]string{"role": "user", "content": wordText(uint64(c*7919+turn), w.UserBytes)})
+				o, answer, wait := w.request(ctx, client, target, msgs)
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+				if o.outcome == "200" {
+					history = append(msgs, map[string]string{"role": "assistant", "content": answer})
+				}
+				if wait > 0 {
+					select {
+					case <-ctx.Done():
+					case <-time.After(wait):
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return summarizeLoad(target, w.Clients, outcomes, time.Since(start))
+}
+
+// request sends one streamed turn and reads it to the end. wait is how
+// long to wait before the next (after a 429).
+func (w loadWorkload) request(ctx context.Context, client *http.Client, target string, msgs []map[string]string) (o loadOutcome, answer string, wait time.Duration) {
+	body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": w.MaxTokens + 8, "stream": true,
+		"temperature": 0, "grammar": fmt.Sprintf("root ::= [a-z ]{%d}", w.MaxTokens)})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return loadOutcome{outcome: outcomeTransportError, err: err.Error()}, "", 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	sent := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return loadOutcome{outcome: outcomeTransportError, err: err.Error()}, "", 100 * time.Millisecond
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		o := loadOutcome{outcome: strconv.Itoa(resp.StatusCode), err: strings.TrimSpace(string(msg))}
+		if resp.StatusCode == http.StatusTooManyRequests {
+			wait = time.Second
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+				wait = min(wait, time.Duration(s)*time.Second)
+			}
+			wait = max(wait, 50*time.Millisecond)
+		}
+		return o, "", wait
+	}
+	o.outcome = "200"
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var text strings.Builder
+	done := false
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			done = true
+			break
+		}
+		if o.ttft == 0 {
+			o.ttft = time.Since(sent)
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct{ Content string } `json:"delta"`
+			} `json:"choices"`
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &chunk); err != nil || chunk.Error != nil {
+			return loadOutcome{outcome: outcomeStreamError, err: line}, "", 0
+		}
+		for _, ch := range chunk.Choices {
+			text.WriteString(ch.Delta.Content)
+		}
+	}
+	if !done {
+		why := "the stream ended without [DONE]"
+		if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+			why = err.Error()
+		}
+		return loadOutcome{outcome: outcomeStreamError, err: why}, "", 0
+	}
+	return o, text.String(), 0
+}
+
+func summarizeLoad(target string, clients int, outcomes []loadOutcome, wall time.Duration) loadResult {
+	r := loadResult{Target: target, Clients: clients, DurationS: wall.Seconds(), Requests: len(outcomes), ByStatus: map[string]int{}}
+	var ttft []float64
+	for _, o := range outcomes {
+		r.ByStatus[o.outcome]++
+		switch o.outcome {
+		case "200":
+			ttft = append(ttft, float64(o.ttft.Microseconds())/1000)
+		case "429":
+		default:
+			r.ErrorsNot429++
+			if len(r.FirstErrors) < 5 {
+				r.FirstErrors = append(r.FirstErrors, o.outcome+": "+o.err)
+			}
+		}
+	}
+	sort.Float64s(ttft)
+	r.TTFTP50, r.TTFTP99 = percentile(ttft, 0.5), percentile(ttft, 0.99)
+	r.CompletedPerS = float64(len(ttft)) / wall.Seconds()
+	return r
+}
+
+// processStats reads the goroutines and resident memory a kvwin server
+// reports in /metrics (the Go and process collectors).
+func processStats(ctx context.Context, target string) (goroutines, rss float64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("GET /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("GET /metrics: status %d", resp.StatusCode)
+	}
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		var dst *float64
+		switch name {
+		case "go_goroutines":
+			dst = &goroutines
+		case "process_resident_memory_bytes":
+			dst = &rss
+		default:
+			continue
+		}
+		if *dst, err = strconv.ParseFloat(strings.TrimSpace(value), 64); err != nil {
+			return 0, 0, fmt.Errorf("/metrics: %s: %w", name, err)
+		}
+		found++
+	}
+	if found < 2 {
+		return 0, 0, errors.New("/metrics has no go_goroutines or process_resident_memory_bytes")
+	}
+	return goroutines, rss, sc.Err()
+}

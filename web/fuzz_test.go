@@ -1,0 +1,162 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"kvwin/engine"
+)
+
+// Fuzz targets for request decoding, one per API, through the real handler:
+// whatever the body, the answer is a 200 or a client error with an
+// OpenAI-shaped (or, on node routes, llama-server-shaped) body, never a
+// panic (the recovery middleware's 500) and never a request the backend
+// contract forbids. CI runs each for 30 s (.ci/fuzz).
+
+// fuzzBackend serves every request with "ok" and fails (500) any request
+// the engine contract forbids, so the fuzzer reports it.
+type fuzzBackend struct{}
+
+var (
+	_ engine.Backend   = fuzzBackend{}
+	_ engine.Tokenizer = fuzzBackend{}
+)
+
+var errContract = errors.New("the web layer passed a request the engine contract forbids")
+
+func (fuzzBackend) Info() engine.Info {
+	return engine.Info{Name: "fuzz", Model: "tiny", ContextSlot: 512, Slots: 2}
+}
+
+func (fuzzBackend) Generate(_ context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	switch {
+	case req.CheckPrompt() != nil:
+		return engine.Result{}, fmt.Errorf("%w: %v", errContract, req.CheckPrompt())
+	case req.MaxTokens < 0 || req.MaxTokens > 512:
+		return engine.Result{}, fmt.Errorf("%w: max tokens %d", errContract, req.MaxTokens)
+	case req.Slot < -1:
+		return engine.Result{}, fmt.Errorf("%w: slot %d", errContract, req.Slot)
+	}
+	for _, m := range req.Messages {
+		if !engine.ValidRole(m.Role) {
+			return engine.Result{}, fmt.Errorf("%w: role %q", errContract, m.Role)
+		}
+	}
+	t := engine.Timings{PromptTokens: 3, GeneratedTokens: 1}
+	if stream != nil {
+		if err := stream(engine.Event{First: true, Text: "ok", Timings: t}); err != nil {
+			return engine.Result{}, err
+		}
+	}
+	return engine.Result{Text: "ok", Tokens: []int{'o'}, FinishReason: engine.FinishStop, Slot: 0, Timings: t}, nil
+}
+
+// Tokenize is byte-level, with BOS 1 when special.
+func (fuzzBackend) Tokenize(_ context.Context, text string, special bool) ([]int, error) {
+	var out []int
+	if special {
+		out = append(out, 1)
+	}
+	for i := range len(text) {
+		out = append(out, int(text[i]))
+	}
+	return out, nil
+}
+
+func (fuzzBackend) Detokenize(_ context.Context, tokens []int) (string, error) {
+	var b strings.Builder
+	for _, t := range tokens {
+		if t < 0 || t > 255 {
+			return "", engine.Invalid("token %d out of the vocabulary", t)
+		}
+		b.WriteByte(byte(t))
+	}
+	return b.String(), nil
+}
+
+// fuzzRoute fuzzes the body of POST path, starting from seeds.
+func fuzzRoute(f *testing.F, path string, node bool, seeds ...string) {
+	s, err := New(Config{MaxBodyBytes: 1 << 16}, fuzzBackend{}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := s.Handler()
+	for _, seed := range seeds {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		status := w.Code
+		switch status {
+		case http.StatusOK:
+			return
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("status %d for %q: %s", status, body, w.Body.Bytes())
+		}
+		// A client error says what is wrong, in the route's error shape.
+		var e struct {
+			Error struct {
+				Message string          `json:"message"`
+				Type    string          `json:"type"`
+				Code    json.RawMessage `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Message == "" || e.Error.Type == "" || len(e.Error.Code) == 0 {
+			t.Fatalf("status %d without an error object for %q: %s", status, body, w.Body.Bytes())
+		}
+		if !node && e.Error.Code[0] != '"' {
+			t.Fatalf("OpenAI route answered a non-string code: %s", w.Body.Bytes())
+		}
+	})
+}
+
+func FuzzChatCompletionsRequest(f *testing.F) {
+	fuzzRoute(f, "/v1/chat/completions", false,
+		`{"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"tiny","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":8,"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"messages":[{"role":"user","content":"a"}],"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,"seed":7,"stop":["x","y"],"prompt_cache_key":"c1","n":1}`,
+		`{"messages":[{"role":"user","content":"\ud83d\ude00"}],"max_completion_tokens":4}`,
+		`{"messages":[{"role":"tool","content":null}]}`,
+	)
+}
+
+func FuzzCompletionsRequest(f *testing.F) {
+	fuzzRoute(f, "/v1/completions", false,
+		`{"prompt":"hello"}`,
+		`{"prompt":["hello"],"max_tokens":4,"stream":true}`,
+		`{"prompt":[1,2,3],"temperature":0,"stop":"\n"}`,
+		`{"model":"tiny","prompt":"x","seed":-1,"echo":false}`,
+	)
+}
+
+func FuzzNodeCompletionRequest(f *testing.F) {
+	fuzzRoute(f, "/completion", true,
+		`{"prompt":"hello","n_predict":4}`,
+		`{"prompt":[1,2,3],"id_slot":1,"cache_prompt":true,"n_keep":-1,"stream":true,"timings_per_token":true}`,
+		`{"prompt":"x","temperature":0.1,"top_k":1,"repeat_last_n":-1,"n_cache_reuse":256,"ignore_eos":true,"stop":["a"]}`,
+	)
+}
+
+func FuzzNodeTokenizeRequest(f *testing.F) {
+	fuzzRoute(f, "/tokenize", true,
+		`{"content":"hello"}`,
+		`{"content":"<|im_start|>","add_special":true,"parse_special":false,"with_pieces":true}`,
+	)
+}
+
+func FuzzNodeDetokenizeRequest(f *testing.F) {
+	fuzzRoute(f, "/detokenize", true,
+		`{"tokens":[104,105]}`,
+		`{"tokens":[-1,300]}`,
+	)
+}

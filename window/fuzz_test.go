@@ -1,0 +1,68 @@
+package window
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"kvwin/engine"
+)
+
+// FuzzCut: for any conversation, budget and policy, Cut either refuses the
+// conversation or returns a cut that keeps the invariants of Cut (cut.go),
+// fits the budget (every policy but full, which refuses instead), and is a
+// pure function of its input. CI runs it for 30 s (.ci/fuzz).
+//
+// The input is a byte string: byte 0 picks the policy, bytes 1–2 the budget,
+// then each pair of bytes is one message (role, size in tokens).
+func FuzzCut(f *testing.F) {
+	f.Add([]byte{2, 1, 144, 0, 40, 1, 20, 2, 20, 1, 20, 2, 20, 1, 20})
+	f.Add([]byte{3, 0, 200, 0, 10, 1, 30, 2, 30, 1, 30, 2, 30, 1, 30, 2, 30, 1, 30})
+	f.Add([]byte{1, 0, 50, 1, 10, 2, 10, 1, 10, 2, 10, 1, 10})
+	f.Add([]byte{0, 0, 100, 1, 200})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 5 {
+			return
+		}
+		policy := Policies()[int(b[0])%len(Policies())]
+		budget := int(b[1])<<8 | int(b[2])
+		roles := []string{engine.RoleSystem, engine.RoleUser, engine.RoleAssistant, engine.RoleTool, "wizard"}
+		var msgs []engine.Message
+		for i := 3; i+1 < len(b); i += 2 {
+			// The size is the content's bytes; byLen counts a token a byte.
+			msgs = append(msgs, engine.Message{Role: roles[int(b[i])%len(roles)], Content: strings.Repeat("x", int(b[i+1]))})
+		}
+		p, err := NewPolicy(policy, Settings{Budget: budget})
+		if err != nil {
+			return // a budget Settings refuses
+		}
+		cut, err := p.Cut(msgs, byLen)
+		if err != nil {
+			return
+		}
+		again, err := p.Cut(slices.Clone(msgs), byLen)
+		if err != nil || fmt.Sprint(again) != fmt.Sprint(cut) {
+			t.Fatalf("not pure: %+v then %+v (%v)", cut, again, err)
+		}
+		n := len(msgs)
+		switch {
+		case cut.Messages != n:
+			t.Fatalf("cut of %d messages says %d", n, cut.Messages)
+		case cut.Sinks < 0 || cut.Sinks > cut.Start || cut.Start > n-1:
+			t.Fatalf("want 0 ≤ sinks %d ≤ start %d ≤ %d: %+v", cut.Sinks, cut.Start, n-1, cut)
+		case cut.SinkPad < 0 || cut.KeptTokens < 0 || cut.PacketRoom < 0:
+			t.Fatalf("negative count: %+v", cut)
+		case policy != PolicyFull && cut.KeptTokens > budget:
+			t.Fatalf("%s keeps %d tokens in a budget of %d: %+v", policy, cut.KeptTokens, budget, cut)
+		}
+		if !slices.IsSorted(cut.Asks) {
+			t.Fatalf("asks not ascending: %v", cut.Asks)
+		}
+		for _, a := range cut.Asks {
+			if a < cut.Start || a >= n || msgs[a].Role != engine.RoleUser {
+				t.Fatalf("ask %d is not a kept user message (start %d, %d messages)", a, cut.Start, n)
+			}
+		}
+	})
+}
