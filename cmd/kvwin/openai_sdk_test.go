@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 	"github.com/openai/openai-go/shared"
+
+	"kvwin/gguf"
 )
 
 // These tests drive a real kvwin serve (the embedded engine, the test
@@ -251,5 +255,60 @@ func TestUnsupportedOutputConstraintsAre400(t *testing.T) {
 				t.Errorf("status %d, body %s; want 400 naming %s", tr.status, tr.body, tc.want)
 			}
 		})
+	}
+}
+
+// Embeddings through the SDK (which asks for base64 by default): the
+// model's width, deterministic, one per input; the same through a gateway,
+// which forwards them to a node.
+func TestSDKEmbeddings(t *testing.T) {
+	gw, nodes := startFleet(t, 1, "prefix")
+	ctx := context.Background()
+	inputs := []string{"a cat sat", "on the mat", "a cat sat"}
+	embed := func(a *app) *openai.CreateEmbeddingResponse {
+		t.Helper()
+		client := sdkClient(a)
+		res, err := client.Embeddings.New(ctx, openai.EmbeddingNewParams{
+			Model: "kvwin-tiny",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	direct, viaGateway := embed(nodes[0]), embed(gw)
+	width := gguf.DefaultTinyConfig().Embedding
+	if len(direct.Data) != 3 || direct.Usage.PromptTokens != int64(3+2*len("a cat sat")+len("on the mat")) {
+		t.Fatalf("%d vectors, usage %+v", len(direct.Data), direct.Usage)
+	}
+	for i, d := range direct.Data {
+		if len(d.Embedding) != width || d.Index != int64(i) {
+			t.Fatalf("vector %d: width %d, index %d; want %d", i, len(d.Embedding), d.Index, width)
+		}
+		if !slices.Equal(d.Embedding, viaGateway.Data[i].Embedding) {
+			t.Errorf("vector %d differs through the gateway", i)
+		}
+	}
+	if !slices.Equal(direct.Data[0].Embedding, direct.Data[2].Embedding) || slices.Equal(direct.Data[0].Embedding, direct.Data[1].Embedding) {
+		t.Error("identical inputs must give identical vectors, different ones different vectors")
+	}
+	node := sdkClient(nodes[0])
+	one, err := node.Embeddings.New(ctx, openai.EmbeddingNewParams{
+		Model: "kvwin-tiny", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("on the mat")},
+		EncodingFormat: openai.EmbeddingNewParamsEncodingFormatFloat,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(one.Data[0].Embedding, direct.Data[1].Embedding) {
+		t.Error("a float-encoded single input differs from the base64 batch's")
+	}
+	_, err = node.Embeddings.New(ctx, openai.EmbeddingNewParams{
+		Model: "kvwin-tiny", Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}, Dimensions: openai.Int(64),
+	})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "dimensions" {
+		t.Errorf("dimensions 64: %v, want a 400 naming dimensions", err)
 	}
 }

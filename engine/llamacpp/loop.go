@@ -424,7 +424,9 @@ func (l *loop) step() {
 		}
 	}
 	for _, en := range entries {
-		if t := en.t; t.logitsAt >= 0 {
+		if t := en.t; t.logitsAt >= 0 && t.embed {
+			l.takeEmbedding(t) // embed.go
+		} else if t.logitsAt >= 0 {
 			if firstLogits != nil && t.firstAt.IsZero() {
 				firstLogits(logitsRow(l.e.lctx, t.logitsAt, l.e.vocab))
 			}

@@ -25,6 +25,10 @@ type task struct {
 	sampler *llama.SamplingContext
 	chain   kvcache.Chain // the prompt's block keys
 	restore *restore      // a snapshot to restore instead of prefilling; nil for none
+	// embed: the task wants the prompt's embedding, not a generation
+	// (embed.go); embedding holds it when done.
+	embed     bool
+	embedding []float32
 
 	slot       int
 	nPrompt    int // prompt tokens whose KV the slot holds
