@@ -39,4 +39,3 @@ func (b *Backend) Embed(ctx context.Context, req engine.EmbedRequest) (engine.Em
 	}
 	return engine.Embeddings{Vectors: vecs, PromptTokens: out.Usage.PromptTokens}, nil
 }
-
