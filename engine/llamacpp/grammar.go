@@ -15,6 +15,11 @@ const anyObject = `{"type": "object"}`
 // rootRule finds the root rule of a converted schema, to rename it.
 var rootRule = regexp.MustCompile(`(?m)^root ::=`)
 
+// spaceRule is the converter's optional whitespace between tokens. kvwin
+// writes JSON compact: whitespace is not sampled, so keys and punctuation
+// are the only continuation and are inserted (constrain.go).
+var spaceRule = regexp.MustCompile(`(?m)^space ::= .*$`)
+
 // outputGrammar turns an output constraint into a GBNF grammar: the
 // pinned binding's JSON Schema converter (llama.cpp's) for the value, with
 // the fixed prefix and suffix around it as literals.
@@ -28,6 +33,7 @@ func outputGrammar(o *engine.Output) (string, error) {
 		return "", engine.Invalid("the JSON schema could not be turned into a grammar (llama.cpp's converter rejected it)")
 	}
 	body := rootRule.ReplaceAllString(string(g), "json-value ::=")
+	body = spaceRule.ReplaceAllString(body, `space ::= ""`)
 	root := "root ::= "
 	if o.Prefix != "" {
 		root += strconv.Quote(o.Prefix) + " "

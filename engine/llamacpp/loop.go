@@ -430,8 +430,12 @@ func (l *loop) step() {
 			if firstLogits != nil && t.firstAt.IsZero() {
 				firstLogits(logitsRow(l.e.lctx, t.logitsAt, l.e.vocab))
 			}
-			tok, lp := l.sample(t) // sample.go
+			tok, lp, err := l.sample(t) // sample.go
 			t.logitsAt = -1
+			if err != nil {
+				l.finish(t, "", err)
+				continue
+			}
 			l.accept(t, tok, lp)
 		}
 	}
@@ -460,7 +464,10 @@ func (l *loop) accept(t *task, tok int, lp *engine.TokenLogprob) {
 	l.e.stats.GeneratedTokens.Add(1)
 	out, stopped := t.stop.push(t.dec.feed(l.pieces[tok]))
 	l.say(t, out)
-	if stopped {
+	if stopped || (t.con != nil && t.con.complete()) {
+		if !stopped {
+			l.flush(t)
+		}
 		l.finish(t, engine.FinishStop, nil)
 		return
 	}

@@ -48,7 +48,7 @@ func checkLogitBias(bias map[int]float32, vocab int) error {
 // request asked for them (nil otherwise). The sampler's penalties and
 // grammar rewrite the buffer as they sample, so the row is read before.
 // Loop-owned.
-func (l *loop) sample(t *task) (int, *engine.TokenLogprob) {
+func (l *loop) sample(t *task) (int, *engine.TokenLogprob, error) {
 	bias, want := t.req.Sampling.LogitBias, t.req.Logprobs
 	var row []float32
 	if len(bias) > 0 || want {
@@ -67,15 +67,56 @@ func (l *loop) sample(t *task) (int, *engine.TokenLogprob) {
 		before = append([]float32(nil), row...)
 		logZ = logSumExp(before)
 	}
-	tok := t.sampler.Sample(l.e.lctx, t.logitsAt)
-	t.sampler.Accept(tok, true) // advances the grammar, if any
+	tok, err := l.choose(t)
+	if err != nil {
+		return 0, nil, err
+	}
 	if before == nil {
-		return tok, nil
+		return tok, nil, nil
 	}
 	return tok, &engine.TokenLogprob{
 		Token: l.pieces[tok], Bytes: []byte(l.pieces[tok]), Logprob: before[tok] - logZ,
 		Top: topLogprobs(before, t.req.TopLogprobs, logZ, l.pieces),
+	}, nil
+}
+
+// choose samples t's next token, or inserts it where its output
+// constraint forces it (constrain.go), and advances the sampler's grammar.
+func (l *loop) choose(t *task) (int, error) {
+	if t.outGrammar != "" && t.con == nil {
+		c, err := newConstraint(l, t.outGrammar)
+		if err != nil {
+			return 0, err
+		}
+		t.con = c
+		n, _, ok := c.close(-1)
+		if ok && n > t.maxNew {
+			return 0, engine.Invalid("max_tokens is %d but the shortest output the format allows takes %d tokens", t.maxNew, n)
+		}
 	}
+	c := t.con
+	if c == nil {
+		tok := t.sampler.Sample(l.e.lctx, t.logitsAt)
+		t.sampler.Accept(tok, true) // advances the grammar, if any
+		return tok, nil
+	}
+	tok, forced := c.forced()
+	if !forced {
+		tok = t.sampler.Sample(l.e.lctx, t.logitsAt)
+		left := t.maxNew - len(t.generated) // tokens left, this one included
+		if !c.isEOG(tok) {
+			if n, _, ok := c.close(tok); ok && 1+n > left {
+				if _, first, ok := c.close(-1); ok && first >= 0 {
+					tok = first // only the close fits now
+				}
+			}
+		}
+	}
+	t.sampler.Accept(tok, true)
+	if !c.isEOG(tok) {
+		c.accept(tok)
+	}
+	return tok, nil
 }
 
 // logSumExp is log Σ exp(x), computed stably.

@@ -29,6 +29,10 @@ type task struct {
 	// (embed.go); embedding holds it when done.
 	embed     bool
 	embedding []float32
+	// outGrammar is the grammar of an engine.Output, kept by con, the
+	// budget keeper made on the first sample (constrain.go).
+	outGrammar string
+	con        *constraint
 
 	slot       int
 	nPrompt    int // prompt tokens whose KV the slot holds
@@ -59,6 +63,7 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 	if err := checkLogitBias(s.LogitBias, e.vocab); err != nil {
 		return nil, err
 	}
+	var outGrammar string
 	if s.Output != nil {
 		if s.Grammar != "" {
 			return nil, engine.Invalid("a grammar and a JSON output format cannot be combined")
@@ -68,6 +73,7 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 			return nil, err
 		}
 		s.Grammar = g
+		outGrammar = g
 	}
 	sampler, err := llama.NewSamplingContext(e.model, llama.SamplingParams{
 		TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, TypicalP: 1, Temp: s.Temperature,
@@ -93,7 +99,7 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 	tctx, cancel := context.WithCancel(ctx)
 	return &task{
 		ctx: tctx, cancel: cancel, req: req, prompt: prompt, maxNew: maxNew, arrived: arrived,
-		sampler: sampler, slot: -1, pending: -1, logitsAt: -1,
+		sampler: sampler, slot: -1, pending: -1, logitsAt: -1, outGrammar: outGrammar,
 		stop:   stopMatcher{stops: nonEmpty(req.Stop)},
 		notify: make(chan struct{}, 1), closed: e.stopped,
 	}, nil
@@ -141,6 +147,9 @@ func (t *task) signal() {
 
 // finish ends the task with a result or an error. Loop-owned side.
 func (t *task) finish(reason string, err error) {
+	if t.con != nil {
+		t.con.free()
+	}
 	t.mu.Lock()
 	t.done, t.err = true, err
 	t.result = engine.Result{
