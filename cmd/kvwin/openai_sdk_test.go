@@ -312,3 +312,19 @@ func TestSDKEmbeddings(t *testing.T) {
 		t.Errorf("dimensions 64: %v, want a 400 naming dimensions", err)
 	}
 }
+
+// A gateway forwards the constraint to its node: a required call through
+// it still parses and validates, and completes within its budget.
+func TestSDKRequiredToolCallThroughAGateway(t *testing.T) {
+	gw, _ := startFleet(t, 1, "prefix")
+	client := sdkClient(gw)
+	res, err := client.Chat.Completions.New(context.Background(), weatherParams(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	choice := res.Choices[0]
+	if choice.FinishReason != "tool_calls" || len(choice.Message.ToolCalls) != 1 || res.Usage.CompletionTokens > 96 {
+		t.Fatalf("finish %q, %d calls, %d tokens (content %q)", choice.FinishReason, len(choice.Message.ToolCalls), res.Usage.CompletionTokens, choice.Message.Content)
+	}
+	weatherArgs(t, choice.Message.ToolCalls[0].Function.Arguments)
+}
