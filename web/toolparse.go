@@ -35,6 +35,13 @@ func (p *callParser) feed(s string) parsed {
 	p.buf += s
 	var out parsed
 	for p.buf != "" {
+		if p.inArgs && p.depth == 0 {
+			// Whitespace before the arguments' first bracket is not theirs.
+			p.buf = strings.TrimLeft(p.buf, " \t\r\n")
+			if p.buf == "" {
+				return out
+			}
+		}
 		if p.inArgs {
 			n, done := p.scanArgs(p.buf)
 			frag := p.buf[:n]
