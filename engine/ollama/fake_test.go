@@ -23,7 +23,7 @@ type fakeOllama struct {
 	chat     http.HandlerFunc
 	generate http.HandlerFunc
 	embed    http.HandlerFunc // /api/embed; 404 if nil
-	answer   []string // streamed contents; default "Hel", "lo"
+	answer   []string         // streamed contents; default "Hel", "lo"
 	// promptEval computes the final response's prompt_eval_count from the
 	// request body; default: a fixed 100.
 	promptEval func(body []byte) int
