@@ -22,6 +22,17 @@ func TestCallParserWholeAndByteByByte(t *testing.T) {
 		{"text that looks like a call but is not", "<tool_calls are fun", "<tool_calls are fun", nil},
 		{"a cut call is not content", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1", "", []callFunction{{Name: "f", Arguments: `{"a": 1`}}},
 	}
+	single := "<tool_call>\n" + `{"name":"a","arguments":{}}` + "\n</tool_call>\n<tool_call>\n" + `{"name":"b","arguments":{"k":1}}` + "\n</tool_call>"
+	for _, step := range []int{len(single), 1} {
+		p := &callParser{newID: func() string { return "call_1" }, single: true}
+		var content string
+		for i := 0; i < len(single); i += step {
+			content += p.feed(single[i:min(i+step, len(single))]).content
+		}
+		if len(p.calls) != 1 || p.calls[0].Function.Name != "a" || content+p.flush().content != "" {
+			t.Errorf("parallel_tool_calls false, step %d: calls %+v", step, p.calls)
+		}
+	}
 	for _, tt := range tests {
 		for _, step := range []int{len(tt.text), 1, 3} {
 			t.Run(tt.name+"/step "+strconv.Itoa(step), func(t *testing.T) {
