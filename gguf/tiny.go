@@ -10,10 +10,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ollama/ollama/fs/ggml"
 	"github.com/x448/float16"
 )
+
+// TinyVersion is the test model's general.version: "2" writes text
+// (bigram.go). A kvwin finding a model of another version rewrites it.
+const TinyVersion = "2"
 
 // TinyConfig is the shape of the generated test model.
 //
@@ -61,7 +66,7 @@ func (c TinyConfig) HeadDim() int { return c.Embedding / c.Heads }
 // Shape returns the shape the written file will report.
 func (c TinyConfig) Shape() Shape {
 	s := Shape{
-		Name: "kvwin-tiny", Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
+		Name: "kvwin-tiny", Version: TinyVersion, Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
 		FeedForward: c.FeedForward, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim(),
 		ContextLength: c.Context, VocabSize: tinyVocabSize, FileType: ggml.FileTypeF16.String(),
 		ChatTemplate: TinyChatTemplate,
@@ -129,6 +134,7 @@ func WriteTiny(path string, c TinyConfig) error {
 	kv := ggml.KV{
 		"general.architecture":                   "llama",
 		"general.name":                           "kvwin-tiny",
+		"general.version":                        TinyVersion,
 		"general.file_type":                      uint32(ftype),
 		"general.alignment":                      uint32(32),
 		"llama.block_count":                      uint32(c.Layers),
@@ -153,6 +159,7 @@ func WriteTiny(path string, c TinyConfig) error {
 		"tokenizer.ggml.add_eos_token":           false,
 		"tokenizer.chat_template":                TinyChatTemplate,
 	}
+	text := newBigram(c.Embedding)
 	var ts []*ggml.Tensor
 	for _, t := range c.tensors() {
 		kind, size := uint32(0), 4 // ggml type F32
@@ -160,7 +167,7 @@ func WriteTiny(path string, c TinyConfig) error {
 			kind, size = 1, 2 // F16
 		}
 		ts = append(ts, &ggml.Tensor{Name: t.name, Kind: kind, Shape: t.shape,
-			WriterTo: &weights{seed: c.Seed, t: t, size: size}})
+			WriterTo: &weights{seed: c.Seed, t: t, size: size, text: text}})
 	}
 	if err := ggml.WriteGGUF(tmp, kv, ts); err != nil {
 		tmp.Close()
@@ -182,10 +189,36 @@ func WriteTiny(path string, c TinyConfig) error {
 // weights generates one tensor's data: uniform in ±√(3/fan_in) (unit
 // variance through each matrix) from a PCG stream seeded by (seed, name), so
 // tensors can be written in any order, in parallel, with the same bytes.
+// The token embeddings and output matrix are the text statistics instead,
+// and the blocks' output projections are scaled (see bigram.go).
 type weights struct {
 	seed uint64
 	t    tinyTensor
 	size int
+	text *bigram
+}
+
+// rowOf returns the fixed row r of a text tensor, or nil for random data.
+func (w *weights) rowOf(r int) []float32 {
+	if w.text == nil {
+		return nil
+	}
+	d := int(w.t.shape[0])
+	switch w.t.name {
+	case "token_embd.weight":
+		return w.text.embedding(r, d)
+	case "output.weight":
+		return w.text.output(r, d)
+	}
+	return nil
+}
+
+// scale is the factor on the tensor's random values.
+func (w *weights) scale() float32 {
+	if w.text != nil && (strings.HasSuffix(w.t.name, ".attn_output.weight") || strings.HasSuffix(w.t.name, ".ffn_down.weight")) {
+		return blockOutputScale
+	}
+	return 1
 }
 
 func (w *weights) WriteTo(out io.Writer) (int64, error) {
@@ -198,9 +231,18 @@ func (w *weights) WriteTo(out io.Writer) (int64, error) {
 	rng := rand.New(rand.NewPCG(w.seed, h.Sum64()))
 	scale := float32(math.Sqrt(3 / float64(w.t.shape[0])))
 	buf := make([]byte, 0, n*w.size)
-	for range n {
+	scale *= w.scale()
+	d := int(w.t.shape[0])
+	var row []float32 // the current row of a text tensor
+	for i := range n {
 		v := float32(1) // norms
-		if w.t.matrix {
+		if i%d == 0 && w.t.matrix {
+			row = w.rowOf(i / d)
+		}
+		switch {
+		case row != nil:
+			v = row[i%d]
+		case w.t.matrix:
 			v = (rng.Float32()*2 - 1) * scale
 		}
 		if w.size == 2 {

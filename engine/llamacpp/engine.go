@@ -5,9 +5,11 @@
 // One run-loop goroutine owns the llama.cpp context, the batch and the slots;
 // requests reach it through a channel and read their output from a task, so
 // no lock guards the engine's state and callers never touch llama.cpp except
-// to tokenize (read-only on the vocabulary). Each loop iteration puts one
-// token of every generating slot and a chunk of every prefilling slot into a
-// single llama_decode call (continuous batching).
+// to tokenize (read-only on the vocabulary). Each loop iteration makes one
+// llama_decode call over all slots (continuous batching): the next token of
+// every generating slot, or the next prompt chunk of every prefilling slot,
+// the two kinds alternating while both have work. A cold prompt of n tokens
+// alone takes ceil(n / Batch) calls, as llama.cpp's own tools do.
 //
 // Each slot remembers the tokens whose KV it holds. A request goes to the slot
 // that continues it best, or gets the longest shared prefix forked into a free
@@ -80,6 +82,7 @@ type Stats struct {
 	PromptTokens    atomic.Int64 // prompt tokens of all requests
 	CachedTokens    atomic.Int64 // prompt tokens reused from the KV cache
 	PromptDecoded   atomic.Int64 // prompt tokens handed to llama_decode
+	Decodes         atomic.Int64 // llama_decode calls that succeeded
 	GeneratedTokens atomic.Int64
 	Forks           atomic.Int64 // prefixes copied between slots
 	Shifts          atomic.Int64 // kept history moved instead of recomputed (--shift)

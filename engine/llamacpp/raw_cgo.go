@@ -15,6 +15,7 @@ size_t llama_state_seq_set_data(struct llama_context * ctx, const uint8_t * src,
 void llama_kv_self_update(struct llama_context * ctx);
 int32_t llama_kv_self_used_cells(const struct llama_context * ctx);
 const struct llama_vocab * llama_model_get_vocab(const struct llama_model * model);
+float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
 int32_t llama_token_to_piece(const struct llama_vocab * vocab, int32_t token, char * buf, int32_t length, int32_t lstrip, bool special);
 */
 import "C"
@@ -106,4 +107,14 @@ func applyKVUpdates(c *llama.Context) {
 // usedCells is the number of KV cells holding at least one sequence.
 func usedCells(c *llama.Context) int {
 	return int(C.llama_kv_self_used_cells(rawContext(c)))
+}
+
+// logitsRow copies the logits of row i of the last decoded batch (a row that
+// asked for logits), n of them (the vocabulary size); nil if there are none.
+func logitsRow(c *llama.Context, i, n int) []float32 {
+	p := C.llama_get_logits_ith(rawContext(c), C.int32_t(i))
+	if p == nil {
+		return nil
+	}
+	return append([]float32(nil), unsafe.Slice((*float32)(unsafe.Pointer(p)), n)...)
 }
