@@ -53,9 +53,9 @@ type Template struct {
 	Stable bool
 }
 
-// probe is the conversation every template must render at start: three
+// Probe is the conversation every template must render at start: three
 // turns that alternate, as the strictest templates (Gemma, Mistral) demand.
-var probe = []engine.Message{
+var Probe = []engine.Message{
 	{Role: engine.RoleUser, Content: "Hello."},
 	{Role: engine.RoleAssistant, Content: "Hi."},
 	{Role: engine.RoleUser, Content: "Bye."},
@@ -85,15 +85,15 @@ func Parse(c Config) (*Template, error) {
 	t.open = "\uE000" + hex.EncodeToString(nonce) + "\uE001"
 	t.close = "\uE002" + hex.EncodeToString(nonce) + "\uE003"
 
-	first, err := t.Text(probe[:1], nil, true)
+	first, err := t.Text(Probe[:1], nil, true)
 	if err != nil {
 		return nil, fmt.Errorf("chat template: probe conversation: %w", err)
 	}
-	all, err := t.Text(probe, nil, true)
+	all, err := t.Text(Probe, nil, true)
 	if err != nil {
 		return nil, fmt.Errorf("chat template: probe conversation: %w", err)
 	}
-	if !strings.Contains(all, probe[2].Content) {
+	if !strings.Contains(all, Probe[2].Content) {
 		return nil, errors.New("chat template: probe conversation: the rendering leaves out the last message's text")
 	}
 	t.Stable = strings.HasPrefix(all, first)

@@ -131,7 +131,13 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("fingerprint model %q: %w", cfg.ModelPath, err)
 	}
-	render := newRenderer(model, shape.ChatTemplate, tokens, fmt.Sprintf("%016x", fp), log)
+	render, err := newRenderer(model, shape.ChatTemplate, map[string]string{"tool_use": shape.ChatTemplateToolUse}, tokens, fmt.Sprintf("%016x", fp), log)
+	if err != nil {
+		tokens.Close()
+		freeContext(lctx)
+		llama.FreeModel(model)
+		return nil, fmt.Errorf("model %q: %w", cfg.ModelPath, err)
+	}
 	kvs, err := newKV(cfg, fp, render.name()+"\x00"+shape.ChatTemplate, log)
 	if err != nil {
 		freeContext(lctx)
