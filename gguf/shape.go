@@ -21,6 +21,7 @@ import (
 type Shape struct {
 	Path          string `json:"path,omitempty"`
 	Name          string `json:"name,omitempty"`
+	Version       string `json:"version,omitempty"` // general.version
 	Architecture  string `json:"architecture"`
 	Layers        int    `json:"layers"`
 	Embedding     int    `json:"embedding_length"`
@@ -65,6 +66,7 @@ func Read(path string) (Shape, error) {
 	s := Shape{
 		Path:                path,
 		Name:                kv.String("general.name"),
+		Version:             kv.String("general.version"),
 		Architecture:        kv.Architecture(),
 		Layers:              int(kv.BlockCount()),
 		Embedding:           int(kv.EmbeddingLength()),

@@ -16,6 +16,10 @@ import (
 	"github.com/x448/float16"
 )
 
+// TinyVersion is the test model's general.version: "2" writes text
+// (bigram.go). A kvwin finding a model of another version rewrites it.
+const TinyVersion = "2"
+
 // TinyConfig is the shape of the generated test model.
 //
 // The defaults follow a real model's proportions scaled down: few layers, a
@@ -68,7 +72,7 @@ func (c TinyConfig) HeadDim() int { return c.Embedding / c.Heads }
 // Shape returns the shape the written file will report.
 func (c TinyConfig) Shape() Shape {
 	s := Shape{
-		Name: "kvwin-tiny", Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
+		Name: "kvwin-tiny", Version: TinyVersion, Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
 		FeedForward: c.FeedForward, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim(),
 		ContextLength: c.Context, VocabSize: c.vocabSize(), FileType: ggml.FileTypeF16.String(),
 		ChatTemplate: c.template(),
@@ -168,6 +172,7 @@ func WriteTiny(path string, c TinyConfig) error {
 	kv := ggml.KV{
 		"general.architecture":                   "llama",
 		"general.name":                           "kvwin-tiny",
+		"general.version":                        TinyVersion,
 		"general.file_type":                      uint32(ftype),
 		"general.alignment":                      uint32(32),
 		"llama.block_count":                      uint32(c.Layers),

@@ -67,7 +67,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		meta:         s.meta("chatcmpl-", info),
 		stream:       body.Stream,
 		includeUsage: body.includeUsage(),
-		format:       newChatFormat(req.Logprobs, tools.call),
+		format:       newChatFormat(req.Logprobs, tools.call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls),
 	})
 }
 
@@ -156,10 +156,10 @@ var _ format = (*chatFormat)(nil)
 // finishToolCalls is the finish reason of an answer that called tools.
 const finishToolCalls = "tool_calls"
 
-func newChatFormat(logprobs, tools bool) *chatFormat {
+func newChatFormat(logprobs, tools, single bool) *chatFormat {
 	f := &chatFormat{logprobs: logprobs}
 	if tools {
-		f.calls = &callParser{newID: func() string { return newID("call_") }}
+		f.calls = &callParser{newID: func() string { return newID("call_") }, single: single}
 	}
 	return f
 }

@@ -19,6 +19,9 @@ type callParser struct {
 	escaped bool
 	calls   []toolCall // every call so far, arguments complete or not
 	newID   func() string
+	// single: parallel_tool_calls was false; whatever follows the first
+	// call is dropped.
+	single bool
 }
 
 // callHeader matches a call's start up to its arguments' first byte.
@@ -35,6 +38,13 @@ func (p *callParser) feed(s string) parsed {
 	p.buf += s
 	var out parsed
 	for p.buf != "" {
+		if p.inArgs && p.depth == 0 {
+			// Whitespace before the arguments' first bracket is not theirs.
+			p.buf = strings.TrimLeft(p.buf, " \t\r\n")
+			if p.buf == "" {
+				return out
+			}
+		}
 		if p.inArgs {
 			n, done := p.scanArgs(p.buf)
 			frag := p.buf[:n]
@@ -49,6 +59,10 @@ func (p *callParser) feed(s string) parsed {
 			}
 			p.inArgs = false
 			continue
+		}
+		if p.single && len(p.calls) == 1 {
+			p.buf = ""
+			return out
 		}
 		// Between calls: the rest of a call's wrapper is dropped.
 		trimmed := strings.TrimLeft(p.buf, " \t\r\n")

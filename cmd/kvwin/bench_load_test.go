@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
 	"testing"
 	"time"
 )
@@ -13,8 +15,8 @@ import (
 // with their TTFT, 429s (one slot, no queue, more clients) are counted but
 // are not errors, and the target's goroutines and RSS come from /metrics.
 func TestBenchLoadCountsResponsesAndReadsTheTargetsMetrics(t *testing.T) {
-	a := startApp(t, func(f *serveFlags) { f.slots, f.queue, f.ctx = 1, 0, 2048 })
-	f := benchLoadFlags{w: defaultLoadWorkload(), target: a.url(), asJSON: true, settle: 5 * time.Second}
+	a := apptest.Start(t, func(f *app.Config) { f.Slots, f.Queue, f.Ctx = 1, 0, 2048 })
+	f := benchLoadFlags{w: defaultLoadWorkload(), target: a.URL(), asJSON: true, settle: 5 * time.Second}
 	f.w.Clients, f.w.Duration, f.w.MaxTokens, f.w.UserBytes, f.w.SystemBytes, f.w.Turns = 3, 2*time.Second, 8, 40, 100, 2
 	var out bytes.Buffer
 	if err := benchLoad(context.Background(), f, &out, io.Discard); err != nil {

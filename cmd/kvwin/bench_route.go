@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"kvwin/cmd/kvwin/app"
 	"log/slog"
 	"net"
 	"net/http"
@@ -106,19 +107,19 @@ func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, th
 		defer node.stop()
 		specs = append(specs, "llamaserver="+node.url)
 	}
-	f := serveFlags{addr: "127.0.0.1:0", dataDir: dir, window: "full", maxBody: 8 << 20, shutdownTimeout: 5 * time.Second,
-		backends: specs, route: policy, logLevel: slog.LevelWarn}
-	gw, err := newApp(f)
+	f := app.Config{Addr: "127.0.0.1:0", DataDir: dir, Window: "full", MaxBody: 8 << 20, ShutdownTimeout: 5 * time.Second,
+		Backends: specs, Route: policy, LogLevel: slog.LevelWarn}
+	gw, err := app.New(f)
 	if err != nil {
 		return routeResult{}, err
 	}
 	gctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- gw.run(gctx) }()
+	go func() { done <- gw.Run(gctx) }()
 	defer func() { cancel(); <-done }()
 	fmt.Fprintf(os.Stderr, "policy %s: %d nodes (ctx %d per slot), %d conversations × %d turns\n", policy, n, nodeCtx, w.Groups*w.PerGroup, w.Turns)
 	count := 0
-	res := w.run(ctx, gw.url(), policy, func(t routeTurn) {
+	res := w.run(ctx, gw.URL(), policy, func(t routeTurn) {
 		count++
 		status := "ok"
 		if t.Err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"kvwin/cmd/kvwin/app"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -309,8 +310,8 @@ func (s *benchServers) measure(ctx context.Context, p ttft.Policy, r ttft.Runner
 	defer closeLog()
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.run(sctx) }()
-	r.BaseURL = a.url()
+	go func() { done <- a.Run(sctx) }()
+	r.BaseURL = a.URL()
 	turns, err := r.Run(ctx, conv)
 	cancel()
 	if serr := <-done; err == nil {
@@ -322,28 +323,28 @@ func (s *benchServers) measure(ctx context.Context, p ttft.Policy, r ttft.Runner
 // newApp is newApp with the server's log at warnings unless verbose: kvwin
 // serve logs every request at info level, which would bury the progress
 // line under hundreds of lines.
-func (s *benchServers) newApp(f serveFlags) (*app, func(), error) {
+func (s *benchServers) newApp(f app.Config) (*app.App, func(), error) {
 	if !s.verbose {
-		f.logLevel = slog.LevelWarn
+		f.LogLevel = slog.LevelWarn
 	}
-	a, err := newApp(f)
+	a, err := app.New(f)
 	return a, func() {}, err
 }
 
-// serveFlags are the flags of policy p's in-process server: one slot, so
+// app.Config are the flags of policy p's in-process server: one slot, so
 // nothing else shares its KV cache (the engine's attention runs over every
 // slot's cells), no KV snapshots, a data dir of its own.
-func (s *benchServers) serveFlags(p ttft.Policy, dataDir string) serveFlags {
-	f := serveFlags{
-		addr: "127.0.0.1:0", dataDir: dataDir, model: s.model, slots: 1, ctx: s.ctx, threads: s.threads,
-		queue: 4, window: "full", maxBody: 64 << 20, shutdownTimeout: 5 * time.Second, noSnapshots: true,
+func (s *benchServers) serveFlags(p ttft.Policy, dataDir string) app.Config {
+	f := app.Config{
+		Addr: "127.0.0.1:0", DataDir: dataDir, Model: s.model, Slots: 1, Ctx: s.ctx, Threads: s.threads,
+		Queue: 4, Window: "full", MaxBody: 64 << 20, ShutdownTimeout: 5 * time.Second, NoSnapshots: true,
 	}
 	// The window budget: the policies that cut get --budget; full and
 	// full-nocache keep the server's default (the context per slot minus
 	// the output reservation), which holds the whole conversation (see
 	// newBenchServers), so full never cuts.
 	if p.Cuts() {
-		f.windowBudget = s.budget
+		f.WindowBudget = s.budget
 	}
 	return f
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"kvwin/cmd/kvwin/app/apptest"
 	"net/http"
 	"os"
 	"os/exec"
@@ -64,27 +65,27 @@ func serverProcess(t *testing.T, args ...string) (*exec.Cmd, string) {
 // packet still finds it.
 func TestMemorySurvivesKill9(t *testing.T) {
 	dir := t.TempDir()
-	model, err := ensureTinyModel(sharedDataDir(t))
+	model, err := ensureTinyModel(apptest.ModelDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"--data-dir", dir, "--model", model, "--slots", "1", "--ctx", "4096", "--threads", "1",
 		"--window", "memory", "--window-budget", "1024"}
 	cmd, url := serverProcess(t, args...)
-	history := msgs("system", "You keep the team's notes.", "user", "Hello.", "assistant", "Hi.")
-	send := func(url string, i int) (turn, error) {
-		history = append(history, map[string]string{"role": "user", "content": fmt.Sprintf("Note %d: the locker of Member%d is number %d. %s", i, i, 100+i, words(i, 80))})
-		tr := postWith(t, url, map[string]string{"X-Conversation-Id": "notes"}, map[string]any{"messages": history, "max_tokens": 2})
+	history := apptest.Msgs("system", "You keep the team's notes.", "user", "Hello.", "assistant", "Hi.")
+	send := func(url string, i int) (apptest.Turn, error) {
+		history = append(history, map[string]string{"role": "user", "content": fmt.Sprintf("Note %d: the locker of Member%d is number %d. %s", i, i, 100+i, apptest.Words(i, 80))})
+		tr := apptest.PostWith(t, url, map[string]string{"X-Conversation-Id": "notes"}, map[string]any{"messages": history, "max_tokens": 2})
 		history = append(history, map[string]string{"role": "assistant", "content": "Noted."})
 		return tr, nil
 	}
 	acked := 0
 	for i := range 20 {
 		tr, _ := send(url, i)
-		if tr.status != 200 {
-			t.Fatalf("turn %d: %d %s", i, tr.status, tr.body)
+		if tr.Status != 200 {
+			t.Fatalf("turn %d: %d %s", i, tr.Status, tr.Body)
 		}
-		acked = max(acked, atoi(windowHeader(t, tr.header)["evicted_turns"]))
+		acked = max(acked, apptest.Atoi(apptest.WindowHeader(t, tr.Header)["evicted_turns"]))
 	}
 	if acked == 0 {
 		t.Fatal("nothing was evicted before the kill")
@@ -109,9 +110,9 @@ func TestMemorySurvivesKill9(t *testing.T) {
 
 	cmd, url = serverProcess(t, args...)
 	ask := append(append([]map[string]string{}, history...), map[string]string{"role": "user", "content": "What is the locker number of Member1?"})
-	tr := postWith(t, url, map[string]string{"X-Conversation-Id": "notes"}, map[string]any{"messages": ask, "max_tokens": 2})
-	if tr.status != 200 || atoi(windowHeader(t, tr.header)["packet_turns"]) == 0 {
-		t.Fatalf("after restart: status %d, window %q: the packet must find Member1's note", tr.status, tr.header.Get("X-Kvwin-Window"))
+	tr := apptest.PostWith(t, url, map[string]string{"X-Conversation-Id": "notes"}, map[string]any{"messages": ask, "max_tokens": 2})
+	if tr.Status != 200 || apptest.Atoi(apptest.WindowHeader(t, tr.Header)["packet_turns"]) == 0 {
+		t.Fatalf("after restart: status %d, window %q: the packet must find Member1's note", tr.Status, tr.Header.Get("X-Kvwin-Window"))
 	}
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) // the store is the server's while it runs
 	cmd.Wait()

@@ -12,6 +12,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"kvwin/cmd/kvwin/app"
 )
 
 func main() {
@@ -42,6 +44,8 @@ func newBenchCmd() *cobra.Command {
 }
 
 // newLogger returns the process logger: text on standard error.
-func newLogger(level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-}
+func newLogger(level slog.Level) *slog.Logger { return app.NewLogger(level) }
+
+// ensureTinyModel returns the test model under dir, writing it first if
+// needed (app.EnsureTinyModel).
+func ensureTinyModel(dir string) (string, error) { return app.EnsureTinyModel(dir) }

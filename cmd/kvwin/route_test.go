@@ -5,27 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
 	"net/http"
 	"strings"
 	"testing"
 
 	"kvwin/engine/llamaserver"
 )
-
-// startFleet starts n kvwin nodes (embedded engine, 2 slots, 1 thread) and
-// a gateway over them with the routing policy.
-func startFleet(t *testing.T, n int, policy string) (*app, []*app) {
-	t.Helper()
-	var nodes []*app
-	var specs []string
-	for range n {
-		node := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 2, 4096 })
-		nodes = append(nodes, node)
-		specs = append(specs, "llamaserver="+node.url())
-	}
-	gw := startApp(t, func(f *serveFlags) { f.backends, f.route = specs, policy })
-	return gw, nodes
-}
 
 func smallRouteWorkload() routeWorkload {
 	return routeWorkload{Groups: 2, PerGroup: 3, Turns: 6, SystemBytes: 800, UserBytes: 80, AnswerBytes: 160,
@@ -37,7 +24,7 @@ func smallRouteWorkload() routeWorkload {
 func TestRouteWorkloadSizesItsNodes(t *testing.T) {
 	w := defaultRouteWorkload()
 	ctx := w.nodeContext()
-	if budget := ctx - outputReserve(ctx); budget < w.maxPromptTokens() || ctx%512 != 0 {
+	if budget := ctx - app.OutputReserve(ctx); budget < w.maxPromptTokens() || ctx%512 != 0 {
 		t.Fatalf("ctx %d, budget %d for prompts up to %d tokens", ctx, budget, w.maxPromptTokens())
 	}
 	// Today's workload (3 groups × 4 conversations × 6 turns) reaches 3565
@@ -55,12 +42,12 @@ func TestPrefixRoutingComputesAThirdOfRoundRobinsPrefill(t *testing.T) {
 	w := smallRouteWorkload()
 	results := map[string]routeResult{}
 	for _, policy := range []string{"prefix", "round-robin"} {
-		gw, nodes := startFleet(t, 3, policy)
-		res := w.run(context.Background(), gw.url(), policy, nil)
+		gw, nodes := apptest.StartFleet(t, 3, policy)
+		res := w.run(context.Background(), gw.URL(), policy, nil)
 		if res.Errors > 0 || res.Requests != w.Groups*w.PerGroup*w.Turns {
 			t.Fatalf("%s: %d requests, %d errors", policy, res.Requests, res.Errors)
 		}
-		tok, err := llamaserver.New(llamaserver.Config{BaseURL: nodes[0].url()}, nil)
+		tok, err := llamaserver.New(llamaserver.Config{BaseURL: nodes[0].URL()}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,12 +85,12 @@ func TestPrefixRoutingComputesAThirdOfRoundRobinsPrefill(t *testing.T) {
 }
 
 func TestKilledNodeCutsItsStreamsAndLaterTurnsGoElsewhere(t *testing.T) {
-	gw, nodes := startFleet(t, 2, "prefix")
-	conv := msgs("system", words(90, 600), "user", words(91, 300))
+	gw, nodes := apptest.StartFleet(t, 2, "prefix")
+	conv := apptest.Msgs("system", apptest.Words(90, 600), "user", apptest.Words(91, 300))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{"messages": conv, "max_tokens": 3000, "stream": true, "ignore_eos": true})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.url()+"/v1/chat/completions", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.URL()+"/v1/chat/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -111,9 +98,9 @@ func TestKilledNodeCutsItsStreamsAndLaterTurnsGoElsewhere(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	served := resp.Header.Get("X-Kvwin-Backend")
-	var victim *app
+	var victim *app.App
 	for _, n := range nodes {
-		if strings.HasSuffix(n.url(), served) {
+		if strings.HasSuffix(n.URL(), served) {
 			victim = n
 		}
 	}
@@ -126,30 +113,29 @@ func TestKilledNodeCutsItsStreamsAndLaterTurnsGoElsewhere(t *testing.T) {
 		t.Fatal("no first chunk")
 	}
 	// The node dies: its connections drop and its engine stops.
-	victim.hs.Close()
-	victim.close()
-	last := lastLine(sc)
+	victim.Abort()
+	victim.Close()
+	last := apptest.LastLine(sc)
 	if !strings.Contains(last, `"error"`) {
 		t.Fatalf("a stream cut by a dead node ended with %q, want an error event", last)
 	}
 	// The conversation goes on, on the surviving node.
 	for turn := range 2 {
-		tr := post(t, gw, map[string]any{"messages": conv, "max_tokens": 4})
-		if tr.status != 200 || strings.HasSuffix(victim.url(), tr.header.Get("X-Kvwin-Backend")) {
-			t.Fatalf("turn %d after the kill: status %d on %q", turn, tr.status, tr.header.Get("X-Kvwin-Backend"))
+		tr := apptest.Post(t, gw, map[string]any{"messages": conv, "max_tokens": 4})
+		if tr.Status != 200 || strings.HasSuffix(victim.URL(), tr.Header.Get("X-Kvwin-Backend")) {
+			t.Fatalf("turn %d after the kill: status %d on %q", turn, tr.Status, tr.Header.Get("X-Kvwin-Backend"))
 		}
 	}
 }
 
 func TestNoHealthyBackendIs503(t *testing.T) {
-	gw, nodes := startFleet(t, 1, "prefix")
-	nodes[0].hs.Close()
-	nodes[0].close()
-	tr := post(t, gw, map[string]any{"messages": msgs("user", "anyone?"), "max_tokens": 4})
-	if tr.status != 503 || tr.header.Get("Retry-After") == "" {
-		t.Fatalf("status %d, Retry-After %q: %s", tr.status, tr.header.Get("Retry-After"), tr.body)
+	gw, nodes := apptest.StartFleet(t, 1, "prefix")
+	nodes[0].Abort()
+	tr := apptest.Post(t, gw, map[string]any{"messages": apptest.Msgs("user", "anyone?"), "max_tokens": 4})
+	if tr.Status != 503 || tr.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d, Retry-After %q: %s", tr.Status, tr.Header.Get("Retry-After"), tr.Body)
 	}
-	if e := decodeError(t, tr.body); !strings.Contains(e.Error.Message, "backend") {
+	if e := apptest.DecodeError(t, tr.Body); !strings.Contains(e.Error.Message, "backend") {
 		t.Fatalf("message %q does not say what is wrong", e.Error.Message)
 	}
 }
@@ -158,23 +144,23 @@ func TestNoHealthyBackendIs503(t *testing.T) {
 // prompt it cannot hold: it goes to a backend that can, and when none can,
 // the client gets context_length_exceeded, not a backend failure.
 func TestBackendWithASmallerContextIsSkippedForLongPrompts(t *testing.T) {
-	small := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 1024 })
-	large := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 4096 })
-	gw := startApp(t, func(f *serveFlags) {
-		f.backends = []string{"llamaserver=" + small.url(), "llamaserver=" + large.url()}
-		f.window, f.windowBudget = "full", 6000
+	small := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 1, 1024 })
+	large := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 1, 4096 })
+	gw := apptest.Start(t, func(f *app.Config) {
+		f.Backends = []string{"llamaserver=" + small.URL(), "llamaserver=" + large.URL()}
+		f.Window, f.WindowBudget = "full", 6000
 	})
 	for i := range 4 {
-		tr := post(t, gw, map[string]any{"messages": msgs("user", words(i, 2000)), "max_tokens": 4})
-		if tr.status != 200 || !strings.HasSuffix(large.url(), tr.header.Get("X-Kvwin-Backend")) {
-			t.Fatalf("a 2,000-token prompt: status %d on %q (small node %s)", tr.status, tr.header.Get("X-Kvwin-Backend"), small.url())
+		tr := apptest.Post(t, gw, map[string]any{"messages": apptest.Msgs("user", apptest.Words(i, 2000)), "max_tokens": 4})
+		if tr.Status != 200 || !strings.HasSuffix(large.URL(), tr.Header.Get("X-Kvwin-Backend")) {
+			t.Fatalf("a 2,000-token prompt: status %d on %q (small node %s)", tr.Status, tr.Header.Get("X-Kvwin-Backend"), small.URL())
 		}
 	}
-	tr := post(t, gw, map[string]any{"messages": msgs("user", words(9, 5000)), "max_tokens": 4})
-	if tr.status != 400 {
-		t.Fatalf("a prompt no backend holds: status %d %s", tr.status, tr.body)
+	tr := apptest.Post(t, gw, map[string]any{"messages": apptest.Msgs("user", apptest.Words(9, 5000)), "max_tokens": 4})
+	if tr.Status != 400 {
+		t.Fatalf("a prompt no backend holds: status %d %s", tr.Status, tr.Body)
 	}
-	if e := decodeError(t, tr.body); e.Error.Code != "context_length_exceeded" {
+	if e := apptest.DecodeError(t, tr.Body); e.Error.Code != "context_length_exceeded" {
 		t.Fatalf("code %q", e.Error.Code)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"kvwin/cmd/kvwin/app"
 	"kvwin/web/wire"
 )
 
@@ -116,7 +117,7 @@ func (w routeWorkload) maxPromptTokens() int {
 func (w routeWorkload) nodeContext() int {
 	prompt := w.maxPromptTokens()
 	ctx := 4096
-	for ctx-outputReserve(ctx) < prompt || ctx < prompt+w.AnswerBytes+8 {
+	for ctx-app.OutputReserve(ctx) < prompt || ctx < prompt+w.AnswerBytes+8 {
 		ctx += 512
 	}
 	return ctx

@@ -68,6 +68,11 @@ func (e *Engine) embedOne(ctx context.Context, text, tenant string) ([]float32, 
 // decoded. Loop-owned.
 func (l *loop) takeEmbedding(t *task) {
 	vec := l.e.lctx.GetEmbeddingsIth(t.logitsAt)
+	if vec == nil {
+		// A model with pooling of its own (an embedding model) keeps one
+		// vector per sequence instead.
+		vec = l.e.lctx.GetEmbeddingsSeq(t.slot)
+	}
 	t.logitsAt = -1
 	if vec == nil {
 		l.finish(t, "", fmt.Errorf("llamacpp: the context kept no embedding for the input"))

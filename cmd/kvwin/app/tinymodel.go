@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ const tinyModelName = "kvwin-tiny.gguf"
 // is not there. The file is deterministic, so an existing one is reused —
 // unless it has another shape (written by an older kvwin), then it is
 // rewritten so every kvwin of this version measures the same model.
-func ensureTinyModel(dir string) (string, error) {
+func EnsureTinyModel(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create data dir %q: %w", dir, err)
 	}

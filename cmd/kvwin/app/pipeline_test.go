@@ -1,9 +1,11 @@
-package main
+package app_test
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,10 +15,10 @@ import (
 // chat and completions, llama-server's /completion, Ollama's /api/chat and
 // /api/generate), streamed and not, yields the same text.
 func TestEveryWireFormatGivesTheSameText(t *testing.T) {
-	a := startApp(t, nil)
-	system, user := "You answer in one line.", words(8, 30)
+	a := apptest.Start(t, nil)
+	system, user := "You answer in one line.", apptest.Words(8, 30)
 	chat := []map[string]string{{"role": "system", "content": system}, {"role": "user", "content": user}}
-	prompt := words(9, 40)
+	prompt := apptest.Words(9, 40)
 	const n = 12
 	ollamaOpts := map[string]any{"temperature": 0, "seed": 1, "num_predict": n}
 
@@ -87,10 +89,10 @@ func TestEveryWireFormatGivesTheSameText(t *testing.T) {
 
 // askText posts body to path and returns the text of the answer, joined
 // from the stream's events when stream is set.
-func askText(t *testing.T, a *app, path string, body map[string]any, stream bool, text func(map[string]any) string) string {
+func askText(t *testing.T, a *app.App, path string, body map[string]any, stream bool, text func(map[string]any) string) string {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(a.url()+path, "application/json", bytes.NewReader(b))
+	resp, err := http.Post(a.URL()+path, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}

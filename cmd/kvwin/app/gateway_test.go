@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"strings"
@@ -27,7 +27,7 @@ func TestBackendKinds(t *testing.T) {
 		t.Run(tt.spec, func(t *testing.T) {
 			kind, url, err := parseBackend(tt.spec)
 			if err == nil {
-				b, openErr := kind.open(url, backendOptions{log: newLogger(100)})
+				b, openErr := kind.open(url, backendOptions{log: NewLogger(100)})
 				if openErr == nil {
 					defer b.Close()
 					switch b.(type) {

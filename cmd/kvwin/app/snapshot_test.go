@@ -1,8 +1,10 @@
-package main
+package app_test
 
 import (
 	"encoding/json"
 	"io"
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,9 +14,9 @@ import (
 	"time"
 )
 
-func registryTotals(t *testing.T, a *app) map[string]int64 {
+func registryTotals(t *testing.T, a *app.App) map[string]int64 {
 	t.Helper()
-	resp, err := http.Get(a.url() + "/kvwin/v1/registry")
+	resp, err := http.Get(a.URL() + "/kvwin/v1/registry")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,53 +40,53 @@ func registryTotals(t *testing.T, a *app) map[string]int64 {
 // KV cannot hold all three, so each returning turn comes back from a
 // snapshot, not a prefill.
 func TestReturningConversationsAreRestoredFromSnapshots(t *testing.T) {
-	a := startApp(t, func(f *serveFlags) { f.slots, f.ctx, f.windowBudget = 2, 2048, 2000 })
+	a := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx, f.WindowBudget = 2, 2048, 2000 })
 	convs := make([][]map[string]string, 3)
 	for i := range convs {
-		convs[i] = msgs("system", words(40+i, 600), "user", words(50+i, 900))
+		convs[i] = apptest.Msgs("system", apptest.Words(40+i, 600), "user", apptest.Words(50+i, 900))
 	}
 	prev := make([]int, 3)
 	var lastTurn []map[string]string
 	var lastAnswer string
 	for round := range 3 {
 		for i := range convs {
-			tr := post(t, a, map[string]any{"messages": convs[i], "max_tokens": 8, "temperature": 0})
-			if tr.status != 200 {
-				t.Fatalf("conversation %d round %d: %d %s", i, round, tr.status, tr.body)
+			tr := apptest.Post(t, a, map[string]any{"messages": convs[i], "max_tokens": 8, "temperature": 0})
+			if tr.Status != 200 {
+				t.Fatalf("conversation %d round %d: %d %s", i, round, tr.Status, tr.Body)
 			}
-			if round > 0 && float64(tr.cached) < 0.9*float64(prev[i]) {
-				t.Fatalf("conversation %d round %d: cached %d of a previous prompt of %d (< 90%%)", i, round, tr.cached, prev[i])
+			if round > 0 && float64(tr.Cached) < 0.9*float64(prev[i]) {
+				t.Fatalf("conversation %d round %d: cached %d of a previous prompt of %d (< 90%%)", i, round, tr.Cached, prev[i])
 			}
-			prev[i] = tr.prompt
-			lastTurn, lastAnswer = convs[i], tr.content
-			convs[i] = append(convs[i], msgs("assistant", tr.content, "user", words(60+round*3+i, 60))...)
+			prev[i] = tr.Prompt
+			lastTurn, lastAnswer = convs[i], tr.Content
+			convs[i] = append(convs[i], apptest.Msgs("assistant", tr.Content, "user", apptest.Words(60+round*3+i, 60))...)
 		}
 	}
 	totals := registryTotals(t, a)
 	if totals["snapshot_restores"] < 6 || totals["snapshot_saves"] < 1 {
 		t.Fatalf("registry totals %v: want a restore for every returning turn (6)", totals)
 	}
-	files, _ := filepath.Glob(filepath.Join(a.f.dataDir, "snapshots", "*.kvsnap"))
+	files, _ := filepath.Glob(filepath.Join(a.Config().DataDir, "snapshots", "*.kvsnap"))
 	if len(files) == 0 || totals["snapshot_bytes"] <= 0 {
 		t.Fatalf("%d snapshot files, %d bytes", len(files), totals["snapshot_bytes"])
 	}
 	// The restored turn answers exactly as a cold server does.
-	cold := startApp(t, func(f *serveFlags) { f.slots, f.ctx, f.windowBudget, f.noSnapshots = 2, 2048, 2000, true })
-	tr := post(t, cold, map[string]any{"messages": lastTurn, "max_tokens": 8, "temperature": 0})
-	if tr.cached != 0 || tr.content != lastAnswer {
-		t.Fatalf("cold server: cached %d, answer %q; restored answer %q", tr.cached, tr.content, lastAnswer)
+	cold := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx, f.WindowBudget, f.NoSnapshots = 2, 2048, 2000, true })
+	tr := apptest.Post(t, cold, map[string]any{"messages": lastTurn, "max_tokens": 8, "temperature": 0})
+	if tr.Cached != 0 || tr.Content != lastAnswer {
+		t.Fatalf("cold server: cached %d, answer %q; restored answer %q", tr.Cached, tr.Content, lastAnswer)
 	}
 }
 
 func TestCorruptSnapshotFallsBackToAPrefill(t *testing.T) {
-	a := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 2048 })
-	conv := msgs("system", words(70, 600), "user", words(71, 700))
-	first := post(t, a, map[string]any{"messages": conv, "max_tokens": 8, "temperature": 0})
-	other := post(t, a, map[string]any{"messages": msgs("user", words(72, 700)), "max_tokens": 8, "temperature": 0})
-	if first.status != 200 || other.status != 200 {
+	a := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 1, 2048 })
+	conv := apptest.Msgs("system", apptest.Words(70, 600), "user", apptest.Words(71, 700))
+	first := apptest.Post(t, a, map[string]any{"messages": conv, "max_tokens": 8, "temperature": 0})
+	other := apptest.Post(t, a, map[string]any{"messages": apptest.Msgs("user", apptest.Words(72, 700)), "max_tokens": 8, "temperature": 0})
+	if first.Status != 200 || other.Status != 200 {
 		t.Fatal("setup requests failed")
 	}
-	files, _ := filepath.Glob(filepath.Join(a.f.dataDir, "snapshots", "*.kvsnap"))
+	files, _ := filepath.Glob(filepath.Join(a.Config().DataDir, "snapshots", "*.kvsnap"))
 	if len(files) != 1 {
 		t.Fatalf("%d snapshots, want the first conversation's", len(files))
 	}
@@ -96,12 +98,12 @@ func TestCorruptSnapshotFallsBackToAPrefill(t *testing.T) {
 	if err := os.WriteFile(files[0], b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	again := post(t, a, map[string]any{"messages": conv, "max_tokens": 8, "temperature": 0})
-	if again.status != 200 || again.content != first.content {
-		t.Fatalf("after corruption: status %d answer %q, want %q", again.status, again.content, first.content)
+	again := apptest.Post(t, a, map[string]any{"messages": conv, "max_tokens": 8, "temperature": 0})
+	if again.Status != 200 || again.Content != first.Content {
+		t.Fatalf("after corruption: status %d answer %q, want %q", again.Status, again.Content, first.Content)
 	}
-	if again.cached > 16 { // nothing but what the other conversation shares (BOS, markers)
-		t.Fatalf("a corrupt snapshot was used: cached %d", again.cached)
+	if again.Cached > 16 { // nothing but what the other conversation shares (BOS, markers)
+		t.Fatalf("a corrupt snapshot was used: cached %d", again.Cached)
 	}
 	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
 		t.Fatalf("corrupt snapshot not deleted: %v", err)
@@ -110,9 +112,9 @@ func TestCorruptSnapshotFallsBackToAPrefill(t *testing.T) {
 
 // metricValue reads one sample of /metrics by its full name (labels
 // included as written), -1 if absent.
-func metricValue(t *testing.T, a *app, prefix string) float64 {
+func metricValue(t *testing.T, a *app.App, prefix string) float64 {
 	t.Helper()
-	resp, err := http.Get(a.url() + "/metrics")
+	resp, err := http.Get(a.URL() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +135,11 @@ func metricValue(t *testing.T, a *app, prefix string) float64 {
 // A snapshot whose write fails (here: its directory is gone, a file in its
 // place) is counted in /metrics, not only logged.
 func TestFailedSnapshotSavesAreCounted(t *testing.T) {
-	a := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 2048 })
+	a := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 1, 2048 })
 	if got := metricValue(t, a, "kvwin_engine_snapshot_save_failures_total"); got != 0 {
 		t.Fatalf("save failures before any save: %v", got)
 	}
-	dir := filepath.Join(a.f.dataDir, "snapshots")
+	dir := filepath.Join(a.Config().DataDir, "snapshots")
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +149,8 @@ func TestFailedSnapshotSavesAreCounted(t *testing.T) {
 	// The second conversation takes the only slot: the first one's KV is
 	// saved, and the save fails.
 	for i := range 2 {
-		if tr := post(t, a, map[string]any{"messages": msgs("user", words(300+i, 700)), "max_tokens": 4}); tr.status != 200 {
-			t.Fatalf("conversation %d: %d %s", i, tr.status, tr.body)
+		if tr := apptest.Post(t, a, map[string]any{"messages": apptest.Msgs("user", apptest.Words(300+i, 700)), "max_tokens": 4}); tr.Status != 200 {
+			t.Fatalf("conversation %d: %d %s", i, tr.Status, tr.Body)
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 // loadKeys reads --api-key and --api-key-file into key → tenant and checks
 // that a server without keys listens only on loopback unless --no-auth says
 // otherwise. Errors name the flag and line, never the key.
-func loadKeys(f serveFlags) (map[string]string, error) {
+func loadKeys(f Config) (map[string]string, error) {
 	keys := map[string]string{}
 	add := func(where, spec string) error {
 		tenant, key, ok := strings.Cut(strings.TrimSpace(spec), "=")
@@ -36,13 +36,13 @@ func loadKeys(f serveFlags) (map[string]string, error) {
 		keys[key] = tenant
 		return nil
 	}
-	for i, spec := range f.apiKeys {
+	for i, spec := range f.APIKeys {
 		if err := add(fmt.Sprintf("--api-key #%d", i+1), spec); err != nil {
 			return nil, err
 		}
 	}
-	if f.apiKeyFile != "" {
-		file, err := os.Open(f.apiKeyFile)
+	if f.APIKeyFile != "" {
+		file, err := os.Open(f.APIKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("--api-key-file: %w", err)
 		}
@@ -53,16 +53,16 @@ func loadKeys(f serveFlags) (map[string]string, error) {
 			if line == "" || strings.HasPrefix(line, "#") {
 				continue
 			}
-			if err := add(fmt.Sprintf("--api-key-file %s line %d", f.apiKeyFile, n), line); err != nil {
+			if err := add(fmt.Sprintf("--api-key-file %s line %d", f.APIKeyFile, n), line); err != nil {
 				return nil, err
 			}
 		}
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("--api-key-file %s: %w", f.apiKeyFile, err)
+			return nil, fmt.Errorf("--api-key-file %s: %w", f.APIKeyFile, err)
 		}
 	}
-	if len(keys) == 0 && f.adminKey == "" && !f.noAuth && !loopbackAddr(f.addr) {
-		return nil, fmt.Errorf("--addr %s is reachable from other machines and no key is configured: give --api-key or --admin-key, or --no-auth to serve everyone as one tenant", f.addr)
+	if len(keys) == 0 && f.AdminKey == "" && !f.NoAuth && !loopbackAddr(f.Addr) {
+		return nil, fmt.Errorf("--addr %s is reachable from other machines and no key is configured: give --api-key or --admin-key, or --no-auth to serve everyone as one tenant", f.Addr)
 	}
 	return keys, nil
 }
@@ -97,7 +97,7 @@ var (
 // forgetter serves DELETE /kvwin/v1/conversations/{id}: the conversation's
 // turns leave the memory store and its snapshots leave the backend. It
 // exists when anything keeps a conversation's state.
-func (a *app) forgetter(w *window.Window) web.Forgetter {
+func (a *App) forgetter(w *window.Window) web.Forgetter {
 	var turns conversationDeleter
 	if w != nil {
 		turns = w

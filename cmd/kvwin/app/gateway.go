@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -95,26 +95,26 @@ func parseBackend(spec string) (backendKind, string, error) {
 
 // startGateway builds the remote backends of --backend KIND=URL and a
 // router over them: kvwin serve runs as a gateway, without an engine.
-func (a *app) startGateway() error {
+func (a *App) startGateway() error {
 	reg, err := kvcache.New(kvcache.Config{Logger: a.log})
 	if err != nil {
 		return err
 	}
 	var backends []engine.Backend
-	for _, spec := range a.f.backends {
+	for _, spec := range a.f.Backends {
 		kind, url, err := parseBackend(spec)
 		if err != nil {
 			return err
 		}
-		b, err := kind.open(url, backendOptions{apiKey: a.f.backendKey, log: a.log,
-			connect: a.f.backendConnect, firstToken: a.f.backendFirstToken, idle: a.f.backendIdle})
+		b, err := kind.open(url, backendOptions{apiKey: a.f.BackendKey, log: a.log,
+			connect: a.f.BackendConnect, firstToken: a.f.BackendFirstToken, idle: a.f.BackendIdle})
 		if err != nil {
 			return fmt.Errorf("--backend %q: %w (e.g. %s)", spec, err, kind.example)
 		}
 		a.closers = append(a.closers, func() { b.Close() })
 		backends = append(backends, b)
 	}
-	r, err := router.New(router.Config{Policy: a.f.route, Registry: reg}, backends, a.log)
+	r, err := router.New(router.Config{Policy: a.f.Route, Registry: reg}, backends, a.log)
 	if err != nil {
 		return err
 	}

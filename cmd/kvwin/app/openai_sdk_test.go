@@ -1,4 +1,4 @@
-package main
+package app_test
 
 import (
 	"context"
@@ -12,14 +12,16 @@ import (
 	"github.com/openai/openai-go/option"
 	"github.com/openai/openai-go/shared"
 
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
 	"kvwin/gguf"
 )
 
 // These tests drive a real kvwin serve (the embedded engine, the test
 // model) with OpenAI's official Go SDK, as a client application would.
 
-func sdkClient(a *app) openai.Client {
-	return openai.NewClient(option.WithBaseURL(a.url()+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+func sdkClient(a *app.App) openai.Client {
+	return openai.NewClient(option.WithBaseURL(a.URL()+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 }
 
 // weatherSchema is the tool's parameters: two fields, both required.
@@ -61,7 +63,7 @@ func weatherParams(stream bool) openai.ChatCompletionNewParams {
 }
 
 func TestSDKRequiredToolCallAndItsResult(t *testing.T) {
-	a := startApp(t, nil)
+	a := apptest.Start(t, nil)
 	client := sdkClient(a)
 	ctx := context.Background()
 
@@ -103,7 +105,7 @@ func TestSDKRequiredToolCallAndItsResult(t *testing.T) {
 }
 
 func TestSDKRequiredToolCallStreams(t *testing.T) {
-	a := startApp(t, nil)
+	a := apptest.Start(t, nil)
 	client := sdkClient(a)
 	stream := client.Chat.Completions.NewStreaming(context.Background(), weatherParams(true))
 	var acc openai.ChatCompletionAccumulator
@@ -144,7 +146,7 @@ func TestSDKRequiredToolCallStreams(t *testing.T) {
 }
 
 func TestSDKJSONSchemaOutput(t *testing.T) {
-	a := startApp(t, nil)
+	a := apptest.Start(t, nil)
 	client := sdkClient(a)
 	schema := map[string]any{
 		"type": "object",
@@ -184,7 +186,7 @@ func TestSDKJSONSchemaOutput(t *testing.T) {
 }
 
 func TestSDKLogprobs(t *testing.T) {
-	a := startApp(t, nil)
+	a := apptest.Start(t, nil)
 	client := sdkClient(a)
 	res, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Model:       "kvwin-tiny",
@@ -219,22 +221,22 @@ func TestSDKLogprobs(t *testing.T) {
 
 // The README's first request answers with printable text.
 func TestReadmeCurlAnswersPrintableText(t *testing.T) {
-	a := startApp(t, nil)
-	tr := post(t, a, map[string]any{"model": "kvwin-tiny", "max_tokens": 32, "seed": 1, "temperature": 0,
+	a := apptest.Start(t, nil)
+	tr := apptest.Post(t, a, map[string]any{"model": "kvwin-tiny", "max_tokens": 32, "seed": 1, "temperature": 0,
 		"messages": []map[string]string{{"role": "user", "content": "Hello!"}}})
-	if tr.status != 200 || len(tr.content) != 32 {
-		t.Fatalf("status %d, content %q; want 200 and 32 bytes", tr.status, tr.content)
+	if tr.Status != 200 || len(tr.Content) != 32 {
+		t.Fatalf("status %d, content %q; want 200 and 32 bytes", tr.Status, tr.Content)
 	}
-	for i := 0; i < len(tr.content); i++ {
-		if c := tr.content[i]; c != '\n' && (c < ' ' || c > '~') {
-			t.Fatalf("content %q has byte %#x at %d, not printable ASCII", tr.content, c, i)
+	for i := 0; i < len(tr.Content); i++ {
+		if c := tr.Content[i]; c != '\n' && (c < ' ' || c > '~') {
+			t.Fatalf("content %q has byte %#x at %d, not printable ASCII", tr.Content, c, i)
 		}
 	}
 }
 
 // Output constraints kvwin cannot honour are 400s naming what.
 func TestUnsupportedOutputConstraintsAre400(t *testing.T) {
-	a := startApp(t, nil)
+	a := apptest.Start(t, nil)
 	user := []map[string]string{{"role": "user", "content": "hi"}}
 	for _, tc := range []struct {
 		name string
@@ -250,9 +252,9 @@ func TestUnsupportedOutputConstraintsAre400(t *testing.T) {
 		{"n", map[string]any{"messages": user, "n": 2}, "n must be 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := post(t, a, tc.body)
-			if tr.status != 400 || !strings.Contains(string(tr.body), tc.want) {
-				t.Errorf("status %d, body %s; want 400 naming %s", tr.status, tr.body, tc.want)
+			tr := apptest.Post(t, a, tc.body)
+			if tr.Status != 400 || !strings.Contains(string(tr.Body), tc.want) {
+				t.Errorf("status %d, body %s; want 400 naming %s", tr.Status, tr.Body, tc.want)
 			}
 		})
 	}
@@ -262,10 +264,10 @@ func TestUnsupportedOutputConstraintsAre400(t *testing.T) {
 // model's width, deterministic, one per input; the same through a gateway,
 // which forwards them to a node.
 func TestSDKEmbeddings(t *testing.T) {
-	gw, nodes := startFleet(t, 1, "prefix")
+	gw, nodes := apptest.StartFleet(t, 1, "prefix")
 	ctx := context.Background()
 	inputs := []string{"a cat sat", "on the mat", "a cat sat"}
-	embed := func(a *app) *openai.CreateEmbeddingResponse {
+	embed := func(a *app.App) *openai.CreateEmbeddingResponse {
 		t.Helper()
 		client := sdkClient(a)
 		res, err := client.Embeddings.New(ctx, openai.EmbeddingNewParams{
@@ -316,7 +318,7 @@ func TestSDKEmbeddings(t *testing.T) {
 // A gateway forwards the constraint to its node: a required call through
 // it still parses and validates, and completes within its budget.
 func TestSDKRequiredToolCallThroughAGateway(t *testing.T) {
-	gw, _ := startFleet(t, 1, "prefix")
+	gw, _ := apptest.StartFleet(t, 1, "prefix")
 	client := sdkClient(gw)
 	res, err := client.Chat.Completions.New(context.Background(), weatherParams(false))
 	if err != nil {

@@ -1,10 +1,12 @@
-package main
+package app_test
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -28,9 +30,9 @@ type hangingProxy struct {
 	completions atomic.Int64 // POST /completion received
 }
 
-func startHangingProxy(t *testing.T, node *app) *hangingProxy {
+func startHangingProxy(t *testing.T, node *app.App) *hangingProxy {
 	t.Helper()
-	target, err := url.Parse(node.url())
+	target, err := url.Parse(node.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,14 +67,14 @@ const testFirstToken = 4 * time.Second
 func TestHungBackendsTurnsComeBackFromTheOtherNode(t *testing.T) {
 	for _, policy := range []string{"prefix", "round-robin"} {
 		t.Run(policy, func(t *testing.T) {
-			behind := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 2, 2048 })
-			good := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 2, 2048 })
+			behind := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 2, 2048 })
+			good := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 2, 2048 })
 			p := startHangingProxy(t, behind)
-			gw := startApp(t, func(f *serveFlags) {
-				f.backends = []string{"llamaserver=" + p.srv.URL, "llamaserver=" + good.url()}
-				f.route, f.backendFirstToken = policy, testFirstToken
+			gw := apptest.Start(t, func(f *app.Config) {
+				f.Backends = []string{"llamaserver=" + p.srv.URL, "llamaserver=" + good.URL()}
+				f.Route, f.BackendFirstToken = policy, testFirstToken
 			})
-			goodName := strings.TrimPrefix(good.url(), "http://")
+			goodName := strings.TrimPrefix(good.URL(), "http://")
 
 			// Find a conversation the gateway sends to the proxy while it
 			// still answers.
@@ -81,25 +83,25 @@ func TestHungBackendsTurnsComeBackFromTheOtherNode(t *testing.T) {
 				if i == 20 {
 					t.Fatal("no conversation went to the proxied node in 20")
 				}
-				c := msgs("system", words(40+i, 300), "user", words(60+i, 100))
-				tr := post(t, gw, map[string]any{"messages": c, "max_tokens": 4, "temperature": 0})
-				if tr.status != 200 {
-					t.Fatalf("status %d before the hang: %s", tr.status, tr.body)
+				c := apptest.Msgs("system", apptest.Words(40+i, 300), "user", apptest.Words(60+i, 100))
+				tr := apptest.Post(t, gw, map[string]any{"messages": c, "max_tokens": 4, "temperature": 0})
+				if tr.Status != 200 {
+					t.Fatalf("status %d before the hang: %s", tr.Status, tr.Body)
 				}
-				if tr.header.Get("X-Kvwin-Backend") == p.name() {
-					conv = append(c, map[string]string{"role": "assistant", "content": tr.content})
+				if tr.Header.Get("X-Kvwin-Backend") == p.name() {
+					conv = append(c, map[string]string{"role": "assistant", "content": tr.Content})
 				}
 			}
 			p.hang.Store(true)
 			before := p.completions.Load()
 			for turn := range 4 {
-				conv = append(conv, map[string]string{"role": "user", "content": words(80+turn, 60)})
-				tr := post(t, gw, map[string]any{"messages": conv, "max_tokens": 4, "temperature": 0, "stream": turn%2 == 0})
-				if tr.status != 200 || tr.header.Get("X-Kvwin-Backend") != goodName {
+				conv = append(conv, map[string]string{"role": "user", "content": apptest.Words(80+turn, 60)})
+				tr := apptest.Post(t, gw, map[string]any{"messages": conv, "max_tokens": 4, "temperature": 0, "stream": turn%2 == 0})
+				if tr.Status != 200 || tr.Header.Get("X-Kvwin-Backend") != goodName {
 					t.Fatalf("turn %d with the proxied node hanging: status %d from %q (want 200 from %s): %s",
-						turn, tr.status, tr.header.Get("X-Kvwin-Backend"), goodName, tr.body)
+						turn, tr.Status, tr.Header.Get("X-Kvwin-Backend"), goodName, tr.Body)
 				}
-				conv = append(conv, map[string]string{"role": "assistant", "content": tr.content})
+				conv = append(conv, map[string]string{"role": "assistant", "content": tr.Content})
 			}
 			// Exactly one turn was tried on the hung backend (and retried
 			// on the good one); after its timeout it is out, its /health
@@ -107,7 +109,7 @@ func TestHungBackendsTurnsComeBackFromTheOtherNode(t *testing.T) {
 			if got := p.completions.Load() - before; got < 1 {
 				t.Fatalf("the hung backend got %d generations: the test did not exercise the timeout", got)
 			}
-			for _, st := range gw.router.Status() {
+			for _, st := range gw.Router().Status() {
 				if st.Name == p.name() && st.Healthy {
 					t.Fatalf("the hung backend is healthy again: %+v", st)
 				}
@@ -119,19 +121,19 @@ func TestHungBackendsTurnsComeBackFromTheOtherNode(t *testing.T) {
 // With no other backend, a turn the only backend does not answer in time
 // is 504 backend_timeout, streamed or not, never a hang.
 func TestHungOnlyBackendIs504(t *testing.T) {
-	behind := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 2048 })
+	behind := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 1, 2048 })
 	p := startHangingProxy(t, behind)
 	p.hang.Store(true)
-	gw := startApp(t, func(f *serveFlags) {
-		f.backends = []string{"llamaserver=" + p.srv.URL}
-		f.backendFirstToken = testFirstToken
+	gw := apptest.Start(t, func(f *app.Config) {
+		f.Backends = []string{"llamaserver=" + p.srv.URL}
+		f.BackendFirstToken = testFirstToken
 	})
-	tr := post(t, gw, map[string]any{"messages": msgs("user", "anyone?"), "max_tokens": 4, "stream": true})
-	if tr.status != http.StatusGatewayTimeout {
-		t.Fatalf("status %d, want 504: %s", tr.status, tr.body)
+	tr := apptest.Post(t, gw, map[string]any{"messages": apptest.Msgs("user", "anyone?"), "max_tokens": 4, "stream": true})
+	if tr.Status != http.StatusGatewayTimeout {
+		t.Fatalf("status %d, want 504: %s", tr.Status, tr.Body)
 	}
-	if e := decodeError(t, tr.body); e.Error.Code != "backend_timeout" {
-		t.Fatalf("code %q: %s", e.Error.Code, tr.body)
+	if e := apptest.DecodeError(t, tr.Body); e.Error.Code != "backend_timeout" {
+		t.Fatalf("code %q: %s", e.Error.Code, tr.Body)
 	}
 	if p.completions.Load() != 1 {
 		t.Fatalf("the backend got %d generations, want 1", p.completions.Load())
@@ -141,8 +143,8 @@ func TestHungOnlyBackendIs504(t *testing.T) {
 // A backend that stops sending mid-stream: the client already has a 200
 // and text, so the stream ends with an error event.
 func TestBackendSilentMidStreamEndsTheStreamWithAnError(t *testing.T) {
-	behind := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 4096 })
-	target, _ := url.Parse(behind.url())
+	behind := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 1, 4096 })
+	target, _ := url.Parse(behind.URL())
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.FlushInterval = -1
 	rp.ModifyResponse = func(resp *http.Response) error {
@@ -153,12 +155,12 @@ func TestBackendSilentMidStreamEndsTheStreamWithAnError(t *testing.T) {
 	}
 	stall := httptest.NewServer(rp)
 	defer stall.Close()
-	gw := startApp(t, func(f *serveFlags) {
-		f.backends = []string{"llamaserver=" + stall.URL}
-		f.backendIdle, f.backendFirstToken = 500*time.Millisecond, 10*time.Second
+	gw := apptest.Start(t, func(f *app.Config) {
+		f.Backends = []string{"llamaserver=" + stall.URL}
+		f.BackendIdle, f.BackendFirstToken = 500*time.Millisecond, 10*time.Second
 	})
-	b, _ := json.Marshal(map[string]any{"messages": msgs("user", "go on"), "max_tokens": 2000, "stream": true, "ignore_eos": true})
-	resp, err := http.Post(gw.url()+"/v1/chat/completions", "application/json", bytes.NewReader(b))
+	b, _ := json.Marshal(map[string]any{"messages": apptest.Msgs("user", "go on"), "max_tokens": 2000, "stream": true, "ignore_eos": true})
+	resp, err := http.Post(gw.URL()+"/v1/chat/completions", "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +170,7 @@ func TestBackendSilentMidStreamEndsTheStreamWithAnError(t *testing.T) {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	if last := lastLine(sc); !strings.Contains(last, `"error"`) || !strings.Contains(last, "sent nothing") {
+	if last := apptest.LastLine(sc); !strings.Contains(last, `"error"`) || !strings.Contains(last, "sent nothing") {
 		t.Fatalf("a stream whose backend went silent ended with %q, want an error event", last)
 	}
 }
@@ -193,45 +195,44 @@ func (s *stallAfterFirstRead) Read(p []byte) (int, error) {
 // A node restarted with fewer slots: every later turn is 200, the
 // conversation pinned to the vanished slot included.
 func TestNodeRestartedWithFewerSlotsServesEveryLaterTurn(t *testing.T) {
-	node := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 2, 2048 })
-	addr := node.ln.Addr().String()
-	gw := startApp(t, func(f *serveFlags) { f.backends = []string{"llamaserver=" + node.url()} })
+	node := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 2, 2048 })
+	addr := node.Addr()
+	gw := apptest.Start(t, func(f *app.Config) { f.Backends = []string{"llamaserver=" + node.URL()} })
 	var convs [][]map[string]string
 	for i := range 2 {
-		c := msgs("system", words(100+i, 400), "user", words(110+i, 100))
+		c := apptest.Msgs("system", apptest.Words(100+i, 400), "user", apptest.Words(110+i, 100))
 		for range 2 { // the second turn is a continuation, pinned to its slot
-			tr := post(t, gw, map[string]any{"messages": c, "max_tokens": 4, "temperature": 0})
-			if tr.status != 200 {
-				t.Fatalf("before the restart: %d %s", tr.status, tr.body)
+			tr := apptest.Post(t, gw, map[string]any{"messages": c, "max_tokens": 4, "temperature": 0})
+			if tr.Status != 200 {
+				t.Fatalf("before the restart: %d %s", tr.Status, tr.Body)
 			}
-			c = append(c, map[string]string{"role": "assistant", "content": tr.content}, map[string]string{"role": "user", "content": words(120+len(c), 40)})
+			c = append(c, map[string]string{"role": "assistant", "content": tr.Content}, map[string]string{"role": "user", "content": apptest.Words(120+len(c), 40)})
 		}
 		convs = append(convs, c)
 	}
-	node.hs.Close()
-	node.close()
-	startApp(t, func(f *serveFlags) { f.addr, f.slots, f.ctx = addr, 1, 2048 })
+	node.Abort()
+	apptest.Start(t, func(f *app.Config) { f.Addr, f.Slots, f.Ctx = addr, 1, 2048 })
 	for turn := range 3 {
 		for i, c := range convs {
-			tr := post(t, gw, map[string]any{"messages": c, "max_tokens": 4, "temperature": 0})
-			if tr.status != 200 {
-				t.Fatalf("conversation %d turn %d after the restart with one slot: %d %s", i, turn, tr.status, tr.body)
+			tr := apptest.Post(t, gw, map[string]any{"messages": c, "max_tokens": 4, "temperature": 0})
+			if tr.Status != 200 {
+				t.Fatalf("conversation %d turn %d after the restart with one slot: %d %s", i, turn, tr.Status, tr.Body)
 			}
-			convs[i] = append(c, map[string]string{"role": "assistant", "content": tr.content}, map[string]string{"role": "user", "content": words(130+turn, 40)})
+			convs[i] = append(c, map[string]string{"role": "assistant", "content": tr.Content}, map[string]string{"role": "user", "content": apptest.Words(130+turn, 40)})
 		}
 	}
 	// The gateway plans for the node as it is now (re-read when it refused
 	// a pin, or at its next health check).
 	deadline := time.After(30 * time.Second)
 	for {
-		changed := gw.router.Changed()
-		if st := gw.router.Status()[0]; st.Slots == 1 {
+		changed := gw.Router().Changed()
+		if st := gw.Router().Status()[0]; st.Slots == 1 {
 			break
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("the gateway still plans for %d slots", gw.router.Status()[0].Slots)
+			t.Fatalf("the gateway still plans for %d slots", gw.Router().Status()[0].Slots)
 		}
 	}
 }
@@ -239,18 +240,18 @@ func TestNodeRestartedWithFewerSlotsServesEveryLaterTurn(t *testing.T) {
 // The gateway's /health is 503 while every backend is down, 200 once one
 // is back.
 func TestGatewayHealthFollowsItsBackends(t *testing.T) {
-	node := startApp(t, func(f *serveFlags) { f.slots, f.ctx = 1, 2048 })
-	addr := node.ln.Addr().String()
-	gw := startApp(t, func(f *serveFlags) { f.backends = []string{"llamaserver=" + node.url()} })
+	node := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 1, 2048 })
+	addr := node.Addr()
+	gw := apptest.Start(t, func(f *app.Config) { f.Backends = []string{"llamaserver=" + node.URL()} })
 	health := func() int {
-		resp, err := http.Get(gw.url() + "/health")
+		resp, err := http.Get(gw.URL() + "/health")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 {
-			decodeError(t, body)
+			apptest.DecodeError(t, body)
 		}
 		return resp.StatusCode
 	}
@@ -259,7 +260,7 @@ func TestGatewayHealthFollowsItsBackends(t *testing.T) {
 		t.Helper()
 		deadline := time.After(60 * time.Second)
 		for {
-			changed := gw.router.Changed()
+			changed := gw.Router().Changed()
 			if health() == want {
 				return
 			}
@@ -271,12 +272,11 @@ func TestGatewayHealthFollowsItsBackends(t *testing.T) {
 		}
 	}
 	waitHealth(200)
-	node.hs.Close()
-	node.close()
+	node.Abort()
 	waitHealth(503)
-	startApp(t, func(f *serveFlags) { f.addr, f.slots, f.ctx = addr, 1, 2048 })
+	apptest.Start(t, func(f *app.Config) { f.Addr, f.Slots, f.Ctx = addr, 1, 2048 })
 	waitHealth(200)
-	if tr := post(t, gw, map[string]any{"messages": msgs("user", "back?"), "max_tokens": 4}); tr.status != 200 {
-		t.Fatalf("turn after the node returned: %d %s", tr.status, tr.body)
+	if tr := apptest.Post(t, gw, map[string]any{"messages": apptest.Msgs("user", "back?"), "max_tokens": 4}); tr.Status != 200 {
+		t.Fatalf("turn after the node returned: %d %s", tr.Status, tr.Body)
 	}
 }

@@ -1,8 +1,10 @@
-package main
+package app_test
 
 import (
 	"bytes"
 	"encoding/json"
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
 	"net/http"
 	"slices"
 	"testing"
@@ -13,8 +15,8 @@ import (
 // node's slots numbered across the fleet, including the one a generation
 // just used.
 func TestGatewayAnswersTokenizeAndSlots(t *testing.T) {
-	gw, nodes := startFleet(t, 2, "prefix")
-	call := func(a *app, method, path string, body any, out any) {
+	gw, nodes := apptest.StartFleet(t, 2, "prefix")
+	call := func(a *app.App, method, path string, body any, out any) {
 		t.Helper()
 		var rd *bytes.Reader
 		if body != nil {
@@ -23,7 +25,7 @@ func TestGatewayAnswersTokenizeAndSlots(t *testing.T) {
 		} else {
 			rd = bytes.NewReader(nil)
 		}
-		req, _ := http.NewRequest(method, a.url()+path, rd)
+		req, _ := http.NewRequest(method, a.URL()+path, rd)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -51,9 +53,9 @@ func TestGatewayAnswersTokenizeAndSlots(t *testing.T) {
 		t.Fatalf("detokenized %q", detok.Content)
 	}
 
-	tr := post(t, gw, map[string]any{"model": "kvwin-tiny", "messages": msgs("user", words(4, 100)), "max_tokens": 4, "temperature": 0})
-	if tr.status != 200 {
-		t.Fatalf("chat: %d %s", tr.status, tr.body)
+	tr := apptest.Post(t, gw, map[string]any{"model": "kvwin-tiny", "messages": apptest.Msgs("user", apptest.Words(4, 100)), "max_tokens": 4, "temperature": 0})
+	if tr.Status != 200 {
+		t.Fatalf("chat: %d %s", tr.Status, tr.Body)
 	}
 	var slots []struct {
 		ID      int `json:"id"`
@@ -69,11 +71,11 @@ func TestGatewayAnswersTokenizeAndSlots(t *testing.T) {
 		if s.ID != i || s.NCtx != 4096 {
 			t.Fatalf("slot %d: %+v", i, s)
 		}
-		if s.NTokens >= tr.prompt {
+		if s.NTokens >= tr.Prompt {
 			holding++
 		}
 	}
 	if holding != 1 {
-		t.Fatalf("%d slots hold the %d-token prompt, want 1: %+v", holding, tr.prompt, slots)
+		t.Fatalf("%d slots hold the %d-token prompt, want 1: %+v", holding, tr.Prompt, slots)
 	}
 }

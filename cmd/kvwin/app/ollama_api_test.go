@@ -1,10 +1,12 @@
-package main
+package app_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
 	"net/http"
 	"net/url"
 	"os"
@@ -35,18 +37,18 @@ func ollamaCLI(t *testing.T) string {
 }
 
 // runOllama runs the ollama CLI against a and returns its standard output.
-func runOllama(t *testing.T, bin string, a *app, args ...string) string {
+func runOllama(t *testing.T, bin string, a *app.App, args ...string) string {
 	out, _ := runOllamaErr(t, bin, a, args...)
 	return out
 }
 
 // runOllamaErr is runOllama returning standard error too.
-func runOllamaErr(t *testing.T, bin string, a *app, args ...string) (string, string) {
+func runOllamaErr(t *testing.T, bin string, a *app.App, args ...string) (string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), "OLLAMA_HOST="+a.ln.Addr().String(), "HOME="+t.TempDir(), "TERM=dumb")
+	cmd.Env = append(os.Environ(), "OLLAMA_HOST="+a.Addr(), "HOME="+t.TempDir(), "TERM=dumb")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -60,11 +62,11 @@ func TestOllamaCLIAgainstKvwin(t *testing.T) {
 	bin := ollamaCLI(t)
 	// A small slot: `ollama run` sets no length limit, so the answer ends
 	// when the model stops or the slot is full.
-	a := startApp(t, func(f *serveFlags) { f.ctx = 256 })
+	a := apptest.Start(t, func(f *app.Config) { f.Ctx = 256 })
 
 	list := runOllama(t, bin, a, "list")
 	var tags oapi.ListResponse
-	getJSON(t, a.url()+"/api/tags", &tags)
+	getJSON(t, a.URL()+"/api/tags", &tags)
 	if len(tags.Models) != 1 || !strings.Contains(list, "kvwin-tiny") || !strings.Contains(list, tags.Models[0].Digest[:12]) {
 		t.Fatalf("ollama list:\n%s\n/api/tags: %+v", list, tags)
 	}
@@ -86,11 +88,11 @@ func TestOllamaCLIAgainstKvwin(t *testing.T) {
 	// options), so the answer's text is not known, but the prompt's token
 	// count is: --verbose prints the done object's metrics.
 	var want oapi.GenerateResponse
-	postJSON(t, a.url()+"/api/generate", map[string]any{"model": "kvwin-tiny", "prompt": " Tell me about the sea.",
+	postJSON(t, a.URL()+"/api/generate", map[string]any{"model": "kvwin-tiny", "prompt": " Tell me about the sea.",
 		"stream": false, "options": map[string]any{"num_predict": 1}}, &want)
-	before := a.eng.Stats().Requests.Load()
+	before := a.Engine().Stats().Requests.Load()
 	out, stderr := runOllamaErr(t, bin, a, "run", "--verbose", "kvwin-tiny:latest", "Tell me about the sea.")
-	if got := a.eng.Stats().Requests.Load() - before; got != 1 {
+	if got := a.Engine().Stats().Requests.Load() - before; got != 1 {
 		t.Fatalf("ollama run made %d generations, want 1", got)
 	}
 	if !strings.Contains(stderr, fmt.Sprintf("prompt eval count:    %d token(s)", want.PromptEvalCount)) ||
@@ -130,8 +132,8 @@ func getJSON(t *testing.T, u string, v any) {
 // Ollama's Go client chats with kvwin, streaming and not; greedy, the two
 // answers are the same text, and the streamed metrics add up.
 func TestOllamaGoClientChats(t *testing.T) {
-	a := startApp(t, nil)
-	base, _ := url.Parse(a.url())
+	a := apptest.Start(t, nil)
+	base, _ := url.Parse(a.URL())
 	client := oapi.NewClient(base, http.DefaultClient)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -141,7 +143,7 @@ func TestOllamaGoClientChats(t *testing.T) {
 		var last oapi.ChatResponse
 		chunks := 0
 		err := client.Chat(ctx, &oapi.ChatRequest{Model: "kvwin-tiny", Stream: &stream, Options: opts,
-			Messages: []oapi.Message{{Role: "system", Content: "You are terse."}, {Role: "user", Content: words(3, 40)}}},
+			Messages: []oapi.Message{{Role: "system", Content: "You are terse."}, {Role: "user", Content: apptest.Words(3, 40)}}},
 			func(r oapi.ChatResponse) error {
 				chunks++
 				text.WriteString(r.Message.Content)
@@ -179,17 +181,17 @@ func TestOllamaGoClientChats(t *testing.T) {
 // prompt_eval_count (the prompt's tokens, cached or not), while
 // X-Kvwin-Cached-Tokens shows the prefix reused the second time.
 func TestOllamaRepeatedPromptReusesTheCache(t *testing.T) {
-	a := startApp(t, nil)
+	a := apptest.Start(t, nil)
 	body, _ := json.Marshal(map[string]any{
 		"model": "kvwin-tiny", "stream": false, "options": map[string]any{"temperature": 0, "num_predict": 4},
-		"messages": msgs("system", words(5, 300), "user", words(6, 200)),
+		"messages": apptest.Msgs("system", apptest.Words(5, 300), "user", apptest.Words(6, 200)),
 	})
 	type answer struct {
 		resp   oapi.ChatResponse
 		cached int
 	}
 	ask := func() answer {
-		resp, err := http.Post(a.url()+"/api/chat", "application/json", bytes.NewReader(body))
+		resp, err := http.Post(a.URL()+"/api/chat", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}

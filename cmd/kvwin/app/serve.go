@@ -1,0 +1,296 @@
+// Package app assembles what kvwin serve runs: the embedded engine or a
+// router over --backend servers (a table of backend kinds, gateway.go), the
+// registry, the window and its memory store, keys (auth.go), metrics and the
+// HTTP server, and runs it until its context ends. cmd/kvwin keeps the
+// flags and subcommands; tests start an App exactly as kvwin serve does.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"kvwin/engine"
+	"kvwin/engine/llamacpp"
+	"kvwin/kvcache"
+	"kvwin/router"
+	"kvwin/web"
+	"kvwin/window"
+	"kvwin/window/memory"
+)
+
+// Config is what kvwin serve assembles, one field per flag of kvwin serve
+// (DESIGN.md names them; cmd/kvwin binds them). The zero value of a field
+// is not always its flag's default: New serves exactly what it is given.
+type Config struct {
+	Addr            string
+	DataDir         string
+	Model           string
+	Slots           int
+	Ctx             int
+	Threads         int
+	Batch           int // most tokens per llama_decode; 0: the engine's default
+	Queue           int
+	Window          string
+	MaxBody         int64
+	ShutdownTimeout time.Duration
+	Verbose         bool
+	NoSnapshots     bool
+	SnapshotBytes   int64
+	Backends        []string
+	Route           string
+	WindowBudget    int
+	Shift           bool
+	LogLevel        slog.Level // the server's log level (benchmarks quiet it); --verbose lowers it to debug
+
+	// Who may call (auth.go).
+	APIKeys             []string // TENANT=KEY
+	APIKeyFile          string
+	AdminKey            string
+	NoAuth              bool
+	CORSOrigins         []string
+	AllowedHosts        []string
+	BackendKey          string
+	TenantMaxConcurrent int
+	TenantMaxQueued     int
+	MemoryTTL           time.Duration
+	// Timeouts toward --backend servers.
+	BackendConnect    time.Duration
+	BackendFirstToken time.Duration
+	BackendIdle       time.Duration
+}
+
+// App is a running kvwin server: its backend (the embedded engine, or a
+// router over remote backends), the HTTP server and its listener. Tests
+// start it exactly as kvwin serve does.
+type App struct {
+	f         Config
+	log       *slog.Logger
+	eng       *llamacpp.Engine // nil in gateway mode
+	router    *router.Router   // nil with the embedded engine
+	backend   engine.Backend
+	reg       *kvcache.Registry
+	metrics   *prometheus.Registry
+	closers   []func()
+	closeOnce sync.Once
+	hs        *http.Server
+	ln        net.Listener
+}
+
+// New builds the backend and binds the listen address; Run serves. On
+// error nothing is left running.
+func New(f Config) (*App, error) {
+	level := f.LogLevel
+	if f.Verbose {
+		level = slog.LevelDebug
+		slog.SetDefault(NewLogger(slog.LevelInfo)) // llama.cpp's loader messages too
+	}
+	a := &App{f: f, log: NewLogger(level), metrics: prometheus.NewRegistry()}
+	keys, err := loadKeys(f)
+	if err != nil {
+		return nil, err
+	}
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if len(f.Backends) > 0 {
+		err = a.startGateway()
+	} else {
+		err = a.startEmbedded()
+	}
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.metrics.MustRegister(kvcache.NewCollector(a.reg))
+	win, err := a.startWindow()
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	// Listen first: the Host check needs the address actually bound.
+	if a.ln, err = net.Listen("tcp", f.Addr); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("listen on %s: %w", f.Addr, err)
+	}
+	srv, err := web.New(web.Config{
+		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Window: win, Shift: f.Shift,
+		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
+		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
+		Forget: a.forgetter(win),
+	}, a.backend, a.log)
+	if err != nil {
+		a.ln.Close()
+		a.Close()
+		return nil, err
+	}
+	a.hs = &http.Server{
+		Handler: srv.Handler(),
+		// Headers must arrive promptly; a body is bounded by web's own read
+		// deadline. No ReadTimeout or WriteTimeout: net/http applies them to
+		// the whole exchange, so they would cut long streams.
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	return a, nil
+}
+
+// Close releases the backend, newest first. Safe to call more than once
+// and from several goroutines (shutdown and tests both do).
+func (a *App) Close() {
+	a.closeOnce.Do(func() {
+		for i := len(a.closers) - 1; i >= 0; i-- {
+			a.closers[i]()
+		}
+	})
+}
+
+// outputReserve is the part of a slot's context the window leaves for the
+// answer when --window-budget is not given.
+func OutputReserve(ctx int) int { return min(ctx/4, 1024) }
+
+// startWindow opens the memory store under the data dir and builds the
+// window. A store that cannot be opened (locked, read-only, corrupt) is
+// logged and the server keeps serving: packets then come from each
+// request's own turns.
+func (a *App) startWindow() (*window.Window, error) {
+	budget := a.f.WindowBudget
+	if budget == 0 {
+		ctx := a.backend.Info().ContextSlot
+		if ctx == 0 {
+			ctx = 4096 // a remote backend not reached yet; its context is unknown
+		}
+		budget = ctx - OutputReserve(ctx)
+	}
+	var store window.Store
+	if a.f.MemoryTTL < 0 {
+		return nil, fmt.Errorf("--memory-ttl %v: must not be negative", a.f.MemoryTTL)
+	}
+	if st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(a.f.DataDir, "memory"), TTL: a.f.MemoryTTL}); err != nil {
+		a.log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
+	} else {
+		store = st // not a typed nil: window.New checks for nil
+		a.closers = append(a.closers, func() { st.Close() })
+	}
+	// A packet gets an eighth of the budget: its fence and one quoted turn
+	// alone take ~160 tokens with a byte-level tokenizer (the test model),
+	// which the window's default sixteenth of a 2k budget cannot hold.
+	w, err := window.New(window.Config{Policy: a.f.Window, Settings: window.Settings{Budget: budget, PacketShare: 1.0 / 8}}, store)
+	if err != nil {
+		return nil, fmt.Errorf("--window %q --window-budget %d: %w", a.f.Window, budget, err)
+	}
+	a.log.Info("window", "policy", a.f.Window, "budget", budget)
+	if a.router != nil {
+		for _, b := range a.router.Backends() {
+			if c := b.Info().ContextSlot; c > 0 && c < budget {
+				a.log.Warn("a backend's slots are smaller than the window budget: prompts that do not fit go to the others, or get context_length_exceeded",
+					"backend", b.Info().Name, "ctx_per_slot", c, "window_budget", budget)
+			}
+		}
+	}
+	return w, nil
+}
+
+// startEmbedded loads the model into the embedded engine.
+func (a *App) startEmbedded() error {
+	f := a.f
+	modelPath := f.Model
+	if modelPath == "" {
+		p, err := EnsureTinyModel(f.DataDir)
+		if err != nil {
+			return err
+		}
+		modelPath = p
+		a.log.Info("serving the synthetic test model: its text is meaningless, its inference is real llama.cpp work; pass --model FILE.gguf to serve a real model", "model", p)
+	}
+	modelPath, _ = filepath.Abs(modelPath)
+	queue := f.Queue
+	if queue == 0 {
+		queue = -1 // the engine's "none wait"; its 0 means "default"
+	}
+	snapshotDir := filepath.Join(f.DataDir, "snapshots")
+	if f.NoSnapshots {
+		snapshotDir = ""
+	}
+	eng, err := llamacpp.New(llamacpp.Config{
+		ModelPath: modelPath, Slots: f.Slots, Ctx: f.Ctx, Threads: f.Threads, Batch: f.Batch, Queue: queue,
+		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.SnapshotBytes,
+	}, a.log)
+	if err != nil {
+		return err
+	}
+	a.eng, a.backend, a.reg = eng, eng, eng.Registry()
+	a.closers = append(a.closers, func() { eng.Close() })
+	a.metrics.MustRegister(eng.Collector())
+	return nil
+}
+
+// Abort closes the HTTP server and every connection at once, without
+// letting requests finish, and releases the backend: what a crash looks
+// like to clients and gateways. Run then returns nil.
+func (a *App) Abort() {
+	a.hs.Close()
+	a.Close()
+}
+
+// URL is the server's base URL.
+func (a *App) URL() string { return "http://" + a.ln.Addr().String() }
+
+// Addr is the address the server listens on (host:port).
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// Config is the configuration the server was built with.
+func (a *App) Config() Config { return a.f }
+
+// Engine is the embedded engine; nil for a gateway.
+func (a *App) Engine() *llamacpp.Engine { return a.eng }
+
+// Router is the gateway's router; nil with the embedded engine.
+func (a *App) Router() *router.Router { return a.router }
+
+// NewLogger returns the process logger: text on standard error.
+func NewLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// Run serves until ctx is done, then shuts down gracefully: no new
+// connections; in-flight requests get shutdownTimeout to finish, then they
+// are cancelled (streams end with an error event) and the engine is freed.
+func (a *App) Run(ctx context.Context) error {
+	defer a.Close()
+	errc := make(chan error, 1)
+	go func() { errc <- a.hs.Serve(a.ln) }()
+	a.log.Info("kvwin listening", "addr", a.URL(), "model", a.backend.Info().Model)
+
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil // closed from outside (tests kill nodes this way)
+		}
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down: no new connections; in-flight requests may finish", "deadline", a.f.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), a.f.ShutdownTimeout)
+	defer cancel()
+	if err := a.hs.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
+		a.log.Warn("shutdown deadline passed; cancelling in-flight requests")
+		a.Close() // every generation ends; handlers write their error events
+		gctx, gcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer gcancel()
+		if a.hs.Shutdown(gctx) != nil {
+			a.hs.Close()
+		}
+	}
+	<-errc
+	a.log.Info("stopped")
+	return nil
+}
