@@ -188,6 +188,20 @@ func (m toolMode) system() string {
 	return b.String()
 }
 
+// defs are the tools as decoded JSON, for a model whose own chat template
+// renders them (engine.ToolTemplater).
+func (m toolMode) defs() []any {
+	out := make([]any, 0, len(m.tools))
+	for _, t := range m.tools {
+		b, _ := json.Marshal(t)
+		var v any
+		if json.Unmarshal(b, &v) == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // withTools puts the tools' definitions into the system message (the
 // first one, or a new one).
 func (m toolMode) withTools(msgs []engine.Message) []engine.Message {

@@ -51,6 +51,9 @@ type Template struct {
 	// Stable: rendering a conversation with one more turn keeps the
 	// earlier rendering as its prefix (checked on a probe at Parse).
 	Stable bool
+	// ToolCalls: given tools, the template renders them and asks for
+	// calls in the <tool_call> convention (Hermes, Qwen).
+	ToolCalls bool
 }
 
 // Probe is the conversation every template must render at start: three
@@ -97,6 +100,11 @@ func Parse(c Config) (*Template, error) {
 		return nil, errors.New("chat template: probe conversation: the rendering leaves out the last message's text")
 	}
 	t.Stable = strings.HasPrefix(all, first)
+	probeTools := []any{map[string]any{"type": "function", "function": map[string]any{"name": "kvwin_probe_tool",
+		"description": "A probe.", "parameters": map[string]any{"type": "object", "properties": map[string]any{}}}}}
+	if withTools, err := t.Text(Probe[:1], probeTools, true); err == nil {
+		t.ToolCalls = strings.Contains(withTools, "kvwin_probe_tool") && strings.Contains(withTools, "<tool_call>")
+	}
 	return t, nil
 }
 

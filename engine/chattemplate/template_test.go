@@ -195,3 +195,31 @@ func TestUnstableDetected(t *testing.T) {
 		t.Fatal("template rewrites the probe's first rendering yet is reported stable")
 	}
 }
+
+// A Hermes-style template renders tools and asks for <tool_call>: the
+// engine lets it render a request's tools; templates with another call
+// convention (Llama 3.1) or none (Gemma) do not qualify.
+func TestToolCallsConvention(t *testing.T) {
+	q := parse(t, "qwen2.5-style.jinja", "", "<|im_end|>")
+	if !q.ToolCalls {
+		t.Fatal("Qwen-style template not found to render <tool_call> tools")
+	}
+	for _, name := range []string{"llama3.1-instruct.jinja", "gemma-instruct.jinja", "llama3-instruct.jinja"} {
+		if parse(t, name, "<bos>", "").ToolCalls {
+			t.Fatalf("%s reported to render <tool_call> tools", name)
+		}
+	}
+	tools := []any{map[string]any{"function": map[string]any{"name": "get_weather"}, "type": "function"}}
+	got, err := q.Text([]engine.Message{{Role: "user", Content: "Hi"}}, tools, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools\n\n" +
+		"You may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n" +
+		`{"function": {"name": "get_weather"}, "type": "function"}` +
+		"\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" +
+		"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+	if got != want {
+		t.Fatalf("got\n%q\nwant\n%q", got, want)
+	}
+}

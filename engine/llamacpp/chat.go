@@ -16,7 +16,8 @@ import (
 type renderer interface {
 	// render renders msgs; padSinks > 0 pads after the first padSinks
 	// messages to a multiple of block tokens (where the template allows).
-	render(msgs []engine.Message, padSinks, block int) ([]int, error)
+	// tools are the request's tools, for a template that renders them.
+	render(msgs []engine.Message, tools []any, padSinks, block int) ([]int, error)
 	name() string
 	// count is one message's share of a rendered prompt, in tokens.
 	count(m engine.Message) int
@@ -134,7 +135,7 @@ func (c *chatML) marker(ids []int, text string) ([]int, error) {
 	return c.m.Tokenize(text, false, false)
 }
 
-func (c *chatML) render(msgs []engine.Message, padSinks, block int) ([]int, error) {
+func (c *chatML) render(msgs []engine.Message, _ []any, padSinks, block int) ([]int, error) {
 	var out []int
 	if c.m.AddBOSToken() {
 		bos, err := c.m.Tokenize("", true, false)

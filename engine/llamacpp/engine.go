@@ -72,6 +72,7 @@ var (
 	_ engine.MessageCounter        = (*Engine)(nil)
 	_ engine.SlotReporter          = (*Engine)(nil)
 	_ engine.ChatTemplater         = (*Engine)(nil)
+	_ engine.ToolTemplater         = (*Engine)(nil)
 	_ engine.ConversationForgetter = (*Engine)(nil)
 	_ engine.ModelDescriber        = (*Engine)(nil)
 )
@@ -211,6 +212,13 @@ func (e *Engine) CountMessage(m engine.Message) int {
 	return e.render.count(m)
 }
 
+// TemplateTools reports whether the model's own chat template renders a
+// request's tools (in the <tool_call> convention).
+func (e *Engine) TemplateTools() bool {
+	j, ok := e.render.(*jinjaRenderer)
+	return ok && j.t.ToolCalls
+}
+
 // ChatTemplate returns the model's chat template as its file states it
 // (GET /props of the node API reports it).
 func (e *Engine) ChatTemplate() string { return e.shape.ChatTemplate }
@@ -285,7 +293,7 @@ func (e *Engine) prompt(req engine.Request) ([]int, error) {
 				return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
 			}
 		}
-		return e.render.render(req.Messages, req.PadSinks, e.cfg.BlockTokens)
+		return e.render.render(req.Messages, req.Tools, req.PadSinks, e.cfg.BlockTokens)
 	case req.Prompt != "":
 		return e.model.Tokenize(req.Prompt, true, false)
 	default:

@@ -32,6 +32,10 @@ type jinjaRenderer struct {
 	// by id: llama.cpp matches those even in plain text, so message text
 	// holding one is tokenized around it.
 	guard map[int]string
+	// controls are the texts of the vocabulary's control tokens and of
+	// guard: tool definitions, which the template renders as structure,
+	// must not hold them.
+	controls []string
 }
 
 // Keys of the token cache: structure and message text tokenize differently.
@@ -69,6 +73,16 @@ func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, 
 				}
 			}
 		}
+	}
+	for id := range m.NumVocab() {
+		if control(m, id) {
+			if text := specialPiece(m, id); len(text) > 1 {
+				r.controls = append(r.controls, text)
+			}
+		}
+	}
+	for _, text := range r.guard {
+		r.controls = append(r.controls, text)
 	}
 	if !t.Stable {
 		log.Warn("chat template rewrites earlier turns: a conversation's next turn does not extend its previous prompt, so KV reuse stops where the tokens first differ")
@@ -155,8 +169,11 @@ func (r *jinjaRenderer) plain(text string) ([]int, error) {
 // tokenize renders msgs and tokenizes the pieces. BOS is prepended when the
 // model adds one and the template did not write it itself (llama-server's
 // rule, so a prompt never starts with two).
-func (r *jinjaRenderer) tokenize(msgs []engine.Message, addGen bool) ([]int, error) {
-	pieces, ok, err := r.t.Render(msgs, nil, addGen)
+func (r *jinjaRenderer) tokenize(msgs []engine.Message, tools []any, addGen bool) ([]int, error) {
+	if err := r.checkTools(tools, "tools"); err != nil {
+		return nil, err
+	}
+	pieces, ok, err := r.t.Render(msgs, tools, addGen)
 	if err != nil {
 		if errors.Is(err, chattemplate.ErrRender) {
 			return nil, engine.Invalid("%v", err)
@@ -182,8 +199,37 @@ func (r *jinjaRenderer) tokenize(msgs []engine.Message, addGen bool) ([]int, err
 
 // render renders the conversation with the generation prompt. The template
 // decides the layout, so nothing is padded (padSinks is a ChatML ability).
-func (r *jinjaRenderer) render(msgs []engine.Message, _, _ int) ([]int, error) {
-	return r.tokenize(msgs, true)
+func (r *jinjaRenderer) render(msgs []engine.Message, tools []any, _, _ int) ([]int, error) {
+	return r.tokenize(msgs, tools, true)
+}
+
+// checkTools refuses tool definitions holding a control token's text: the
+// template renders them as structure, where it would parse as the token.
+func (r *jinjaRenderer) checkTools(v any, at string) error {
+	switch v := v.(type) {
+	case string:
+		for _, c := range r.controls {
+			if strings.Contains(v, c) {
+				return engine.Invalid("%s holds the control-token text %q", at, c)
+			}
+		}
+	case []any:
+		for i, x := range v {
+			if err := r.checkTools(x, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for k, x := range v {
+			if err := r.checkTools(k, at); err != nil {
+				return err
+			}
+			if err := r.checkTools(x, at+"."+k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // count is a message's tokens in the rendering: the rendering of the message
@@ -191,7 +237,7 @@ func (r *jinjaRenderer) render(msgs []engine.Message, _, _ int) ([]int, error) {
 // default system turn). A template that refuses either conversation (a
 // system message under Gemma) falls back to the message's text plus four.
 func (r *jinjaRenderer) count(m engine.Message) int {
-	one, err := r.tokenize([]engine.Message{m}, false)
+	one, err := r.tokenize([]engine.Message{m}, nil, false)
 	if err != nil {
 		ids, err := r.m.Tokenize(m.Content, false, false)
 		if err != nil {
@@ -199,7 +245,7 @@ func (r *jinjaRenderer) count(m engine.Message) int {
 		}
 		return len(ids) + 4
 	}
-	none, err := r.tokenize(nil, false)
+	none, err := r.tokenize(nil, nil, false)
 	if err != nil || len(none) > len(one) || !prefixOf(none, one) {
 		none = r.bos
 	}

@@ -151,3 +151,9 @@ func userDefined(m *llama.Model, id int) bool {
 	vocab := C.llama_model_get_vocab(*(**C.struct_llama_model)(unsafe.Pointer(m)))
 	return C.llama_vocab_get_attr(vocab, C.int32_t(id))&(1<<4) != 0
 }
+
+// control reports whether token id is a control token.
+func control(m *llama.Model, id int) bool {
+	vocab := C.llama_model_get_vocab(*(**C.struct_llama_model)(unsafe.Pointer(m)))
+	return C.llama_vocab_get_attr(vocab, C.int32_t(id))&(1<<3) != 0
+}
