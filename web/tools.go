@@ -188,15 +188,14 @@ func (m toolMode) system() string {
 	return b.String()
 }
 
-// defs are the tools as decoded JSON, for a model whose own chat template
+// defs are the tools as JSON text (json.RawMessage, so a template's
+// tojson keeps their key order), for a model whose own chat template
 // renders them (engine.ToolTemplater).
 func (m toolMode) defs() []any {
 	out := make([]any, 0, len(m.tools))
 	for _, t := range m.tools {
-		b, _ := json.Marshal(t)
-		var v any
-		if json.Unmarshal(b, &v) == nil {
-			out = append(out, v)
+		if b, err := json.Marshal(t); err == nil {
+			out = append(out, json.RawMessage(b))
 		}
 	}
 	return out

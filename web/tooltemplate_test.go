@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -41,9 +42,8 @@ func TestToolsGoToATemplateThatRendersThem(t *testing.T) {
 		req := f.reqs[0]
 		f.mu.Unlock()
 		if renders {
-			tool, _ := req.Tools[0].(map[string]any)
-			fn, _ := tool["function"].(map[string]any)
-			if len(req.Tools) != 1 || fn["name"] != "get_weather" || len(req.Messages) != 1 || req.Messages[0].Role != engine.RoleUser {
+			tool, _ := req.Tools[0].(json.RawMessage)
+			if len(req.Tools) != 1 || string(tool) != `{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}` || len(req.Messages) != 1 || req.Messages[0].Role != engine.RoleUser {
 				t.Fatalf("template renders tools: got tools %v, messages %+v", req.Tools, req.Messages)
 			}
 			continue

@@ -118,28 +118,41 @@ func (t *Template) pick(tools []any) *jinja.Template {
 }
 
 // data is the template's context, as Hugging Face's apply_chat_template
-// passes it.
-func (t *Template) data(msgs []engine.Message, tools []any, addGen bool, wrap func(string) string) map[string]any {
+// passes it. Tools are decoded values, or JSON text (json.RawMessage) whose
+// key order is kept.
+func (t *Template) data(msgs []engine.Message, tools []any, addGen bool, wrap func(string) string) (map[string]jinja.Value, error) {
 	ms := make([]any, len(msgs))
 	for i, m := range msgs {
 		ms[i] = map[string]any{"role": m.Role, "content": wrap(m.Content)}
 	}
-	d := map[string]any{
-		"messages":              ms,
-		"add_generation_prompt": addGen,
-		"bos_token":             t.bos,
-		"eos_token":             t.eos,
+	d := map[string]jinja.Value{
+		"messages":              jinja.FromGoValue(ms),
+		"add_generation_prompt": jinja.NewBool(addGen),
+		"bos_token":             jinja.NewString(t.bos),
+		"eos_token":             jinja.NewString(t.eos),
 	}
 	if len(tools) > 0 {
-		d["tools"] = tools
+		items := make([]jinja.Value, len(tools))
+		for i, tool := range tools {
+			v, err := toolValue(tool)
+			if err != nil {
+				return nil, fmt.Errorf("%w: tools[%d]: %w", ErrRender, i, err)
+			}
+			items[i] = v
+		}
+		d["tools"] = jinja.NewList(items)
 	}
-	return d
+	return d, nil
 }
 
 // Text renders the conversation as plain text: what the reference
 // implementation (transformers' apply_chat_template) produces.
 func (t *Template) Text(msgs []engine.Message, tools []any, addGen bool) (string, error) {
-	out, err := t.pick(tools).Render(t.data(msgs, tools, addGen, func(s string) string { return s }))
+	data, err := t.data(msgs, tools, addGen, func(s string) string { return s })
+	if err != nil {
+		return "", err
+	}
+	out, err := t.pick(tools).RenderValues(data)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrRender, err)
 	}
@@ -157,12 +170,16 @@ func (t *Template) Render(msgs []engine.Message, tools []any, addGen bool) (piec
 			return nil, false, fmt.Errorf("%w: message text holds the renderer's sentinel", ErrRender)
 		}
 	}
-	marked, err := t.pick(tools).Render(t.data(msgs, tools, addGen, func(s string) string {
+	data, err := t.data(msgs, tools, addGen, func(s string) string {
 		if s == "" {
 			return s // nothing to protect; keeps "if content" tests true to the original
 		}
 		return t.open + s + t.close
-	}))
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	marked, err := t.pick(tools).RenderValues(data)
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrRender, err)
 	}

@@ -1,6 +1,7 @@
 package chattemplate
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -221,5 +222,22 @@ func TestToolCallsConvention(t *testing.T) {
 		"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
 	if got != want {
 		t.Fatalf("got\n%q\nwant\n%q", got, want)
+	}
+}
+
+// Tools given as JSON text keep the client's key order through tojson.
+func TestToolKeyOrderKept(t *testing.T) {
+	q := parse(t, "qwen2.5-style.jinja", "", "<|im_end|>")
+	raw := json.RawMessage(`{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}}}, "n": 9007199254740991}}`)
+	got, err := q.Text([]engine.Message{{Role: "user", Content: "Hi"}}, []any{raw}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `<tools>` + "\n" + `{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"z": {"type": "integer"}, "a": {"type": "string"}}}, "n": 9007199254740991}}` + "\n</tools>"
+	if !strings.Contains(got, want) {
+		t.Fatalf("rendering %q lacks %q", got, want)
+	}
+	if _, err := q.Text(nil, []any{json.RawMessage(`{"a":`)}, true); !errors.Is(err, ErrRender) {
+		t.Fatalf("bad tool JSON: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package llamacpp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -207,6 +208,12 @@ func (r *jinjaRenderer) render(msgs []engine.Message, tools []any, _, _ int) ([]
 // template renders them as structure, where it would parse as the token.
 func (r *jinjaRenderer) checkTools(v any, at string) error {
 	switch v := v.(type) {
+	case json.RawMessage:
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return engine.Invalid("%s is not JSON", at)
+		}
+		return r.checkTools(x, at)
 	case string:
 		for _, c := range r.controls {
 			if strings.Contains(v, c) {
