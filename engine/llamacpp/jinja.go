@@ -37,6 +37,9 @@ type jinjaRenderer struct {
 	// guard: tool definitions, which the template renders as structure,
 	// must not hold them.
 	controls []string
+	// none is the rendering of no message (nil: the template refuses it),
+	// what count subtracts; computed at start.
+	none []int
 }
 
 // Keys of the token cache: structure and message text tokenize differently.
@@ -84,6 +87,11 @@ func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, 
 	}
 	for _, text := range r.guard {
 		r.controls = append(r.controls, text)
+	}
+	if none, err := r.tokenize(nil, nil, false); err == nil {
+		r.none = none
+	} else {
+		r.none = r.bos
 	}
 	if !t.Stable {
 		log.Warn("chat template rewrites earlier turns: a conversation's next turn does not extend its previous prompt, so KV reuse stops where the tokens first differ")
@@ -252,8 +260,8 @@ func (r *jinjaRenderer) count(m engine.Message) int {
 		}
 		return len(ids) + 4
 	}
-	none, err := r.tokenize(nil, nil, false)
-	if err != nil || len(none) > len(one) || !prefixOf(none, one) {
+	none := r.none
+	if !prefixOf(none, one) {
 		none = r.bos
 	}
 	return max(len(one)-len(none), 1)
