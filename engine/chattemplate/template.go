@@ -161,8 +161,9 @@ func (t *Template) Text(msgs []engine.Message, tools []any, addGen bool) (string
 
 // Render renders the conversation as pieces whose texts concatenate to
 // Text's rendering. Message text is marked Content. ok is false when the
-// template transforms message text beyond trimming it, so the pieces only
-// approximate the reference (the message text is kept whole and plain).
+// template cuts or transforms message text beyond trimming it: the pieces
+// then only approximate the reference, and part of a message's text may
+// sit in a structure piece.
 func (t *Template) Render(msgs []engine.Message, tools []any, addGen bool) (pieces []Piece, ok bool, err error) {
 	for _, m := range msgs {
 		if strings.Contains(m.Content, t.open) || strings.Contains(m.Content, t.close) {
@@ -183,21 +184,22 @@ func (t *Template) Render(msgs []engine.Message, tools []any, addGen bool) (piec
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrRender, err)
 	}
-	pieces = t.split(marked)
+	pieces, balanced := t.split(marked)
 	plain, err := t.Text(msgs, tools, addGen)
 	if err != nil {
 		return nil, false, err
 	}
-	if aligned, ok := align(pieces, plain); ok {
+	if aligned, ok := align(pieces, plain); ok && balanced {
 		return aligned, true, nil
 	}
 	return pieces, false, nil
 }
 
 // split cuts a marked rendering into pieces. A sentinel without its pair
-// (the template cut message text) is dropped.
-func (t *Template) split(s string) []Piece {
-	var out []Piece
+// (the template cut message text) is dropped, and balanced is false: part
+// of a message's text may then sit in a structure piece.
+func (t *Template) split(s string) (out []Piece, balanced bool) {
+	balanced = strings.Count(s, t.open) == strings.Count(s, t.close)
 	add := func(text string, content bool) {
 		if text == "" {
 			return
@@ -211,20 +213,24 @@ func (t *Template) split(s string) []Piece {
 	for s != "" {
 		i := strings.Index(s, t.open)
 		if i < 0 {
+			balanced = balanced && !strings.Contains(s, t.close)
 			add(strings.ReplaceAll(s, t.close, ""), false)
 			break
 		}
+		balanced = balanced && !strings.Contains(s[:i], t.close)
 		add(strings.ReplaceAll(s[:i], t.close, ""), false)
 		s = s[i+len(t.open):]
 		j := strings.Index(s, t.close)
 		if j < 0 {
+			balanced = false
 			add(strings.ReplaceAll(s, t.open, ""), true)
 			break
 		}
+		balanced = balanced && !strings.Contains(s[:j], t.open)
 		add(strings.ReplaceAll(s[:j], t.open, ""), true)
 		s = s[j+len(t.close):]
 	}
-	return out
+	return out, balanced
 }
 
 // align matches pieces to the plain rendering, where templates apply

@@ -241,3 +241,25 @@ func TestToolKeyOrderKept(t *testing.T) {
 		t.Fatalf("bad tool JSON: %v", err)
 	}
 }
+
+// A template that cuts message text (strips reasoning) leaves a sentinel
+// unpaired: Render says so (ok false) instead of passing the cut text off
+// as structure silently.
+func TestCutMessageTextNotOK(t *testing.T) {
+	tm, err := Parse(Config{Source: "{% for m in messages %}{% set c = m.content %}{% if m.role == 'assistant' %}{% set c = c.split('</think>')[-1] %}{% endif %}<{{ m.role }}>{{ c }}{% endfor %}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []engine.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "<think>x</think>yes"}}
+	ps, ok, err := tm.Render(msgs, nil, false)
+	if err != nil || ok {
+		t.Fatalf("ok %v, %v", ok, err)
+	}
+	if join(ps) != "<user>q<assistant>yes" {
+		t.Fatalf("pieces join to %q", join(ps))
+	}
+	msgs[1].Content = "plain"
+	if _, ok, err := tm.Render(msgs, nil, false); err != nil || !ok {
+		t.Fatalf("uncut text: ok %v, %v", ok, err)
+	}
+}

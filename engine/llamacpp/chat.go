@@ -60,7 +60,9 @@ func newRenderer(m *llama.Model, tmpl string, variants map[string]string, cache 
 // isChatML reports whether t renders a conversation, with and without a
 // system message, exactly as ChatML does.
 func isChatML(t *chattemplate.Template) bool {
-	conv := []engine.Message{{Role: "system", Content: "S."}, {Role: "user", Content: "U."}, {Role: "assistant", Content: "A."}, {Role: "user", Content: "V."}}
+	// The assistant's reasoning tags catch templates that strip reasoning
+	// from earlier turns (Qwen 3), which native ChatML would keep.
+	conv := []engine.Message{{Role: "system", Content: "S."}, {Role: "user", Content: "U."}, {Role: "assistant", Content: "<think>T.</think>A."}, {Role: "user", Content: "V."}}
 	for _, msgs := range [][]engine.Message{conv, conv[1:]} {
 		got, err := t.Text(msgs, nil, true)
 		if err != nil {

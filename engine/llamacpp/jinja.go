@@ -190,9 +190,20 @@ func (r *jinjaRenderer) tokenize(msgs []engine.Message, tools []any, addGen bool
 		return nil, err
 	}
 	if !ok {
+		// The template cut or rewrote message text (Qwen 3 strips
+		// reasoning: content.split('</think>')[-1]), so a part of it may
+		// sit in a structure piece. That is harmless unless the text holds
+		// a control token's text, which is then refused.
 		r.loose.Do(func() {
-			r.log.Warn("chat template transforms message text beyond trimming; message text is kept whole as plain text")
+			r.log.Warn("chat template rewrites message text beyond trimming; messages holding control-token text are refused")
 		})
+		for i, m := range msgs {
+			for _, c := range r.controls {
+				if strings.Contains(m.Content, c) {
+					return nil, engine.Invalid("messages[%d] holds the control-token text %q, which this model's chat template would not keep as text", i, c)
+				}
+			}
+		}
 	}
 	var out []int
 	if len(r.bos) > 0 && (r.bosText == "" || len(pieces) == 0 || pieces[0].Content || !strings.HasPrefix(pieces[0].Text, r.bosText)) {
