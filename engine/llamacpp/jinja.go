@@ -29,16 +29,16 @@ type jinjaRenderer struct {
 	id      string
 	log     *slog.Logger
 	loose   sync.Once // logs once that the template transforms message text
-	// guard holds the user-defined tokens the template's structure uses,
-	// by id: llama.cpp matches those even in plain text, so message text
-	// holding one is tokenized around it.
+	// guard holds the user-defined tokens the template's structure uses
+	// (on the probe conversation), by id: llama.cpp matches those even in
+	// plain text, so message text holding one is tokenized around it.
 	guard map[int]string
 	// controls are the texts of the vocabulary's control tokens and of
 	// guard: tool definitions, which the template renders as structure,
 	// must not hold them.
 	controls []string
-	// none is the rendering of no message (nil: the template refuses it),
-	// what count subtracts; computed at start.
+	// none is the rendering of no message (just the BOS if the template
+	// refuses it), what count subtracts; computed at start.
 	none []int
 }
 
@@ -72,7 +72,9 @@ func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, 
 		}
 		for _, id := range ids {
 			if userDefined(m, id) {
-				if text := specialPiece(m, id); len(text) > 1 {
+				// Whitespace runs (Gemma has user-defined ones) are
+				// text whatever the tokenizer does.
+				if text := specialPiece(m, id); len(text) > 1 && strings.TrimSpace(text) != "" {
 					r.guard[id] = text
 				}
 			}
