@@ -84,6 +84,10 @@ type Request struct {
 	Messages []Message
 	Prompt   string
 	Tokens   []int
+	// Tools are the request's function tools (OpenAI's objects, decoded
+	// JSON) for a backend whose chat template renders them
+	// (ToolTemplater); others ignore them.
+	Tools []any
 
 	// MaxTokens bounds the generated tokens; 0 means "until the context is
 	// full or the model stops", as llama-server's n_predict = -1.

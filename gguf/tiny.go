@@ -36,6 +36,12 @@ type TinyConfig struct {
 	Context     int    // trained context length written to the file
 	Seed        uint64 // weights are a pure function of (seed, tensor name)
 	F32         bool   // store matrices as f32 instead of f16
+	// VocabPath, if set, is a real model's vocabulary to use instead of
+	// the byte-level one (see realvocab.go).
+	VocabPath string
+	// Template, if set, is the chat template (Jinja) to write instead of
+	// ChatML.
+	Template string
 }
 
 // DefaultTinyConfig returns the default test-model shape.
@@ -68,8 +74,8 @@ func (c TinyConfig) Shape() Shape {
 	s := Shape{
 		Name: "kvwin-tiny", Version: TinyVersion, Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
 		FeedForward: c.FeedForward, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim(),
-		ContextLength: c.Context, VocabSize: tinyVocabSize, FileType: ggml.FileTypeF16.String(),
-		ChatTemplate: TinyChatTemplate,
+		ContextLength: c.Context, VocabSize: c.vocabSize(), FileType: ggml.FileTypeF16.String(),
+		ChatTemplate: c.template(),
 	}
 	if c.F32 {
 		s.FileType = ggml.FileTypeF32.String()
@@ -90,8 +96,32 @@ type tinyTensor struct {
 	matrix bool     // false: a norm vector, all ones, always f32
 }
 
+// vocabSize is the number of tokens; a vocabulary that does not load
+// counts as the byte-level one (WriteTiny reports the error).
+func (c TinyConfig) vocabSize() int {
+	if c.VocabPath == "" {
+		return tinyVocabSize
+	}
+	v, err := loadVocab(c.VocabPath)
+	if err != nil {
+		return tinyVocabSize
+	}
+	return len(v.tokens)
+}
+
+func (c TinyConfig) template() string {
+	if c.Template != "" {
+		return c.Template
+	}
+	return TinyChatTemplate
+}
+
 func (c TinyConfig) tensors() []tinyTensor {
-	d, kv, ff, v := uint64(c.Embedding), uint64(c.KVHeads*c.HeadDim()), uint64(c.FeedForward), uint64(tinyVocabSize)
+	return c.tensorsFor(c.vocabSize())
+}
+
+func (c TinyConfig) tensorsFor(vocab int) []tinyTensor {
+	d, kv, ff, v := uint64(c.Embedding), uint64(c.KVHeads*c.HeadDim()), uint64(c.FeedForward), uint64(vocab)
 	ts := []tinyTensor{
 		{"token_embd.weight", []uint64{d, v}, true},
 		{"output_norm.weight", []uint64{d}, false},
@@ -127,6 +157,14 @@ func WriteTiny(path string, c TinyConfig) error {
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	tokens, types := tinyVocab()
+	vocab := &vocabFile{model: "gpt2", pre: "default", tokens: tokens, types: types, merges: []string{},
+		bos: TinyTokenEndOfText, eos: TinyTokenIMEnd, eot: TinyTokenIMEnd}
+	if c.VocabPath != "" {
+		if vocab, err = loadVocab(c.VocabPath); err != nil {
+			tmp.Close()
+			return fmt.Errorf("write tiny model: %w", err)
+		}
+	}
 	ftype := ggml.FileTypeF16
 	if c.F32 {
 		ftype = ggml.FileTypeF32
@@ -146,22 +184,18 @@ func WriteTiny(path string, c TinyConfig) error {
 		"llama.attention.layer_norm_rms_epsilon": float32(1e-5),
 		"llama.rope.dimension_count":             uint32(c.HeadDim()),
 		"llama.rope.freq_base":                   float32(10000),
-		"llama.vocab_size":                       uint32(tinyVocabSize),
-		"tokenizer.ggml.model":                   "gpt2",
-		"tokenizer.ggml.pre":                     "default",
-		"tokenizer.ggml.tokens":                  tokens,
-		"tokenizer.ggml.token_type":              types,
-		"tokenizer.ggml.merges":                  []string{},
-		"tokenizer.ggml.bos_token_id":            uint32(TinyTokenEndOfText),
-		"tokenizer.ggml.eos_token_id":            uint32(TinyTokenIMEnd),
-		"tokenizer.ggml.eot_token_id":            uint32(TinyTokenIMEnd),
-		"tokenizer.ggml.add_bos_token":           true,
-		"tokenizer.ggml.add_eos_token":           false,
-		"tokenizer.chat_template":                TinyChatTemplate,
+		"llama.vocab_size":                       uint32(len(vocab.tokens)),
+		"tokenizer.chat_template":                c.template(),
+	}
+	for k, v := range vocab.keys() {
+		kv[k] = v
+	}
+	if c.VocabPath == "" {
+		delete(kv, "tokenizer.ggml.add_space_prefix") // the file's bytes stay as before
 	}
 	text := newBigram(c.Embedding)
 	var ts []*ggml.Tensor
-	for _, t := range c.tensors() {
+	for _, t := range c.tensorsFor(len(vocab.tokens)) {
 		kind, size := uint32(0), 4 // ggml type F32
 		if t.matrix && !c.F32 {
 			kind, size = 1, 2 // F16

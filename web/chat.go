@@ -41,7 +41,11 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	req.Messages = tools.withTools(req.Messages)
+	if tt, ok := s.backend.(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
+		req.Tools = tools.defs() // the model's own template renders them
+	} else {
+		req.Messages = tools.withTools(req.Messages)
+	}
 	if req.Sampling.Output, err = readResponseFormat(body.ResponseFormat); err != nil {
 		s.fail(c, err)
 		return

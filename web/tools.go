@@ -188,6 +188,19 @@ func (m toolMode) system() string {
 	return b.String()
 }
 
+// defs are the tools as JSON text (json.RawMessage, so a template's
+// tojson keeps their key order), for a model whose own chat template
+// renders them (engine.ToolTemplater).
+func (m toolMode) defs() []any {
+	out := make([]any, 0, len(m.tools))
+	for _, t := range m.tools {
+		if b, err := json.Marshal(t); err == nil {
+			out = append(out, json.RawMessage(b))
+		}
+	}
+	return out
+}
+
 // withTools puts the tools' definitions into the system message (the
 // first one, or a new one).
 func (m toolMode) withTools(msgs []engine.Message) []engine.Message {

@@ -72,6 +72,7 @@ var (
 	_ engine.MessageCounter        = (*Engine)(nil)
 	_ engine.SlotReporter          = (*Engine)(nil)
 	_ engine.ChatTemplater         = (*Engine)(nil)
+	_ engine.ToolTemplater         = (*Engine)(nil)
 	_ engine.ConversationForgetter = (*Engine)(nil)
 	_ engine.ModelDescriber        = (*Engine)(nil)
 )
@@ -131,7 +132,13 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("fingerprint model %q: %w", cfg.ModelPath, err)
 	}
-	render := newRenderer(model, shape.ChatTemplate, tokens, fmt.Sprintf("%016x", fp), log)
+	render, err := newRenderer(model, shape.ChatTemplate, map[string]string{"tool_use": shape.ChatTemplateToolUse}, tokens, fmt.Sprintf("%016x", fp), log)
+	if err != nil {
+		tokens.Close()
+		freeContext(lctx)
+		llama.FreeModel(model)
+		return nil, fmt.Errorf("model %q: %w", cfg.ModelPath, err)
+	}
 	kvs, err := newKV(cfg, fp, render.name()+"\x00"+shape.ChatTemplate, log)
 	if err != nil {
 		freeContext(lctx)
@@ -203,6 +210,13 @@ func (e *Engine) CountMessage(m engine.Message) int {
 	}
 	defer e.life.RUnlock()
 	return e.render.count(m)
+}
+
+// TemplateTools reports whether the model's own chat template renders a
+// request's tools (in the <tool_call> convention).
+func (e *Engine) TemplateTools() bool {
+	j, ok := e.render.(*jinjaRenderer)
+	return ok && j.t.ToolCalls
 }
 
 // ChatTemplate returns the model's chat template as its file states it
@@ -279,7 +293,7 @@ func (e *Engine) prompt(req engine.Request) ([]int, error) {
 				return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
 			}
 		}
-		return e.render.render(req.Messages, req.PadSinks, e.cfg.BlockTokens)
+		return e.render.render(req.Messages, req.Tools, req.PadSinks, e.cfg.BlockTokens)
 	case req.Prompt != "":
 		return e.model.Tokenize(req.Prompt, true, false)
 	default:
