@@ -50,6 +50,7 @@ will answer it soonest.`,
 	fl.Int64Var(&f.MaxBody, "max-body", 8<<20, "largest request body in bytes (larger: 413)")
 	fl.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
 	fl.BoolVar(&f.Verbose, "verbose", false, "log every request and llama.cpp's own messages")
+	fl.StringVar(&f.LogFormat, "log-format", app.LogText, "log lines as text (key=value) or json (one object a line, for a log shipper); each request's lines carry its request_id")
 	fl.BoolVar(&f.NoSnapshots, "no-snapshots", false, "do not save the KV of a slot given to another conversation (under --data-dir/snapshots)")
 	fl.Int64Var(&f.SnapshotBytes, "snapshot-max-bytes", 1<<30, "disk budget for KV snapshots; least recently used go first")
 	fl.StringArrayVar(&f.Backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes, ollama=URL?model=NAME")
