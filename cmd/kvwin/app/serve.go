@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"kvwin/cmd/kvwin/config"
 	"kvwin/engine"
 	"kvwin/engine/llamacpp"
 	"kvwin/kvcache"
@@ -74,6 +75,11 @@ type Config struct {
 	BackendConnect    time.Duration
 	BackendFirstToken time.Duration
 	BackendIdle       time.Duration
+
+	// From the configuration file only (--config).
+	ConfigPath      string         // the file, reread on SIGHUP
+	Models          []config.Model // several models side by side (models.go)
+	MaxLoadedModels int            // embedded models loaded at once (0: no bound)
 }
 
 // App is a running kvwin server: its backend (the embedded engine, or a
@@ -113,6 +119,9 @@ func New(f Config) (*App, error) {
 		slog.SetDefault(def)
 	}
 	a := &App{f: f, log: log, metrics: prometheus.NewRegistry()}
+	if len(f.Models) > 0 {
+		return nil, fmt.Errorf("%s: models: serving several models is not built yet", f.ConfigPath)
+	}
 	keys, err := loadKeys(f)
 	if err != nil {
 		return nil, err
