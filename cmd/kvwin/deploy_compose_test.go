@@ -124,6 +124,22 @@ func checkCompose(t *testing.T, files map[string][]byte, p string) {
 	if cfg.APIKeyFile == nil || !slices.ContainsFunc(strs(gateway.raw["secrets"]), func(s string) bool { return *cfg.APIKeyFile == "/run/secrets/"+s }) {
 		t.Errorf("%s: api_key_file of %s is not one of the kvwin service's secrets %q", p, source, strs(gateway.raw["secrets"]))
 	}
+	// One model under one name: the gateway sends a turn only to backends
+	// serving the model the request names.
+	models := map[string]bool{}
+	for _, s := range services {
+		if strings.HasPrefix(s.image, "ghcr.io/ggml-org/llama.cpp:server") {
+			models[argAfter(strs(s.raw["command"]), "--alias")] = true
+		}
+	}
+	for _, u := range backendURLs(t, source, cfg) {
+		if m := u.Query().Get("model"); m != "" {
+			models[m] = true
+		}
+	}
+	if len(models) != 1 || models[""] {
+		t.Errorf("%s: the nodes serve the models %v (llama-server --alias, Ollama ?model=): want one name", p, models)
+	}
 	for _, profile := range []string{"cpu", "gpu"} {
 		for _, u := range backendURLs(t, source, cfg) {
 			found := false
