@@ -179,6 +179,11 @@ func checkWorkload(t *testing.T, objs []k8sObject, files map[string][]byte, w k8
 	for _, c := range asList(spec["containers"]) {
 		c := asMap(c)
 		name, image := asString(c["name"]), asString(c["image"])
+		for _, m := range asList(c["volumeMounts"]) {
+			if volumes[asString(asMap(m)["name"])] == nil {
+				t.Errorf("%s: %s mounts volume %q, which the pod does not declare", p, name, asString(asMap(m)["name"]))
+			}
+		}
 		probe := asMap(dig(c, "readinessProbe", "httpGet"))
 		if asString(probe["path"]) != "/health" || ports[asString(probe["port"])] == 0 {
 			t.Errorf("%s: %s: readiness probe %v: want /health on a container port %v", p, name, probe, ports)
