@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,5 +258,28 @@ func checkDockerfile(t *testing.T, files map[string][]byte, p string) {
 	flags := serveArgs(t, p+" CMD", cmd)
 	if got := port(t, p, flags["addr"]); !slices.Contains(exposed, got) {
 		t.Errorf("%s: CMD listens on %d, EXPOSE says %v", p, got, exposed)
+	}
+	// The build uses the Makefile's cgo flags (else ggml builds without
+	// SIMD) and the Go of go.mod.
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"CGO_CFLAGS", "CGO_CXXFLAGS"} {
+		m := regexp.MustCompile(`(?m)^export ` + v + `\s*:=\s*(.+)$`).FindSubmatch(makefile)
+		if m == nil {
+			t.Fatalf("Makefile sets no %s", v)
+		}
+		if want := v + `="` + strings.TrimSpace(string(m[1])) + `"`; !bytes.Contains(files[p], []byte(want)) {
+			t.Errorf("%s: no %s, as the Makefile sets", p, want)
+		}
+	}
+	gomod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindSubmatch(gomod)
+	if goVersion == nil || !bytes.Contains(files[p], []byte("FROM golang:"+string(goVersion[1])+"-")) {
+		t.Errorf("%s: the build stage is not golang:%s (go.mod)", p, goVersion[1])
 	}
 }
