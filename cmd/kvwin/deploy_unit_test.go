@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
 )
 
@@ -93,10 +96,38 @@ func checkSysusers(t *testing.T, files map[string][]byte, p string) {
 	}
 }
 
-// Metrics the dashboard may use before they exist: issue 13 adds these
-// histograms. Once they are in /metrics this list is checked like the
-// rest, so a misspelt name still fails.
-var pendingMetrics = []string{"kvwin_time_to_first_token_seconds", "kvwin_request_duration_seconds", "kvwin_prompt_tokens"}
+// Metrics the dashboard may use before they exist: issue 13 adds them.
+// One is excused only while no Go source of kvwin defines it; once one
+// does, it must be in /metrics like the rest, so a misspelt name fails.
+var pendingMetrics = []string{
+	"kvwin_time_to_first_token_seconds", "kvwin_request_duration_seconds", "kvwin_prompt_tokens",
+	"kvwin_http_responses_total", "kvwin_router_decisions_total",
+}
+
+// definedInSource reports whether a non-test Go file of the module names
+// the metric as a string literal.
+func definedInSource(t *testing.T, name string) bool {
+	t.Helper()
+	found := false
+	err := filepath.WalkDir("../..", func(p string, d os.DirEntry, err error) error {
+		if err != nil || found {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && p != "../.." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		found = bytes.Contains(data, []byte(`"`+name+`"`))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
 
 // checkDashboard: every metric a panel or variable queries is in the
 // /metrics of a real kvwin node.
@@ -141,8 +172,8 @@ func checkDashboard(t *testing.T, files map[string][]byte, p string) {
 				continue
 			}
 			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_count"), "_sum")
-			if slices.Contains(pendingMetrics, base) && !have[base+"_count"] {
-				t.Logf("%s: %s is not in /metrics yet (issue 13's histogram)", p, m)
+			if slices.Contains(pendingMetrics, base) && !definedInSource(t, base) {
+				t.Logf("%s: %s is not defined yet (issue 13)", p, m)
 				continue
 			}
 			t.Errorf("%s: %s is not in a kvwin node's /metrics (query %q)", p, m, e)
@@ -153,28 +184,38 @@ func checkDashboard(t *testing.T, files map[string][]byte, p string) {
 	}
 }
 
-// scrapeMetricNames starts a kvwin node (the embedded engine) and returns
-// the sample names of its /metrics.
+// scrapeMetricNames starts a kvwin node (the embedded engine) and a gateway
+// over it, sends one turn through them (metrics with labels appear only
+// once observed), and returns the sample names of both /metrics.
 func scrapeMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
-	node := apptest.Start(t, nil)
-	resp, err := http.Get(node.URL() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("/metrics: %d %s", resp.StatusCode, body)
+	node := apptest.Start(t, func(f *app.Config) { f.Slots = 2 })
+	gw := apptest.Start(t, func(f *app.Config) { f.Backends = []string{"llamaserver=" + node.URL()} })
+	turn := apptest.PostWith(t, gw.URL(), nil, map[string]any{
+		"max_tokens": 2, "messages": apptest.Msgs("user", "metrics, please"),
+	})
+	if turn.Status != 200 {
+		t.Fatalf("turn through the gateway: %d %s", turn.Status, turn.Body)
 	}
 	names := map[string]bool{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	for _, a := range []*app.App{node, gw} {
+		resp, err := http.Get(a.URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
 		}
-		n, _, _ := strings.Cut(line, " ")
-		n, _, _ = strings.Cut(n, "{")
-		names[n] = true
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("/metrics: %d %s", resp.StatusCode, body)
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			n, _, _ := strings.Cut(line, " ")
+			n, _, _ = strings.Cut(n, "{")
+			names[n] = true
+		}
 	}
 	return names
 }
