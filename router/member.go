@@ -114,10 +114,11 @@ func (m *member) observeService(d time.Duration) {
 	}
 }
 
-// down marks the backend unhealthy until a health check passes.
-func (m *member) down(err error, log *slog.Logger) bool {
+// down marks the backend unhealthy until a health check passes. The line
+// it logs carries the request id of ctx, the turn that found it down.
+func (m *member) down(ctx context.Context, err error, log *slog.Logger) bool {
 	if m.healthy.Swap(false) {
-		log.Warn("backend down; routing around it", "backend", m.name, "err", err)
+		log.WarnContext(ctx, "backend down; routing around it", "backend", m.name, "err", err)
 		return true
 	}
 	return false
@@ -125,10 +126,10 @@ func (m *member) down(err error, log *slog.Logger) bool {
 
 // distrust marks the backend unhealthy until a probe generation succeeds:
 // it took a turn and did not answer in time.
-func (m *member) distrust(err error, log *slog.Logger) bool {
+func (m *member) distrust(ctx context.Context, err error, log *slog.Logger) bool {
 	m.suspect.Store(true)
 	if m.healthy.Swap(false) {
-		log.Warn("backend timed out; routing around it until a probe generation succeeds", "backend", m.name, "err", err)
+		log.WarnContext(ctx, "backend timed out; routing around it until a probe generation succeeds", "backend", m.name, "err", err)
 		return true
 	}
 	return false

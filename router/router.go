@@ -312,7 +312,7 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 			// mistake, not the client's: re-read the backend and try the
 			// next; only when no backend fits is it the client's answer.
 			if rerr := r.refresh(ctx, m, false); rerr != nil {
-				r.log.Warn("re-reading the backend's context failed", "backend", m.name, "err", rerr)
+				r.log.WarnContext(ctx, "re-reading the backend's context failed", "backend", m.name, "err", rerr)
 			}
 			failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
 			shrunk, lastTooLong = shrunk+1, err
@@ -323,7 +323,7 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		}
 		failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
 		if errors.Is(err, engine.ErrTimeout) {
-			if m.distrust(err, r.log) {
+			if m.distrust(ctx, err, r.log) {
 				r.changed()
 			}
 			// A timeout costs the client the whole first-token wait: it is
@@ -338,7 +338,7 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 			full++ // busy, not broken: it stays in the fleet
 			continue
 		}
-		if m.down(err, r.log) {
+		if m.down(ctx, err, r.log) {
 			r.changed()
 		}
 	}
@@ -396,10 +396,10 @@ func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engi
 		}
 		return res, started, err
 	}
-	r.log.Warn("backend refused the router's slot pin; re-reading its slots and retrying unpinned",
+	r.log.WarnContext(ctx, "backend refused the router's slot pin; re-reading its slots and retrying unpinned",
 		"backend", m.name, "slot", sub.Slot, "err", err)
 	if rerr := r.refresh(ctx, m, false); rerr != nil {
-		r.log.Warn("re-reading the backend's slots failed", "backend", m.name, "err", rerr)
+		r.log.WarnContext(ctx, "re-reading the backend's slots failed", "backend", m.name, "err", rerr)
 	}
 	_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: sub.Slot})
 	sub.Slot = -1

@@ -8,18 +8,21 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"kvwin/requestid"
 )
 
 // statusClientClosed is nginx's 499, used only in the access log for a
 // request whose client left before the answer: no status was sent.
 const statusClientClosed = 499
 
-// accessLog logs one line per request: method, path, status, duration and
-// bytes written, plus the error that decided the answer, if any. Requests
-// are logged at Info, health probes at Debug (they come every few seconds),
-// and server errors at Error.
+// accessLog names the request (requestID), then logs one line for it:
+// method, path, status, duration and bytes written, plus the error that
+// decided the answer, if any. Requests are logged at Info, health probes at
+// Debug (they come every few seconds), and server errors at Error.
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
+	s.requestID(c)
 	c.Next()
 
 	status, level := c.Writer.Status(), slog.LevelInfo
@@ -48,6 +51,37 @@ func (s *Server) accessLog(c *gin.Context) {
 	s.log.LogAttrs(c.Request.Context(), level, "http request", attrs...)
 }
 
+// requestID gives the request its id: the caller's X-Request-Id if the
+// caller is trusted and the id well-formed (requestid.Valid), else a new
+// one. It goes into the request's context, so every line logged with that
+// context carries it and backend clients send it on, and back to the caller
+// as X-Request-Id. Trusted is whoever may act as any tenant: the admin key
+// (a gateway in front of this node sends it), or anyone on a server without
+// keys. From anyone else an id could be chosen to collide with another
+// tenant's lines, so it is replaced.
+func (s *Server) requestID(c *gin.Context) {
+	id := c.GetHeader(requestid.Header)
+	if !requestid.Valid(id) || !s.trustsCaller(c) {
+		id = requestid.New()
+	}
+	c.Request = c.Request.WithContext(requestid.With(c.Request.Context(), id))
+	c.Header(requestid.Header, id)
+}
+
+// trustsCaller reports whether the caller holds the admin key, or no key is
+// configured. It runs before authenticate, which decides the rest.
+func (s *Server) trustsCaller(c *gin.Context) bool {
+	if !s.keys.enabled() {
+		return true
+	}
+	key := bearer(c.GetHeader("Authorization"))
+	if key == "" {
+		return false
+	}
+	_, admin, _ := s.keys.lookup(key)
+	return admin
+}
+
 // recoverPanics turns a panic in a handler (or in a backend, which runs on
 // the handler's goroutine) into a 500 OpenAI error and a logged stack, so
 // one bad request never takes the server down. If the response had already
@@ -61,7 +95,7 @@ func (s *Server) recoverPanics(c *gin.Context) {
 		if v == http.ErrAbortHandler {
 			panic(v) // net/http's deliberate "abort this response"; it handles it
 		}
-		s.log.Error("panic serving request",
+		s.log.ErrorContext(c.Request.Context(), "panic serving request",
 			"method", c.Request.Method, "path", c.Request.URL.Path,
 			"panic", v, "stack", string(debug.Stack()))
 		c.Abort()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -10,9 +11,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"kvwin/cmd/kvwin/app"
 	"kvwin/engine/llamacpp"
+	"kvwin/cmd/kvwin/config"
 	"kvwin/router"
 	"kvwin/window"
 )
@@ -21,6 +24,8 @@ import (
 // DESIGN.md exactly), and package app assembles and runs the server.
 func newServeCmd() *cobra.Command {
 	var f app.Config
+	var configPath string
+	var check bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the OpenAI-compatible API from the embedded llama.cpp engine, or as a gateway over --backend servers",
@@ -33,12 +38,28 @@ gateway: it routes each turn to the llama-server, kvwin node or Ollama that
 will answer it soonest.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configPath != "" {
+				file, err := applyConfig(cmd.Flags(), configPath)
+				if err != nil {
+					return err
+				}
+				f.Models, f.MaxLoadedModels = file.Models, file.MaxLoadedModels
+				f.ConfigPath = configPath
+			} else if check {
+				return errors.New("--check needs --config FILE")
+			}
+			if check {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d models)\n", configPath, len(f.Models))
+				return nil
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return serve(ctx, f)
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringVar(&configPath, "config", "", "YAML file of settings: each flag as a snake_case key (--window-budget: window_budget), plus models: and max_loaded_models:; flags on the command line win")
+	fl.BoolVar(&check, "check", false, "with --config: validate the file, print ok and exit 0, or the error and exit 1")
 	fl.StringVar(&f.Addr, "addr", "127.0.0.1:8080", "listen address HOST:PORT")
 	fl.StringVar(&f.DataDir, "data-dir", "./data", "directory for kvwin's state (the generated test model, later the memory store and KV snapshots)")
 	fl.StringVar(&f.Model, "model", "", "GGUF model to serve (default: the generated test model under --data-dir)")
@@ -53,6 +74,7 @@ will answer it soonest.`,
 	fl.Int64Var(&f.MaxBody, "max-body", 8<<20, "largest request body in bytes (larger: 413)")
 	fl.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
 	fl.BoolVar(&f.Verbose, "verbose", false, "log every request and llama.cpp's own messages")
+	fl.StringVar(&f.LogFormat, "log-format", app.LogText, "log lines as text (key=value) or json (one object a line, for a log shipper); each request's lines carry its request_id")
 	fl.BoolVar(&f.NoSnapshots, "no-snapshots", false, "do not save the KV of a slot given to another conversation (under --data-dir/snapshots)")
 	fl.Int64Var(&f.SnapshotBytes, "snapshot-max-bytes", 1<<30, "disk budget for KV snapshots; least recently used go first")
 	fl.StringArrayVar(&f.Backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes, ollama=URL?model=NAME")
@@ -71,6 +93,30 @@ will answer it soonest.`,
 	fl.DurationVar(&f.BackendFirstToken, "backend-first-token-timeout", 120*time.Second, "with --backend: how long a backend may take to send a turn's first token, its queue included; then the turn is retried once elsewhere, or 504")
 	fl.DurationVar(&f.BackendIdle, "backend-idle-timeout", 60*time.Second, "with --backend: how long a backend may be silent between tokens; then the stream ends with an error")
 	return cmd
+}
+
+// applyConfig loads the file at path and sets every flag it names that was
+// not given on the command line, so the command line wins.
+func applyConfig(fl *pflag.FlagSet, path string) (*config.File, error) {
+	file, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	for key, vals := range file.FlagValues() {
+		flag := fl.Lookup(config.FlagName(key))
+		if flag == nil {
+			return nil, fmt.Errorf("%s: key %q has no flag --%s", path, key, config.FlagName(key))
+		}
+		if flag.Changed {
+			continue
+		}
+		for _, v := range vals {
+			if err := fl.Set(flag.Name, v); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", path, key, err)
+			}
+		}
+	}
+	return file, nil
 }
 
 func serve(ctx context.Context, f app.Config) error {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"kvwin/engine"
+	"kvwin/requestid"
 	"kvwin/web/wire"
 )
 
@@ -31,8 +32,10 @@ func (o owner) set(h http.Header) {
 	}
 }
 
-// authorize adds the configured key.
+// authorize adds the configured key, and the request id of the turn the
+// request serves (requestid), so the server's log lines share it.
 func (b *Backend) authorize(req *http.Request) {
+	requestid.Set(req.Context(), req.Header)
 	if b.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+b.cfg.APIKey)
 	}

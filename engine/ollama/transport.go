@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kvwin/engine/idle"
+	"kvwin/requestid"
 )
 
 // The api client of Ollama reports a failed call in ways that lose what a
@@ -45,7 +46,13 @@ type probeTransport struct {
 	base http.RoundTripper
 }
 
+// RoundTrip also sends the request id of the turn (requestid), so Ollama's
+// lines and a proxy's in front of it can be matched with the gateway's.
 func (t probeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if id := requestid.From(req.Context()); id != "" {
+		req = req.Clone(req.Context()) // a RoundTripper must not modify its request
+		req.Header.Set(requestid.Header, id)
+	}
 	resp, err := t.base.RoundTrip(req)
 	p, _ := req.Context().Value(probeKey{}).(*probe)
 	if err != nil || p == nil {

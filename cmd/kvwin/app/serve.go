@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,9 +21,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"kvwin/cmd/kvwin/config"
 	"kvwin/engine"
 	"kvwin/engine/llamacpp"
 	"kvwin/kvcache"
+	"kvwin/requestid"
 	"kvwin/router"
 	"kvwin/web"
 	"kvwin/window"
@@ -52,6 +55,11 @@ type Config struct {
 	WindowBudget    int
 	Shift           bool
 	LogLevel        slog.Level // the server's log level (benchmarks quiet it); --verbose lowers it to debug
+	LogFormat       string     // LogText (default) or LogJSON
+	// LogOutput receives the server's log lines; nil: standard error, and
+	// the process-wide default logger (llama.cpp's messages) follows
+	// LogFormat too. Tests capture a server's lines here.
+	LogOutput io.Writer
 
 	// Who may call (auth.go).
 	APIKeys             []string // TENANT=KEY
@@ -68,6 +76,11 @@ type Config struct {
 	BackendConnect    time.Duration
 	BackendFirstToken time.Duration
 	BackendIdle       time.Duration
+
+	// From the configuration file only (--config).
+	ConfigPath      string         // the file, reread on SIGHUP
+	Models          []config.Model // several models side by side (models.go)
+	MaxLoadedModels int            // embedded models loaded at once (0: no bound)
 }
 
 // App is a running kvwin server: its backend (the embedded engine, or a
@@ -90,12 +103,26 @@ type App struct {
 // New builds the backend and binds the listen address; Run serves. On
 // error nothing is left running.
 func New(f Config) (*App, error) {
-	level := f.LogLevel
+	level, defaultLevel := f.LogLevel, slog.LevelWarn
 	if f.Verbose {
-		level = slog.LevelDebug
-		slog.SetDefault(NewLogger(slog.LevelInfo)) // llama.cpp's loader messages too
+		level, defaultLevel = slog.LevelDebug, slog.LevelInfo // llama.cpp's loader messages too
 	}
-	a := &App{f: f, log: NewLogger(level), metrics: prometheus.NewRegistry()}
+	out := f.LogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	log, err := NewLoggerTo(out, f.LogFormat, level)
+	if err != nil {
+		return nil, err
+	}
+	if f.LogOutput == nil && (f.Verbose || f.LogFormat == LogJSON) {
+		def, _ := NewLoggerTo(os.Stderr, f.LogFormat, defaultLevel)
+		slog.SetDefault(def)
+	}
+	a := &App{f: f, log: log, metrics: prometheus.NewRegistry()}
+	if len(f.Models) > 0 {
+		return nil, fmt.Errorf("%s: models: serving several models is not built yet", f.ConfigPath)
+	}
 	keys, err := loadKeys(f)
 	if err != nil {
 		return nil, err
@@ -256,9 +283,36 @@ func (a *App) Engine() *llamacpp.Engine { return a.eng }
 // Router is the gateway's router; nil with the embedded engine.
 func (a *App) Router() *router.Router { return a.router }
 
+// Log formats (--log-format).
+const (
+	// LogText is slog's key=value lines, for people reading a terminal.
+	LogText = "text"
+	// LogJSON is one JSON object a line, for log shippers (Loki, Elastic,
+	// journald's JSON export): time, level, msg, request_id and the rest.
+	LogJSON = "json"
+)
+
 // NewLogger returns the process logger: text on standard error.
 func NewLogger(level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log, _ := NewLoggerTo(os.Stderr, LogText, level)
+	return log
+}
+
+// NewLoggerTo returns a logger writing format ("" is LogText) to w at
+// level. Every line logged with a request's context carries its id
+// (requestid.Key).
+func NewLoggerTo(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch format {
+	case "", LogText:
+		h = slog.NewTextHandler(w, opts)
+	case LogJSON:
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("--log-format %q: want %s or %s", format, LogText, LogJSON)
+	}
+	return slog.New(requestid.NewHandler(h)), nil
 }
 
 // Run serves until ctx is done, then shuts down gracefully: no new

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"kvwin/cmd/kvwin/config"
+)
+
+// TestEveryServeFlagHasAKey: the file's schema and serve's flags name the
+// same settings, both ways.
+func TestEveryServeFlagHasAKey(t *testing.T) {
+	keys := config.FlagKeys()
+	var flags []string
+	newServeCmd().Flags().VisitAll(func(fl *pflag.Flag) {
+		if fl.Name == "config" || fl.Name == "check" {
+			return
+		}
+		flags = append(flags, fl.Name)
+		if !slices.Contains(keys, strings.ReplaceAll(fl.Name, "-", "_")) {
+			t.Errorf("flag --%s has no key in the config file", fl.Name)
+		}
+	})
+	for _, k := range keys {
+		if !slices.Contains(flags, config.FlagName(k)) {
+			t.Errorf("key %q has no flag --%s", k, config.FlagName(k))
+		}
+	}
+}
+
+func writeConfig(t *testing.T, doc string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kvwin.yaml")
+	if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConfigFileUnderCommandLine: a key sets its flag; a flag given on the
+// command line wins.
+func TestConfigFileUnderCommandLine(t *testing.T) {
+	path := writeConfig(t, "slots: 3\nctx: 1024\nshutdown_timeout: 2s\ncors_origin: [https://a, https://b]\n")
+	cmd := newServeCmd()
+	fl := cmd.Flags()
+	if err := fl.Parse([]string{"--config", path, "--ctx", "512"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := applyConfig(fl, path); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"slots": "3", "ctx": "512", "shutdown-timeout": (2 * time.Second).String(), "cors-origin": "[https://a,https://b]"} {
+		if got := fl.Lookup(name).Value.String(); got != want {
+			t.Errorf("--%s = %s, want %s", name, got, want)
+		}
+	}
+}
+
+// TestCheck: --check prints ok for a valid file and fails naming the line
+// of an unknown key.
+func TestCheck(t *testing.T) {
+	good := writeConfig(t, "max_loaded_models: 1\nmodels:\n  - name: a\n    model: a.gguf\n  - name: b\n    model: b.gguf\n    ttl: 5m\n")
+	var out bytes.Buffer
+	root := newRootCmd()
+	root.SetOut(&out)
+	root.SetArgs([]string{"serve", "--config", good, "--check"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("valid file: %v", err)
+	}
+	if want := good + ": ok (2 models)\n"; out.String() != want {
+		t.Fatalf("output %q, want %q", out.String(), want)
+	}
+
+	bad := writeConfig(t, "slots: 2\nbogus_key: 1\n")
+	root = newRootCmd()
+	root.SetArgs([]string{"serve", "--config", bad, "--check"})
+	err := root.Execute()
+	if err == nil || err.Error() != bad+`:2:1: unknown key "bogus_key"` {
+		t.Fatalf("err = %v", err)
+	}
+}
