@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"kvwin/cmd/kvwin/app"
-	"kvwin/engine/llamacpp"
 	"kvwin/cmd/kvwin/config"
+	"kvwin/engine/llamacpp"
 	"kvwin/router"
 	"kvwin/window"
 )
