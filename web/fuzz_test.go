@@ -160,3 +160,53 @@ func FuzzNodeDetokenizeRequest(f *testing.F) {
 		`{"tokens":[-1,300]}`,
 	)
 }
+
+// fuzzOllamaRoute is fuzzRoute for an Ollama route: any body answers 200
+// (an NDJSON stream or one object) or a client error in Ollama's shape,
+// {"error": "…"}.
+func fuzzOllamaRoute(f *testing.F, path string, seeds ...string) {
+	s, err := New(Config{MaxBodyBytes: 1 << 16}, fuzzBackend{}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := s.Handler()
+	for _, seed := range seeds {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		switch w.Code {
+		case http.StatusOK:
+			return
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusRequestEntityTooLarge:
+		default:
+			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body.Bytes())
+		}
+		var e struct {
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == "" {
+			t.Fatalf("status %d without Ollama's error object for %q: %s", w.Code, body, w.Body.Bytes())
+		}
+	})
+}
+
+func FuzzOllamaChatRequest(f *testing.F) {
+	fuzzOllamaRoute(f, "/api/chat",
+		`{"model":"tiny","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"tiny:latest","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"stream":false,"options":{"num_predict":4,"temperature":0,"seed":1,"stop":["x"]}}`,
+		`{"model":"tiny","messages":[],"keep_alive":"5m","options":{"num_ctx":99999999,"top_k":-3}}`,
+	)
+}
+
+func FuzzOllamaGenerateRequest(f *testing.F) {
+	fuzzOllamaRoute(f, "/api/generate",
+		`{"model":"tiny","prompt":"hello"}`,
+		`{"model":"tiny","prompt":"hi","raw":true,"stream":false,"options":{"num_predict":2}}`,
+		`{"model":"tiny","prompt":"hi","system":"s","template":"{{ .System }} {{ .Prompt }}"}`,
+		`{"model":"tiny","prompt":"hi","template":"{{ range }}"}`,
+	)
+}
