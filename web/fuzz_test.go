@@ -82,6 +82,28 @@ func (fuzzBackend) Detokenize(_ context.Context, tokens []int) (string, error) {
 
 // fuzzRoute fuzzes the body of POST path, starting from seeds.
 func fuzzRoute(f *testing.F, path string, node bool, seeds ...string) {
+	fuzzWith(f, path, func(t *testing.T, body []byte, w *httptest.ResponseRecorder) {
+		// A client error says what is wrong, in the route's error shape.
+		var e struct {
+			Error struct {
+				Message string          `json:"message"`
+				Type    string          `json:"type"`
+				Code    json.RawMessage `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Message == "" || e.Error.Type == "" || len(e.Error.Code) == 0 {
+			t.Fatalf("status %d without an error object for %q: %s", w.Code, body, w.Body.Bytes())
+		}
+		if !node && e.Error.Code[0] != '"' {
+			t.Fatalf("OpenAI route answered a non-string code: %s", w.Body.Bytes())
+		}
+	}, seeds...)
+}
+
+// fuzzWith posts fuzzed bodies to path on a server over fuzzBackend: each
+// must answer 200 or a client error (400, 404, 413) that checkError
+// accepts; anything else (a 5xx, a panic) fails.
+func fuzzWith(f *testing.F, path string, checkError func(t *testing.T, body []byte, w *httptest.ResponseRecorder), seeds ...string) {
 	s, err := New(Config{MaxBodyBytes: 1 << 16}, fuzzBackend{}, nil)
 	if err != nil {
 		f.Fatal(err)
@@ -95,27 +117,13 @@ func fuzzRoute(f *testing.F, path string, node bool, seeds ...string) {
 		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
-		status := w.Code
-		switch status {
+		switch w.Code {
 		case http.StatusOK:
 			return
 		case http.StatusBadRequest, http.StatusNotFound, http.StatusRequestEntityTooLarge:
+			checkError(t, body, w)
 		default:
-			t.Fatalf("status %d for %q: %s", status, body, w.Body.Bytes())
-		}
-		// A client error says what is wrong, in the route's error shape.
-		var e struct {
-			Error struct {
-				Message string          `json:"message"`
-				Type    string          `json:"type"`
-				Code    json.RawMessage `json:"code"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Message == "" || e.Error.Type == "" || len(e.Error.Code) == 0 {
-			t.Fatalf("status %d without an error object for %q: %s", status, body, w.Body.Bytes())
-		}
-		if !node && e.Error.Code[0] != '"' {
-			t.Fatalf("OpenAI route answered a non-string code: %s", w.Body.Bytes())
+			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body.Bytes())
 		}
 	})
 }
@@ -161,37 +169,17 @@ func FuzzNodeDetokenizeRequest(f *testing.F) {
 	)
 }
 
-// fuzzOllamaRoute is fuzzRoute for an Ollama route: any body answers 200
-// (an NDJSON stream or one object) or a client error in Ollama's shape,
+// fuzzOllamaRoute is fuzzRoute for an Ollama route, whose errors are
 // {"error": "…"}.
 func fuzzOllamaRoute(f *testing.F, path string, seeds ...string) {
-	s, err := New(Config{MaxBodyBytes: 1 << 16}, fuzzBackend{}, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	h := s.Handler()
-	for _, seed := range seeds {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(string(body)))
-		req.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		switch w.Code {
-		case http.StatusOK:
-			return
-		case http.StatusBadRequest, http.StatusNotFound, http.StatusRequestEntityTooLarge:
-		default:
-			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body.Bytes())
-		}
+	fuzzWith(f, path, func(t *testing.T, body []byte, w *httptest.ResponseRecorder) {
 		var e struct {
 			Error string `json:"error"`
 		}
 		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == "" {
 			t.Fatalf("status %d without Ollama's error object for %q: %s", w.Code, body, w.Body.Bytes())
 		}
-	})
+	}, seeds...)
 }
 
 func FuzzOllamaChatRequest(f *testing.F) {
