@@ -116,8 +116,11 @@ func (s *Server) ollamaChat(c *gin.Context) {
 		s.failOllama(c, err)
 		return
 	}
-	info := s.backend.Info()
-	if err := ollamaModel(body.Model, info); err != nil {
+	_, info, err := s.selectBackend(c, body.Model)
+	if err == nil {
+		err = ollamaModel(body.Model, info)
+	}
+	if err != nil {
 		s.failOllama(c, err)
 		return
 	}
@@ -179,8 +182,11 @@ func (s *Server) ollamaGenerate(c *gin.Context) {
 		s.failOllama(c, err)
 		return
 	}
-	info := s.backend.Info()
-	if err := ollamaModel(body.Model, info); err != nil {
+	_, info, err := s.selectBackend(c, body.Model)
+	if err == nil {
+		err = ollamaModel(body.Model, info)
+	}
+	if err != nil {
 		s.failOllama(c, err)
 		return
 	}

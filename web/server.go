@@ -215,7 +215,11 @@ func (s *Server) routes() *gin.Engine {
 func (s *Server) models(c *gin.Context) {
 	info := s.backend.Info()
 	list := modelList{Object: objectList, Data: []modelObject{}}
-	if info.Model != "" {
+	if cat, ok := s.backend.(Catalog); ok {
+		for _, m := range cat.Models() {
+			list.Data = append(list.Data, modelObject{ID: m.Name, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
+		}
+	} else if info.Model != "" {
 		list.Data = append(list.Data, modelObject{ID: info.Model, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
 	}
 	writeJSON(c.Writer, http.StatusOK, list)

@@ -58,7 +58,7 @@ type wireFormat struct {
 func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wireFormat) {
 	req.Tenant = s.tenant(c)
 	if !w.stream {
-		res, err := s.backend.Generate(c.Request.Context(), req, nil)
+		res, err := s.backendOf(c).Generate(c.Request.Context(), req, nil)
 		if err != nil {
 			w.fail(c, err)
 			return
@@ -93,7 +93,7 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 		return send(objs)
 	}
 
-	res, err := s.backend.Generate(ctx, req, func(ev engine.Event) error {
+	res, err := s.backendOf(c).Generate(ctx, req, func(ev engine.Event) error {
 		// Stop a generation whose client left at once, rather than at the
 		// first failed write, which kernel buffers can delay by many events.
 		if err := ctx.Err(); err != nil {

@@ -40,10 +40,14 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		return nil
 	}
 	count := window.ApproxCount
-	if mc, ok := s.backend.(engine.MessageCounter); ok {
+	if mc, ok := s.backendOf(c).(engine.MessageCounter); ok {
 		count = mc.CountMessage
 	}
-	res, err := s.cfg.Window.Build(c.Request.Context(), window.Request{
+	win := s.cfg.Window
+	if mw, ok := win.(ModelWindows); ok {
+		win = mw.For(req.Model)
+	}
+	res, err := win.Build(c.Request.Context(), window.Request{
 		Tenant: req.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
 	})
 	if err != nil {

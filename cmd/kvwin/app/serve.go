@@ -83,6 +83,8 @@ type App struct {
 	log       *slog.Logger
 	eng       *llamacpp.Engine // nil in gateway mode
 	router    *router.Router   // nil with the embedded engine
+	catalog   *catalog         // with models: in the config file; then eng and router are nil
+	store     window.Store     // the memory store, nil if it could not be opened
 	backend   engine.Backend
 	reg       *kvcache.Registry
 	metrics   *prometheus.Registry
@@ -101,25 +103,26 @@ func New(f Config) (*App, error) {
 		slog.SetDefault(NewLogger(slog.LevelInfo)) // llama.cpp's loader messages too
 	}
 	a := &App{f: f, log: NewLogger(level), metrics: prometheus.NewRegistry()}
-	if len(f.Models) > 0 {
-		return nil, fmt.Errorf("%s: models: serving several models is not built yet", f.ConfigPath)
-	}
 	keys, err := loadKeys(f)
 	if err != nil {
 		return nil, err
 	}
 	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if len(f.Backends) > 0 {
+	var win web.Windower
+	var forgetWin *window.Window
+	switch {
+	case len(f.Models) > 0:
+		win, forgetWin, err = a.startCatalog()
+	case len(f.Backends) > 0:
 		err = a.startGateway()
-	} else {
+	default:
 		err = a.startEmbedded()
 	}
-	if err != nil {
-		a.Close()
-		return nil, err
+	if err == nil && a.catalog == nil {
+		a.metrics.MustRegister(kvcache.NewCollector(a.reg))
+		forgetWin, err = a.startWindow()
+		win = forgetWin
 	}
-	a.metrics.MustRegister(kvcache.NewCollector(a.reg))
-	win, err := a.startWindow()
 	if err != nil {
 		a.Close()
 		return nil, err
@@ -133,7 +136,7 @@ func New(f Config) (*App, error) {
 		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Window: win, Shift: f.Shift,
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
-		Forget: a.forgetter(win),
+		Forget: a.forgetter(forgetWin),
 	}, a.backend, a.log)
 	if err != nil {
 		a.ln.Close()
@@ -178,24 +181,13 @@ func (a *App) startWindow() (*window.Window, error) {
 		}
 		budget = ctx - OutputReserve(ctx)
 	}
-	var store window.Store
-	if a.f.MemoryTTL < 0 {
-		return nil, fmt.Errorf("--memory-ttl %v: must not be negative", a.f.MemoryTTL)
+	if err := a.openStore(); err != nil {
+		return nil, err
 	}
-	if st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(a.f.DataDir, "memory"), TTL: a.f.MemoryTTL}); err != nil {
-		a.log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
-	} else {
-		store = st // not a typed nil: window.New checks for nil
-		a.closers = append(a.closers, func() { st.Close() })
-	}
-	// A packet gets an eighth of the budget: its fence and one quoted turn
-	// alone take ~160 tokens with a byte-level tokenizer (the test model),
-	// which the window's default sixteenth of a 2k budget cannot hold.
-	w, err := window.New(window.Config{Policy: a.f.Window, Settings: window.Settings{Budget: budget, PacketShare: 1.0 / 8}}, store)
+	w, err := a.newWindow(a.f.Window, budget)
 	if err != nil {
-		return nil, fmt.Errorf("--window %q --window-budget %d: %w", a.f.Window, budget, err)
+		return nil, err
 	}
-	a.log.Info("window", "policy", a.f.Window, "budget", budget)
 	if a.router != nil {
 		for _, b := range a.router.Backends() {
 			if c := b.Info().ContextSlot; c > 0 && c < budget {
@@ -204,6 +196,37 @@ func (a *App) startWindow() (*window.Window, error) {
 			}
 		}
 	}
+	return w, nil
+}
+
+// openStore opens the memory store under the data dir, once. A store that
+// cannot be opened is logged, and windows work without it.
+func (a *App) openStore() error {
+	if a.f.MemoryTTL < 0 {
+		return fmt.Errorf("--memory-ttl %v: must not be negative", a.f.MemoryTTL)
+	}
+	if a.store != nil {
+		return nil
+	}
+	if st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(a.f.DataDir, "memory"), TTL: a.f.MemoryTTL}); err != nil {
+		a.log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
+	} else {
+		a.store = st // not a typed nil: window.New checks for nil
+		a.closers = append(a.closers, func() { st.Close() })
+	}
+	return nil
+}
+
+// newWindow builds a window over the memory store.
+func (a *App) newWindow(policy string, budget int) (*window.Window, error) {
+	// A packet gets an eighth of the budget: its fence and one quoted turn
+	// alone take ~160 tokens with a byte-level tokenizer (the test model),
+	// which the window's default sixteenth of a 2k budget cannot hold.
+	w, err := window.New(window.Config{Policy: policy, Settings: window.Settings{Budget: budget, PacketShare: 1.0 / 8}}, a.store)
+	if err != nil {
+		return nil, fmt.Errorf("--window %q --window-budget %d: %w", policy, budget, err)
+	}
+	a.log.Info("window", "policy", policy, "budget", budget)
 	return w, nil
 }
 
