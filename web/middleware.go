@@ -20,6 +20,7 @@ const statusClientClosed = 499
 // and server errors at Error.
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
+	c.Set(ctxStart, start)
 	c.Next()
 
 	status, level := c.Writer.Status(), slog.LevelInfo
@@ -35,6 +36,7 @@ func (s *Server) accessLog(c *gin.Context) {
 	case c.Request.URL.Path == "/health":
 		level = slog.LevelDebug
 	}
+	s.metrics.respond(c, status)
 	attrs := []slog.Attr{
 		slog.String("method", c.Request.Method),
 		slog.String("path", c.Request.URL.Path),

@@ -65,6 +65,9 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		// boundary; the backend pads in its own tokens and blocks.
 		req.PadSinks = res.Sinks
 	}
+	c.Set(ctxWindow, &WindowLayout{Policy: res.Policy, Messages: res.Cut.Messages, SinkTokens: res.SinkTokens + res.SinkPad,
+		KeptTokens: res.KeptTokens - res.SinkTokens - res.SinkPad, EvictedTurns: res.Evicted(), PacketTokens: res.PacketTokens,
+		PacketTurns: res.PacketTurns, EvictionSteps: res.Step})
 	c.Header(HeaderWindow, wire.Window{Policy: res.Policy, KeptTokens: res.KeptTokens, EvictedTurns: res.Evicted(),
 		PacketTurns: res.PacketTurns, Step: res.Step}.String())
 	return nil

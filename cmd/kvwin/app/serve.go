@@ -85,6 +85,7 @@ type App struct {
 	router    *router.Router   // nil with the embedded engine
 	catalog   *catalog         // with models: in the config file; then eng and router are nil
 	store     window.Store     // the memory store, nil if it could not be opened
+	decisions *decisionLog     // every router's decisions (the dashboard, /metrics)
 	backend   engine.Backend
 	reg       *kvcache.Registry
 	metrics   *prometheus.Registry
@@ -102,12 +103,13 @@ func New(f Config) (*App, error) {
 		level = slog.LevelDebug
 		slog.SetDefault(NewLogger(slog.LevelInfo)) // llama.cpp's loader messages too
 	}
-	a := &App{f: f, log: NewLogger(level), metrics: prometheus.NewRegistry()}
+	a := &App{f: f, log: NewLogger(level), metrics: prometheus.NewRegistry(), decisions: newDecisionLog()}
 	keys, err := loadKeys(f)
 	if err != nil {
 		return nil, err
 	}
-	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		a.decisions.decisions, a.decisions.failovers)
 	var win web.Windower
 	var forgetWin *window.Window
 	switch {
@@ -133,7 +135,8 @@ func New(f Config) (*App, error) {
 		return nil, fmt.Errorf("listen on %s: %w", f.Addr, err)
 	}
 	srv, err := web.New(web.Config{
-		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Window: win, Shift: f.Shift,
+		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Registerer: a.metrics, Window: win, Shift: f.Shift,
+		Status:  func() any { return a.status() },
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
 		Forget: a.forgetter(forgetWin),
