@@ -51,6 +51,10 @@ func (s *Server) ollamaRoutes(r *gin.Engine) {
 
 // ollamaRoot answers Ollama's liveness probe (the CLI's heartbeat is HEAD /).
 func (s *Server) ollamaRoot(c *gin.Context) {
+	if wantsHTML(c) {
+		s.dashboard(c) // a browser: the operator's dashboard
+		return
+	}
 	c.Header("Content-Type", "text/plain; charset=utf-8")
 	c.Status(http.StatusOK)
 	if c.Request.Method != http.MethodHead {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,7 +57,7 @@ func (a *App) status() Status {
 		info := a.backend.Info()
 		st.Models = []web.ModelStatus{{Name: info.Model, State: web.ModelLoaded, Info: info, Source: a.f.Model}}
 		if a.router != nil {
-			st.Models[0].State = web.ModelRemote
+			st.Models[0].State, st.Models[0].Source = web.ModelRemote, strings.Join(a.f.Backends, " ")
 		}
 		st.Backends = backendViews(info.Model, a.backend, a.reg)
 	}
@@ -74,7 +75,9 @@ func backendViews(model string, b engine.Backend, reg *kvcache.Registry) []Backe
 	view := func(name, kind string, be engine.Backend) BackendView {
 		v := BackendView{Model: model, Name: name, Kind: kind, Healthy: true, Slots: []engine.SlotState{}}
 		if rep, ok := be.(engine.SlotReporter); ok {
-			v.Slots = rep.Slots()
+			if slots := rep.Slots(); slots != nil {
+				v.Slots = slots
+			}
 		}
 		for _, s := range v.Slots {
 			v.KVTokens += s.Tokens
