@@ -27,7 +27,6 @@ import (
 	"kvwin/router"
 	"kvwin/web"
 	"kvwin/window"
-	"kvwin/window/memory"
 )
 
 // Config is what kvwin serve assembles, one field per flag of kvwin serve
@@ -93,6 +92,14 @@ type App struct {
 	closeOnce sync.Once
 	hs        *http.Server
 	ln        net.Listener
+
+	// What a reload keeps (reload.go): the memory store, shared by every
+	// generation and closed with the process, and the generation serving
+	// now. The first generation is the App itself; each Reload builds a new
+	// one and drains the old.
+	shared  *sharedState
+	handler http.Handler // this generation's routes
+	gens    *generations
 }
 
 // New builds the backend and binds the listen address; Run serves. On
@@ -103,7 +110,29 @@ func New(f Config) (*App, error) {
 		level = slog.LevelDebug
 		slog.SetDefault(NewLogger(slog.LevelInfo)) // llama.cpp's loader messages too
 	}
-	a := &App{f: f, log: NewLogger(level), metrics: prometheus.NewRegistry(), decisions: newDecisionLog()}
+	log := NewLogger(level)
+	shared := &sharedState{}
+	a, err := build(f, log, shared, nil)
+	if err != nil {
+		shared.close()
+		return nil, err
+	}
+	a.gens = &generations{cur: a}
+	a.hs = &http.Server{
+		Handler: a.gens,
+		// Headers must arrive promptly; a body is bounded by web's own read
+		// deadline. No ReadTimeout or WriteTimeout: net/http applies them to
+		// the whole exchange, so they would cut long streams.
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	return a, nil
+}
+
+// build assembles one generation: the backend, windows and routes of f.
+// With ln nil it binds f.Addr; a reload passes the listener it keeps.
+func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*App, error) {
+	a := &App{f: f, log: log, metrics: prometheus.NewRegistry(), decisions: newDecisionLog(), shared: shared, ln: ln}
 	keys, err := loadKeys(f)
 	if err != nil {
 		return nil, err
@@ -130,9 +159,11 @@ func New(f Config) (*App, error) {
 		return nil, err
 	}
 	// Listen first: the Host check needs the address actually bound.
-	if a.ln, err = net.Listen("tcp", f.Addr); err != nil {
-		a.Close()
-		return nil, fmt.Errorf("listen on %s: %w", f.Addr, err)
+	if a.ln == nil {
+		if a.ln, err = net.Listen("tcp", f.Addr); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("listen on %s: %w", f.Addr, err)
+		}
 	}
 	srv, err := web.New(web.Config{
 		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Registerer: a.metrics, Window: win, Shift: f.Shift,
@@ -142,24 +173,30 @@ func New(f Config) (*App, error) {
 		Forget: a.forgetter(forgetWin),
 	}, a.backend, a.log)
 	if err != nil {
-		a.ln.Close()
+		if ln == nil {
+			a.ln.Close()
+		}
 		a.Close()
 		return nil, err
 	}
-	a.hs = &http.Server{
-		Handler: srv.Handler(),
-		// Headers must arrive promptly; a body is bounded by web's own read
-		// deadline. No ReadTimeout or WriteTimeout: net/http applies them to
-		// the whole exchange, so they would cut long streams.
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
+	a.handler = srv.Handler()
 	return a, nil
 }
 
 // Close releases the backend, newest first. Safe to call more than once
 // and from several goroutines (shutdown and tests both do).
 func (a *App) Close() {
+	if a.gens != nil {
+		a.gens.closeAll() // generations a reload built
+	}
+	a.closeGeneration()
+	if a.gens != nil {
+		a.shared.close()
+	}
+}
+
+// closeGeneration releases this generation's backend, newest first.
+func (a *App) closeGeneration() {
 	a.closeOnce.Do(func() {
 		for i := len(a.closers) - 1; i >= 0; i-- {
 			a.closers[i]()
@@ -208,15 +245,7 @@ func (a *App) openStore() error {
 	if a.f.MemoryTTL < 0 {
 		return fmt.Errorf("--memory-ttl %v: must not be negative", a.f.MemoryTTL)
 	}
-	if a.store != nil {
-		return nil
-	}
-	if st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(a.f.DataDir, "memory"), TTL: a.f.MemoryTTL}); err != nil {
-		a.log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
-	} else {
-		a.store = st // not a typed nil: window.New checks for nil
-		a.closers = append(a.closers, func() { st.Close() })
-	}
+	a.store = a.shared.open(a.f, a.log)
 	return nil
 }
 
@@ -282,13 +311,13 @@ func (a *App) URL() string { return "http://" + a.ln.Addr().String() }
 func (a *App) Addr() string { return a.ln.Addr().String() }
 
 // Config is the configuration the server was built with.
-func (a *App) Config() Config { return a.f }
+func (a *App) Config() Config { return a.current().f }
 
 // Engine is the embedded engine; nil for a gateway.
-func (a *App) Engine() *llamacpp.Engine { return a.eng }
+func (a *App) Engine() *llamacpp.Engine { return a.current().eng }
 
 // Router is the gateway's router; nil with the embedded engine.
-func (a *App) Router() *router.Router { return a.router }
+func (a *App) Router() *router.Router { return a.current().router }
 
 // NewLogger returns the process logger: text on standard error.
 func NewLogger(level slog.Level) *slog.Logger {
@@ -312,8 +341,9 @@ func (a *App) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	a.log.Info("shutting down: no new connections; in-flight requests may finish", "deadline", a.f.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), a.f.ShutdownTimeout)
+	deadline := a.current().f.ShutdownTimeout
+	a.log.Info("shutting down: no new connections; in-flight requests may finish", "deadline", deadline)
+	sctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	if err := a.hs.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
 		a.log.Warn("shutdown deadline passed; cancelling in-flight requests")
