@@ -12,6 +12,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,8 +91,9 @@ type Config struct {
 	// that long (its slot is freed); 0 means DefaultStallTimeout.
 	StallTimeout time.Duration `json:"stall_timeout"`
 	// Status, if set, serves GET /kvwin/v1/status (the dashboard's view of
-	// backends, models and routing); it must not block on backends.
-	Status func() any `json:"-"`
+	// backends, models and routing); it may ask remote backends for their
+	// slots, bounded by its own short deadline and the request's context.
+	Status func(ctx context.Context) any `json:"-"`
 	// Forget, if set, serves DELETE /kvwin/v1/conversations/{id}: it
 	// deletes a tenant's conversation (stored turns and KV snapshots).
 	Forget Forgetter `json:"-"`

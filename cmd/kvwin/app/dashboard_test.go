@@ -118,6 +118,10 @@ func TestDashboardInARealBrowser(t *testing.T) {
 			t.Errorf("backend %s not on the page:\n%s", n.URL(), backends)
 		}
 	}
+	slots, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.querySelectorAll('#backends .slot').length"))
+	if err != nil || slots != 4 {
+		t.Errorf("the page shows %d slots, want 4 (two nodes of 2): %v", slots, err)
+	}
 	if model := gw.Router().Info().Model; model == "" || !strings.Contains(models, model) {
 		t.Errorf("model %q not on the page:\n%s", model, models)
 	}

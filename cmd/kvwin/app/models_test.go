@@ -117,6 +117,13 @@ func TestTwoModelsOneLoadedAtATime(t *testing.T) {
 		}
 	}
 
+	var st app.Status
+	getJSON(t, a.URL()+"/kvwin/v1/status", &st)
+	if len(st.Models) != 2 || st.Models[0].State != "loaded" || st.Models[1].State != "idle" ||
+		len(st.Backends) != 1 || st.Backends[0].Model != "a" || len(st.Backends[0].Slots) != 2 {
+		t.Fatalf("status: %+v", st)
+	}
+
 	turn := apptest.Post(t, a, map[string]any{"model": "c", "messages": apptest.Msgs("user", "hi"), "max_tokens": 1})
 	if e := apptest.DecodeError(t, turn.Body); turn.Status != 404 || e.Error.Code != "model_not_found" {
 		t.Fatalf("unknown model: %d %s", turn.Status, turn.Body)

@@ -167,7 +167,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 	}
 	srv, err := web.New(web.Config{
 		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Registerer: a.metrics, Window: win, Shift: f.Shift,
-		Status:  func() any { return a.status() },
+		Status:  func(ctx context.Context) any { return a.status(ctx) },
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
 		Forget: a.forgetter(forgetWin),

@@ -1,8 +1,10 @@
 package app
 
 import (
+	"context"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -38,9 +40,14 @@ type BackendView struct {
 	CachedShare    float64            `json:"cached_share"`
 }
 
-// status assembles the dashboard's view. It does not block on backends:
-// remote slots are what was last learned.
-func (a *App) status() Status {
+// slotsTimeout bounds asking remote backends for their slots: the
+// dashboard polls every 2 s, so an answer must come well within that.
+const slotsTimeout = time.Second
+
+// status assembles the dashboard's view. Remote backends are asked for
+// their slots at once, for at most slotsTimeout; one that does not answer
+// shows what was last learned.
+func (a *App) status(ctx context.Context) Status {
 	st := Status{Backends: []BackendView{}, Routing: a.decisions.recent()}
 	switch {
 	case a.catalog != nil:
@@ -50,7 +57,7 @@ func (a *App) status() Status {
 			if b == nil {
 				continue
 			}
-			st.Backends = append(st.Backends, backendViews(e.spec.Name, b, e.reg)...)
+			st.Backends = append(st.Backends, backendViews(ctx, e.spec.Name, b, e.reg)...)
 			release()
 		}
 	default:
@@ -59,13 +66,13 @@ func (a *App) status() Status {
 		if a.router != nil {
 			st.Models[0].State, st.Models[0].Source = web.ModelRemote, strings.Join(a.f.Backends, " ")
 		}
-		st.Backends = backendViews(info.Model, a.backend, a.reg)
+		st.Backends = backendViews(ctx, info.Model, a.backend, a.reg)
 	}
 	return st
 }
 
 // backendViews lists the backends behind b: a router's members, or b.
-func backendViews(model string, b engine.Backend, reg *kvcache.Registry) []BackendView {
+func backendViews(ctx context.Context, model string, b engine.Backend, reg *kvcache.Registry) []BackendView {
 	stats := map[string]kvcache.BackendStats{}
 	if reg != nil {
 		for _, s := range reg.Snapshot().Backends {
@@ -101,8 +108,21 @@ func backendViews(model string, b engine.Backend, reg *kvcache.Registry) []Backe
 	if !ok {
 		return []BackendView{view(b.Info().Name, "embedded", b)}
 	}
-	var out []BackendView
 	members := r.Backends()
+	fctx, cancel := context.WithTimeout(ctx, slotsTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, m := range members {
+		if f, ok := m.(engine.SlotFetcher); ok {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = f.FetchSlots(fctx) // kept for Slots; on error view shows what was last learned
+			}()
+		}
+	}
+	wg.Wait()
+	var out []BackendView
 	for i, s := range r.Status() {
 		v := view(s.Name, "remote", members[i])
 		v.Healthy, v.Suspect, v.InFlight = s.Healthy, s.Suspect, s.InFlight
