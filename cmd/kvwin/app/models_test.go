@@ -94,6 +94,11 @@ func TestTwoModelsOneLoadedAtATime(t *testing.T) {
 	if got := loaded(t, a); len(got) != 0 {
 		t.Fatalf("loaded before any request: %v", got)
 	}
+	if resp, err := http.Get(a.URL() + "/health"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/health with no model loaded yet: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 
 	for i, name := range []string{"a", "b", "a"} {
 		turn := apptest.Post(t, a, map[string]any{"model": name, "messages": apptest.Msgs("user", apptest.Words(i, 40)), "max_tokens": 4, "temperature": 0})

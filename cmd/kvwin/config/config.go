@@ -226,6 +226,9 @@ func (f *File) validate(name string) error {
 	if f.MaxLoadedModels < 0 {
 		return &Error{File: name, Msg: fmt.Sprintf("max_loaded_models %d: must not be negative", f.MaxLoadedModels)}
 	}
+	if len(f.Models) > 0 && (f.Model != nil || len(f.Backend) > 0) {
+		return &Error{File: name, Msg: "models: each entry names its own model or backends; remove the top-level model and backend keys"}
+	}
 	seen := map[string]bool{}
 	for i, m := range f.Models {
 		where := fmt.Sprintf("models[%d]", i)
