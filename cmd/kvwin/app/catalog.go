@@ -398,6 +398,9 @@ func (e *entry) CountMessage(m engine.Message) int {
 		return window.ApproxCount(m)
 	}
 	defer release()
+	if rm, ok := b.(remoteModel); ok {
+		b = rm.Backend // the router counts with a backend's tokenizer
+	}
 	if mc, ok := b.(engine.MessageCounter); ok {
 		return mc.CountMessage(m)
 	}

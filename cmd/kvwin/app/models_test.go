@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,5 +176,26 @@ func TestIdleModelUnloadsAfterTTL(t *testing.T) {
 	}
 	if got := loaded(t, a); len(got) != 0 {
 		t.Fatalf("loaded after ttl: %v", got)
+	}
+}
+
+// TestRemoteModelEntry: a models entry with backends is served through a
+// router under the entry's name, next to an embedded one.
+func TestRemoteModelEntry(t *testing.T) {
+	node := apptest.Start(t, func(f *app.Config) { f.Slots = 2 })
+	a := apptest.Start(t, func(f *app.Config) {
+		f.Models = []config.Model{{Name: "local", Model: f.Model}, {Name: "fleet", Backends: []string{"llamaserver=" + node.URL()}}}
+		f.Model = ""
+	})
+	turn := apptest.Post(t, a, map[string]any{"model": "fleet", "messages": apptest.Msgs("user", apptest.Words(7, 30)), "max_tokens": 3})
+	var reply struct{ Model string }
+	if turn.Status != 200 || json.Unmarshal(turn.Body, &reply) != nil || reply.Model != "fleet" {
+		t.Fatalf("fleet: %d %s", turn.Status, turn.Body)
+	}
+	if got := turn.Header.Get("X-Kvwin-Backend"); !strings.Contains(got, node.Addr()) {
+		t.Fatalf("X-Kvwin-Backend = %q, want the node %s", got, node.Addr())
+	}
+	if got := loaded(t, a); !slices.Equal(got, []string{"fleet"}) {
+		t.Fatalf("/api/ps = %v, want the remote model only (local not loaded)", got)
 	}
 }
