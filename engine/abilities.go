@@ -52,6 +52,14 @@ type ChatTemplater interface {
 	ChatTemplate() string
 }
 
+// ToolTemplater is implemented by backends whose model's chat template can
+// render a request's Tools itself. TemplateTools reports whether it does,
+// in the <tool_call> convention a chat handler parses; when it does not,
+// the handler describes the tools in the system message instead.
+type ToolTemplater interface {
+	TemplateTools() bool
+}
+
 // HealthChecker is implemented by backends with a health endpoint. Health
 // blocks on the backend.
 type HealthChecker interface {

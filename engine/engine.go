@@ -48,6 +48,25 @@ type Sampling struct {
 	// Grammar constrains generation to a GBNF grammar (llama.cpp's);
 	// empty for none.
 	Grammar string
+	// PresencePenalty and FrequencyPenalty are OpenAI's: subtracted from a
+	// token's logit once if it appeared in the last RepeatLastN tokens,
+	// and once per appearance. 0 disables each.
+	PresencePenalty  float32
+	FrequencyPenalty float32
+	// LogitBias is added to the logits of the tokens named (OpenAI's
+	// logit_bias, in [-100, 100]; -100 bans a token in practice).
+	LogitBias map[int]float32
+	// Output, when set, constrains generation to one JSON value (see
+	// Output); backends that cannot constrain return ErrInvalid.
+	Output *Output
+}
+
+// Output constrains a generation to Prefix, then one JSON value, then
+// Suffix, by grammar: a JSON object of Schema, or any JSON object when
+// Schema is empty. Tool calls use Prefix and Suffix for their wrapper.
+type Output struct {
+	Schema         []byte
+	Prefix, Suffix string
 }
 
 // DefaultSampling returns the sampling used when a request sets nothing:
@@ -65,6 +84,10 @@ type Request struct {
 	Messages []Message
 	Prompt   string
 	Tokens   []int
+	// Tools are the request's function tools (OpenAI's objects, decoded
+	// JSON) for a backend whose chat template renders them
+	// (ToolTemplater); others ignore them.
+	Tools []any
 
 	// MaxTokens bounds the generated tokens; 0 means "until the context is
 	// full or the model stops", as llama-server's n_predict = -1.
@@ -94,6 +117,12 @@ type Request struct {
 	// IgnoreEOS keeps generating past end-of-generation tokens, as
 	// llama-server's ignore_eos (benchmarks that need a fixed length).
 	IgnoreEOS bool
+	// Logprobs asks for each generated token's log-probability, and
+	// TopLogprobs (0–MaxTopLogprobs) for that many of the most likely
+	// tokens at each step, in Result.Logprobs and Event.Logprobs.
+	// Backends that cannot report them ignore it.
+	Logprobs    bool
+	TopLogprobs int
 	// NoCache asks the backend not to reuse any cached prefix (llama-server's
 	// cache_prompt=false). Used by benchmarks to measure cold prefill.
 	NoCache bool
@@ -142,10 +171,33 @@ const (
 	FinishLength = "length" // MaxTokens reached or the slot's context is full
 )
 
+// MaxTopLogprobs bounds Request.TopLogprobs, as OpenAI does.
+const MaxTopLogprobs = 20
+
+// TokenLogprob is one generated token's log-probability (natural log, of
+// the distribution the model gave before sampling's truncation), with the
+// most likely alternatives when they were asked for.
+type TokenLogprob struct {
+	Token   string // the token's text; a byte token may be part of a character
+	Bytes   []byte
+	Logprob float32
+	Top     []TopLogprob
+}
+
+// TopLogprob is one alternative at a step, most likely first.
+type TopLogprob struct {
+	Token   string
+	Bytes   []byte
+	Logprob float32
+}
+
 // Result is the outcome of a finished generation.
 type Result struct {
-	Text         string // the whole generated text, as streamed
-	Tokens       []int  // the generated token ids
+	Text   string // the whole generated text, as streamed
+	Tokens []int  // the generated token ids
+	// Logprobs has one entry per generated token when the request asked
+	// for them (end-of-generation excluded).
+	Logprobs     []TokenLogprob
 	FinishReason string
 	Slot         int // the slot that served it, -1 if unknown
 	Timings      Timings
@@ -165,6 +217,11 @@ type Event struct {
 	// Backend names the backend that serves the request when a router
 	// chose it; empty from a backend itself (its Info().Name applies).
 	Backend string
+	// Logprobs are those of the tokens generated since the last event,
+	// when the request asked for them. Text held back (an incomplete
+	// UTF-8 character, a possible stop string) may come in a later event
+	// than its tokens' log-probabilities.
+	Logprobs []TokenLogprob
 }
 
 // StreamFunc receives the events of a generation as they happen, on the

@@ -21,6 +21,7 @@ import (
 type Shape struct {
 	Path          string `json:"path,omitempty"`
 	Name          string `json:"name,omitempty"`
+	Version       string `json:"version,omitempty"` // general.version
 	Architecture  string `json:"architecture"`
 	Layers        int    `json:"layers"`
 	Embedding     int    `json:"embedding_length"`
@@ -33,6 +34,9 @@ type Shape struct {
 	FileType      string `json:"file_type"`
 	Params        uint64 `json:"params"` // total weights, from the tensor table
 	ChatTemplate  string `json:"chat_template,omitempty"`
+	// ChatTemplateToolUse is the named variant for requests with tools
+	// (tokenizer.chat_template.tool_use), if the file has one.
+	ChatTemplateToolUse string `json:"-"`
 }
 
 // Read decodes the header, metadata and tensor table of the GGUF file at path.
@@ -60,19 +64,21 @@ func Read(path string) (Shape, error) {
 	}
 	kv := g.KV()
 	s := Shape{
-		Path:          path,
-		Name:          kv.String("general.name"),
-		Architecture:  kv.Architecture(),
-		Layers:        int(kv.BlockCount()),
-		Embedding:     int(kv.EmbeddingLength()),
-		FeedForward:   int(kv.Uint("feed_forward_length")),
-		Heads:         int(kv.HeadCountMax()),
-		KVHeads:       int(kv.HeadCountKVMax()),
-		HeadDim:       int(kv.EmbeddingHeadCountK()),
-		ContextLength: int(kv.ContextLength()),
-		VocabSize:     int(kv.Uint("vocab_size")),
-		FileType:      fileType(kv),
-		ChatTemplate:  kv.ChatTemplate(),
+		Path:                path,
+		Name:                kv.String("general.name"),
+		Version:             kv.String("general.version"),
+		Architecture:        kv.Architecture(),
+		Layers:              int(kv.BlockCount()),
+		Embedding:           int(kv.EmbeddingLength()),
+		FeedForward:         int(kv.Uint("feed_forward_length")),
+		Heads:               int(kv.HeadCountMax()),
+		KVHeads:             int(kv.HeadCountKVMax()),
+		HeadDim:             int(kv.EmbeddingHeadCountK()),
+		ContextLength:       int(kv.ContextLength()),
+		VocabSize:           int(kv.Uint("vocab_size")),
+		FileType:            fileType(kv),
+		ChatTemplate:        kv.ChatTemplate(),
+		ChatTemplateToolUse: kv.String("tokenizer.chat_template.tool_use"),
 	}
 	for _, t := range g.Tensors().Items() {
 		s.Params += t.Elements()

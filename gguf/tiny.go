@@ -10,10 +10,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/ollama/ollama/fs/ggml"
 	"github.com/x448/float16"
 )
+
+// TinyVersion is the test model's general.version: "2" writes text
+// (bigram.go). A kvwin finding a model of another version rewrites it.
+const TinyVersion = "2"
 
 // TinyConfig is the shape of the generated test model.
 //
@@ -31,6 +36,12 @@ type TinyConfig struct {
 	Context     int    // trained context length written to the file
 	Seed        uint64 // weights are a pure function of (seed, tensor name)
 	F32         bool   // store matrices as f32 instead of f16
+	// VocabPath, if set, is a real model's vocabulary to use instead of
+	// the byte-level one (see realvocab.go).
+	VocabPath string
+	// Template, if set, is the chat template (Jinja) to write instead of
+	// ChatML.
+	Template string
 }
 
 // DefaultTinyConfig returns the default test-model shape.
@@ -61,10 +72,10 @@ func (c TinyConfig) HeadDim() int { return c.Embedding / c.Heads }
 // Shape returns the shape the written file will report.
 func (c TinyConfig) Shape() Shape {
 	s := Shape{
-		Name: "kvwin-tiny", Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
+		Name: "kvwin-tiny", Version: TinyVersion, Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
 		FeedForward: c.FeedForward, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim(),
-		ContextLength: c.Context, VocabSize: tinyVocabSize, FileType: ggml.FileTypeF16.String(),
-		ChatTemplate: TinyChatTemplate,
+		ContextLength: c.Context, VocabSize: c.vocabSize(), FileType: ggml.FileTypeF16.String(),
+		ChatTemplate: c.template(),
 	}
 	if c.F32 {
 		s.FileType = ggml.FileTypeF32.String()
@@ -85,8 +96,32 @@ type tinyTensor struct {
 	matrix bool     // false: a norm vector, all ones, always f32
 }
 
+// vocabSize is the number of tokens; a vocabulary that does not load
+// counts as the byte-level one (WriteTiny reports the error).
+func (c TinyConfig) vocabSize() int {
+	if c.VocabPath == "" {
+		return tinyVocabSize
+	}
+	v, err := loadVocab(c.VocabPath)
+	if err != nil {
+		return tinyVocabSize
+	}
+	return len(v.tokens)
+}
+
+func (c TinyConfig) template() string {
+	if c.Template != "" {
+		return c.Template
+	}
+	return TinyChatTemplate
+}
+
 func (c TinyConfig) tensors() []tinyTensor {
-	d, kv, ff, v := uint64(c.Embedding), uint64(c.KVHeads*c.HeadDim()), uint64(c.FeedForward), uint64(tinyVocabSize)
+	return c.tensorsFor(c.vocabSize())
+}
+
+func (c TinyConfig) tensorsFor(vocab int) []tinyTensor {
+	d, kv, ff, v := uint64(c.Embedding), uint64(c.KVHeads*c.HeadDim()), uint64(c.FeedForward), uint64(vocab)
 	ts := []tinyTensor{
 		{"token_embd.weight", []uint64{d, v}, true},
 		{"output_norm.weight", []uint64{d}, false},
@@ -122,6 +157,14 @@ func WriteTiny(path string, c TinyConfig) error {
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	tokens, types := tinyVocab()
+	vocab := &vocabFile{model: "gpt2", pre: "default", tokens: tokens, types: types, merges: []string{},
+		bos: TinyTokenEndOfText, eos: TinyTokenIMEnd, eot: TinyTokenIMEnd}
+	if c.VocabPath != "" {
+		if vocab, err = loadVocab(c.VocabPath); err != nil {
+			tmp.Close()
+			return fmt.Errorf("write tiny model: %w", err)
+		}
+	}
 	ftype := ggml.FileTypeF16
 	if c.F32 {
 		ftype = ggml.FileTypeF32
@@ -129,6 +172,7 @@ func WriteTiny(path string, c TinyConfig) error {
 	kv := ggml.KV{
 		"general.architecture":                   "llama",
 		"general.name":                           "kvwin-tiny",
+		"general.version":                        TinyVersion,
 		"general.file_type":                      uint32(ftype),
 		"general.alignment":                      uint32(32),
 		"llama.block_count":                      uint32(c.Layers),
@@ -140,27 +184,24 @@ func WriteTiny(path string, c TinyConfig) error {
 		"llama.attention.layer_norm_rms_epsilon": float32(1e-5),
 		"llama.rope.dimension_count":             uint32(c.HeadDim()),
 		"llama.rope.freq_base":                   float32(10000),
-		"llama.vocab_size":                       uint32(tinyVocabSize),
-		"tokenizer.ggml.model":                   "gpt2",
-		"tokenizer.ggml.pre":                     "default",
-		"tokenizer.ggml.tokens":                  tokens,
-		"tokenizer.ggml.token_type":              types,
-		"tokenizer.ggml.merges":                  []string{},
-		"tokenizer.ggml.bos_token_id":            uint32(TinyTokenEndOfText),
-		"tokenizer.ggml.eos_token_id":            uint32(TinyTokenIMEnd),
-		"tokenizer.ggml.eot_token_id":            uint32(TinyTokenIMEnd),
-		"tokenizer.ggml.add_bos_token":           true,
-		"tokenizer.ggml.add_eos_token":           false,
-		"tokenizer.chat_template":                TinyChatTemplate,
+		"llama.vocab_size":                       uint32(len(vocab.tokens)),
+		"tokenizer.chat_template":                c.template(),
 	}
+	for k, v := range vocab.keys() {
+		kv[k] = v
+	}
+	if c.VocabPath == "" {
+		delete(kv, "tokenizer.ggml.add_space_prefix") // the file's bytes stay as before
+	}
+	text := newBigram(c.Embedding)
 	var ts []*ggml.Tensor
-	for _, t := range c.tensors() {
+	for _, t := range c.tensorsFor(len(vocab.tokens)) {
 		kind, size := uint32(0), 4 // ggml type F32
 		if t.matrix && !c.F32 {
 			kind, size = 1, 2 // F16
 		}
 		ts = append(ts, &ggml.Tensor{Name: t.name, Kind: kind, Shape: t.shape,
-			WriterTo: &weights{seed: c.Seed, t: t, size: size}})
+			WriterTo: &weights{seed: c.Seed, t: t, size: size, text: text}})
 	}
 	if err := ggml.WriteGGUF(tmp, kv, ts); err != nil {
 		tmp.Close()
@@ -182,10 +223,36 @@ func WriteTiny(path string, c TinyConfig) error {
 // weights generates one tensor's data: uniform in ±√(3/fan_in) (unit
 // variance through each matrix) from a PCG stream seeded by (seed, name), so
 // tensors can be written in any order, in parallel, with the same bytes.
+// The token embeddings and output matrix are the text statistics instead,
+// and the blocks' output projections are scaled (see bigram.go).
 type weights struct {
 	seed uint64
 	t    tinyTensor
 	size int
+	text *bigram
+}
+
+// rowOf returns the fixed row r of a text tensor, or nil for random data.
+func (w *weights) rowOf(r int) []float32 {
+	if w.text == nil {
+		return nil
+	}
+	d := int(w.t.shape[0])
+	switch w.t.name {
+	case "token_embd.weight":
+		return w.text.embedding(r, d)
+	case "output.weight":
+		return w.text.output(r, d)
+	}
+	return nil
+}
+
+// scale is the factor on the tensor's random values.
+func (w *weights) scale() float32 {
+	if w.text != nil && (strings.HasSuffix(w.t.name, ".attn_output.weight") || strings.HasSuffix(w.t.name, ".ffn_down.weight")) {
+		return blockOutputScale
+	}
+	return 1
 }
 
 func (w *weights) WriteTo(out io.Writer) (int64, error) {
@@ -198,9 +265,18 @@ func (w *weights) WriteTo(out io.Writer) (int64, error) {
 	rng := rand.New(rand.NewPCG(w.seed, h.Sum64()))
 	scale := float32(math.Sqrt(3 / float64(w.t.shape[0])))
 	buf := make([]byte, 0, n*w.size)
-	for range n {
+	scale *= w.scale()
+	d := int(w.t.shape[0])
+	var row []float32 // the current row of a text tensor
+	for i := range n {
 		v := float32(1) // norms
-		if w.t.matrix {
+		if i%d == 0 && w.t.matrix {
+			row = w.rowOf(i / d)
+		}
+		switch {
+		case row != nil:
+			v = row[i%d]
+		case w.t.matrix:
 			v = (rng.Float32()*2 - 1) * scale
 		}
 		if w.size == 2 {

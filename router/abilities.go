@@ -18,6 +18,7 @@ var (
 	_ engine.SlotReporter          = (*Router)(nil)
 	_ engine.SlotFetcher           = (*Router)(nil)
 	_ engine.ChatTemplater         = (*Router)(nil)
+	_ engine.ToolTemplater         = (*Router)(nil)
 	_ engine.ConversationForgetter = (*Router)(nil)
 )
 
@@ -126,4 +127,17 @@ func (r *Router) ChatTemplate() string {
 		}
 	}
 	return ""
+}
+
+// TemplateTools reports whether every backend's template renders tools:
+// a request may go to any of them, and the chat handler renders tools one
+// way for all.
+func (r *Router) TemplateTools() bool {
+	for _, m := range r.members {
+		t, ok := m.backend.(engine.ToolTemplater)
+		if !ok || !t.TemplateTools() {
+			return false
+		}
+	}
+	return len(r.members) > 0
 }

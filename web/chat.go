@@ -32,8 +32,39 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if err := logprobs(&req, body.Logprobs, body.TopLogprobs, "top_logprobs"); err != nil {
+		s.fail(c, err)
+		return
+	}
+	tools, err := readTools(&body) // tools.go
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	if req.Messages, err = chatMessages(body.Messages); err != nil {
 		s.fail(c, err)
+		return
+	}
+	if tt, ok := s.backendOf(c).(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
+		req.Tools = tools.defs() // the model's own template renders them
+	} else {
+		req.Messages = tools.withTools(req.Messages)
+	}
+	if req.Sampling.Output, err = readResponseFormat(body.ResponseFormat); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if call, err := tools.output(); err != nil || call != nil {
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		// A required call wins over response_format: its arguments are the
+		// JSON the client asked for.
+		req.Sampling.Output = call
+	}
+	if req.Sampling.Output != nil && req.Sampling.Grammar != "" {
+		s.fail(c, badInput(CodeInvalidValue, "grammar", "grammar cannot be combined with response_format or a required tool call"))
 		return
 	}
 	if err := s.applyWindow(c, body.PromptCacheKey, &req); err != nil {
@@ -44,7 +75,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		meta:         s.meta("chatcmpl-", info),
 		stream:       body.Stream,
 		includeUsage: body.includeUsage(),
-		format:       chatFormat{},
+		format:       newChatFormat(req.Logprobs, tools.call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls),
 	})
 }
 
@@ -66,6 +97,20 @@ func chatMessages(in []chatMessage) ([]engine.Message, error) {
 		content, err := messageContent(m.Content, fmt.Sprintf("messages[%d].content", i))
 		if err != nil {
 			return nil, err
+		}
+		switch {
+		case role == engine.RoleAssistant && len(m.ToolCalls) > 0:
+			calls, err := renderCalls(m.ToolCalls, fmt.Sprintf("messages[%d]", i)) // tools.go
+			if err != nil {
+				return nil, err
+			}
+			if content != "" {
+				calls = content + "\n" + calls
+			}
+			content = calls
+		case role == engine.RoleTool:
+			// ChatML models read a tool's result as a user turn.
+			role, content = engine.RoleUser, toolResponse(content)
 		}
 		out[i] = engine.Message{Role: role, Content: content}
 	}
@@ -106,23 +151,55 @@ func messageContent(raw json.RawMessage, param string) (string, error) {
 	return b.String(), nil
 }
 
-// chatFormat renders chat completion objects.
-type chatFormat struct{}
+// chatFormat renders chat completion objects. When the request offered
+// tools, the answer goes through a callParser: calls become tool_calls,
+// streamed as OpenAI streams them, and the finish reason "tool_calls".
+type chatFormat struct {
+	logprobs bool
+	calls    *callParser // nil without tools
+}
 
-var _ format = chatFormat{}
+var _ format = (*chatFormat)(nil)
 
-func (chatFormat) complete(m meta, res engine.Result) any {
+// finishToolCalls is the finish reason of an answer that called tools.
+const finishToolCalls = "tool_calls"
+
+func newChatFormat(logprobs, tools, single bool) *chatFormat {
+	f := &chatFormat{logprobs: logprobs}
+	if tools {
+		f.calls = &callParser{newID: func() string { return newID("call_") }, single: single}
+	}
+	return f
+}
+
+func (f *chatFormat) complete(m meta, res engine.Result) any {
+	msg := chatOutput{Role: engine.RoleAssistant, Content: &res.Text}
+	reason := finishReason(res)
+	if f.calls != nil {
+		got := f.calls.feed(res.Text)
+		content := got.content + f.calls.flush().content
+		msg.Content, msg.ToolCalls = &content, f.calls.calls
+		if len(msg.ToolCalls) > 0 {
+			if strings.TrimSpace(content) == "" {
+				msg.Content = nil
+			}
+			if reason == engine.FinishStop {
+				reason = finishToolCalls
+			}
+		}
+	}
 	return chatCompletion{
 		ID: m.id, Object: objectChatCompletion, Created: m.created, Model: m.model,
 		Choices: []chatChoice{{
-			Message:      chatOutput{Role: engine.RoleAssistant, Content: res.Text},
-			FinishReason: finishReason(res),
+			Message:      msg,
+			Logprobs:     chatLogprobsOf(res.Logprobs, f.logprobs),
+			FinishReason: reason,
 		}},
 		Usage: usageOf(res),
 	}
 }
 
-func (chatFormat) chunk(m meta, p part) any {
+func (f *chatFormat) chunk(m meta, p part) any {
 	ch := chatChunk{ID: m.id, Object: objectChatChunk, Created: m.created, Model: m.model}
 	var choice chatChunkChoice
 	switch {
@@ -133,9 +210,29 @@ func (chatFormat) chunk(m meta, p part) any {
 		empty := ""
 		choice.Delta = chatDelta{Role: engine.RoleAssistant, Content: &empty}
 	case p.finish != "":
-		choice.FinishReason = &p.finish
+		reason := p.finish
+		if f.calls != nil {
+			if rest := f.calls.flush().content; rest != "" {
+				choice.Delta.Content = &rest
+			}
+			if len(f.calls.calls) > 0 && reason == engine.FinishStop {
+				reason = finishToolCalls
+			}
+		}
+		choice.FinishReason = &reason
+	case f.calls != nil:
+		got := f.calls.feed(p.text)
+		if got.content != "" {
+			choice.Delta.Content = &got.content
+		}
+		choice.Delta.ToolCalls = got.deltas
+		choice.Logprobs = chatLogprobsOf(p.logprobs, f.logprobs)
+		if got.content == "" && len(got.deltas) == 0 && len(p.logprobs) == 0 {
+			return nil // held back: nothing to send yet
+		}
 	default:
 		choice.Delta.Content = &p.text
+		choice.Logprobs = chatLogprobsOf(p.logprobs, f.logprobs)
 	}
 	ch.Choices = []chatChunkChoice{choice}
 	return ch

@@ -27,7 +27,7 @@ func TestChatNonStream(t *testing.T) {
 			name: "cached tokens and HTML-like text",
 			fake: newFake().script("length", engineTimings(12, 8, 3), firstEvent(12, 8), textEvent("Hel"), textEvent("lo <b>&")),
 			want: `{"id":"chatcmpl-test","object":"chat.completion","created":1700000000,"model":"tiny",` +
-				`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello <b>&"},"finish_reason":"length"}],` +
+				`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello <b>&"},"logprobs":null,"finish_reason":"length"}],` +
 				`"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":8}}}`,
 			headers: map[string]string{HeaderBackend: "fake-0", HeaderPromptTokens: "12", HeaderCachedTokens: "8", HeaderCachedEstimated: ""},
 		},
@@ -35,7 +35,7 @@ func TestChatNonStream(t *testing.T) {
 			name: "nothing cached still reports cached_tokens 0",
 			fake: newFake().script("stop", engineTimings(5, 0, 1), firstEvent(5, 0), textEvent("é")),
 			want: `{"id":"chatcmpl-test","object":"chat.completion","created":1700000000,"model":"tiny",` +
-				`"choices":[{"index":0,"message":{"role":"assistant","content":"é"},"finish_reason":"stop"}],` +
+				`"choices":[{"index":0,"message":{"role":"assistant","content":"é"},"logprobs":null,"finish_reason":"stop"}],` +
 				`"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6,"prompt_tokens_details":{"cached_tokens":0}}}`,
 			headers: map[string]string{HeaderBackend: "fake-0", HeaderPromptTokens: "5", HeaderCachedTokens: "0", HeaderCachedEstimated: ""},
 		},
@@ -48,7 +48,7 @@ func TestChatNonStream(t *testing.T) {
 				return f
 			}(),
 			want: `{"id":"chatcmpl-test","object":"chat.completion","created":1700000000,"model":"tiny",` +
-				`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],` +
+				`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"logprobs":null,"finish_reason":"stop"}],` +
 				`"usage":{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42,"prompt_tokens_details":{"cached_tokens":32}}}`,
 			headers: map[string]string{HeaderBackend: "ollama-a", HeaderPromptTokens: "40", HeaderCachedTokens: "32", HeaderCachedEstimated: "true"},
 		},
@@ -270,7 +270,9 @@ func TestRequestTranslation(t *testing.T) {
 			engine.Request{Model: "tiny", Messages: user, Sampling: def, Slot: -1}},
 		{"every parameter", chatPath, `{"model":"tiny",` + hi + `,"max_tokens":64,"temperature":0,"top_p":0.5,"top_k":7,"min_p":0.1,"seed":42,"stop":["\n\n","END"],"n":1,"user":"u","prompt_cache_key":"conv-1","presence_penalty":0.3,"tools":[]}`,
 			engine.Request{Model: "tiny", Messages: user, MaxTokens: 64, Stop: []string{"\n\n", "END"}, Slot: -1, Conversation: "conv-1",
-				Sampling: sampling(func(s *engine.Sampling) { s.Temperature, s.TopP, s.TopK, s.MinP, s.Seed = 0, 0.5, 7, 0.1, 42 })}},
+				Sampling: sampling(func(s *engine.Sampling) {
+					s.Temperature, s.TopP, s.TopK, s.MinP, s.Seed, s.PresencePenalty = 0, 0.5, 7, 0.1, 42, 0.3
+				})}},
 		{"stop as a string", chatPath, `{` + hi + `,"stop":"###"}`,
 			engine.Request{Model: "tiny", Messages: user, Stop: []string{"###"}, Sampling: def, Slot: -1}},
 		{"empty stop strings dropped", chatPath, `{` + hi + `,"stop":["","x"]}`,
@@ -288,7 +290,7 @@ func TestRequestTranslation(t *testing.T) {
 		{"roles, content parts, null content", chatPath,
 			`{"messages":[{"role":"developer","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null},{"role":"tool","content":"42"}]}`,
 			engine.Request{Model: "tiny", Sampling: def, Slot: -1, Messages: []engine.Message{
-				{Role: "system", Content: "be brief"}, {Role: "user", Content: "ab"}, {Role: "assistant"}, {Role: "tool", Content: "42"}}}},
+				{Role: "system", Content: "be brief"}, {Role: "user", Content: "ab"}, {Role: "assistant"}, {Role: "user", Content: "<tool_response>\n42\n</tool_response>"}}}},
 		{"surrogate pairs and escaped backslashes kept", chatPath, `{"messages":[{"role":"user","content":"\ud83d\ude00 \\ud800"}]}`,
 			engine.Request{Model: "tiny", Messages: []engine.Message{{Role: "user", Content: "😀 \\ud800"}}, Sampling: def, Slot: -1}},
 		{"completions prompt", completionPath, `{"prompt":"Once upon","max_tokens":8,"temperature":1.5,"stop":"\n"}`,

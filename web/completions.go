@@ -31,6 +31,12 @@ func (s *Server) completions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if body.Logprobs != nil {
+		if err := logprobs(&req, true, body.Logprobs, "logprobs"); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
 	if req.Conversation, err = conversationOf(c, body.PromptCacheKey); err != nil {
 		s.fail(c, err)
 		return
@@ -39,7 +45,7 @@ func (s *Server) completions(c *gin.Context) {
 		meta:         s.meta("cmpl-", info),
 		stream:       body.Stream,
 		includeUsage: body.includeUsage(),
-		format:       textFormat{},
+		format:       &textFormat{logprobs: req.Logprobs},
 	})
 }
 
@@ -85,22 +91,26 @@ func prompt(raw json.RawMessage) (string, []int, error) {
 	return text, nil, nil
 }
 
-// textFormat renders legacy completion objects.
-type textFormat struct{}
+// textFormat renders legacy completion objects. A stream's format counts
+// the bytes sent, for logprobs' text offsets.
+type textFormat struct {
+	logprobs bool
+	sent     int
+}
 
-var _ format = textFormat{}
+var _ format = (*textFormat)(nil)
 
-func (textFormat) complete(m meta, res engine.Result) any {
+func (f *textFormat) complete(m meta, res engine.Result) any {
 	u := usageOf(res)
 	reason := finishReason(res)
 	return textCompletion{
 		ID: m.id, Object: objectTextCompletion, Created: m.created, Model: m.model,
-		Choices: []textChoice{{Text: res.Text, FinishReason: &reason}},
+		Choices: []textChoice{{Text: res.Text, FinishReason: &reason, Logprobs: textLogprobsOf(res.Logprobs, f.logprobs, 0)}},
 		Usage:   &u,
 	}
 }
 
-func (textFormat) chunk(m meta, p part) any {
+func (f *textFormat) chunk(m meta, p part) any {
 	ch := textCompletion{ID: m.id, Object: objectTextCompletion, Created: m.created, Model: m.model}
 	switch {
 	case p.usage != nil:
@@ -110,7 +120,10 @@ func (textFormat) chunk(m meta, p part) any {
 	case p.finish != "":
 		ch.Choices = []textChoice{{FinishReason: &p.finish}}
 	default:
-		ch.Choices = []textChoice{{Text: p.text}}
+		ch.Choices = []textChoice{{Text: p.text, Logprobs: textLogprobsOf(p.logprobs, f.logprobs, f.sent)}}
+		for _, lp := range p.logprobs {
+			f.sent += len(lp.Bytes)
+		}
 	}
 	return ch
 }

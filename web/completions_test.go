@@ -11,9 +11,9 @@ const textHead = `{"id":"cmpl-test","object":"text_completion","created":1700000
 
 func TestCompletionsBytes(t *testing.T) {
 	usage := `"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":4}}`
-	streamBody := sse(textHead+`"choices":[{"text":"Once","index":0,"finish_reason":null}]}`) +
-		sse(textHead+`"choices":[{"text":" upon","index":0,"finish_reason":null}]}`) +
-		sse(textHead+`"choices":[{"text":"","index":0,"finish_reason":"stop"}]}`)
+	streamBody := sse(textHead+`"choices":[{"text":"Once","index":0,"logprobs":null,"finish_reason":null}]}`) +
+		sse(textHead+`"choices":[{"text":" upon","index":0,"logprobs":null,"finish_reason":null}]}`) +
+		sse(textHead+`"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}]}`)
 	tests := []struct {
 		name        string
 		body        string
@@ -21,7 +21,7 @@ func TestCompletionsBytes(t *testing.T) {
 		want        string
 	}{
 		{"non-stream", `{"prompt":"p"}`, "application/json; charset=utf-8",
-			textHead + `"choices":[{"text":"Once upon","index":0,"finish_reason":"stop"}],` + usage + "}\n"},
+			textHead + `"choices":[{"text":"Once upon","index":0,"logprobs":null,"finish_reason":"stop"}],` + usage + "}\n"},
 		{"stream", `{"prompt":"p","stream":true}`, "text/event-stream",
 			streamBody + sse("[DONE]")},
 		{"stream with usage", `{"prompt":"p","stream":true,"stream_options":{"include_usage":true}}`, "text/event-stream",

@@ -41,10 +41,13 @@ type meta struct {
 
 // part says which streamed chunk to render: exactly one field is set.
 type part struct {
-	open   bool   // the opening chunk, sent with the headers
-	text   string // generated text
-	finish string // the finish reason, in the last choice chunk
-	usage  *usage // the usage chunk, after the last choice chunk
+	open bool   // the opening chunk, sent with the headers
+	text string // generated text
+	// logprobs are those of the tokens since the last chunk, with text
+	// or alone, when the request asked for them.
+	logprobs []engine.TokenLogprob
+	finish   string // the finish reason, in the last choice chunk
+	usage    *usage // the usage chunk, after the last choice chunk
 }
 
 // reply is how one request wants its answer.
@@ -80,14 +83,19 @@ func (e openAIEncoder) open(ev engine.Event) []any {
 	if ch := e.r.format.chunk(e.r.meta, part{open: true}); ch != nil {
 		out = append(out, ch)
 	}
-	if ev.Text != "" {
-		out = append(out, e.text(ev.Text)...)
+	if ev.Text != "" || len(ev.Logprobs) > 0 {
+		out = append(out, e.textLogprobs(ev.Text, ev.Logprobs)...)
 	}
 	return out
 }
 
-func (e openAIEncoder) text(s string) []any {
-	return []any{e.r.format.chunk(e.r.meta, part{text: s})}
+func (e openAIEncoder) text(s string) []any { return e.textLogprobs(s, nil) }
+
+func (e openAIEncoder) textLogprobs(s string, lps []engine.TokenLogprob) []any {
+	if ch := e.r.format.chunk(e.r.meta, part{text: s, logprobs: lps}); ch != nil {
+		return []any{ch}
+	}
+	return nil
 }
 
 func (e openAIEncoder) end(res engine.Result) []any {

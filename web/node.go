@@ -55,24 +55,36 @@ func (s *Server) nodeRoutes(r *gin.Engine) {
 // allows reuse by shifting (engine.Request.Shift); the engine picks the run
 // length itself.
 type nodeCompletionRequest struct {
-	Prompt          json.RawMessage `json:"prompt"`
-	IDSlot          *int            `json:"id_slot"`      // default -1: any slot
-	CachePrompt     *bool           `json:"cache_prompt"` // default true
-	NKeep           *int            `json:"n_keep"`
-	NPredict        *int            `json:"n_predict"` // default -1: no limit
-	Temperature     *float32        `json:"temperature"`
-	TopK            *int            `json:"top_k"`
-	TopP            *float32        `json:"top_p"`
-	MinP            *float32        `json:"min_p"`
-	RepeatPenalty   *float32        `json:"repeat_penalty"`
-	RepeatLastN     *int            `json:"repeat_last_n"` // -1: the slot's context
-	Seed            *int64          `json:"seed"`
-	Stop            stopList        `json:"stop"`
-	IgnoreEOS       bool            `json:"ignore_eos"`
-	Grammar         string          `json:"grammar"`
-	NCacheReuse     int             `json:"n_cache_reuse"`
-	Stream          bool            `json:"stream"`
-	TimingsPerToken bool            `json:"timings_per_token"`
+	Prompt        json.RawMessage `json:"prompt"`
+	IDSlot        *int            `json:"id_slot"`      // default -1: any slot
+	CachePrompt   *bool           `json:"cache_prompt"` // default true
+	NKeep         *int            `json:"n_keep"`
+	NPredict      *int            `json:"n_predict"` // default -1: no limit
+	Temperature   *float32        `json:"temperature"`
+	TopK          *int            `json:"top_k"`
+	TopP          *float32        `json:"top_p"`
+	MinP          *float32        `json:"min_p"`
+	RepeatPenalty *float32        `json:"repeat_penalty"`
+	RepeatLastN   *int            `json:"repeat_last_n"` // -1: the slot's context
+	Seed          *int64          `json:"seed"`
+	Stop          stopList        `json:"stop"`
+	IgnoreEOS     bool            `json:"ignore_eos"`
+	Grammar       string          `json:"grammar"`
+	// OpenAI's other sampling fields, as llama-server takes them, and
+	// constrained output: llama-server's json_schema, or kvwin_output
+	// (a schema with fixed text around it) from a kvwin gateway.
+	PresencePenalty  *float32        `json:"presence_penalty"`
+	FrequencyPenalty *float32        `json:"frequency_penalty"`
+	LogitBias        json.RawMessage `json:"logit_bias"`
+	JSONSchema       json.RawMessage `json:"json_schema"`
+	KvwinOutput      *struct {
+		Schema json.RawMessage `json:"schema"`
+		Prefix string          `json:"prefix"`
+		Suffix string          `json:"suffix"`
+	} `json:"kvwin_output"`
+	NCacheReuse     int  `json:"n_cache_reuse"`
+	Stream          bool `json:"stream"`
+	TimingsPerToken bool `json:"timings_per_token"`
 }
 
 // request translates the body into an engine.Request. The sampling fields
@@ -81,10 +93,26 @@ type nodeCompletionRequest struct {
 // (llama-server parses them); token ids are used as they are.
 func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error) {
 	p := params{Temperature: b.Temperature, TopP: b.TopP, TopK: b.TopK, MinP: b.MinP, Seed: b.Seed, Stop: b.Stop,
-		IgnoreEOS: b.IgnoreEOS, Grammar: b.Grammar}
+		IgnoreEOS: b.IgnoreEOS, Grammar: b.Grammar, PresencePenalty: b.PresencePenalty, FrequencyPenalty: b.FrequencyPenalty}
+	bias, err := nodeLogitBias(b.LogitBias)
+	if err != nil {
+		return engine.Request{}, err
+	}
+	p.LogitBias = bias
 	req, err := p.request(info)
 	if err != nil {
 		return req, err
+	}
+	switch {
+	case b.KvwinOutput != nil:
+		req.Sampling.Output = &engine.Output{Schema: b.KvwinOutput.Schema, Prefix: b.KvwinOutput.Prefix, Suffix: b.KvwinOutput.Suffix}
+	case len(b.JSONSchema) > 0 && string(b.JSONSchema) != "null":
+		req.Sampling.Output = &engine.Output{Schema: b.JSONSchema}
+	}
+	if o := req.Sampling.Output; o != nil && len(o.Schema) > 0 {
+		if err := checkSchema(o.Schema, "json_schema"); err != nil {
+			return req, err
+		}
 	}
 	req.Shift = b.NCacheReuse > 0
 	if req.Prompt, req.Tokens, err = prompt(b.Prompt); err != nil {

@@ -19,21 +19,24 @@ const (
 // params are the generation parameters chat and legacy completions share.
 // Pointers tell "not set" from a zero the client chose.
 type params struct {
-	Model               string         `json:"model"`
-	Stream              bool           `json:"stream"`
-	StreamOptions       *streamOptions `json:"stream_options"`
-	MaxTokens           *int           `json:"max_tokens"`
-	MaxCompletionTokens *int           `json:"max_completion_tokens"`
-	Temperature         *float32       `json:"temperature"`
-	TopP                *float32       `json:"top_p"`
-	TopK                *int           `json:"top_k"`        // llama-server extension
-	MinP                *float32       `json:"min_p"`        // llama-server extension
-	IgnoreEOS           bool           `json:"ignore_eos"`   // llama-server extension
-	CachePrompt         *bool          `json:"cache_prompt"` // llama-server extension; false recomputes the whole prompt
-	Grammar             string         `json:"grammar"`      // llama-server extension: a GBNF grammar
-	Seed                *int64         `json:"seed"`
-	Stop                stopList       `json:"stop"`
-	N                   *int           `json:"n"`
+	Model               string             `json:"model"`
+	Stream              bool               `json:"stream"`
+	StreamOptions       *streamOptions     `json:"stream_options"`
+	MaxTokens           *int               `json:"max_tokens"`
+	MaxCompletionTokens *int               `json:"max_completion_tokens"`
+	Temperature         *float32           `json:"temperature"`
+	TopP                *float32           `json:"top_p"`
+	TopK                *int               `json:"top_k"`        // llama-server extension
+	MinP                *float32           `json:"min_p"`        // llama-server extension
+	IgnoreEOS           bool               `json:"ignore_eos"`   // llama-server extension
+	CachePrompt         *bool              `json:"cache_prompt"` // llama-server extension; false recomputes the whole prompt
+	Grammar             string             `json:"grammar"`      // llama-server extension: a GBNF grammar
+	Seed                *int64             `json:"seed"`
+	Stop                stopList           `json:"stop"`
+	N                   *int               `json:"n"`
+	PresencePenalty     *float32           `json:"presence_penalty"`
+	FrequencyPenalty    *float32           `json:"frequency_penalty"`
+	LogitBias           map[string]float32 `json:"logit_bias"`
 	// PromptCacheKey names the conversation (see DESIGN.md); the window
 	// layer will use it. User is accepted for compatibility only.
 	PromptCacheKey string `json:"prompt_cache_key"`
@@ -47,15 +50,26 @@ type streamOptions struct {
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
 	params
-	Messages []chatMessage `json:"messages"`
+	Messages       []chatMessage   `json:"messages"`
+	Logprobs       bool            `json:"logprobs"`
+	TopLogprobs    *int            `json:"top_logprobs"`
+	ResponseFormat *responseFormat `json:"response_format"`
+	Tools          []tool          `json:"tools"`
+	// ToolChoice is "none", "auto", "required" or
+	// {"type": "function", "function": {"name": …}}; kept raw until read.
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
 // chatMessage is one message as sent. Content stays raw until translation,
 // where its index is known for error messages: it is a string, null, or an
 // array of content parts.
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []toolCall      `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
 }
 
 // contentPart is one element of an array-valued message content.
@@ -69,6 +83,9 @@ type contentPart struct {
 type completionRequest struct {
 	params
 	Prompt json.RawMessage `json:"prompt"`
+	// Logprobs is the legacy API's count of top alternatives per token
+	// (0–5 in OpenAI's; kvwin allows up to engine.MaxTopLogprobs).
+	Logprobs *int `json:"logprobs"`
 }
 
 // stopList is OpenAI's stop field: null, a string, or an array of strings.
@@ -117,14 +134,40 @@ type chatCompletion struct {
 }
 
 type chatChoice struct {
-	Index        int        `json:"index"`
-	Message      chatOutput `json:"message"`
-	FinishReason string     `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Message      chatOutput    `json:"message"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason string        `json:"finish_reason"`
 }
 
+// chatOutput is the answer's message. Content is null when the model only
+// called tools, as OpenAI sends it.
 type chatOutput struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+}
+
+// chatLogprobs is a chat choice's logprobs object.
+type chatLogprobs struct {
+	Content []tokenLogprob `json:"content"`
+	Refusal []tokenLogprob `json:"refusal"`
+}
+
+// tokenLogprob is one token of chatLogprobs.content. Bytes are the UTF-8
+// bytes as numbers, as OpenAI sends them (a token may hold part of a
+// character).
+type tokenLogprob struct {
+	Token       string       `json:"token"`
+	Logprob     float32      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []topLogprob `json:"top_logprobs"`
+}
+
+type topLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 // chatChunk is one streamed chat chunk. Usage is set only on the usage
@@ -140,16 +183,18 @@ type chatChunk struct {
 
 // chatChunkChoice carries a delta; FinishReason is null until the last one.
 type chatChunkChoice struct {
-	Index        int       `json:"index"`
-	Delta        chatDelta `json:"delta"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int           `json:"index"`
+	Delta        chatDelta     `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs,omitempty"`
+	FinishReason *string       `json:"finish_reason"`
 }
 
 // chatDelta is the change one chunk brings. Content is a pointer so the
 // first chunk can carry an explicit "" and the last one none at all.
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 // textCompletion is a legacy completion, streamed chunk or whole response:
@@ -166,9 +211,18 @@ type textCompletion struct {
 // textChoice is one legacy completion choice; FinishReason is null in every
 // streamed chunk but the last.
 type textChoice struct {
-	Text         string  `json:"text"`
-	Index        int     `json:"index"`
-	FinishReason *string `json:"finish_reason"`
+	Text         string        `json:"text"`
+	Index        int           `json:"index"`
+	Logprobs     *textLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+// textLogprobs is the legacy completions' logprobs object.
+type textLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float32            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
 }
 
 // modelList is the body of GET /v1/models.

@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"kvwin/engine"
 )
@@ -107,6 +108,33 @@ func (p *params) request(info engine.Info) (engine.Request, error) {
 		}
 	}
 
+	for _, pen := range []struct {
+		name string
+		v    *float32
+		dst  *float32
+	}{{"presence_penalty", p.PresencePenalty, &s.PresencePenalty}, {"frequency_penalty", p.FrequencyPenalty, &s.FrequencyPenalty}} {
+		if pen.v == nil {
+			continue
+		}
+		if *pen.v < -2 || *pen.v > 2 {
+			return req, outOfRange(pen.name, *pen.v, -2, 2, "")
+		}
+		*pen.dst = *pen.v
+	}
+	if len(p.LogitBias) > 0 {
+		s.LogitBias = make(map[int]float32, len(p.LogitBias))
+		for key, b := range p.LogitBias {
+			tok, err := strconv.Atoi(key)
+			if err != nil || tok < 0 {
+				return req, badInput(CodeInvalidValue, "logit_bias", "logit_bias keys must be token ids, not %q", key)
+			}
+			if b < -100 || b > 100 {
+				return req, outOfRange(fmt.Sprintf("logit_bias[%q]", key), b, -100, 100, "")
+			}
+			s.LogitBias[tok] = b
+		}
+	}
+
 	req.IgnoreEOS = p.IgnoreEOS
 	s.Grammar = p.Grammar
 	req.NoCache = p.CachePrompt != nil && !*p.CachePrompt
@@ -124,4 +152,21 @@ func (p *params) request(info engine.Info) (engine.Request, error) {
 // includeUsage reports whether a stream ends with a usage chunk.
 func (p *params) includeUsage() bool {
 	return p.StreamOptions != nil && p.StreamOptions.IncludeUsage
+}
+
+// logprobs reads how many alternatives per token a request asks for; top
+// without want is OpenAI's 400.
+func logprobs(req *engine.Request, want bool, top *int, name string) error {
+	if top == nil {
+		req.Logprobs = want
+		return nil
+	}
+	if *top < 0 || *top > engine.MaxTopLogprobs {
+		return outOfRange(name, *top, 0, engine.MaxTopLogprobs, "")
+	}
+	if !want {
+		return badInput(CodeInvalidValue, name, "%s needs logprobs to be true", name)
+	}
+	req.Logprobs, req.TopLogprobs = true, *top
+	return nil
 }

@@ -215,6 +215,7 @@ func (s *Server) routes() *gin.Engine {
 	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant)
 	r.POST("/v1/chat/completions", s.chatCompletions)
 	r.POST("/v1/completions", s.completions)
+	r.POST("/v1/embeddings", s.embeddings)
 	r.GET("/v1/models", s.models)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)

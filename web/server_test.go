@@ -127,7 +127,7 @@ func TestRoutingErrors(t *testing.T) {
 		status             int
 		code, allow        string
 	}{
-		{"unknown path", http.MethodPost, "/v1/embeddings", http.StatusNotFound, CodeUnknownURL, ""},
+		{"unknown path", http.MethodPost, "/v1/audio/speech", http.StatusNotFound, CodeUnknownURL, ""},
 		{"unknown root path", http.MethodGet, "/v1", http.StatusNotFound, CodeUnknownURL, ""},
 		{"trailing slash is not redirected", http.MethodGet, "/v1/models/", http.StatusNotFound, CodeUnknownURL, ""},
 		{"GET chat", http.MethodGet, "/v1/chat/completions", http.StatusMethodNotAllowed, CodeMethodNotAllowed, "POST"},

@@ -43,6 +43,24 @@ type encoder interface {
 	streamError(err error) any
 }
 
+// logprobEncoder is an encoder that streams log-probabilities with the
+// text they belong to (OpenAI's); others drop them.
+type logprobEncoder interface {
+	textLogprobs(s string, lps []engine.TokenLogprob) []any
+}
+
+// streamText renders an event's text, and its log-probabilities where
+// the encoder can.
+func streamText(enc encoder, ev engine.Event) []any {
+	if le, ok := enc.(logprobEncoder); ok && len(ev.Logprobs) > 0 {
+		return le.textLogprobs(ev.Text, ev.Logprobs)
+	}
+	if ev.Text == "" {
+		return nil
+	}
+	return enc.text(ev.Text)
+}
+
 // wireFormat is how one request wants its answer: its encoder, whether to
 // stream, the stream's framing, and the error answer before anything was
 // written (its API's error shape and status).
@@ -112,10 +130,7 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 		if !opened {
 			return open(ev)
 		}
-		if ev.Text == "" {
-			return nil
-		}
-		return send(w.enc.text(ev.Text))
+		return send(streamText(w.enc, ev))
 	})
 
 	if firstAt.IsZero() {

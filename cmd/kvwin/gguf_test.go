@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -57,5 +58,24 @@ func TestModelTinyThenInspectJSON(t *testing.T) {
 	def := gguf.DefaultTinyConfig().Shape()
 	if def.KVBytesPerToken("f16") != 2*def.Layers*def.KVHeads*def.HeadDim*2 {
 		t.Fatal("default shape's KV bytes per token disagree with the formula")
+	}
+}
+
+// --template writes the file's text as the model's chat template.
+func TestModelTinyTemplateFlag(t *testing.T) {
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "t.jinja")
+	src := "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+	if err := os.WriteFile(tmpl, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tiny.gguf")
+	runCmd(t, "model", "tiny", "--out", path, "--ff", "64", "--template", tmpl)
+	s, err := gguf.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ChatTemplate != src {
+		t.Fatalf("chat template %q, want %q", s.ChatTemplate, src)
 	}
 }

@@ -17,7 +17,7 @@ func newModelCmd() *cobra.Command {
 
 func newModelTinyCmd() *cobra.Command {
 	c := gguf.DefaultTinyConfig()
-	var out string
+	var out, templateFile string
 	cmd := &cobra.Command{
 		Use:   "tiny --out FILE",
 		Short: "Write the synthetic test model (llama architecture, deterministic random weights, byte-level vocabulary)",
@@ -29,6 +29,13 @@ real llama.cpp work, so token counts, KV reuse and TTFT scaling are real.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return fmt.Errorf("--out FILE is required")
+			}
+			if templateFile != "" {
+				b, err := os.ReadFile(templateFile)
+				if err != nil {
+					return fmt.Errorf("--template: %w", err)
+				}
+				c.Template = string(b)
 			}
 			if err := gguf.WriteTiny(out, c); err != nil {
 				return err
@@ -53,5 +60,7 @@ real llama.cpp work, so token counts, KV reuse and TTFT scaling are real.`,
 	f.IntVar(&c.Context, "ctx", c.Context, "trained context length")
 	f.Uint64Var(&c.Seed, "seed", c.Seed, "weight seed")
 	f.BoolVar(&c.F32, "f32", c.F32, "store matrices as f32 instead of f16")
+	f.StringVar(&c.VocabPath, "vocab", "", "a real vocabulary: a directory with encoder.json and vocab.bpe (Llama 3), or a SentencePiece tokenizer.model (Gemma)")
+	f.StringVar(&templateFile, "template", "", "a file holding the chat template (Jinja) to write instead of ChatML")
 	return cmd
 }

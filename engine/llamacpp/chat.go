@@ -8,6 +8,7 @@ import (
 	"github.com/ollama/ollama/llama"
 
 	"kvwin/engine"
+	"kvwin/engine/chattemplate"
 	"kvwin/kvcache"
 )
 
@@ -15,37 +16,68 @@ import (
 type renderer interface {
 	// render renders msgs; padSinks > 0 pads after the first padSinks
 	// messages to a multiple of block tokens (where the template allows).
-	render(msgs []engine.Message, padSinks, block int) ([]int, error)
+	// tools are the request's tools, for a template that renders them.
+	render(msgs []engine.Message, tools []any, padSinks, block int) ([]int, error)
 	name() string
 	// count is one message's share of a rendered prompt, in tokens.
 	count(m engine.Message) int
 }
 
 // newRenderer picks how messages become tokens for this model:
-//   - ChatML (the test model's template and many real models'): rendered
-//     natively, message by message, with the control tokens inserted as ids
-//     and message text tokenized as plain text. Text a client sends can never
-//     become a control token, and each message tokenizes the same way every
-//     turn, which keeps the cached prefix stable.
-//   - another template llama.cpp recognises: llama_chat_apply_template, then
-//     tokenized with special tokens parsed, as llama-server does.
-//   - no template, or one llama.cpp does not know: ChatML as plain text, with
-//     a warning. This is the documented fallback.
-func newRenderer(m *llama.Model, tmpl string, cache *kvcache.TokenCache, id string, log *slog.Logger) renderer {
-	if strings.Contains(tmpl, "<|im_start|>") {
-		start, errS := m.Tokenize("<|im_start|>", false, true)
-		end, errE := m.Tokenize("<|im_end|>", false, true)
-		if errS == nil && errE == nil && len(start) == 1 && len(end) == 1 {
-			return &chatML{m: m, start: start, end: end, cache: cache, id: id}
+//   - a template that renders exactly as ChatML does, on a model whose
+//     vocabulary has ChatML's control tokens (the test model, many real
+//     models): rendered natively, message by message, with the control
+//     tokens inserted as ids and message text tokenized as plain text, so
+//     each message tokenizes the same way every turn;
+//   - any other template: rendered by Jinja (jinjaRenderer), its structure
+//     tokenized with control tokens parsed and message text without;
+//   - no template: ChatML, with a warning (the documented fallback).
+//
+// A template that does not compile or cannot render a probe conversation is
+// an error: the engine does not start with a prompt format it cannot keep.
+func newRenderer(m *llama.Model, tmpl string, variants map[string]string, cache *kvcache.TokenCache, id string, log *slog.Logger) (renderer, error) {
+	start, errS := m.Tokenize("<|im_start|>", false, true)
+	end, errE := m.Tokenize("<|im_end|>", false, true)
+	hasChatML := errS == nil && errE == nil && len(start) == 1 && len(end) == 1
+	if strings.TrimSpace(tmpl) == "" {
+		log.Warn("model has no chat template; rendering chats as ChatML")
+		if hasChatML {
+			return &chatML{m: m, start: start, end: end, cache: cache, id: id}, nil
+		}
+		return &chatML{m: m, cache: cache, id: id}, nil
+	}
+	bos, eos := specialTexts(m)
+	t, err := chattemplate.Parse(chattemplate.Config{Source: tmpl, BOS: bos, EOS: eos, Variants: variants})
+	if err != nil {
+		return nil, fmt.Errorf("model's %w", err)
+	}
+	if hasChatML && isChatML(t) {
+		return &chatML{m: m, start: start, end: end, cache: cache, id: id}, nil
+	}
+	return newJinjaRenderer(m, t, bos, cache, id, log)
+}
+
+// isChatML reports whether t renders a conversation, with and without a
+// system message, exactly as ChatML does.
+func isChatML(t *chattemplate.Template) bool {
+	// The assistant's reasoning tags catch templates that strip reasoning
+	// from earlier turns (Qwen 3), which native ChatML would keep.
+	conv := []engine.Message{{Role: "system", Content: "S."}, {Role: "user", Content: "U."}, {Role: "assistant", Content: "<think>T.</think>A."}, {Role: "user", Content: "V."}}
+	for _, msgs := range [][]engine.Message{conv, conv[1:]} {
+		got, err := t.Text(msgs, nil, true)
+		if err != nil {
+			return false
+		}
+		var want strings.Builder
+		for _, m := range msgs {
+			want.WriteString("<|im_start|>" + m.Role + "\n" + m.Content + "<|im_end|>\n")
+		}
+		want.WriteString("<|im_start|>assistant\n")
+		if got != want.String() {
+			return false
 		}
 	}
-	if tmpl != "" {
-		if _, err := applyTemplate(tmpl, []engine.Message{{Role: "user", Content: "hi"}}); err == nil {
-			return &builtin{m: m, tmpl: tmpl}
-		}
-	}
-	log.Warn("chat template not supported; falling back to ChatML as plain text", "template_len", len(tmpl))
-	return &chatML{m: m, cache: cache, id: id}
+	return true
 }
 
 // chatML renders <|im_start|>role\ncontent<|im_end|>\n per message and
@@ -105,7 +137,7 @@ func (c *chatML) marker(ids []int, text string) ([]int, error) {
 	return c.m.Tokenize(text, false, false)
 }
 
-func (c *chatML) render(msgs []engine.Message, padSinks, block int) ([]int, error) {
+func (c *chatML) render(msgs []engine.Message, _ []any, padSinks, block int) ([]int, error) {
 	var out []int
 	if c.m.AddBOSToken() {
 		bos, err := c.m.Tokenize("", true, false)
@@ -157,30 +189,4 @@ func (c *chatML) render(msgs []engine.Message, padSinks, block int) ([]int, erro
 		return nil, err
 	}
 	return out, nil
-}
-
-// builtin renders with llama.cpp's template matcher.
-type builtin struct {
-	m    *llama.Model
-	tmpl string
-}
-
-func (b *builtin) name() string { return "llama.cpp" }
-
-// count estimates a message's tokens: its text plus a few for the
-// template's markers, which llama.cpp renders for the whole chat at once.
-func (b *builtin) count(m engine.Message) int {
-	ids, err := b.m.Tokenize(m.Content, false, false)
-	if err != nil {
-		return (len(m.Content) + 3) / 4
-	}
-	return len(ids) + 4
-}
-
-func (b *builtin) render(msgs []engine.Message, _, _ int) ([]int, error) {
-	text, err := applyTemplate(b.tmpl, msgs)
-	if err != nil {
-		return nil, err
-	}
-	return b.m.Tokenize(text, true, true)
 }

@@ -5,9 +5,11 @@
 // One run-loop goroutine owns the llama.cpp context, the batch and the slots;
 // requests reach it through a channel and read their output from a task, so
 // no lock guards the engine's state and callers never touch llama.cpp except
-// to tokenize (read-only on the vocabulary). Each loop iteration puts one
-// token of every generating slot and a chunk of every prefilling slot into a
-// single llama_decode call (continuous batching).
+// to tokenize (read-only on the vocabulary). Each loop iteration makes one
+// llama_decode call over all slots (continuous batching): the next token of
+// every generating slot, or the next prompt chunk of every prefilling slot,
+// the two kinds alternating while both have work. A cold prompt of n tokens
+// alone takes ceil(n / Batch) calls, as llama.cpp's own tools do.
 //
 // Each slot remembers the tokens whose KV it holds. A request goes to the slot
 // that continues it best, or gets the longest shared prefix forked into a free
@@ -70,6 +72,7 @@ var (
 	_ engine.MessageCounter        = (*Engine)(nil)
 	_ engine.SlotReporter          = (*Engine)(nil)
 	_ engine.ChatTemplater         = (*Engine)(nil)
+	_ engine.ToolTemplater         = (*Engine)(nil)
 	_ engine.ConversationForgetter = (*Engine)(nil)
 	_ engine.ModelDescriber        = (*Engine)(nil)
 )
@@ -80,6 +83,7 @@ type Stats struct {
 	PromptTokens    atomic.Int64 // prompt tokens of all requests
 	CachedTokens    atomic.Int64 // prompt tokens reused from the KV cache
 	PromptDecoded   atomic.Int64 // prompt tokens handed to llama_decode
+	Decodes         atomic.Int64 // llama_decode calls that succeeded
 	GeneratedTokens atomic.Int64
 	Forks           atomic.Int64 // prefixes copied between slots
 	Shifts          atomic.Int64 // kept history moved instead of recomputed (--shift)
@@ -128,7 +132,13 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("fingerprint model %q: %w", cfg.ModelPath, err)
 	}
-	render := newRenderer(model, shape.ChatTemplate, tokens, fmt.Sprintf("%016x", fp), log)
+	render, err := newRenderer(model, shape.ChatTemplate, map[string]string{"tool_use": shape.ChatTemplateToolUse}, tokens, fmt.Sprintf("%016x", fp), log)
+	if err != nil {
+		tokens.Close()
+		freeContext(lctx)
+		llama.FreeModel(model)
+		return nil, fmt.Errorf("model %q: %w", cfg.ModelPath, err)
+	}
 	kvs, err := newKV(cfg, fp, render.name()+"\x00"+shape.ChatTemplate, log)
 	if err != nil {
 		freeContext(lctx)
@@ -200,6 +210,13 @@ func (e *Engine) CountMessage(m engine.Message) int {
 	}
 	defer e.life.RUnlock()
 	return e.render.count(m)
+}
+
+// TemplateTools reports whether the model's own chat template renders a
+// request's tools (in the <tool_call> convention).
+func (e *Engine) TemplateTools() bool {
+	j, ok := e.render.(*jinjaRenderer)
+	return ok && j.t.ToolCalls
 }
 
 // ChatTemplate returns the model's chat template as its file states it
@@ -276,7 +293,7 @@ func (e *Engine) prompt(req engine.Request) ([]int, error) {
 				return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
 			}
 		}
-		return e.render.render(req.Messages, req.PadSinks, e.cfg.BlockTokens)
+		return e.render.render(req.Messages, req.Tools, req.PadSinks, e.cfg.BlockTokens)
 	case req.Prompt != "":
 		return e.model.Tokenize(req.Prompt, true, false)
 	default:

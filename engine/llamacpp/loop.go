@@ -189,7 +189,7 @@ func (l *loop) start(t *task) bool {
 	if t.restore == nil && !t.req.NoCache {
 		t.restore = l.e.kv.prepareRestore(t.req.Tenant, t.chain, t.prompt)
 	}
-	limit := len(t.prompt) - 1
+	limit := reuseLimit(len(t.prompt))
 	held := make([]int, len(l.slots))
 	for _, m := range l.e.kv.reg.Lookup(t.chain).Matches {
 		if m.Backend == l.e.cfg.Name && m.Tier == kvcache.TierSlot && m.Slot < len(held) {
@@ -317,13 +317,11 @@ func (l *loop) record(s *slot) {
 }
 
 // step runs one llama_decode over the active slots. A step is either a
-// token step — the pending token of each generating slot and the last prompt
-// token of each slot about to generate — or a prefill step of prompt chunks.
-// The two never share a batch, and a prompt's last token is always decoded in
-// a token step: the logits of the first generated token are then computed
-// the same way whether the prompt was cached or not, so the same request with
-// the same seed gives the same answer cold or cached (llama.cpp's kernels
-// can round differently for a batch of one row than for many).
+// token step — the pending token of each generating slot — or a prefill step
+// of prompt chunks, the last of which carries the prompt's last token and
+// yields the logits of its first generated token. The two kinds never share
+// a batch: a token step stays short, and a generating slot's token is always
+// computed in a batch of generated tokens only.
 func (l *loop) step() {
 	type entry struct {
 		t      *task
@@ -336,30 +334,29 @@ func (l *loop) step() {
 	tokens := func() {
 		for _, s := range l.slots {
 			t := s.task
-			switch {
-			case t == nil || room == 0:
-			case t.pending >= 0:
-				t.logitsAt = l.batch.NumTokens()
-				l.batch.Add(t.pending, nil, len(s.tokens), true, s.id)
-				entries = append(entries, entry{t: t, n: 1})
-				room--
-			case t.nPrompt == len(t.prompt)-1:
-				t.logitsAt = l.batch.NumTokens()
-				l.batch.Add(t.prompt[t.nPrompt], nil, t.nPrompt, true, s.id)
-				entries = append(entries, entry{t: t, n: 1, prompt: true})
-				room--
+			if t == nil || t.pending < 0 || room == 0 {
+				continue
 			}
+			t.logitsAt = l.batch.NumTokens()
+			l.batch.Add(t.pending, nil, len(s.tokens), true, s.id)
+			entries = append(entries, entry{t: t, n: 1})
+			room--
 		}
 	}
 	prefill := func() {
 		for _, s := range l.slots {
 			t := s.task
-			if t == nil || t.pending >= 0 || t.nPrompt >= len(t.prompt)-1 || room == 0 {
+			if t == nil || t.pending >= 0 || t.nPrompt >= len(t.prompt) || room == 0 {
 				continue
 			}
-			n := min(len(t.prompt)-1-t.nPrompt, room)
+			n := chunk(len(t.prompt)-t.nPrompt, room)
 			for i := range n {
-				l.batch.Add(t.prompt[t.nPrompt+i], nil, t.nPrompt+i, false, s.id)
+				pos := t.nPrompt + i
+				last := pos == len(t.prompt)-1
+				if last {
+					t.logitsAt = l.batch.NumTokens()
+				}
+				l.batch.Add(t.prompt[pos], nil, pos, last, s.id) // logits for the last token only
 			}
 			entries = append(entries, entry{t: t, n: n, prompt: true})
 			room -= n
@@ -367,7 +364,8 @@ func (l *loop) step() {
 	}
 	// Token steps and prefill steps alternate while both have work, so a
 	// generating slot never holds a new request's prompt back for its whole
-	// answer, nor a long prompt the tokens of others.
+	// answer, nor a long prompt the tokens of others. With only one kind of
+	// work, every step is of that kind.
 	tokenStep := !l.lastTokens
 	if tokenStep {
 		tokens()
@@ -409,6 +407,7 @@ func (l *loop) step() {
 		return
 	}
 	l.limit = l.e.cfg.Batch
+	l.e.stats.Decodes.Add(1)
 	total := l.batch.NumTokens()
 	for _, en := range entries {
 		t, s := en.t, l.slots[en.t.slot]
@@ -425,17 +424,29 @@ func (l *loop) step() {
 		}
 	}
 	for _, en := range entries {
-		if t := en.t; t.logitsAt >= 0 {
-			tok := t.sampler.Sample(l.e.lctx, t.logitsAt)
-			t.sampler.Accept(tok, true) // advances the grammar, if any
+		if t := en.t; t.logitsAt >= 0 && t.embed {
+			l.takeEmbedding(t) // embed.go
+		} else if t.logitsAt >= 0 {
+			if firstLogits != nil && t.firstAt.IsZero() {
+				firstLogits(logitsRow(l.e.lctx, t.logitsAt, l.e.vocab))
+			}
+			tok, lp, err := l.sample(t) // sample.go
 			t.logitsAt = -1
-			l.accept(t, tok)
+			if err != nil {
+				l.finish(t, "", err)
+				continue
+			}
+			l.accept(t, tok, lp)
 		}
 	}
 }
 
+// firstLogits, when set (by tests), sees the logits each request's first
+// token is sampled from. Only the loop calls it.
+var firstLogits func([]float32)
+
 // accept handles one sampled token: events, stop conditions, the next step.
-func (l *loop) accept(t *task, tok int) {
+func (l *loop) accept(t *task, tok int, lp *engine.TokenLogprob) {
 	if t.firstAt.IsZero() {
 		t.firstAt = time.Now()
 		t.emit(engine.Event{First: true, Slot: t.slot, Timings: t.timings()})
@@ -446,10 +457,17 @@ func (l *loop) accept(t *task, tok int) {
 		return
 	}
 	t.generated = append(t.generated, tok)
+	if lp != nil {
+		t.logprobs = append(t.logprobs, *lp)
+		t.unsentLP = append(t.unsentLP, *lp)
+	}
 	l.e.stats.GeneratedTokens.Add(1)
 	out, stopped := t.stop.push(t.dec.feed(l.pieces[tok]))
 	l.say(t, out)
-	if stopped {
+	if stopped || (t.con != nil && t.con.complete()) {
+		if !stopped {
+			l.flush(t)
+		}
 		l.finish(t, engine.FinishStop, nil)
 		return
 	}
@@ -464,7 +482,8 @@ func (l *loop) accept(t *task, tok int) {
 func (l *loop) say(t *task, text string) {
 	if text != "" {
 		t.text.WriteString(text)
-		t.emit(engine.Event{Text: text, Slot: t.slot})
+		t.emit(engine.Event{Text: text, Slot: t.slot, Logprobs: t.unsentLP})
+		t.unsentLP = nil
 	}
 }
 
@@ -475,6 +494,10 @@ func (l *loop) flush(t *task) {
 		out += t.stop.flush()
 	}
 	l.say(t, out)
+	if len(t.unsentLP) > 0 {
+		t.emit(engine.Event{Slot: t.slot, Logprobs: t.unsentLP})
+		t.unsentLP = nil
+	}
 }
 
 // finish ends t and frees its slot. The slot keeps its KV: a cancelled or

@@ -21,6 +21,7 @@ func (e *Engine) Collector() prometheus.Collector {
 		"cached_tokens_total":          "Prompt tokens reused from the KV cache instead of computed.",
 		"prompt_decoded_tokens_total":  "Prompt tokens computed (handed to llama_decode).",
 		"generated_tokens_total":       "Tokens generated.",
+		"decode_calls_total":           "llama_decode calls that succeeded (a prompt of n tokens takes ceil(n / batch) when nothing else runs).",
 		"forks_total":                  "Prefixes copied from one slot into another (KvCacheSeqCp).",
 		"shifts_total":                 "Kept history moved over evicted turns instead of recomputed (--shift).",
 		"snapshot_saves_total":         "KV snapshots written to disk.",
@@ -53,6 +54,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter("cached_tokens_total", st.CachedTokens.Load())
 	counter("prompt_decoded_tokens_total", st.PromptDecoded.Load())
 	counter("generated_tokens_total", st.GeneratedTokens.Load())
+	counter("decode_calls_total", st.Decodes.Load())
 	counter("forks_total", st.Forks.Load())
 	counter("shifts_total", st.Shifts.Load())
 	counter("snapshot_saves_total", kv.saves.Load())

@@ -27,7 +27,7 @@ func commonPrefix(a, b []int) int {
 }
 
 // place chooses the slot for prompt, given how much of it each slot holds
-// (lcp[i], at most len(prompt)−1, known to block granularity from the
+// (lcp[i], at most limit, known to block granularity from the
 // registry). slots must contain at least one idle slot; pinned ≥ 0 forces
 // the target (it must be idle); noCache reuses nothing. The caller refines
 // the reuse count against the actual tokens.
@@ -47,8 +47,8 @@ func commonPrefix(a, b []int) int {
 //     recomputed; so two conversations sharing a system prompt compute it once
 //     and each keeps its own slot.
 //
-// At least one prompt token is always left to compute, since its logits are
-// needed to sample the first generated token.
+// The last lastChunk prompt tokens are always left to compute (limit): the
+// last one's logits give the first generated token (see chunk.go).
 func place(slots []slotView, lcp []int, limit, block int, pinned int, noCache bool) placement {
 	p := placement{target: pinned, source: -1}
 	if p.target < 0 {

@@ -15,7 +15,11 @@ size_t llama_state_seq_set_data(struct llama_context * ctx, const uint8_t * src,
 void llama_kv_self_update(struct llama_context * ctx);
 int32_t llama_kv_self_used_cells(const struct llama_context * ctx);
 const struct llama_vocab * llama_model_get_vocab(const struct llama_model * model);
+float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
 int32_t llama_token_to_piece(const struct llama_vocab * vocab, int32_t token, char * buf, int32_t length, int32_t lstrip, bool special);
+int32_t llama_vocab_bos(const struct llama_vocab * vocab);
+int32_t llama_vocab_eos(const struct llama_vocab * vocab);
+int llama_vocab_get_attr(const struct llama_vocab * vocab, int32_t token);
 */
 import "C"
 
@@ -106,4 +110,50 @@ func applyKVUpdates(c *llama.Context) {
 // usedCells is the number of KV cells holding at least one sequence.
 func usedCells(c *llama.Context) int {
 	return int(C.llama_kv_self_used_cells(rawContext(c)))
+}
+
+// logitsRow copies the logits of row i of the last decoded batch (a row that
+// asked for logits), n of them (the vocabulary size); nil if there are none.
+func logitsRow(c *llama.Context, i, n int) []float32 {
+	p := C.llama_get_logits_ith(rawContext(c), C.int32_t(i))
+	if p == nil {
+		return nil
+	}
+	return append([]float32(nil), unsafe.Slice((*float32)(unsafe.Pointer(p)), n)...)
+}
+
+// specialTexts returns the texts of the model's BOS and EOS tokens as a chat
+// template writes them (bos_token, eos_token); "" for a token the model
+// lacks.
+func specialTexts(m *llama.Model) (bos, eos string) {
+	vocab := C.llama_model_get_vocab(*(**C.struct_llama_model)(unsafe.Pointer(m)))
+	return specialPiece(m, int(C.llama_vocab_bos(vocab))), specialPiece(m, int(C.llama_vocab_eos(vocab)))
+}
+
+// specialPiece is token id's text with control tokens spelled out.
+func specialPiece(m *llama.Model, id int) string {
+	if id < 0 {
+		return ""
+	}
+	vocab := C.llama_model_get_vocab(*(**C.struct_llama_model)(unsafe.Pointer(m)))
+	buf := make([]byte, 256)
+	got := C.llama_token_to_piece(vocab, C.int32_t(id), (*C.char)(unsafe.Pointer(&buf[0])), C.int32_t(len(buf)), 0, true)
+	if got < 0 {
+		return ""
+	}
+	return string(buf[:got])
+}
+
+// userDefined reports whether token id is a user-defined token: llama.cpp
+// matches those in text even when told not to parse special tokens (Gemma's
+// <start_of_turn> is one in files from llama.cpp's converter).
+func userDefined(m *llama.Model, id int) bool {
+	vocab := C.llama_model_get_vocab(*(**C.struct_llama_model)(unsafe.Pointer(m)))
+	return C.llama_vocab_get_attr(vocab, C.int32_t(id))&(1<<4) != 0
+}
+
+// control reports whether token id is a control token.
+func control(m *llama.Model, id int) bool {
+	vocab := C.llama_model_get_vocab(*(**C.struct_llama_model)(unsafe.Pointer(m)))
+	return C.llama_vocab_get_attr(vocab, C.int32_t(id))&(1<<3) != 0
 }

@@ -21,7 +21,7 @@ func (l *loop) reusable(s *slot, t *task) int {
 	if s.owner.Tenant != t.req.Tenant {
 		return 0 // another tenant's KV: reusing it would tell t how much of its prompt they sent
 	}
-	n := min(commonPrefix(s.tokens, t.prompt), len(t.prompt)-1)
+	n := min(commonPrefix(s.tokens, t.prompt), reuseLimit(len(t.prompt)))
 	if s.shiftedAt >= 0 && !t.req.Shift {
 		n = min(n, s.shiftedAt)
 	}
@@ -52,10 +52,10 @@ func (l *loop) shift(s *slot, prompt []int, reuse int) int {
 }
 
 // findRun finds prompt[from:from+shiftProbe] in held at or after start and
-// returns its position and how far the match extends (capped at the
-// prompt's last token, which is always computed); -1 if there is none.
+// returns its position and how far the match extends (capped at
+// reuseLimit: a prompt's last chunk is always computed); -1 if there is none.
 func findRun(held, prompt []int, from, start int) (int, int) {
-	if from+shiftProbe > len(prompt)-1 {
+	if from+shiftProbe > reuseLimit(len(prompt)) {
 		return -1, 0
 	}
 	probe := prompt[from : from+shiftProbe]
@@ -64,7 +64,7 @@ func findRun(held, prompt []int, from, start int) (int, int) {
 			continue
 		}
 		m := shiftProbe
-		for from+m < len(prompt)-1 && j+m < len(held) && held[j+m] == prompt[from+m] {
+		for from+m < reuseLimit(len(prompt)) && j+m < len(held) && held[j+m] == prompt[from+m] {
 			m++
 		}
 		return j, m

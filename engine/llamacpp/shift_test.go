@@ -17,8 +17,8 @@ func TestFindRun(t *testing.T) {
 		return s
 	}
 	held := append(seq(0, 20), seq(500, 100)...)  // prefix 0..19, then a run 500..599
-	prompt := append(seq(0, 20), seq(540, 40)...) // the prefix, then 540..579, then one more token
-	prompt = append(prompt, 9999)
+	prompt := append(seq(0, 20), seq(540, 40)...) // the prefix, then 540..579, then the last chunk
+	prompt = append(prompt, 9998, 9999)
 	tests := []struct {
 		name         string
 		from, start  int

@@ -25,6 +25,14 @@ type task struct {
 	sampler *llama.SamplingContext
 	chain   kvcache.Chain // the prompt's block keys
 	restore *restore      // a snapshot to restore instead of prefilling; nil for none
+	// embed: the task wants the prompt's embedding, not a generation
+	// (embed.go); embedding holds it when done.
+	embed     bool
+	embedding []float32
+	// outGrammar is the grammar of an engine.Output, kept by con, the
+	// budget keeper made on the first sample (constrain.go).
+	outGrammar string
+	con        *constraint
 
 	slot       int
 	nPrompt    int // prompt tokens whose KV the slot holds
@@ -32,6 +40,8 @@ type task struct {
 	pending    int // sampled token still to be decoded; -1 for none
 	logitsAt   int // row of this task's logits in the current batch; -1 for none
 	generated  []int
+	logprobs   []engine.TokenLogprob // of generated, when asked for
+	unsentLP   []engine.TokenLogprob // not yet in an event
 	dec        textDecoder
 	stop       stopMatcher
 	text       strings.Builder
@@ -50,9 +60,24 @@ type task struct {
 
 func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, arrived time.Time) (*task, error) {
 	s := req.Sampling
+	if err := checkLogitBias(s.LogitBias, e.vocab); err != nil {
+		return nil, err
+	}
+	var outGrammar string
+	if s.Output != nil {
+		if s.Grammar != "" {
+			return nil, engine.Invalid("a grammar and a JSON output format cannot be combined")
+		}
+		g, err := outputGrammar(s.Output) // grammar.go
+		if err != nil {
+			return nil, err
+		}
+		s.Grammar = g
+		outGrammar = g
+	}
 	sampler, err := llama.NewSamplingContext(e.model, llama.SamplingParams{
 		TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, TypicalP: 1, Temp: s.Temperature,
-		RepeatLastN: s.RepeatLastN, PenaltyRepeat: s.RepeatPenalty, PenaltyFreq: 0, PenaltyPresent: 0,
+		RepeatLastN: s.RepeatLastN, PenaltyRepeat: s.RepeatPenalty, PenaltyFreq: s.FrequencyPenalty, PenaltyPresent: s.PresencePenalty,
 		Seed: s.Seed, Grammar: s.Grammar,
 	})
 	if err != nil && s.Grammar != "" {
@@ -74,7 +99,7 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 	tctx, cancel := context.WithCancel(ctx)
 	return &task{
 		ctx: tctx, cancel: cancel, req: req, prompt: prompt, maxNew: maxNew, arrived: arrived,
-		sampler: sampler, slot: -1, pending: -1, logitsAt: -1,
+		sampler: sampler, slot: -1, pending: -1, logitsAt: -1, outGrammar: outGrammar,
 		stop:   stopMatcher{stops: nonEmpty(req.Stop)},
 		notify: make(chan struct{}, 1), closed: e.stopped,
 	}, nil
@@ -104,7 +129,7 @@ func (t *task) timings() engine.Timings {
 
 // emit queues an event for the caller. Loop-owned side.
 func (t *task) emit(ev engine.Event) {
-	if !ev.First && ev.Text == "" {
+	if !ev.First && ev.Text == "" && len(ev.Logprobs) == 0 {
 		return
 	}
 	t.mu.Lock()
@@ -122,10 +147,13 @@ func (t *task) signal() {
 
 // finish ends the task with a result or an error. Loop-owned side.
 func (t *task) finish(reason string, err error) {
+	if t.con != nil {
+		t.con.free()
+	}
 	t.mu.Lock()
 	t.done, t.err = true, err
 	t.result = engine.Result{
-		Text: t.text.String(), Tokens: t.generated, FinishReason: reason, Slot: t.slot, Timings: t.timings(),
+		Text: t.text.String(), Tokens: t.generated, Logprobs: t.logprobs, FinishReason: reason, Slot: t.slot, Timings: t.timings(),
 	}
 	t.mu.Unlock()
 	t.signal()

@@ -1,7 +1,10 @@
 package llamaserver
 
 import (
+	"cmp"
+	"encoding/json"
 	"math"
+	"slices"
 	"time"
 
 	"kvwin/engine"
@@ -27,12 +30,29 @@ type completionRequest struct {
 	Stop          []string `json:"stop"`       // never null
 	IgnoreEOS     bool     `json:"ignore_eos"` // generate past end-of-generation tokens
 	Grammar       string   `json:"grammar,omitempty"`
+	// The rest of OpenAI's sampling, as llama-server names it; set only
+	// when the request set it.
+	PresencePenalty  float32      `json:"presence_penalty,omitempty"`
+	FrequencyPenalty float32      `json:"frequency_penalty,omitempty"`
+	LogitBias        [][2]float64 `json:"logit_bias,omitempty"` // [[token, bias], …]
+	// JSONSchema is llama-server's constrained JSON output; KvwinOutput
+	// is the whole constraint (with a tool call's wrapper), which kvwin
+	// nodes read and llama-server ignores.
+	JSONSchema  json.RawMessage `json:"json_schema,omitempty"`
+	KvwinOutput *outputBody     `json:"kvwin_output,omitempty"`
 	// Stream is always true (see the package comment).
 	Stream bool `json:"stream"`
 	// TimingsPerToken puts the timings in every chunk, so the first one
 	// already says how many prompt tokens the server reused: the engine
 	// contract's first event carries them.
 	TimingsPerToken bool `json:"timings_per_token"`
+}
+
+// outputBody is engine.Output on the wire (kvwin_output).
+type outputBody struct {
+	Schema json.RawMessage `json:"schema,omitempty"`
+	Prefix string          `json:"prefix,omitempty"`
+	Suffix string          `json:"suffix,omitempty"`
 }
 
 // shiftMinRun is the n_cache_reuse sent for shifting requests: shorter
@@ -51,6 +71,20 @@ func (b *Backend) completionBody(req engine.Request, tokens []int) completionReq
 	}
 	if body.NPredict == 0 {
 		body.NPredict = -1 // the engine's "no limit"; 0 would generate nothing
+	}
+	body.PresencePenalty, body.FrequencyPenalty = s.PresencePenalty, s.FrequencyPenalty
+	for tok, bias := range s.LogitBias {
+		body.LogitBias = append(body.LogitBias, [2]float64{float64(tok), float64(bias)})
+	}
+	slices.SortFunc(body.LogitBias, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
+	if o := s.Output; o != nil {
+		body.KvwinOutput = &outputBody{Schema: o.Schema, Prefix: o.Prefix, Suffix: o.Suffix}
+		if o.Prefix == "" && o.Suffix == "" {
+			body.JSONSchema = o.Schema
+			if len(o.Schema) == 0 {
+				body.JSONSchema = json.RawMessage(`{"type":"object"}`)
+			}
+		}
 	}
 	if req.Shift && body.NCacheReuse == 0 {
 		body.NCacheReuse = shiftMinRun // reuse shifted chunks of at least this many tokens

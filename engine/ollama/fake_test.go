@@ -22,7 +22,8 @@ type fakeOllama struct {
 	show     http.HandlerFunc
 	chat     http.HandlerFunc
 	generate http.HandlerFunc
-	answer   []string // streamed contents; default "Hel", "lo"
+	embed    http.HandlerFunc // /api/embed; 404 if nil
+	answer   []string         // streamed contents; default "Hel", "lo"
 	// promptEval computes the final response's prompt_eval_count from the
 	// request body; default: a fixed 100.
 	promptEval func(body []byte) int
@@ -45,6 +46,7 @@ func startFake(t *testing.T, f *fakeOllama) *fakeOllama {
 	mux.HandleFunc("/api/show", f.record(f.show, f.serveShow))
 	mux.HandleFunc("/api/chat", f.record(f.chat, f.serveStream("message")))
 	mux.HandleFunc("/api/generate", f.record(f.generate, f.serveStream("response")))
+	mux.HandleFunc("/api/embed", f.record(f.embed, http.NotFound))
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f

@@ -20,9 +20,9 @@ const tinyModel = ollamatest.TinyModel
 // TestRealOllama runs a two-turn conversation through the adapter against
 // a real `ollama serve` on the generated test model and checks Ollama's
 // prefix cache at work: turn 2 (turn 1, its answer and a short new
-// message) evaluates its prompt far faster than turn 1, and the adapter
-// estimated almost all of turn 1 as cached. The duration is Ollama's own
-// prompt_eval_duration, compared within one run with a generous margin.
+// message) reuses all of turn 1's prompt, by the count of reused tokens
+// Ollama's runner logs, and the adapter estimated almost all of turn 1 as
+// cached.
 func TestRealOllama(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -78,9 +78,13 @@ func TestRealOllama(t *testing.T) {
 	if t1.PromptEval <= 0 || t2.PromptEval <= 0 {
 		t.Fatalf("prompt_eval_duration %v, %v: Ollama reported none", t1.PromptEval, t2.PromptEval)
 	}
-	if t2.PromptEval >= t1.PromptEval/3 {
-		t.Errorf("turn 2 evaluated its prompt in %v, turn 1 in %v: want under a third, Ollama's prefix cache at work",
-			t2.PromptEval, t1.PromptEval)
+	// Ollama's prefix cache at work, by its runner's own count (the
+	// durations above are logged, not asserted: the machine is shared).
+	if loads := ollamatest.CacheLoads(t, base); len(loads) < 2 {
+		t.Errorf("Ollama's runner logged %d cache placements, want 2", len(loads))
+	} else if l1, l2 := loads[len(loads)-2], loads[len(loads)-1]; l1.Used != 0 || l2.Used < l1.Prompt {
+		t.Errorf("Ollama's cache: turn 1 reused %d of %d tokens, turn 2 %d of %d: want turn 2 to reuse all of turn 1's prompt",
+			l1.Used, l1.Prompt, l2.Used, l2.Prompt)
 	}
 	if t1.CachedTokens != 0 {
 		t.Errorf("turn 1: %d tokens estimated cached, want 0 (nothing ran before)", t1.CachedTokens)

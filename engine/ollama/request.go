@@ -1,6 +1,7 @@
 package ollama
 
 import (
+	"encoding/json"
 	"maps"
 	"math/bits"
 
@@ -54,6 +55,12 @@ func checkRequest(req engine.Request, limit int) error {
 		// Ollama v0.9.6 always reuses its cache; a "cold" measurement
 		// through it would be warm.
 		return engine.Invalid("Ollama cannot be told not to reuse its prompt cache")
+	case req.Sampling.Output != nil && (req.Sampling.Output.Prefix != "" || req.Sampling.Output.Suffix != ""):
+		// Ollama constrains a whole answer to a schema, never a JSON value
+		// inside fixed text: a required tool call would be unconstrained.
+		return engine.Invalid("an Ollama backend cannot constrain a required tool call (use tool_choice auto)")
+	case req.Sampling.Grammar != "" || len(req.Sampling.LogitBias) > 0:
+		return engine.Invalid("an Ollama backend takes neither a grammar nor logit_bias")
 	}
 	return nil
 }
@@ -143,6 +150,12 @@ func (b *Backend) options(req engine.Request, p plan) map[string]any {
 	opts["min_p"] = s.MinP
 	opts["repeat_penalty"] = s.RepeatPenalty
 	opts["repeat_last_n"] = s.RepeatLastN
+	if s.PresencePenalty != 0 {
+		opts["presence_penalty"] = s.PresencePenalty
+	}
+	if s.FrequencyPenalty != 0 {
+		opts["frequency_penalty"] = s.FrequencyPenalty
+	}
 	if len(req.Stop) > 0 {
 		opts["stop"] = req.Stop
 	}
@@ -157,7 +170,7 @@ func (b *Backend) chatRequest(req engine.Request, p plan) *api.ChatRequest {
 	}
 	stream := true
 	return &api.ChatRequest{
-		Model: b.cfg.Model, Messages: msgs, Stream: &stream,
+		Model: b.cfg.Model, Messages: msgs, Stream: &stream, Format: format(req),
 		KeepAlive: &api.Duration{Duration: b.cfg.KeepAlive}, Options: b.options(req, p),
 	}
 }
@@ -168,7 +181,20 @@ func (b *Backend) chatRequest(req engine.Request, p plan) *api.ChatRequest {
 func (b *Backend) generateRequest(req engine.Request, p plan) *api.GenerateRequest {
 	stream := true
 	return &api.GenerateRequest{
-		Model: b.cfg.Model, Prompt: req.Prompt, Raw: true, Stream: &stream,
+		Model: b.cfg.Model, Prompt: req.Prompt, Raw: true, Stream: &stream, Format: format(req),
 		KeepAlive: &api.Duration{Duration: b.cfg.KeepAlive}, Options: b.options(req, p),
 	}
+}
+
+// format is Ollama's format for JSON output: the schema, or "json" for any
+// object; nil without.
+func format(req engine.Request) json.RawMessage {
+	o := req.Sampling.Output
+	switch {
+	case o == nil:
+		return nil
+	case len(o.Schema) == 0:
+		return json.RawMessage(`"json"`)
+	}
+	return json.RawMessage(o.Schema)
 }

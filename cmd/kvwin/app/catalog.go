@@ -53,6 +53,8 @@ var (
 	_ engine.Backend               = (*entry)(nil)
 	_ engine.MessageCounter        = (*entry)(nil)
 	_ engine.ModelDescriber        = (*entry)(nil)
+	_ engine.Embedder              = (*entry)(nil)
+	_ engine.ToolTemplater         = (*entry)(nil)
 )
 
 // entry is one configured model.
@@ -420,4 +422,37 @@ func (e *entry) Describe() (engine.ModelCard, error) {
 		return engine.ModelCard{}, fmt.Errorf("describe model %q: %w", e.spec.Name, err)
 	}
 	return engine.ModelCard{Format: "gguf", Size: st.Size(), ModifiedAt: st.ModTime()}, nil
+}
+
+// Embed loads the model if needed, then embeds with it (a remote entry:
+// with its router, under the backends' own model name).
+func (e *entry) Embed(ctx context.Context, req engine.EmbedRequest) (engine.Embeddings, error) {
+	b, release, err := e.cat.acquire(ctx, e)
+	if err != nil {
+		return engine.Embeddings{}, err
+	}
+	defer release()
+	if rm, ok := b.(remoteModel); ok {
+		b, req.Model = rm.Backend, ""
+	}
+	emb, ok := b.(engine.Embedder)
+	if !ok {
+		return engine.Embeddings{}, fmt.Errorf("model %q cannot compute embeddings: %w", e.spec.Name, engine.ErrNotSupported)
+	}
+	return emb.Embed(ctx, req)
+}
+
+// TemplateTools reports whether the model's own chat template renders
+// tools; it loads the model (the chat that asks is about to need it).
+func (e *entry) TemplateTools() bool {
+	b, release, err := e.cat.acquire(context.Background(), e)
+	if err != nil {
+		return false
+	}
+	defer release()
+	if rm, ok := b.(remoteModel); ok {
+		b = rm.Backend
+	}
+	tt, ok := b.(engine.ToolTemplater)
+	return ok && tt.TemplateTools()
 }

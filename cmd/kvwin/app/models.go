@@ -93,7 +93,7 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 		}
 		eng, err := llamacpp.New(llamacpp.Config{
 			ModelPath: e.spec.Model, ModelID: e.spec.Name, Name: embeddedName, Slots: e.info.Slots, Ctx: e.info.ContextSlot,
-			Threads: a.f.Threads, Queue: queue, Registry: e.reg, SnapshotDir: snapshotDir, SnapshotMaxBytes: a.f.SnapshotBytes,
+			Threads: a.f.Threads, Batch: a.f.Batch, Queue: queue, Registry: e.reg, SnapshotDir: snapshotDir, SnapshotMaxBytes: a.f.SnapshotBytes,
 		}, a.log)
 		if err != nil {
 			return nil, err

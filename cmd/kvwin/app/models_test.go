@@ -198,4 +198,18 @@ func TestRemoteModelEntry(t *testing.T) {
 	if got := loaded(t, a); !slices.Equal(got, []string{"fleet"}) {
 		t.Fatalf("/api/ps = %v, want the remote model only (local not loaded)", got)
 	}
+
+	// Embeddings go to the model they name, loading it.
+	resp, err := http.Post(a.URL()+"/v1/embeddings", "application/json", strings.NewReader(`{"model":"local","input":["one","two"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var emb struct {
+		Model string
+		Data  []struct{ Embedding []float64 }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&emb); err != nil || resp.StatusCode != 200 || emb.Model != "local" || len(emb.Data) != 2 || len(emb.Data[0].Embedding) == 0 {
+		t.Fatalf("embeddings: %d %+v %v", resp.StatusCode, emb, err)
+	}
 }

@@ -39,6 +39,7 @@ type Config struct {
 	Slots           int
 	Ctx             int
 	Threads         int
+	Batch           int // most tokens per llama_decode; 0: the engine's default
 	Queue           int
 	Window          string
 	MaxBody         int64
@@ -284,7 +285,7 @@ func (a *App) startEmbedded() error {
 		snapshotDir = ""
 	}
 	eng, err := llamacpp.New(llamacpp.Config{
-		ModelPath: modelPath, Slots: f.Slots, Ctx: f.Ctx, Threads: f.Threads, Queue: queue,
+		ModelPath: modelPath, Slots: f.Slots, Ctx: f.Ctx, Threads: f.Threads, Batch: f.Batch, Queue: queue,
 		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.SnapshotBytes,
 	}, a.log)
 	if err != nil {

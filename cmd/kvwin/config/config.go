@@ -31,6 +31,7 @@ type File struct {
 	Slots                    *int      `yaml:"slots"`
 	Ctx                      *int      `yaml:"ctx"`
 	Threads                  *int      `yaml:"threads"`
+	Batch                    *int      `yaml:"batch"`
 	Queue                    *int      `yaml:"queue"`
 	Window                   *string   `yaml:"window"`
 	Shift                    *bool     `yaml:"shift"`

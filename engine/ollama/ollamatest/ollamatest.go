@@ -14,7 +14,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +28,38 @@ import (
 // Install is how to build the binary: the pinned version, with the
 // project's cgo flags (../shared/RESEARCH.md).
 const Install = `CGO_CFLAGS="-O3 -march=x86-64-v3" CGO_CXXFLAGS="-O3 -march=x86-64-v3" GOFLAGS=-buildvcs=false go install github.com/ollama/ollama@v0.9.6`
+
+// logs maps the URL of each running server to its log file.
+var logs sync.Map
+
+// CacheLoad is what Ollama's runner reported when it placed one request in
+// its cache: the prompt's tokens and how many of them it reused.
+type CacheLoad struct{ Prompt, Used int }
+
+var cacheLoadLine = regexp.MustCompile(`msg="loading cache slot".* prompt=(\d+) used=(\d+)`)
+
+// CacheLoads returns, in order, every placement the runner of the server
+// at base logged so far ("loading cache slot … prompt=N used=M" in its
+// debug log): Ollama's own account of its prefix reuse, which its API does
+// not report (prompt_eval_count is the whole prompt, cached or not).
+func CacheLoads(t testing.TB, base string) []CacheLoad {
+	t.Helper()
+	p, ok := logs.Load(base)
+	if !ok {
+		t.Fatalf("no ollama server of this test at %s", base)
+	}
+	data, err := os.ReadFile(p.(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []CacheLoad
+	for _, m := range cacheLoadLine.FindAllStringSubmatch(string(data), -1) {
+		prompt, _ := strconv.Atoi(m[1])
+		used, _ := strconv.Atoi(m[2])
+		out = append(out, CacheLoad{Prompt: prompt, Used: used})
+	}
+	return out
+}
 
 // TinyModel is the name the test model is imported under.
 const TinyModel = "kvwin-tiny"
@@ -81,7 +116,10 @@ func start(t testing.TB, ctx context.Context, bin string) string {
 	}
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = ollamaEnv(host, dir,
-		"OLLAMA_MODELS="+filepath.Join(dir, "models"), "OLLAMA_NUM_PARALLEL=1", "OLLAMA_KEEP_ALIVE=30m")
+		"OLLAMA_MODELS="+filepath.Join(dir, "models"), "OLLAMA_NUM_PARALLEL=1", "OLLAMA_KEEP_ALIVE=30m",
+		// Debug logs carry the runner's own count of reused prompt tokens
+		// (CacheLoads): tests assert on it, never on timings.
+		"OLLAMA_DEBUG=1")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -106,6 +144,8 @@ func start(t testing.TB, ctx context.Context, bin string) string {
 	})
 
 	base := "http://" + host
+	logs.Store(base, logPath)
+	t.Cleanup(func() { logs.Delete(base) })
 	deadline := time.NewTimer(60 * time.Second)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)

@@ -1,0 +1,293 @@
+package llamacpp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/ollama/ollama/llama"
+
+	"kvwin/engine"
+	"kvwin/engine/chattemplate"
+	"kvwin/kvcache"
+)
+
+// jinjaRenderer renders the model's own chat template (Jinja) and tokenizes
+// it piece by piece: the template's structure with control-token parsing,
+// message text without. Text a client sends therefore never becomes a
+// control token under any template, and a message's text tokenizes the same
+// way every turn, so a conversation's earlier turns keep their tokens.
+type jinjaRenderer struct {
+	m       *llama.Model
+	t       *chattemplate.Template
+	bosText string
+	bos     []int // prepended when the model adds BOS and the template does not write it
+	cache   *kvcache.TokenCache
+	id      string
+	log     *slog.Logger
+	loose   sync.Once // logs once that the template transforms message text
+	// guard holds the user-defined tokens the template's structure uses
+	// (on the probe conversation), by id: llama.cpp matches those even in
+	// plain text, so message text holding one is tokenized around it.
+	guard map[int]string
+	// controls are the texts of the vocabulary's control tokens and of
+	// guard: tool definitions, which the template renders as structure,
+	// must not hold them.
+	controls []string
+	// none is the rendering of no message (just the BOS if the template
+	// refuses it), what count subtracts; computed at start.
+	none []int
+}
+
+// Keys of the token cache: structure and message text tokenize differently.
+const (
+	pieceStructure = "\x00structure"
+	pieceText      = "\x00text"
+)
+
+func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, cache *kvcache.TokenCache, id string, log *slog.Logger) (*jinjaRenderer, error) {
+	r := &jinjaRenderer{m: m, t: t, bosText: bosText, cache: cache, id: id, log: log}
+	if m.AddBOSToken() {
+		bos, err := m.Tokenize("", true, false)
+		if err != nil {
+			return nil, fmt.Errorf("tokenize BOS: %w", err)
+		}
+		r.bos = bos
+	}
+	r.guard = map[int]string{}
+	pieces, _, err := t.Render(chattemplate.Probe, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pieces {
+		if p.Content {
+			continue
+		}
+		ids, err := m.Tokenize(p.Text, false, true)
+		if err != nil {
+			return nil, fmt.Errorf("tokenize the template's structure: %w", err)
+		}
+		for _, id := range ids {
+			if userDefined(m, id) {
+				// Whitespace runs (Gemma has user-defined ones) are
+				// text whatever the tokenizer does.
+				if text := specialPiece(m, id); len(text) > 1 && strings.TrimSpace(text) != "" {
+					r.guard[id] = text
+				}
+			}
+		}
+	}
+	for id := range m.NumVocab() {
+		if control(m, id) {
+			if text := specialPiece(m, id); len(text) > 1 {
+				r.controls = append(r.controls, text)
+			}
+		}
+	}
+	for _, text := range r.guard {
+		r.controls = append(r.controls, text)
+	}
+	if none, err := r.tokenize(nil, nil, false); err == nil {
+		r.none = none
+	} else {
+		r.none = r.bos
+	}
+	if !t.Stable {
+		log.Warn("chat template rewrites earlier turns: a conversation's next turn does not extend its previous prompt, so KV reuse stops where the tokens first differ")
+	}
+	return r, nil
+}
+
+func (r *jinjaRenderer) name() string { return "jinja" }
+
+// tokens tokenizes one piece through the token cache.
+func (r *jinjaRenderer) tokens(dst []int, p chattemplate.Piece) ([]int, error) {
+	kind := pieceStructure
+	if p.Content {
+		kind = pieceText
+	}
+	if r.cache != nil {
+		if out, ok := r.cache.Append(dst, r.id, kind, p.Text); ok {
+			return out, nil
+		}
+	}
+	ids, err := r.m.Tokenize(p.Text, false, !p.Content)
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: %w", err)
+	}
+	if p.Content && r.guarded(ids) {
+		if ids, err = r.plain(p.Text); err != nil {
+			return nil, err
+		}
+	}
+	if r.cache != nil {
+		r.cache.Put(r.id, kind, p.Text, ids)
+	}
+	return append(dst, ids...), nil
+}
+
+func (r *jinjaRenderer) guarded(ids []int) bool {
+	for _, id := range ids {
+		if _, ok := r.guard[id]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// plain tokenizes message text that holds the text of a guarded token: each
+// occurrence is tokenized as its first byte and its rest apart, so it stays
+// text ("<" + "start_of_turn>").
+func (r *jinjaRenderer) plain(text string) ([]int, error) {
+	var out []int
+	add := func(s string) error {
+		if s == "" {
+			return nil
+		}
+		ids, err := r.m.Tokenize(s, false, false)
+		if err != nil {
+			return fmt.Errorf("tokenize: %w", err)
+		}
+		if r.guarded(ids) {
+			return engine.Invalid("message text cannot be tokenized as plain text")
+		}
+		out = append(out, ids...)
+		return nil
+	}
+	for text != "" {
+		at, word := -1, ""
+		for _, w := range r.guard {
+			if i := strings.Index(text, w); i >= 0 && (at < 0 || i < at || (i == at && len(w) > len(word))) {
+				at, word = i, w
+			}
+		}
+		if at < 0 {
+			return out, add(text)
+		}
+		for _, s := range []string{text[:at], word[:1], word[1:]} {
+			if err := add(s); err != nil {
+				return nil, err
+			}
+		}
+		text = text[at+len(word):]
+	}
+	return out, nil
+}
+
+// tokenize renders msgs and tokenizes the pieces. BOS is prepended when the
+// model adds one and the template did not write it itself (llama-server's
+// rule, so a prompt never starts with two).
+func (r *jinjaRenderer) tokenize(msgs []engine.Message, tools []any, addGen bool) ([]int, error) {
+	if err := r.checkTools(tools, "tools"); err != nil {
+		return nil, err
+	}
+	pieces, ok, err := r.t.Render(msgs, tools, addGen)
+	if err != nil {
+		if errors.Is(err, chattemplate.ErrRender) {
+			return nil, engine.Invalid("%v", err)
+		}
+		return nil, err
+	}
+	if !ok {
+		// The template cut or rewrote message text (Qwen 3 strips
+		// reasoning: content.split('</think>')[-1]), so a part of it may
+		// sit in a structure piece. That is harmless unless the text holds
+		// a control token's text, which is then refused.
+		r.loose.Do(func() {
+			r.log.Warn("chat template rewrites message text beyond trimming; messages holding control-token text are refused")
+		})
+		for i, m := range msgs {
+			for _, c := range r.controls {
+				if strings.Contains(m.Content, c) {
+					return nil, engine.Invalid("messages[%d] holds the control-token text %q, which this model's chat template would not keep as text", i, c)
+				}
+			}
+		}
+	}
+	var out []int
+	if len(r.bos) > 0 && (r.bosText == "" || len(pieces) == 0 || pieces[0].Content || !strings.HasPrefix(pieces[0].Text, r.bosText)) {
+		out = append(out, r.bos...)
+	}
+	for _, p := range pieces {
+		if out, err = r.tokens(out, p); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// render renders the conversation with the generation prompt. The template
+// decides the layout, so nothing is padded (padSinks is a ChatML ability).
+func (r *jinjaRenderer) render(msgs []engine.Message, tools []any, _, _ int) ([]int, error) {
+	return r.tokenize(msgs, tools, true)
+}
+
+// checkTools refuses tool definitions holding a control token's text: the
+// template renders them as structure, where it would parse as the token.
+func (r *jinjaRenderer) checkTools(v any, at string) error {
+	switch v := v.(type) {
+	case json.RawMessage:
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return engine.Invalid("%s is not JSON", at)
+		}
+		return r.checkTools(x, at)
+	case string:
+		for _, c := range r.controls {
+			if strings.Contains(v, c) {
+				return engine.Invalid("%s holds the control-token text %q", at, c)
+			}
+		}
+	case []any:
+		for i, x := range v {
+			if err := r.checkTools(x, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for k, x := range v {
+			if err := r.checkTools(k, at); err != nil {
+				return err
+			}
+			if err := r.checkTools(x, at+"."+k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// count is a message's tokens in the rendering: the rendering of the message
+// alone, less what the template writes for no message at all (a BOS, a
+// default system turn). A template that refuses either conversation (a
+// system message under Gemma) falls back to the message's text plus four.
+func (r *jinjaRenderer) count(m engine.Message) int {
+	one, err := r.tokenize([]engine.Message{m}, nil, false)
+	if err != nil {
+		ids, err := r.m.Tokenize(m.Content, false, false)
+		if err != nil {
+			return (len(m.Content) + 3) / 4
+		}
+		return len(ids) + 4
+	}
+	none := r.none
+	if !prefixOf(none, one) {
+		none = r.bos
+	}
+	return max(len(one)-len(none), 1)
+}
+
+func prefixOf(a, b []int) bool {
+	if len(a) > len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

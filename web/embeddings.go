@@ -1,0 +1,152 @@
+package web
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/engine"
+)
+
+// maxEmbedInputs bounds the inputs of one embeddings request, as OpenAI's
+// API does.
+const maxEmbedInputs = 2048
+
+// embeddingsRequest is the body of POST /v1/embeddings. Input stays raw:
+// a string or an array of strings (token-id arrays are refused).
+type embeddingsRequest struct {
+	Model          string          `json:"model"`
+	Input          json.RawMessage `json:"input"`
+	EncodingFormat string          `json:"encoding_format"`
+	Dimensions     *int            `json:"dimensions"`
+	User           string          `json:"user"`
+}
+
+// embeddingList is the response of POST /v1/embeddings.
+type embeddingList struct {
+	Object string           `json:"object"`
+	Data   []embeddingDatum `json:"data"`
+	Model  string           `json:"model"`
+	Usage  embeddingUsage   `json:"usage"`
+}
+
+// embeddingDatum's Embedding is a []float32 or, for encoding_format
+// base64, the little-endian float32 bytes in base64.
+type embeddingDatum struct {
+	Object    string `json:"object"`
+	Index     int    `json:"index"`
+	Embedding any    `json:"embedding"`
+}
+
+type embeddingUsage struct {
+	PromptTokens int `json:"prompt_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+// embeddings serves POST /v1/embeddings through the backend's Embedder
+// (a gateway's router delegates to a backend that has one).
+func (s *Server) embeddings(c *gin.Context) {
+	var body embeddingsRequest
+	if err := s.decode(c, &body); err != nil {
+		s.fail(c, err)
+		return
+	}
+	b, info, err := s.selectBackend(c, body.Model)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	inputs, err := embedInputs(body.Input)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	switch body.EncodingFormat {
+	case "", "float", "base64":
+	default:
+		s.fail(c, badInput(CodeInvalidValue, "encoding_format", `encoding_format is %q; it must be "float" or "base64"`, body.EncodingFormat))
+		return
+	}
+	if body.Model != "" && body.Model != info.Model {
+		s.fail(c, fmt.Errorf("the model %q does not exist (this server serves %q): %w", body.Model, info.Model, engine.ErrUnknownModel))
+		return
+	}
+	emb, ok := b.(engine.Embedder)
+	if !ok {
+		s.failNotSupported(c, "this server's backend cannot compute embeddings")
+		return
+	}
+	out, err := emb.Embed(c.Request.Context(), engine.EmbedRequest{Model: info.Model, Inputs: inputs, Tenant: s.tenant(c)})
+	if errors.Is(err, engine.ErrNotSupported) {
+		s.failNotSupported(c, err.Error())
+		return
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if d := body.Dimensions; d != nil && len(out.Vectors) > 0 && *d != len(out.Vectors[0]) {
+		s.fail(c, badInput(CodeInvalidValue, "dimensions", "dimensions is %d but this model's embeddings have %d; kvwin does not shorten them", *d, len(out.Vectors[0])))
+		return
+	}
+	list := embeddingList{Object: objectList, Model: info.Model, Data: make([]embeddingDatum, len(out.Vectors)),
+		Usage: embeddingUsage{PromptTokens: out.PromptTokens, TotalTokens: out.PromptTokens}}
+	for i, v := range out.Vectors {
+		list.Data[i] = embeddingDatum{Object: "embedding", Index: i, Embedding: v}
+		if body.EncodingFormat == "base64" {
+			list.Data[i].Embedding = base64Floats(v)
+		}
+	}
+	c.Header(HeaderBackend, servedBy(info, out.Backend))
+	writeJSON(c.Writer, http.StatusOK, list)
+}
+
+// failNotSupported answers 501: the route exists, the backend cannot.
+func (s *Server) failNotSupported(c *gin.Context, msg string) {
+	_ = c.Error(engine.ErrNotSupported)
+	writeJSON(c.Writer, http.StatusNotImplemented, errorBody{Error: apiError{Message: msg, Type: typeInvalidRequest, Code: "not_supported"}})
+}
+
+// embedInputs reads input: a non-empty string or array of non-empty
+// strings.
+func embedInputs(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, badInput(CodeMissingParameter, "input", "input is required")
+	}
+	var inputs []string
+	if raw[0] == '"' {
+		var one string
+		if err := json.Unmarshal(raw, &one); err != nil {
+			return nil, badInput(CodeInvalidType, "input", "input is not a valid string")
+		}
+		inputs = []string{one}
+	} else if err := json.Unmarshal(raw, &inputs); err != nil {
+		return nil, badInput(CodeInvalidType, "input", "input must be a string or an array of strings (token-id inputs are not supported)")
+	}
+	if len(inputs) == 0 || len(inputs) > maxEmbedInputs {
+		return nil, badInput(CodeInvalidValue, "input", "input must hold 1 to %d strings, not %d", maxEmbedInputs, len(inputs))
+	}
+	for i, in := range inputs {
+		if in == "" {
+			return nil, badInput(CodeInvalidValue, "input", "input[%d] is empty", i)
+		}
+	}
+	return inputs, nil
+}
+
+// base64Floats is v as OpenAI's base64 encoding: little-endian float32s.
+func base64Floats(v []float32) string {
+	buf := make([]byte, 0, 4*len(v))
+	for _, x := range v {
+		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
+	}
+	return base64.StdEncoding.EncodeToString(buf)
+}

@@ -1,0 +1,152 @@
+package web
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+)
+
+// callParser reads a model's answer for tool calls as it streams: text
+// before any call is content; a call is recognised once its header (the
+// opening marker and the name) is complete, then its arguments stream as
+// they come, delimited by counting JSON brackets. Text that cannot start
+// a call is content at once; text that might is held until it is clear.
+type callParser struct {
+	buf     string // text not yet classified
+	inArgs  bool   // inside a call's arguments object
+	depth   int    // bracket depth within the arguments
+	inStr   bool   // inside a JSON string within the arguments
+	escaped bool
+	calls   []toolCall // every call so far, arguments complete or not
+	newID   func() string
+	// single: parallel_tool_calls was false; whatever follows the first
+	// call is dropped.
+	single bool
+}
+
+// callHeader matches a call's start up to its arguments' first byte.
+var callHeader = regexp.MustCompile(`^\s*<tool_call>\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*`)
+
+// parsed is what one feed yields: content, and deltas of calls.
+type parsed struct {
+	content string
+	deltas  []toolCallDelta
+}
+
+// feed takes the next text of the answer.
+func (p *callParser) feed(s string) parsed {
+	p.buf += s
+	var out parsed
+	for p.buf != "" {
+		if p.inArgs && p.depth == 0 {
+			// Whitespace before the arguments' first bracket is not theirs.
+			p.buf = strings.TrimLeft(p.buf, " \t\r\n")
+			if p.buf == "" {
+				return out
+			}
+		}
+		if p.inArgs {
+			n, done := p.scanArgs(p.buf)
+			frag := p.buf[:n]
+			p.buf = p.buf[n:]
+			i := len(p.calls) - 1
+			p.calls[i].Function.Arguments += frag
+			if frag != "" {
+				out.deltas = append(out.deltas, toolCallDelta{Index: i, Function: &callFunction{Arguments: frag}})
+			}
+			if !done {
+				return out
+			}
+			p.inArgs = false
+			continue
+		}
+		if p.single && len(p.calls) == 1 {
+			p.buf = ""
+			return out
+		}
+		// Between calls: the rest of a call's wrapper is dropped.
+		trimmed := strings.TrimLeft(p.buf, " \t\r\n")
+		if rest, ok := strings.CutPrefix(trimmed, "}"); ok && len(p.calls) > 0 {
+			p.buf = rest
+			continue
+		}
+		if rest, ok := strings.CutPrefix(trimmed, "</tool_call>"); ok && len(p.calls) > 0 {
+			p.buf = rest
+			continue
+		}
+		if m := callHeader.FindStringSubmatch(p.buf); m != nil {
+			var name string
+			_ = json.Unmarshal([]byte(m[1]), &name)
+			p.calls = append(p.calls, toolCall{ID: p.newID(), Type: "function", Function: callFunction{Name: name}})
+			i := len(p.calls) - 1
+			out.deltas = append(out.deltas, toolCallDelta{Index: i, ID: p.calls[i].ID, Type: "function",
+				Function: &callFunction{Name: name, Arguments: ""}})
+			p.buf = p.buf[len(m[0]):]
+			p.inArgs, p.depth = true, 0
+			continue
+		}
+		if p.mayStartCall(trimmed) {
+			return out // wait for more text
+		}
+		if len(p.calls) > 0 && (strings.HasPrefix("</tool_call>", trimmed) || trimmed == "") {
+			return out
+		}
+		out.content += p.buf
+		p.buf = ""
+	}
+	return out
+}
+
+// mayStartCall reports whether s could still become a call's header.
+func (p *callParser) mayStartCall(s string) bool {
+	const open = "<tool_call>"
+	if len(s) < len(open) {
+		return strings.HasPrefix(open, s)
+	}
+	if !strings.HasPrefix(s, open) {
+		return false
+	}
+	// The header is not complete yet; give up on it once it is long
+	// enough that it should have been (a name of up to 256 bytes).
+	_, after, found := strings.Cut(s[len(open):], `"arguments"`)
+	if found {
+		return strings.TrimSpace(after) == "" // the colon is still to come
+	}
+	return len(s) < len(open)+300
+}
+
+// scanArgs returns how many bytes of s belong to the arguments object,
+// and whether it closed within them.
+func (p *callParser) scanArgs(s string) (int, bool) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case p.inStr && p.escaped:
+			p.escaped = false
+		case p.inStr && c == '\\':
+			p.escaped = true
+		case p.inStr && c == '"':
+			p.inStr = false
+		case p.inStr:
+		case c == '"':
+			p.inStr = true
+		case c == '{' || c == '[':
+			p.depth++
+		case c == '}' || c == ']':
+			p.depth--
+			if p.depth == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return len(s), false
+}
+
+// flush ends the answer: held text that never became a call is content.
+func (p *callParser) flush() parsed {
+	var out parsed
+	if !p.inArgs && len(p.calls) == 0 {
+		out.content, p.buf = p.buf, ""
+	}
+	return out
+}

@@ -1,0 +1,322 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"kvwin/engine"
+)
+
+// Tool calling, the ChatML way (Qwen's and Hermes' convention, which most
+// ChatML models are trained on): the tools' definitions go into the system
+// message inside <tools></tools>, the model answers a call as
+//
+//	<tool_call>
+//	{"name": "f", "arguments": {…}}
+//	</tool_call>
+//
+// and a tool's result comes back as a user turn inside <tool_response>.
+// With tool_choice "required" or a named function the answer is constrained
+// by a grammar built from the functions' schemas, so it always parses.
+
+// tool is one entry of a chat request's tools.
+type tool struct {
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// toolCall is an assistant's call, in a request's history or an answer.
+type toolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function callFunction `json:"function"`
+}
+
+type callFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// toolCallDelta is a streamed piece of a call: the first carries the id,
+// type and name; later ones only index and an arguments fragment.
+type toolCallDelta struct {
+	Index    int           `json:"index"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
+	Function *callFunction `json:"function,omitempty"`
+}
+
+// responseFormat is a chat request's response_format.
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
+}
+
+// Markers of the convention.
+const (
+	callOpen      = "<tool_call>\n"
+	callClose     = "\n</tool_call>"
+	toolsHeader   = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+	toolsFooter   = "</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
+	toolChoiceRaw = "tool_choice"
+)
+
+// toolMode is what a request lets the model do with its tools.
+type toolMode struct {
+	tools    []tool
+	call     bool   // the answer is parsed for calls
+	required bool   // the answer must be a call (grammar)
+	named    string // the one function it must call
+}
+
+// readTools checks a request's tools and tool_choice.
+func readTools(body *chatRequest) (toolMode, error) {
+	var m toolMode
+	for i, t := range body.Tools {
+		if t.Type != "function" {
+			return m, badInput(CodeInvalidValue, fmt.Sprintf("tools[%d].type", i), "tools[%d].type is %q; only \"function\" is supported", i, t.Type)
+		}
+		if t.Function.Name == "" {
+			return m, badInput(CodeMissingParameter, fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function has no name", i)
+		}
+		if len(t.Function.Parameters) > 0 {
+			if err := checkSchema(t.Function.Parameters, fmt.Sprintf("tools[%d].function.parameters", i)); err != nil {
+				return m, err
+			}
+		}
+	}
+	choice := "auto"
+	raw := bytes.TrimSpace(body.ToolChoice)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+	case raw[0] == '"':
+		_ = json.Unmarshal(raw, &choice)
+	default:
+		var named struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
+			return m, badInput(CodeInvalidValue, toolChoiceRaw, `tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": …}}`)
+		}
+		choice, m.named = "named", named.Function.Name
+	}
+	if len(body.Tools) == 0 {
+		if choice == "required" || choice == "named" {
+			return m, badInput(CodeInvalidValue, toolChoiceRaw, "tool_choice %s needs tools", choice)
+		}
+		return m, nil
+	}
+	switch choice {
+	case "none":
+		return m, nil
+	case "auto":
+	case "required":
+		m.required = true
+	case "named":
+		m.required = true
+		found := false
+		for _, t := range body.Tools {
+			found = found || t.Function.Name == m.named
+		}
+		if !found {
+			return m, badInput(CodeInvalidValue, toolChoiceRaw, "tool_choice names %q, which is not among the tools", m.named)
+		}
+	default:
+		return m, badInput(CodeInvalidValue, toolChoiceRaw, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
+	}
+	m.tools, m.call = body.Tools, true
+	return m, nil
+}
+
+// output is the grammar constraint of a required call: one call of the
+// named function, or of any of the tools.
+func (m toolMode) output() (*engine.Output, error) {
+	if !m.required {
+		return nil, nil
+	}
+	var alts []json.RawMessage
+	for _, t := range m.tools {
+		if m.named != "" && t.Function.Name != m.named {
+			continue
+		}
+		params := t.Function.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type": "object"}`)
+		}
+		name, _ := json.Marshal(t.Function.Name)
+		alts = append(alts, json.RawMessage(fmt.Sprintf(
+			`{"type": "object", "properties": {"name": {"const": %s}, "arguments": %s}, "required": ["name", "arguments"], "additionalProperties": false}`,
+			name, params)))
+	}
+	schema := alts[0]
+	if len(alts) > 1 {
+		b, err := json.Marshal(map[string]any{"anyOf": alts})
+		if err != nil {
+			return nil, fmt.Errorf("tool schema: %w", err)
+		}
+		schema = b
+	}
+	return &engine.Output{Schema: schema, Prefix: callOpen, Suffix: callClose}, nil
+}
+
+// system is the tools' part of the system message.
+func (m toolMode) system() string {
+	var b strings.Builder
+	b.WriteString(toolsHeader)
+	for _, t := range m.tools {
+		line, _ := json.Marshal(t)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	b.WriteString(toolsFooter)
+	return b.String()
+}
+
+// defs are the tools as JSON text (json.RawMessage, so a template's
+// tojson keeps their key order), for a model whose own chat template
+// renders them (engine.ToolTemplater).
+func (m toolMode) defs() []any {
+	out := make([]any, 0, len(m.tools))
+	for _, t := range m.tools {
+		if b, err := json.Marshal(t); err == nil {
+			out = append(out, json.RawMessage(b))
+		}
+	}
+	return out
+}
+
+// withTools puts the tools' definitions into the system message (the
+// first one, or a new one).
+func (m toolMode) withTools(msgs []engine.Message) []engine.Message {
+	if !m.call {
+		return msgs
+	}
+	if len(msgs) > 0 && msgs[0].Role == engine.RoleSystem {
+		out := append([]engine.Message(nil), msgs...)
+		out[0].Content += "\n\n" + m.system()
+		return out
+	}
+	return append([]engine.Message{{Role: engine.RoleSystem, Content: m.system()}}, msgs...)
+}
+
+// renderCalls is an assistant message's calls as the model writes them.
+func renderCalls(calls []toolCall, at string) (string, error) {
+	var b strings.Builder
+	for i, c := range calls {
+		args := strings.TrimSpace(c.Function.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		if !json.Valid([]byte(args)) {
+			return "", badInput(CodeInvalidValue, fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, i), "%s.tool_calls[%d].function.arguments is not JSON", at, i)
+		}
+		name, _ := json.Marshal(c.Function.Name)
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%s{\"name\": %s, \"arguments\": %s}%s", callOpen, name, args, callClose)
+	}
+	return b.String(), nil
+}
+
+// toolResponse is a tool message as the model reads it.
+func toolResponse(content string) string {
+	return "<tool_response>\n" + content + "\n</tool_response>"
+}
+
+// unsupportedKeywords are JSON Schema keywords llama.cpp's converter does
+// not enforce; a schema using them would be silently loosened, so it is a
+// 400 instead.
+var unsupportedKeywords = []string{"not", "if", "then", "else", "patternProperties", "dependentRequired",
+	"dependentSchemas", "uniqueItems", "contains", "propertyNames", "unevaluatedProperties", "multipleOf"}
+
+// checkSchema rejects a schema that is not an object or uses what the
+// grammar converter cannot enforce, naming it.
+func checkSchema(raw json.RawMessage, param string) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return badInput(CodeInvalidValue, param, "%s is not valid JSON", param)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return badInput(CodeInvalidValue, param, "%s must be a JSON Schema object", param)
+	}
+	return walkSchema(v, param)
+}
+
+func walkSchema(v any, at string) error {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, k := range unsupportedKeywords {
+			if _, ok := x[k]; ok {
+				return badInput(CodeInvalidValue, at, "%s uses %q, which kvwin's grammar-constrained decoding does not support", at, k)
+			}
+		}
+		if ref, ok := x["$ref"].(string); ok && !strings.HasPrefix(ref, "#") {
+			return badInput(CodeInvalidValue, at, "%s has $ref %q; only local references (#/…) are supported", at, ref)
+		}
+		for k, sub := range x {
+			switch k {
+			case "enum", "const", "default", "examples":
+				continue
+			case "properties", "$defs", "definitions":
+				// Names here are the user's, not keywords.
+				if named, ok := sub.(map[string]any); ok {
+					for name, s := range named {
+						if err := walkSchema(s, at+"."+k+"."+name); err != nil {
+							return err
+						}
+					}
+					continue
+				}
+			}
+			if err := walkSchema(sub, at+"."+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, sub := range x {
+			if err := walkSchema(sub, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readResponseFormat is the output constraint of response_format.
+func readResponseFormat(f *responseFormat) (*engine.Output, error) {
+	if f == nil {
+		return nil, nil
+	}
+	switch f.Type {
+	case "", "text":
+		return nil, nil
+	case "json_object":
+		return &engine.Output{}, nil
+	case "json_schema":
+		if f.JSONSchema == nil || len(f.JSONSchema.Schema) == 0 {
+			return nil, badInput(CodeMissingParameter, "response_format.json_schema.schema", "response_format json_schema needs json_schema.schema")
+		}
+		if err := checkSchema(f.JSONSchema.Schema, "response_format.json_schema.schema"); err != nil {
+			return nil, err
+		}
+		return &engine.Output{Schema: f.JSONSchema.Schema}, nil
+	}
+	return nil, badInput(CodeInvalidValue, "response_format.type", `response_format.type is %q; it must be "text", "json_object" or "json_schema"`, f.Type)
+}
