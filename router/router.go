@@ -41,6 +41,27 @@ type Config struct {
 	// PrefillTokensPerSecond seeds each backend's cost model until it has
 	// measured its own; default 2000.
 	PrefillTokensPerSecond float64
+	// Observe, if set, is called once per routed turn when it ends, with
+	// where it went and why. It runs on the request's goroutine and must
+	// not block.
+	Observe func(Decision) `json:"-"`
+}
+
+// Decision is one routed turn: the backend ranked first and its
+// prediction, the backends that failed before one answered (failovers),
+// and the one that answered.
+type Decision struct {
+	Time            time.Time     `json:"time"`
+	Model           string        `json:"model"`
+	Policy          string        `json:"policy"`
+	PromptTokens    int           `json:"prompt_tokens"` // in the router's key units
+	Candidates      int           `json:"candidates"`
+	First           string        `json:"first"`            // ranked first
+	PredictedCached int           `json:"predicted_cached"` // tokens the registry says First holds
+	Predicted       time.Duration `json:"predicted_ns"`     // First's predicted time to first token
+	Failed          []string      `json:"failed,omitempty"` // tried and failed, in order
+	Chosen          string        `json:"chosen"`           // answered; "" if none did
+	Err             string        `json:"error,omitempty"`
 }
 
 // DefaultConfig returns the defaults.
@@ -222,7 +243,7 @@ func (r *Router) Info() engine.Info {
 
 // Generate routes req; see the package doc. It blocks like the backend it
 // chose.
-func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (_ engine.Result, err error) {
 	serves := func(m *member) bool {
 		mm := m.backend.Info().Model
 		return req.Model == "" || mm == "" || req.Model == mm
@@ -266,10 +287,24 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		return engine.Result{}, &engine.ContextLengthError{PromptTokens: k.length, Limit: largest}
 	}
 	cands := r.score(k, fits)
+	ordered := r.order.order(cands, k.root())
+	var failed []string // backends tried that failed, for Observe
+	chosen := ""
+	if r.cfg.Observe != nil && len(ordered) > 0 {
+		dec := Decision{Time: time.Now(), Model: req.Model, Policy: r.cfg.Policy, PromptTokens: k.length, Candidates: len(cands),
+			First: ordered[0].name, PredictedCached: ordered[0].cached, Predicted: ordered[0].predicted}
+		defer func() {
+			dec.Failed, dec.Chosen = failed, chosen
+			if err != nil {
+				dec.Err = err.Error()
+			}
+			r.cfg.Observe(dec)
+		}()
+	}
 	var failures []string
 	timedOut, full, shrunk := 0, 0, 0
 	var lastTooLong error
-	for _, c := range r.order.order(cands, k.root()) {
+	for _, c := range ordered {
 		m := r.members[c.index]
 		sub := req
 		if k.tokens != nil && m.exact {
@@ -303,8 +338,10 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 			res.Timings.CachedTokens = c.capCached(res.Timings)
 		}
 		if err == nil {
+			chosen = m.name
 			return res, nil
 		}
+		failed = append(failed, m.name)
 		var tooLong *engine.ContextLengthError
 		if !started && ctx.Err() == nil && errors.As(err, &tooLong) && (believed == 0 || k.length < believed) {
 			// The router thought the prompt fits: the backend's context

@@ -20,6 +20,10 @@ func (s *Server) adminRoutes(r *gin.Engine) {
 	if s.cfg.Registry != nil {
 		r.GET("/kvwin/v1/registry", s.registry)
 	}
+	r.GET("/kvwin/v1/traffic", s.serveTraffic)
+	if s.cfg.Status != nil {
+		r.GET("/kvwin/v1/status", func(c *gin.Context) { writeJSON(c.Writer, http.StatusOK, s.cfg.Status(c.Request.Context())) })
+	}
 	if s.cfg.Forget != nil {
 		r.DELETE(conversationsPath+"*id", s.deleteConversation)
 	}

@@ -22,7 +22,11 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	info := s.backend.Info()
+	_, info, err := s.selectBackend(c, body.Model)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	req, err := body.request(info)
 	if err != nil {
 		s.fail(c, err)
@@ -41,7 +45,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if tt, ok := s.backend.(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
+	if tt, ok := s.backendOf(c).(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
 		req.Tools = tools.defs() // the model's own template renders them
 	} else {
 		req.Messages = tools.withTools(req.Messages)

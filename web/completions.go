@@ -17,7 +17,11 @@ func (s *Server) completions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	info := s.backend.Info()
+	_, info, err := s.selectBackend(c, body.Model)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	req, err := body.request(info)
 	if err != nil {
 		s.fail(c, err)

@@ -58,7 +58,11 @@ func (s *Server) embeddings(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	info := s.backend.Info()
+	b, info, err := s.selectBackend(c, body.Model)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	inputs, err := embedInputs(body.Input)
 	if err != nil {
 		s.fail(c, err)
@@ -74,7 +78,7 @@ func (s *Server) embeddings(c *gin.Context) {
 		s.fail(c, fmt.Errorf("the model %q does not exist (this server serves %q): %w", body.Model, info.Model, engine.ErrUnknownModel))
 		return
 	}
-	emb, ok := s.backend.(engine.Embedder)
+	emb, ok := b.(engine.Embedder)
 	if !ok {
 		s.failNotSupported(c, "this server's backend cannot compute embeddings")
 		return

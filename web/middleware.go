@@ -23,6 +23,7 @@ const statusClientClosed = 499
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
 	s.requestID(c)
+	c.Set(ctxStart, start)
 	c.Next()
 
 	status, level := c.Writer.Status(), slog.LevelInfo
@@ -38,6 +39,7 @@ func (s *Server) accessLog(c *gin.Context) {
 	case c.Request.URL.Path == "/health":
 		level = slog.LevelDebug
 	}
+	s.metrics.respond(c, status)
 	attrs := []slog.Attr{
 		slog.String("method", c.Request.Method),
 		slog.String("path", c.Request.URL.Path),

@@ -51,6 +51,10 @@ func (s *Server) ollamaRoutes(r *gin.Engine) {
 
 // ollamaRoot answers Ollama's liveness probe (the CLI's heartbeat is HEAD /).
 func (s *Server) ollamaRoot(c *gin.Context) {
+	if wantsHTML(c) {
+		s.dashboard(c) // a browser: the operator's dashboard
+		return
+	}
 	c.Header("Content-Type", "text/plain; charset=utf-8")
 	c.Status(http.StatusOK)
 	if c.Request.Method != http.MethodHead {
@@ -116,8 +120,11 @@ func (s *Server) ollamaChat(c *gin.Context) {
 		s.failOllama(c, err)
 		return
 	}
-	info := s.backend.Info()
-	if err := ollamaModel(body.Model, info); err != nil {
+	_, info, err := s.selectBackend(c, body.Model)
+	if err == nil {
+		err = ollamaModel(body.Model, info)
+	}
+	if err != nil {
 		s.failOllama(c, err)
 		return
 	}
@@ -179,8 +186,11 @@ func (s *Server) ollamaGenerate(c *gin.Context) {
 		s.failOllama(c, err)
 		return
 	}
-	info := s.backend.Info()
-	if err := ollamaModel(body.Model, info); err != nil {
+	_, info, err := s.selectBackend(c, body.Model)
+	if err == nil {
+		err = ollamaModel(body.Model, info)
+	}
+	if err != nil {
 		s.failOllama(c, err)
 		return
 	}

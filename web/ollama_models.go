@@ -23,8 +23,22 @@ var forever = time.Date(2318, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // card is the served model's card, or one made of Info alone for a backend
 // that cannot describe its file (a gateway).
-func (s *Server) card() engine.ModelCard {
-	if d, ok := s.backend.(engine.ModelDescriber); ok {
+func (s *Server) card() engine.ModelCard { return s.cardOfBackend(s.backend) }
+
+// cardOf is the card of a catalog's model: its backend's, if it can
+// describe its file without loading it.
+func (s *Server) cardOf(m ModelStatus) engine.ModelCard {
+	if cat, ok := s.backend.(Catalog); ok {
+		if b, err := cat.Select(m.Name); err == nil {
+			return s.cardOfBackend(b)
+		}
+	}
+	return engine.ModelCard{ModifiedAt: s.started}
+}
+
+// cardOfBackend is b's card, or one made of Info alone.
+func (s *Server) cardOfBackend(b engine.Backend) engine.ModelCard {
+	if d, ok := b.(engine.ModelDescriber); ok {
 		card, err := d.Describe()
 		if err == nil {
 			return card
@@ -58,6 +72,16 @@ func ollamaDetails(card engine.ModelCard) oapi.ModelDetails {
 // ollamaTags serves GET /api/tags: the served model, under kvwin's model id
 // in both name and model.
 func (s *Server) ollamaTags(c *gin.Context) {
+	if cat, ok := s.backend.(Catalog); ok {
+		list := oapi.ListResponse{Models: []oapi.ListModelResponse{}}
+		for _, m := range cat.Models() {
+			card := s.cardOf(m)
+			list.Models = append(list.Models, oapi.ListModelResponse{Name: m.Name, Model: m.Name, ModifiedAt: card.ModifiedAt,
+				Size: card.Size, Digest: ollamaDigest(m.Info, card), Details: ollamaDetails(card)})
+		}
+		writeJSON(c.Writer, http.StatusOK, list)
+		return
+	}
 	info, card := s.backend.Info(), s.card()
 	writeJSON(c.Writer, http.StatusOK, oapi.ListResponse{Models: []oapi.ListModelResponse{{
 		Name: info.Model, Model: info.Model, ModifiedAt: card.ModifiedAt, Size: card.Size,
@@ -68,6 +92,22 @@ func (s *Server) ollamaTags(c *gin.Context) {
 // ollamaPS serves GET /api/ps: every loaded model, which is the served one
 // (always loaded, never expiring; on the CPU, so size_vram is 0).
 func (s *Server) ollamaPS(c *gin.Context) {
+	if cat, ok := s.backend.(Catalog); ok {
+		ps := oapi.ProcessResponse{Models: []oapi.ProcessModelResponse{}}
+		for _, m := range cat.Models() {
+			if m.State != ModelLoaded && m.State != ModelRemote {
+				continue
+			}
+			card, expires := s.cardOf(m), m.ExpiresAt
+			if expires.IsZero() {
+				expires = forever
+			}
+			ps.Models = append(ps.Models, oapi.ProcessModelResponse{Name: m.Name, Model: m.Name, Size: card.Size,
+				Digest: ollamaDigest(m.Info, card), Details: ollamaDetails(card), ExpiresAt: expires})
+		}
+		writeJSON(c.Writer, http.StatusOK, ps)
+		return
+	}
 	info, card := s.backend.Info(), s.card()
 	writeJSON(c.Writer, http.StatusOK, oapi.ProcessResponse{Models: []oapi.ProcessModelResponse{{
 		Name: info.Model, Model: info.Model, Size: card.Size, Digest: ollamaDigest(info, card),
@@ -89,12 +129,15 @@ func (s *Server) ollamaShow(c *gin.Context) {
 	if name == "" {
 		name = body.Name // the deprecated field older clients send
 	}
-	info := s.backend.Info()
-	if err := ollamaModel(name, info); err != nil {
+	b, info, err := s.selectBackend(c, name)
+	if err == nil {
+		err = ollamaModel(name, info)
+	}
+	if err != nil {
 		s.failOllama(c, err)
 		return
 	}
-	card := s.card()
+	card := s.cardOfBackend(b)
 	tmpl := "{{ .Prompt }}"
 	var params strings.Builder
 	if info.ContextSlot > 0 {

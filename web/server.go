@@ -12,6 +12,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,10 @@ type Config struct {
 	Registry RegistryView `json:"-"`
 	// Metrics, if set, is served as GET /metrics (Prometheus text format).
 	Metrics prometheus.Gatherer `json:"-"`
+	// Registerer, if set, receives the server's own collectors: latency
+	// and prompt histograms by model and backend, token counters and
+	// responses by status (metrics.go).
+	Registerer prometheus.Registerer `json:"-"`
 	// Window, if set, bounds every chat request's prompt (the window
 	// policies); nil sends every message.
 	Window Windower `json:"-"`
@@ -85,6 +90,10 @@ type Config struct {
 	// StallTimeout ends a streamed answer whose client reads nothing for
 	// that long (its slot is freed); 0 means DefaultStallTimeout.
 	StallTimeout time.Duration `json:"stall_timeout"`
+	// Status, if set, serves GET /kvwin/v1/status (the dashboard's view of
+	// backends, models and routing); it may ask remote backends for their
+	// slots, bounded by its own short deadline and the request's context.
+	Status func(ctx context.Context) any `json:"-"`
 	// Forget, if set, serves DELETE /kvwin/v1/conversations/{id}: it
 	// deletes a tenant's conversation (stored turns and KV snapshots).
 	Forget Forgetter `json:"-"`
@@ -138,6 +147,8 @@ type Server struct {
 	hosts   *hostGuard // nil: no Host check
 	origins map[string]bool
 	limits  *limiter // nil: no per-tenant limits
+	metrics *metrics
+	traffic *traffic
 
 	// now and newID are fields so tests can make responses byte-exact.
 	now   func() time.Time
@@ -169,7 +180,12 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 	}
 	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: newID,
 		keys: keys, hosts: newHostGuard(cfg.ListenAddr, cfg.AllowedHosts), origins: map[string]bool{},
-		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued)}
+		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued), metrics: newMetrics(), traffic: newTraffic()}
+	if cfg.Registerer != nil {
+		if err := s.metrics.register(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("web: metrics: %w", err)
+		}
+	}
 	for _, o := range cfg.CORSOrigins {
 		s.origins[o] = true
 	}
@@ -216,7 +232,11 @@ func (s *Server) routes() *gin.Engine {
 func (s *Server) models(c *gin.Context) {
 	info := s.backend.Info()
 	list := modelList{Object: objectList, Data: []modelObject{}}
-	if info.Model != "" {
+	if cat, ok := s.backend.(Catalog); ok {
+		for _, m := range cat.Models() {
+			list.Data = append(list.Data, modelObject{ID: m.Name, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
+		}
+	} else if info.Model != "" {
 		list.Data = append(list.Data, modelObject{ID: info.Model, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
 	}
 	writeJSON(c.Writer, http.StatusOK, list)

@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -75,8 +76,15 @@ type wireFormat struct {
 // that leaves stops the generation.
 func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wireFormat) {
 	req.Tenant = s.tenant(c)
+	called := time.Now()
 	if !w.stream {
-		res, err := s.backend.Generate(c.Request.Context(), req, nil)
+		res, err := s.backendOf(c).Generate(c.Request.Context(), req, nil)
+		// Not streamed, the first token is known from the backend's timings.
+		first := called.Add(res.Timings.FirstToken)
+		if res.Timings.FirstToken == 0 {
+			first = time.Now()
+		}
+		s.observe(c, info, req, res, false, first, err)
 		if err != nil {
 			w.fail(c, err)
 			return
@@ -90,6 +98,7 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 	out := newEventWriter(c.Writer, s.cfg.StallTimeout, w.frame)
 	var (
 		opened   bool
+		firstAt  time.Time
 		streamed strings.Builder // the text sent so far, to reconcile with the result
 	)
 	send := func(objs []any) error {
@@ -101,7 +110,7 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 		return nil
 	}
 	open := func(ev engine.Event) error {
-		opened = true
+		opened, firstAt = true, time.Now()
 		setGenerationHeaders(c.Writer.Header(), servedBy(info, ev.Backend), ev.Timings)
 		out.start()
 		objs := w.enc.open(ev)
@@ -111,7 +120,7 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 		return send(objs)
 	}
 
-	res, err := s.backend.Generate(ctx, req, func(ev engine.Event) error {
+	res, err := s.backendOf(c).Generate(ctx, req, func(ev engine.Event) error {
 		// Stop a generation whose client left at once, rather than at the
 		// first failed write, which kernel buffers can delay by many events.
 		if err := ctx.Err(); err != nil {
@@ -124,6 +133,10 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 		return send(streamText(w.enc, ev))
 	})
 
+	if firstAt.IsZero() {
+		firstAt = time.Now()
+	}
+	s.observe(c, info, req, res, true, firstAt, err)
 	switch {
 	case ctx.Err() != nil || out.err != nil:
 		_ = c.Error(errClientGone) // nobody is reading: write nothing more
@@ -152,4 +165,38 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 	if out.done() != nil {
 		_ = c.Error(errClientGone)
 	}
+}
+
+// Context keys of what a turn's observation needs from earlier steps.
+const (
+	ctxStart  = "kvwin.start"  // time.Time the request arrived (accessLog)
+	ctxWindow = "kvwin.window" // *WindowLayout of a windowed chat
+)
+
+// observe records a finished generation: the histograms and counters for a
+// successful one, and the recent-traffic ring either way.
+func (s *Server) observe(c *gin.Context, info engine.Info, req engine.Request, res engine.Result, stream bool, first time.Time, err error) {
+	start, ok := c.Value(ctxStart).(time.Time)
+	if !ok {
+		start = first
+	}
+	model := req.Model
+	if model == "" {
+		model = info.Model
+	}
+	backend := servedBy(info, res.Backend)
+	now := time.Now()
+	turn := Turn{Time: start, Route: c.FullPath(), Model: model, Backend: backend, Tenant: req.Tenant,
+		Conversation: req.Conversation, Stream: stream, PromptTokens: res.Timings.PromptTokens,
+		CachedTokens: res.Timings.CachedTokens, Generated: res.Timings.GeneratedTokens,
+		TTFTSeconds: first.Sub(start).Seconds(), Seconds: now.Sub(start).Seconds()}
+	if w, ok := c.Value(ctxWindow).(*WindowLayout); ok {
+		turn.Window = w
+	}
+	if err != nil {
+		turn.Error = err.Error()
+	} else {
+		s.metrics.generation(model, backend, res.Timings, first.Sub(start), now.Sub(start))
+	}
+	s.traffic.add(turn)
 }

@@ -40,10 +40,14 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		return nil
 	}
 	count := window.ApproxCount
-	if mc, ok := s.backend.(engine.MessageCounter); ok {
+	if mc, ok := s.backendOf(c).(engine.MessageCounter); ok {
 		count = mc.CountMessage
 	}
-	res, err := s.cfg.Window.Build(c.Request.Context(), window.Request{
+	win := s.cfg.Window
+	if mw, ok := win.(ModelWindows); ok {
+		win = mw.For(req.Model)
+	}
+	res, err := win.Build(c.Request.Context(), window.Request{
 		Tenant: req.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
 	})
 	if err != nil {
@@ -61,6 +65,9 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		// boundary; the backend pads in its own tokens and blocks.
 		req.PadSinks = res.Sinks
 	}
+	c.Set(ctxWindow, &WindowLayout{Policy: res.Policy, Messages: res.Cut.Messages, SinkTokens: res.SinkTokens + res.SinkPad,
+		KeptTokens: res.KeptTokens - res.SinkTokens - res.SinkPad, EvictedTurns: res.Evicted(), PacketTokens: res.PacketTokens,
+		PacketTurns: res.PacketTurns, EvictionSteps: res.Step})
 	c.Header(HeaderWindow, wire.Window{Policy: res.Policy, KeptTokens: res.KeptTokens, EvictedTurns: res.Evicted(),
 		PacketTurns: res.PacketTurns, Step: res.Step}.String())
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -38,6 +39,7 @@ gateway: it routes each turn to the llama-server, kvwin node or Ollama that
 will answer it soonest.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			given := givenFlags(cmd.Flags()) // before the file sets any
 			if configPath != "" {
 				file, err := applyConfig(cmd.Flags(), configPath)
 				if err != nil {
@@ -54,12 +56,17 @@ will answer it soonest.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, f)
+			return serve(ctx, f, func() (app.Config, error) { return reloadConfig(given, configPath) })
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&configPath, "config", "", "YAML file of settings: each flag as a snake_case key (--window-budget: window_budget), plus models: and max_loaded_models:; flags on the command line win")
-	fl.BoolVar(&check, "check", false, "with --config: validate the file, print ok and exit 0, or the error and exit 1")
+	bindServeFlags(cmd.Flags(), &f, &configPath, &check)
+	return cmd
+}
+
+// bindServeFlags defines kvwin serve's flags on fl, bound to f.
+func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check *bool) {
+	fl.StringVar(configPath, "config", "", "YAML file of settings: each flag as a snake_case key (--window-budget: window_budget), plus models: and max_loaded_models:; flags on the command line win")
+	fl.BoolVar(check, "check", false, "with --config: validate the file, print ok and exit 0, or the error and exit 1")
 	fl.StringVar(&f.Addr, "addr", "127.0.0.1:8080", "listen address HOST:PORT")
 	fl.StringVar(&f.DataDir, "data-dir", "./data", "directory for kvwin's state (the generated test model, later the memory store and KV snapshots)")
 	fl.StringVar(&f.Model, "model", "", "GGUF model to serve (default: the generated test model under --data-dir)")
@@ -92,7 +99,45 @@ will answer it soonest.`,
 	fl.DurationVar(&f.BackendConnect, "backend-connect-timeout", 5*time.Second, "with --backend: how long connecting to a backend may take")
 	fl.DurationVar(&f.BackendFirstToken, "backend-first-token-timeout", 120*time.Second, "with --backend: how long a backend may take to send a turn's first token, its queue included; then the turn is retried once elsewhere, or 504")
 	fl.DurationVar(&f.BackendIdle, "backend-idle-timeout", 60*time.Second, "with --backend: how long a backend may be silent between tokens; then the stream ends with an error")
-	return cmd
+}
+
+// givenFlags records the flags given on the command line, as they were
+// spelled (a repeated flag once per value).
+func givenFlags(fl *pflag.FlagSet) map[string][]string {
+	given := map[string][]string{}
+	fl.Visit(func(f *pflag.Flag) {
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			given[f.Name] = sv.GetSlice()
+		} else {
+			given[f.Name] = []string{f.Value.String()}
+		}
+	})
+	return given
+}
+
+// reloadConfig is what SIGHUP serves: the command line's flags again over
+// the configuration file as it is now.
+func reloadConfig(given map[string][]string, configPath string) (app.Config, error) {
+	var f app.Config
+	var path string
+	var check bool
+	fl := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	bindServeFlags(fl, &f, &path, &check)
+	for name, vals := range given {
+		for _, v := range vals {
+			if err := fl.Set(name, v); err != nil {
+				return f, fmt.Errorf("--%s %s: %w", name, v, err)
+			}
+		}
+	}
+	if configPath != "" {
+		file, err := applyConfig(fl, configPath)
+		if err != nil {
+			return f, err
+		}
+		f.Models, f.MaxLoadedModels, f.ConfigPath = file.Models, file.MaxLoadedModels, configPath
+	}
+	return f, nil
 }
 
 // applyConfig loads the file at path and sets every flag it names that was
@@ -119,10 +164,35 @@ func applyConfig(fl *pflag.FlagSet, path string) (*config.File, error) {
 	return file, nil
 }
 
-func serve(ctx context.Context, f app.Config) error {
+// serve runs the server until ctx ends; each SIGHUP serves what reload
+// returns from then on (keys, backends, models), or keeps the running
+// configuration and logs why not.
+func serve(ctx context.Context, f app.Config, reload func() (app.Config, error)) error {
 	a, err := app.New(f)
 	if err != nil {
 		return err
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				nf, err := reload()
+				if err == nil {
+					nf.LogLevel = f.LogLevel
+					err = a.Reload(nf)
+				}
+				if err != nil {
+					app.NewLogger(slog.LevelInfo).Error("SIGHUP: configuration not reloaded; the running one stays", "err", err)
+				}
+			}
+		}
+	}()
 	return a.Run(ctx)
 }

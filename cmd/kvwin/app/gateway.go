@@ -96,29 +96,39 @@ func parseBackend(spec string) (backendKind, string, error) {
 // startGateway builds the remote backends of --backend KIND=URL and a
 // router over them: kvwin serve runs as a gateway, without an engine.
 func (a *App) startGateway() error {
-	reg, err := kvcache.New(kvcache.Config{Logger: a.log})
+	r, reg, err := a.openRouter(a.f.Backends)
 	if err != nil {
 		return err
 	}
+	a.router, a.backend, a.reg = r, r, reg
+	return nil
+}
+
+// openRouter builds the remote backends of specs (KIND=URL) and a router
+// over them with a registry of its own; closing them is added to a.closers.
+func (a *App) openRouter(specs []string) (*router.Router, *kvcache.Registry, error) {
+	reg, err := kvcache.New(kvcache.Config{Logger: a.log})
+	if err != nil {
+		return nil, nil, err
+	}
 	var backends []engine.Backend
-	for _, spec := range a.f.Backends {
+	for _, spec := range specs {
 		kind, url, err := parseBackend(spec)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		b, err := kind.open(url, backendOptions{apiKey: a.f.BackendKey, log: a.log,
 			connect: a.f.BackendConnect, firstToken: a.f.BackendFirstToken, idle: a.f.BackendIdle})
 		if err != nil {
-			return fmt.Errorf("--backend %q: %w (e.g. %s)", spec, err, kind.example)
+			return nil, nil, fmt.Errorf("--backend %q: %w (e.g. %s)", spec, err, kind.example)
 		}
 		a.closers = append(a.closers, func() { b.Close() })
 		backends = append(backends, b)
 	}
-	r, err := router.New(router.Config{Policy: a.f.Route, Registry: reg}, backends, a.log)
+	r, err := router.New(router.Config{Policy: a.f.Route, Registry: reg, Observe: a.decisions.observe}, backends, a.log)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	a.closers = append(a.closers, func() { r.Close() })
-	a.router, a.backend, a.reg = r, r, reg
-	return nil
+	return r, reg, nil
 }

@@ -29,7 +29,6 @@ import (
 	"kvwin/router"
 	"kvwin/web"
 	"kvwin/window"
-	"kvwin/window/memory"
 )
 
 // Config is what kvwin serve assembles, one field per flag of kvwin serve
@@ -91,6 +90,9 @@ type App struct {
 	log       *slog.Logger
 	eng       *llamacpp.Engine // nil in gateway mode
 	router    *router.Router   // nil with the embedded engine
+	catalog   *catalog         // with models: in the config file; then eng and router are nil
+	store     window.Store     // the memory store, nil if it could not be opened
+	decisions *decisionLog     // every router's decisions (the dashboard, /metrics)
 	backend   engine.Backend
 	reg       *kvcache.Registry
 	metrics   *prometheus.Registry
@@ -98,6 +100,14 @@ type App struct {
 	closeOnce sync.Once
 	hs        *http.Server
 	ln        net.Listener
+
+	// What a reload keeps (reload.go): the memory store, shared by every
+	// generation and closed with the process, and the generation serving
+	// now. The first generation is the App itself; each Reload builds a new
+	// one and drains the old.
+	shared  *sharedState
+	handler http.Handler // this generation's routes
+	gens    *generations
 }
 
 // New builds the backend and binds the listen address; Run serves. On
@@ -119,48 +129,15 @@ func New(f Config) (*App, error) {
 		def, _ := NewLoggerTo(os.Stderr, f.LogFormat, defaultLevel)
 		slog.SetDefault(def)
 	}
-	a := &App{f: f, log: log, metrics: prometheus.NewRegistry()}
-	if len(f.Models) > 0 {
-		return nil, fmt.Errorf("%s: models: serving several models is not built yet", f.ConfigPath)
-	}
-	keys, err := loadKeys(f)
+	shared := &sharedState{}
+	a, err := build(f, log, shared, nil)
 	if err != nil {
+		shared.close()
 		return nil, err
 	}
-	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if len(f.Backends) > 0 {
-		err = a.startGateway()
-	} else {
-		err = a.startEmbedded()
-	}
-	if err != nil {
-		a.Close()
-		return nil, err
-	}
-	a.metrics.MustRegister(kvcache.NewCollector(a.reg))
-	win, err := a.startWindow()
-	if err != nil {
-		a.Close()
-		return nil, err
-	}
-	// Listen first: the Host check needs the address actually bound.
-	if a.ln, err = net.Listen("tcp", f.Addr); err != nil {
-		a.Close()
-		return nil, fmt.Errorf("listen on %s: %w", f.Addr, err)
-	}
-	srv, err := web.New(web.Config{
-		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Window: win, Shift: f.Shift,
-		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
-		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
-		Forget: a.forgetter(win),
-	}, a.backend, a.log)
-	if err != nil {
-		a.ln.Close()
-		a.Close()
-		return nil, err
-	}
+	a.gens = &generations{cur: a}
 	a.hs = &http.Server{
-		Handler: srv.Handler(),
+		Handler: a.gens,
 		// Headers must arrive promptly; a body is bounded by web's own read
 		// deadline. No ReadTimeout or WriteTimeout: net/http applies them to
 		// the whole exchange, so they would cut long streams.
@@ -170,9 +147,74 @@ func New(f Config) (*App, error) {
 	return a, nil
 }
 
+// build assembles one generation: the backend, windows and routes of f.
+// With ln nil it binds f.Addr; a reload passes the listener it keeps.
+func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*App, error) {
+	a := &App{f: f, log: log, metrics: prometheus.NewRegistry(), decisions: newDecisionLog(), shared: shared, ln: ln}
+	keys, err := loadKeys(f)
+	if err != nil {
+		return nil, err
+	}
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		a.decisions.decisions, a.decisions.failovers)
+	var win web.Windower
+	var forgetWin *window.Window
+	switch {
+	case len(f.Models) > 0:
+		win, forgetWin, err = a.startCatalog()
+	case len(f.Backends) > 0:
+		err = a.startGateway()
+	default:
+		err = a.startEmbedded()
+	}
+	if err == nil && a.catalog == nil {
+		a.metrics.MustRegister(kvcache.NewCollector(a.reg))
+		forgetWin, err = a.startWindow()
+		win = forgetWin
+	}
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	// Listen first: the Host check needs the address actually bound.
+	if a.ln == nil {
+		if a.ln, err = net.Listen("tcp", f.Addr); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("listen on %s: %w", f.Addr, err)
+		}
+	}
+	srv, err := web.New(web.Config{
+		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Registerer: a.metrics, Window: win, Shift: f.Shift,
+		Status:  func(ctx context.Context) any { return a.status(ctx) },
+		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
+		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
+		Forget: a.forgetter(forgetWin),
+	}, a.backend, a.log)
+	if err != nil {
+		if ln == nil {
+			a.ln.Close()
+		}
+		a.Close()
+		return nil, err
+	}
+	a.handler = srv.Handler()
+	return a, nil
+}
+
 // Close releases the backend, newest first. Safe to call more than once
 // and from several goroutines (shutdown and tests both do).
 func (a *App) Close() {
+	if a.gens != nil {
+		a.gens.closeAll() // generations a reload built
+	}
+	a.closeGeneration()
+	if a.gens != nil {
+		a.shared.close()
+	}
+}
+
+// closeGeneration releases this generation's backend, newest first.
+func (a *App) closeGeneration() {
 	a.closeOnce.Do(func() {
 		for i := len(a.closers) - 1; i >= 0; i-- {
 			a.closers[i]()
@@ -197,24 +239,13 @@ func (a *App) startWindow() (*window.Window, error) {
 		}
 		budget = ctx - OutputReserve(ctx)
 	}
-	var store window.Store
-	if a.f.MemoryTTL < 0 {
-		return nil, fmt.Errorf("--memory-ttl %v: must not be negative", a.f.MemoryTTL)
+	if err := a.openStore(); err != nil {
+		return nil, err
 	}
-	if st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(a.f.DataDir, "memory"), TTL: a.f.MemoryTTL}); err != nil {
-		a.log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
-	} else {
-		store = st // not a typed nil: window.New checks for nil
-		a.closers = append(a.closers, func() { st.Close() })
-	}
-	// A packet gets an eighth of the budget: its fence and one quoted turn
-	// alone take ~160 tokens with a byte-level tokenizer (the test model),
-	// which the window's default sixteenth of a 2k budget cannot hold.
-	w, err := window.New(window.Config{Policy: a.f.Window, Settings: window.Settings{Budget: budget, PacketShare: 1.0 / 8}}, store)
+	w, err := a.newWindow(a.f.Window, budget)
 	if err != nil {
-		return nil, fmt.Errorf("--window %q --window-budget %d: %w", a.f.Window, budget, err)
+		return nil, err
 	}
-	a.log.Info("window", "policy", a.f.Window, "budget", budget)
 	if a.router != nil {
 		for _, b := range a.router.Backends() {
 			if c := b.Info().ContextSlot; c > 0 && c < budget {
@@ -223,6 +254,29 @@ func (a *App) startWindow() (*window.Window, error) {
 			}
 		}
 	}
+	return w, nil
+}
+
+// openStore opens the memory store under the data dir, once. A store that
+// cannot be opened is logged, and windows work without it.
+func (a *App) openStore() error {
+	if a.f.MemoryTTL < 0 {
+		return fmt.Errorf("--memory-ttl %v: must not be negative", a.f.MemoryTTL)
+	}
+	a.store = a.shared.open(a.f, a.log)
+	return nil
+}
+
+// newWindow builds a window over the memory store.
+func (a *App) newWindow(policy string, budget int) (*window.Window, error) {
+	// A packet gets an eighth of the budget: its fence and one quoted turn
+	// alone take ~160 tokens with a byte-level tokenizer (the test model),
+	// which the window's default sixteenth of a 2k budget cannot hold.
+	w, err := window.New(window.Config{Policy: policy, Settings: window.Settings{Budget: budget, PacketShare: 1.0 / 8}}, a.store)
+	if err != nil {
+		return nil, fmt.Errorf("--window %q --window-budget %d: %w", policy, budget, err)
+	}
+	a.log.Info("window", "policy", policy, "budget", budget)
 	return w, nil
 }
 
@@ -275,13 +329,13 @@ func (a *App) URL() string { return "http://" + a.ln.Addr().String() }
 func (a *App) Addr() string { return a.ln.Addr().String() }
 
 // Config is the configuration the server was built with.
-func (a *App) Config() Config { return a.f }
+func (a *App) Config() Config { return a.current().f }
 
 // Engine is the embedded engine; nil for a gateway.
-func (a *App) Engine() *llamacpp.Engine { return a.eng }
+func (a *App) Engine() *llamacpp.Engine { return a.current().eng }
 
 // Router is the gateway's router; nil with the embedded engine.
-func (a *App) Router() *router.Router { return a.router }
+func (a *App) Router() *router.Router { return a.current().router }
 
 // Log formats (--log-format).
 const (
@@ -332,8 +386,9 @@ func (a *App) Run(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	a.log.Info("shutting down: no new connections; in-flight requests may finish", "deadline", a.f.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), a.f.ShutdownTimeout)
+	deadline := a.current().f.ShutdownTimeout
+	a.log.Info("shutting down: no new connections; in-flight requests may finish", "deadline", deadline)
+	sctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	if err := a.hs.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
 		a.log.Warn("shutdown deadline passed; cancelling in-flight requests")

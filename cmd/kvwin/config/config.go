@@ -31,6 +31,7 @@ type File struct {
 	Slots                    *int      `yaml:"slots"`
 	Ctx                      *int      `yaml:"ctx"`
 	Threads                  *int      `yaml:"threads"`
+	Batch                    *int      `yaml:"batch"`
 	Queue                    *int      `yaml:"queue"`
 	Window                   *string   `yaml:"window"`
 	Shift                    *bool     `yaml:"shift"`
@@ -226,6 +227,9 @@ func (f *File) validate(name string) error {
 	}
 	if f.MaxLoadedModels < 0 {
 		return &Error{File: name, Msg: fmt.Sprintf("max_loaded_models %d: must not be negative", f.MaxLoadedModels)}
+	}
+	if len(f.Models) > 0 && (f.Model != nil || len(f.Backend) > 0) {
+		return &Error{File: name, Msg: "models: each entry names its own model or backends; remove the top-level model and backend keys"}
 	}
 	seen := map[string]bool{}
 	for i, m := range f.Models {

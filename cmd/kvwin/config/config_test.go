@@ -18,6 +18,7 @@ func TestParseErrorsNameKeyAndPosition(t *testing.T) {
 		{"bad duration", "memory_ttl: soon\n", `kvwin.yaml:1:13: value "soon": want a duration such as 30s or 720h`},
 		{"model without a source", "models:\n  - name: a\n  - name: b\n    model: b.gguf\n", `kvwin.yaml:2:1: models[0] (a): model FILE.gguf or backends [KIND=URL] is required`},
 		{"duplicate name", "models:\n  - name: a\n    model: a.gguf\n  - name: a\n    model: b.gguf\n", `kvwin.yaml:4:1: models[1]: name "a" is used twice`},
+		{"models and a top-level model", "model: x.gguf\nmodels:\n  - name: a\n    model: a.gguf\n", `kvwin.yaml: models: each entry names its own model or backends; remove the top-level model and backend keys`},
 		{"bad backend", "models:\n  - name: a\n    backends: [http://x]\n", `kvwin.yaml:2:1: models[0] (a): backend "http://x": want KIND=URL`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -37,7 +38,7 @@ func TestParseAndFlagValues(t *testing.T) {
 	doc := `# two models, one loaded at a time
 window_budget: 1500
 shutdown_timeout: 3s
-backend: [llamaserver=http://a, llamaserver=http://b]
+cors_origin: [https://a, https://b]
 no_snapshots: true
 max_loaded_models: 1
 models:
@@ -55,7 +56,7 @@ models:
 	want := map[string][]string{
 		"window_budget":    {"1500"},
 		"shutdown_timeout": {"3s"},
-		"backend":          {"llamaserver=http://a", "llamaserver=http://b"},
+		"cors_origin":      {"https://a", "https://b"},
 		"no_snapshots":     {"true"},
 	}
 	if got := f.FlagValues(); !reflect.DeepEqual(got, want) {

@@ -1,0 +1,170 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sync"
+
+	"kvwin/window"
+	"kvwin/window/memory"
+)
+
+// sharedState is what every generation of a server shares: the memory store
+// (one SQLite file; opening it twice would contend for its lock). It is
+// opened by the first generation that needs it and closed with the server.
+type sharedState struct {
+	mu     sync.Mutex
+	opened bool
+	store  window.Store
+	closer func()
+}
+
+// open returns the memory store under f's data dir, opening it the first
+// time. A store that cannot be opened is logged once; nil then.
+func (s *sharedState) open(f Config, log *slog.Logger) window.Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opened {
+		return s.store
+	}
+	s.opened = true
+	st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(f.DataDir, "memory"), TTL: f.MemoryTTL})
+	if err != nil {
+		log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
+		return nil
+	}
+	s.store, s.closer = st, func() { st.Close() } // not a typed nil: window.New checks for nil
+	return s.store
+}
+
+func (s *sharedState) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closer != nil {
+		s.closer()
+		s.closer = nil
+	}
+}
+
+// generations serves each request with the generation current when it
+// arrived, counts the requests each generation has in flight, and closes a
+// replaced generation once its last request (a stream, say) has ended.
+type generations struct {
+	mu       sync.Mutex
+	cur      *App
+	inflight map[*App]int
+	retired  map[*App]bool // replaced; closed when their count reaches 0
+	drained  chan struct{} // closed and replaced when a retired generation closes (tests)
+}
+
+// ServeHTTP serves r with the current generation.
+func (g *generations) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	a := g.cur
+	if g.inflight == nil {
+		g.inflight = map[*App]int{}
+	}
+	g.inflight[a]++
+	g.mu.Unlock()
+	defer g.done(a)
+	a.handler.ServeHTTP(w, r)
+}
+
+// done ends one request of a; the last one of a retired generation closes it.
+func (g *generations) done(a *App) {
+	g.mu.Lock()
+	g.inflight[a]--
+	last := g.inflight[a] == 0 && g.retired[a]
+	if last {
+		delete(g.inflight, a)
+		delete(g.retired, a)
+	}
+	g.mu.Unlock()
+	if last {
+		g.retire(a)
+	}
+}
+
+// retire closes a replaced generation.
+func (g *generations) retire(a *App) {
+	a.closeGeneration()
+	a.log.Info("previous configuration released")
+}
+
+// swap makes n current and retires the old one (closed now if idle).
+func (g *generations) swap(n *App) {
+	g.mu.Lock()
+	old := g.cur
+	g.cur = n
+	idle := g.inflight[old] == 0
+	if idle {
+		delete(g.inflight, old)
+	} else {
+		if g.retired == nil {
+			g.retired = map[*App]bool{}
+		}
+		g.retired[old] = true
+	}
+	g.mu.Unlock()
+	if idle {
+		g.retire(old)
+	}
+}
+
+// closeAll closes every generation but the first (the App itself closes
+// that one): at shutdown, retired ones still draining and the current one.
+func (g *generations) closeAll() {
+	g.mu.Lock()
+	var all []*App
+	if g.cur != nil {
+		all = append(all, g.cur)
+	}
+	for a := range g.retired {
+		all = append(all, a)
+	}
+	g.mu.Unlock()
+	for _, a := range all {
+		if a.gens == nil { // not the App that owns the server
+			a.closeGeneration()
+		}
+	}
+}
+
+// current is the generation serving now.
+func (a *App) current() *App {
+	if a.gens == nil {
+		return a
+	}
+	a.gens.mu.Lock()
+	defer a.gens.mu.Unlock()
+	return a.gens.cur
+}
+
+// Reload serves f from now on: keys, backends, models and windows are
+// rebuilt; requests in flight (streams included) finish on the
+// configuration they started with, which is released after them. The
+// listen address and the data dir cannot change; a change is refused. If
+// f is invalid (or its backends cannot be built) the server keeps its
+// configuration and Reload returns why. Reload must not run concurrently
+// with itself.
+func (a *App) Reload(f Config) error {
+	cur := a.current()
+	if f.Addr != cur.f.Addr || f.DataDir != cur.f.DataDir {
+		return fmt.Errorf("reload: --addr and --data-dir cannot change without a restart (%s %s → %s %s)",
+			cur.f.Addr, cur.f.DataDir, f.Addr, f.DataDir)
+	}
+	n, err := build(f, a.log, a.shared, a.ln)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	if n.ln != a.ln {
+		n.Close()
+		return errors.New("reload: the new configuration did not take the listener")
+	}
+	a.gens.swap(n)
+	a.log.Info("configuration reloaded", "models", len(f.Models), "backends", len(f.Backends), "config", f.ConfigPath)
+	return nil
+}

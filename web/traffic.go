@@ -1,0 +1,80 @@
+package web
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// trafficSize is how many recent generations the server remembers for
+// GET /kvwin/v1/traffic (the dashboard's chart and conversation list).
+const trafficSize = 256
+
+// Turn is one finished generation as the dashboard shows it.
+type Turn struct {
+	Time         time.Time `json:"time"`
+	Route        string    `json:"route"`
+	Model        string    `json:"model"`
+	Backend      string    `json:"backend"`
+	Tenant       string    `json:"tenant"`
+	Conversation string    `json:"conversation,omitempty"`
+	Stream       bool      `json:"stream"`
+	PromptTokens int       `json:"prompt_tokens"`
+	CachedTokens int       `json:"cached_tokens"`
+	Generated    int       `json:"generated_tokens"`
+	TTFTSeconds  float64   `json:"ttft_seconds"`
+	Seconds      float64   `json:"seconds"`
+	Error        string    `json:"error,omitempty"`
+	// Window is the chat's window layout; nil for requests without one.
+	Window *WindowLayout `json:"window,omitempty"`
+}
+
+// WindowLayout is how a chat's window was cut: sink tokens (with their
+// padding), kept tokens after them, evicted messages, packet tokens.
+type WindowLayout struct {
+	Policy        string `json:"policy"`
+	Messages      int    `json:"messages"`
+	SinkTokens    int    `json:"sink_tokens"`
+	KeptTokens    int    `json:"kept_tokens"`
+	EvictedTurns  int    `json:"evicted_messages"`
+	PacketTokens  int    `json:"packet_tokens"`
+	PacketTurns   int    `json:"packet_turns"`
+	EvictionSteps int    `json:"eviction_steps"`
+}
+
+// traffic is a ring of the latest turns. Safe for concurrent use; reads
+// return copies.
+type traffic struct {
+	mu    sync.Mutex
+	turns []Turn
+	next  int
+	full  bool
+}
+
+func newTraffic() *traffic { return &traffic{turns: make([]Turn, trafficSize)} }
+
+func (t *traffic) add(turn Turn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.turns[t.next] = turn
+	t.next = (t.next + 1) % len(t.turns)
+	t.full = t.full || t.next == 0
+}
+
+// recent returns the turns oldest first.
+func (t *traffic) recent() []Turn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.full {
+		return append([]Turn{}, t.turns[:t.next]...)
+	}
+	return append(append([]Turn{}, t.turns[t.next:]...), t.turns[:t.next]...)
+}
+
+// serveTraffic serves GET /kvwin/v1/traffic: the latest generations,
+// oldest first.
+func (s *Server) serveTraffic(c *gin.Context) {
+	writeJSON(c.Writer, http.StatusOK, map[string]any{"turns": s.traffic.recent()})
+}
