@@ -66,7 +66,7 @@ func (s *Server) deleteConversation(c *gin.Context) {
 		s.fail(c, fmt.Errorf("%w: %q", errConversationNotFound, id))
 		return
 	}
-	s.log.Info("conversation deleted", "tenant", tenant)
+	s.log.InfoContext(c.Request.Context(), "conversation deleted", "tenant", tenant)
 	c.Status(http.StatusNoContent)
 	c.Writer.WriteHeaderNow()
 }

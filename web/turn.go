@@ -156,7 +156,7 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 		_ = open(engine.Event{First: true, Slot: res.Slot, Timings: res.Timings, Backend: res.Backend})
 	}
 	if rest, ok := strings.CutPrefix(res.Text, streamed.String()); !ok {
-		s.log.Warn("backend result text differs from what it streamed",
+		s.log.WarnContext(c.Request.Context(), "backend result text differs from what it streamed",
 			"backend", info.Name, "streamed_bytes", streamed.Len(), "result_bytes", len(res.Text))
 	} else if rest != "" {
 		_ = send(w.enc.text(rest))

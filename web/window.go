@@ -54,7 +54,7 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		return err
 	}
 	if res.Degraded != nil {
-		s.log.Warn("memory store unavailable; the packet comes from the request's own turns", "err", res.Degraded)
+		s.log.WarnContext(c.Request.Context(), "memory store unavailable; the packet comes from the request's own turns", "err", res.Degraded)
 	}
 	req.Messages = res.Messages
 	// Past an eviction step the kept turns follow the sinks directly; with
