@@ -7,6 +7,7 @@ require (
 	github.com/dgraph-io/ristretto/v2 v2.4.2
 	github.com/gin-gonic/gin v1.12.0
 	github.com/klauspost/compress v1.20.4
+	github.com/kljensen/snowball v0.10.0
 	github.com/ollama/ollama v0.9.6
 	github.com/prometheus/client_golang v1.23.2
 	github.com/spf13/cobra v1.10.2

@@ -37,7 +37,7 @@ func mustPolicy(t *testing.T, name string, s Settings) Policy {
 }
 
 func TestCutShapes(t *testing.T) {
-	s := Settings{Budget: 400, Block: 16, Low: 0.5}
+	s := Settings{Budget: 400, Block: 16, Low: 0.5, Packets: PacketsLedger}
 	tests := []struct {
 		name       string
 		policy     string

@@ -23,6 +23,10 @@ func newBenchRecallCmd() *cobra.Command {
 		budgets      []string
 		policies     []string
 		asJSON       bool
+		packets      string
+		noReplay     bool
+		share, cap   float64
+		low          float64
 	)
 	cmd := &cobra.Command{
 		Use:   "recall --data FILE --format locomo --budget N[,N...]",
@@ -31,7 +35,11 @@ func newBenchRecallCmd() *cobra.Command {
 conversation's last turn, the window each policy would send, and reports per
 policy and budget: recall (share of the question's evidence turns in the
 window), stale (share of its superseded evidence turns), and the mean prompt
-tokens. Tokens are ceil(bytes of "speaker: text" / 4). The table goes to
+tokens. It then replays each conversation's turns in order, each user turn an
+ask over the history before it, and reports cached_share (tokens of the
+longest common prefix, in whole messages, of a turn's window and the previous
+window followed by the previous answer, over all window tokens) and
+uncached_per_turn (mean window tokens minus cached). Tokens are ceil(bytes of "speaker: text" / 4). The table goes to
 standard error; with --json standard output holds only a JSON array.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true, // a failed run is not a usage mistake
@@ -69,6 +77,8 @@ standard error; with --json standard output holds only a JSON array.`,
 			last := time.Now()
 			rows, err := recall.Evaluate(cmd.Context(), convs, recall.Options{
 				Policies: ps, Budgets: bs,
+				Settings: window.Settings{Packets: packets, PacketShare: share, PacketCap: cap, Low: low},
+				NoReplay: noReplay,
 				Progress: func(p recall.Progress) {
 					if p.Done == p.Questions || time.Since(last) > 2*time.Second {
 						last = time.Now()
@@ -92,8 +102,13 @@ standard error; with --json standard output holds only a JSON array.`,
 	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file")
 	cmd.Flags().StringVar(&format, "format", "locomo", "data format (locomo)")
 	cmd.Flags().StringSliceVar(&budgets, "budget", nil, "window budget in tokens (repeatable, or comma-separated)")
-	cmd.Flags().StringSliceVar(&policies, "policies", nil, "policies to evaluate (default sliding,sink,memory; also full)")
+	cmd.Flags().StringSliceVar(&policies, "policies", nil, "policies to evaluate (default sliding,sink,bm25,memory; also full); bm25 is the bench's reference: recency for half the budget, a plain BM25 packet for the other half")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array to standard output")
+	cmd.Flags().Float64Var(&low, "low", 0, "low water mark as a share of the budget: a step evicts down to it (default 0.5)")
+	cmd.Flags().BoolVar(&noReplay, "no-replay", false, "skip the turn-by-turn replay (cached_share and uncached_per_turn stay 0)")
+	cmd.Flags().StringVar(&packets, "packets", "", "memory: where packets live, ask (default: only on the latest ask) or ledger (one per ask until the next step)")
+	cmd.Flags().Float64Var(&share, "packet-share", 0, "memory: share of the budget the replay reserves per packet (default 1/16)")
+	cmd.Flags().Float64Var(&cap, "packet-cap", 0, "memory, --packets ask: share of the budget one packet may take (default 1/4)")
 	_ = cmd.MarkFlagRequired("budget")
 	return cmd
 }
@@ -115,7 +130,7 @@ func recallBudgets(vals []string) ([]int, error) {
 
 func recallPolicies(vals []string) ([]string, error) {
 	known := map[string]bool{}
-	for _, p := range window.Policies() {
+	for _, p := range recall.Policies() {
 		known[p] = true
 	}
 	var out []string

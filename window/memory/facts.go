@@ -22,6 +22,7 @@ package memory
 //     different value, never by a restatement of the same value.
 
 import (
+	"regexp"
 	"sort"
 	"strings"
 
@@ -74,6 +75,9 @@ type facts struct {
 	lower    map[string]int             // lower-case word → times written in lower case
 	starts   map[string]map[string]bool // capitalized first word → words seen after it (up to 2)
 	entities map[string]bool
+	// addressed counts, per name, the turns of each role that address it
+	// ("Thanks, Omar!"): in a two-party chat, the name of the other party.
+	addressed map[string]map[string]int
 
 	stmts  []statement
 	frames map[uint64]*frameStat
@@ -95,6 +99,7 @@ func newFacts() *facts {
 	return &facts{
 		roles: map[int]string{}, texts: map[int]string{},
 		capLater: map[string]int{}, lower: map[string]int{}, starts: map[string]map[string]bool{}, entities: map[string]bool{},
+		addressed: map[string]map[string]int{},
 		frames: map[uint64]*frameStat{},
 	}
 }
@@ -109,6 +114,13 @@ func (f *facts) add(turns []Turn) {
 		f.texts[t.Pos], f.roles[t.Pos] = t.Text, t.Role
 		added = append(added, t)
 		for _, s := range sentences(t.Text) {
+			for _, m := range vocative.FindAllStringSubmatch(s, -1) {
+				name := strings.ToLower(m[2])
+				if f.addressed[name] == nil {
+					f.addressed[name] = map[string]int{}
+				}
+				f.addressed[name][t.Role]++
+			}
 			ws := words(s)
 			for i, w := range ws {
 				switch {
@@ -182,6 +194,26 @@ func sameSet(a, b map[string]bool) bool {
 	return true
 }
 
+// vocative matches a name used to address someone: a capitalized word at
+// the start of a sentence, after its first word or after a comma, and set
+// off by a comma, "!", "?" or the sentence's end ("Thanks, Omar.", "Hey
+// Omar!", "Omar, look"). English sets a vocative off by punctuation; a
+// subject is followed by its verb ("Omar moved"), so this never drops one.
+var vocative = regexp.MustCompile(`(^|,\s+|^[^\s,]+\s+)(\p{Lu}[\p{L}\p{M}'’-]*)\s*([,!?;]|\.?\s*$)`)
+
+// dropVocatives removes the names a sentence addresses: they are not what
+// it is about ("That sounds great, Caroline." states nothing of Caroline).
+func dropVocatives(sentence string) string {
+	for range 3 { // "Wow, Omar, that's great": one match may hide the next
+		next := strings.TrimSpace(vocative.ReplaceAllString(sentence, "$1"))
+		if next == sentence {
+			break
+		}
+		sentence = next
+	}
+	return sentence
+}
+
 // subjectOf returns the index and name of a word list's subject.
 func (f *facts) subjectOf(ws []word, role string) (int, string) {
 	for i, w := range ws {
@@ -205,6 +237,7 @@ func (f *facts) analyse(pos int, role, sentence string, register bool) (statemen
 	if strings.HasSuffix(sentence, "?") {
 		return st, false // a question states nothing
 	}
+	sentence = dropVocatives(sentence)
 	cls := clauses(sentence)
 	total := len(words(sentence))
 	for i := range cls {
@@ -400,4 +433,20 @@ func itoa(n int) string {
 		b[i] = '-'
 	}
 	return string(b[i:])
+}
+
+// speakerOf returns the role a name belongs to: in a conversation between
+// a user and an assistant, the name the other party addresses at least
+// twice, and at least twice as often as the party itself does. "" if the
+// conversation does not say.
+func (f *facts) speakerOf(name string) string {
+	by := f.addressed[name]
+	u, a := by["user"], by["assistant"]
+	switch {
+	case a >= 2 && a >= 2*u:
+		return "user"
+	case u >= 2 && u >= 2*a:
+		return "assistant"
+	}
+	return ""
 }

@@ -11,7 +11,7 @@ func supersededTexts(f *facts, turns []Turn) []string {
 	f.finish()
 	var out []string
 	for _, t := range turns {
-		if f.superseded(t.Pos, 0, nil) {
+		if f.superseded(t.Pos, nil, nil) {
 			out = append(out, t.Text)
 		}
 	}
@@ -65,10 +65,10 @@ func TestWindowSupersedes(t *testing.T) {
 	f.finish()
 	later := f.windowFacts(turns[omarMoves : omarMoves+1]) // ...it is in the window
 	omar := turns[0]
-	if !f.superseded(omar.Pos, 0, later) {
+	if !f.superseded(omar.Pos, nil, later) {
 		t.Fatalf("%q not superseded by a later statement in the window", omar.Text)
 	}
-	if f.superseded(omar.Pos, 0, nil) {
+	if f.superseded(omar.Pos, nil, nil) {
 		t.Fatalf("%q superseded with nothing later", omar.Text)
 	}
 }

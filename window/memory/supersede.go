@@ -25,26 +25,29 @@ func (f *facts) windowFacts(window []Turn) map[string][]factAt {
 }
 
 // superseded reports whether every fact of the turn at pos is replaced by a
-// later fact with another value, among candidates below before or in the
-// window. A turn without facts is never superseded.
-func (f *facts) superseded(pos, before int, window map[string][]factAt) bool {
+// later fact with another value, stated by a turn the ask retrieved too
+// (among) or in the window. A turn without facts is never superseded; nor is
+// one whose replacement the packet would not carry: an old statement is
+// dropped only in favour of the newer one the window will hold.
+func (f *facts) superseded(pos int, among map[int]bool, window map[string][]factAt) bool {
 	fs := f.byTurn[pos]
 	if len(fs) == 0 {
 		return false
 	}
 	for _, x := range fs {
 		k := historyKey(x)
-		if !replaced(x.value, pos, before, f.history[k]) && !replaced(x.value, pos, 0, window[k]) {
+		if !replaced(x.value, pos, among, f.history[k]) && !replaced(x.value, pos, nil, window[k]) {
 			return false
 		}
 	}
 	return true
 }
 
-// replaced: some fact after pos (and below before, if set) has another value.
-func replaced(value uint64, pos, before int, later []factAt) bool {
+// replaced: some fact after pos (at a position in among, if set) has
+// another value.
+func replaced(value uint64, pos int, among map[int]bool, later []factAt) bool {
 	for _, y := range later {
-		if y.pos > pos && (before <= 0 || y.pos < before) && y.value != value {
+		if y.pos > pos && (among == nil || among[y.pos]) && y.value != value {
 			return true
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
 )
 
 // Two tokenizers live here, for two jobs.
@@ -35,6 +37,47 @@ func terms(text string) []string {
 	}
 	if start >= 0 {
 		out = append(out, strings.ToLower(text[start:]))
+	}
+	return out
+}
+
+// stem returns the Snowball (Porter2) English stem of a lower-case term:
+// "moved", "moving" and "moves" are one term. Terms that are not plain
+// ASCII words (numbers, other scripts) are kept as they are.
+func stem(term string) string {
+	for i := 0; i < len(term); i++ {
+		if c := term[i]; c < 'a' || c > 'z' {
+			return term
+		}
+	}
+	return english.Stem(term, true)
+}
+
+// indexTerms returns the stems of text's content words (stopwords and
+// single letters left out: no ask searches for them) and the count of all
+// its terms, the length BM25 normalises by.
+func indexTerms(text string) ([]string, int) {
+	all := terms(text)
+	out := make([]string, 0, len(all))
+	for _, t := range all {
+		if stopword[t] || utf8.RuneCountInString(t) < 2 {
+			continue
+		}
+		out = append(out, stem(t))
+	}
+	return out, len(all)
+}
+
+// queryStems returns the distinct stems of an ask's content words, in
+// first-seen order so that scoring is deterministic.
+func queryStems(text string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range queryTerms(text) {
+		if s := stem(t); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
 	}
 	return out
 }
