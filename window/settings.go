@@ -43,7 +43,8 @@ type Settings struct {
 	// Default 1/16.
 	PacketShare float64
 	// PacketCap (memory, PacketsAsk) is the share of Budget one packet may
-	// take when the window has room for it. Default 1/4.
+	// take when the window has room for it. Default 1/8 (see the package
+	// doc for the rule).
 	PacketCap float64
 	// K (memory) bounds the turns of one packet. Default 64: the token cap
 	// is the real bound, K only stops a flood of one-word turns.
@@ -74,7 +75,7 @@ func (s Settings) Defaults() Settings {
 		s.PacketShare = 1.0 / 16
 	}
 	if s.PacketCap == 0 {
-		s.PacketCap = 1.0 / 4
+		s.PacketCap = 1.0 / 8
 	}
 	if s.K == 0 {
 		s.K = 64

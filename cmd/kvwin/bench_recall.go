@@ -25,6 +25,8 @@ func newBenchRecallCmd() *cobra.Command {
 		asJSON       bool
 		packets      string
 		noReplay     bool
+		seeds        []int64
+		genTurns     int
 		share, cap   float64
 		low          float64
 	)
@@ -44,12 +46,6 @@ standard error; with --json standard output holds only a JSON array.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true, // a failed run is not a usage mistake
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "locomo" {
-				return fmt.Errorf("--format %q: only locomo is supported", format)
-			}
-			if data == "" {
-				return fmt.Errorf("--data is required")
-			}
 			bs, err := recallBudgets(budgets)
 			if err != nil {
 				return err
@@ -58,14 +54,12 @@ standard error; with --json standard output holds only a JSON array.`,
 			if err != nil {
 				return err
 			}
-			f, err := os.Open(data)
+			convs, err := recallData(format, data, seeds, genTurns)
 			if err != nil {
 				return err
 			}
-			convs, err := recall.LoadLoCoMo(f)
-			_ = f.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %w", data, err)
+			if data == "" {
+				data = fmt.Sprintf("generated seeds %v", seeds)
 			}
 			stderr := cmd.ErrOrStderr()
 			questions, turns := 0, 0
@@ -100,7 +94,9 @@ standard error; with --json standard output holds only a JSON array.`,
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file")
-	cmd.Flags().StringVar(&format, "format", "locomo", "data format (locomo)")
+	cmd.Flags().StringVar(&format, "format", "locomo", "data format: locomo (--data FILE), or generated (a synthetic club conversation per --seed, no file)")
+	cmd.Flags().Int64SliceVar(&seeds, "seed", []int64{1}, "--format generated: seeds, one conversation each")
+	cmd.Flags().IntVar(&genTurns, "turns", 6000, "--format generated: turns per conversation")
 	cmd.Flags().StringSliceVar(&budgets, "budget", nil, "window budget in tokens (repeatable, or comma-separated)")
 	cmd.Flags().StringSliceVar(&policies, "policies", nil, "policies to evaluate (default sliding,sink,bm25,memory; also full); bm25 is the bench's reference: recency for half the budget, a plain BM25 packet for the other half")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array to standard output")
@@ -111,6 +107,36 @@ standard error; with --json standard output holds only a JSON array.`,
 	cmd.Flags().Float64Var(&cap, "packet-cap", 0, "memory, --packets ask: share of the budget one packet may take (default 1/4)")
 	_ = cmd.MarkFlagRequired("budget")
 	return cmd
+}
+
+// recallData loads the conversations to evaluate.
+func recallData(format, data string, seeds []int64, turns int) ([]recall.Conversation, error) {
+	switch format {
+	case "generated":
+		if turns < 100 {
+			return nil, fmt.Errorf("--turns %d: want at least 100", turns)
+		}
+		var convs []recall.Conversation
+		for _, seed := range seeds {
+			convs = append(convs, recall.Generate(seed, turns))
+		}
+		return convs, nil
+	case "locomo":
+		if data == "" {
+			return nil, fmt.Errorf("--data is required with --format locomo")
+		}
+		f, err := os.Open(data)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		convs, err := recall.LoadLoCoMo(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", data, err)
+		}
+		return convs, nil
+	}
+	return nil, fmt.Errorf("--format %q: want locomo or generated", format)
 }
 
 func recallBudgets(vals []string) ([]int, error) {

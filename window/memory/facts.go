@@ -79,6 +79,9 @@ type facts struct {
 	// ("Thanks, Omar!"): in a two-party chat, the name of the other party.
 	addressed map[string]map[string]int
 
+	version  int                // bumped whenever clusters are derived anew
+	readings map[string]reading // window turn → its facts, see turnFacts
+
 	stmts  []statement
 	frames map[uint64]*frameStat
 
@@ -99,7 +102,7 @@ func newFacts() *facts {
 	return &facts{
 		roles: map[int]string{}, texts: map[int]string{},
 		capLater: map[string]int{}, lower: map[string]int{}, starts: map[string]map[string]bool{}, entities: map[string]bool{},
-		addressed: map[string]map[string]int{},
+		addressed: map[string]map[string]int{}, readings: map[string]reading{},
 		frames: map[uint64]*frameStat{},
 	}
 }
@@ -334,6 +337,7 @@ func (f *facts) finish() {
 		return
 	}
 	f.fresh = true
+	f.version++
 	f.cluster = clusterFrames(f.frames)
 	f.byTurn = map[int][]fact{}
 	f.bySubject = map[string][]int{}

@@ -11,7 +11,7 @@ func supersededTexts(f *facts, turns []Turn) []string {
 	f.finish()
 	var out []string
 	for _, t := range turns {
-		if f.superseded(t.Pos, nil, nil) {
+		if f.superseded(t.Pos, f.history, nil) {
 			out = append(out, t.Text)
 		}
 	}

@@ -22,6 +22,8 @@ type Index struct {
 	post   map[string][]posting
 	prefix []int
 	facts  *facts
+	stems  stemmer
+	board  scoreboard // search's scratch space
 }
 
 // posting is one turn holding a term.
@@ -32,7 +34,7 @@ type posting struct {
 
 // NewIndex returns an index over turns.
 func NewIndex(turns ...Turn) *Index {
-	x := &Index{byPos: map[int]int{}, post: map[string][]posting{}, facts: newFacts()}
+	x := &Index{byPos: map[int]int{}, post: map[string][]posting{}, facts: newFacts(), stems: stemmer{}}
 	x.Add(turns...)
 	return x
 }
@@ -83,7 +85,7 @@ func (x *Index) reindex(inOrder bool, from int) {
 		t := x.turns[i]
 		x.byPos[t.Pos] = i
 		clear(tf)
-		stems, n := indexTerms(t.Text)
+		stems, n := x.stems.indexTerms(t.Text)
 		for _, term := range stems {
 			tf[term]++
 		}

@@ -1,8 +1,8 @@
 package memory
 
 import (
-	"math"
-	"sort"
+	"cmp"
+	"slices"
 	"strings"
 )
 
@@ -44,106 +44,35 @@ type searchStats struct {
 	superseded, duplicate, inWindow int
 }
 
-// Retrieval rules (see the package doc for why each holds).
-var rules = struct {
-	facts     string  // "first", "tie" or "off": where current facts about the ask's names rank
-	cutoff    float64 // a hit must score at least cutoff × the best hit
-	neighbors int     // turns on each side of a hit that come with it
-	supersede bool
-	windowCut bool
-	windowRatio float64
-	speakers    bool
-	novel       bool
-	nscore      float64
-}{facts: "name", cutoff: 0.5, neighbors: 1, supersede: true, windowCut: true, windowRatio: 1, speakers: true, nscore: 0.5}
-
-// windowBest returns the best BM25 score of a window turn for q, with the
-// held turns' statistics. Callers hold x.mu.
-func (x *Index) windowBest(q Query, limit int, avg float64) float64 {
-	qs := x.contentStems(q.Ask)
-	if len(qs) == 0 {
-		return 0
-	}
-	idf := make(map[string]float64, len(qs))
-	for _, term := range qs {
-		ps := x.post[term]
-		df := sort.Search(len(ps), func(i int) bool { return int(ps[i].doc) >= limit })
-		idf[term] = math.Log(1 + (float64(limit-df)+0.5)/(float64(df)+0.5))
-	}
-	best := 0.0
-	tf := map[string]int{}
-	for _, t := range q.Window {
-		if t.Role == RoleSystem || t.Text == q.Ask {
-			continue // the ask matches itself
-		}
-		clear(tf)
-		stems, n := indexTerms(t.Text)
-		for _, st := range stems {
-			if _, ok := idf[st]; ok {
-				tf[st]++
-			}
-		}
-		sc := 0.0
-		for term, f := range tf {
-			norm := bm25K1 * (1 - bm25B + bm25B*float64(n)/avg)
-			sc += idf[term] * float64(f) * (bm25K1 + 1) / (float64(f) + norm)
-		}
-		best = max(best, sc)
-	}
-	return best
-}
-
-// contentStems returns the ask's stems less the names of the parties.
-// Callers hold x.mu.
-func (x *Index) contentStems(ask string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, w := range queryTerms(ask) {
-		if x.facts.speakerOf(w) != "" {
-			continue
-		}
-		if s := stem(w); !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// speakerTerms scores the names of the two parties as terms of every turn
-// they said: "What did Caroline research?" matches the turns Caroline said,
-// once the conversation shows that the user is called Caroline (see
-// facts.speakerOf). Only turns already matched by another term gain. The
-// term's frequency is the party's share of turns. Callers hold x.mu.
-func (x *Index) speakerTerms(q Query, limit int, avg float64, scores map[int32]float64) {
-	seen := map[string]bool{}
-	for _, w := range queryTerms(q.Ask) {
-		role := x.facts.speakerOf(w)
-		if role == "" || seen[role] {
-			continue
-		}
-		seen[role] = true
-		df := 0
-		for i := 0; i < limit; i++ {
-			if x.turns[i].Role == role {
-				df++
-			}
-		}
-		idf := math.Log(1 + (float64(limit-df)+0.5)/(float64(df)+0.5))
-		for d := range scores {
-			if x.turns[d].Role == role {
-				norm := bm25K1 * (1 - bm25B + bm25B*float64(x.lens[d]+1)/avg)
-				scores[d] += idf * (bm25K1 + 1) / (1 + norm)
-			}
-		}
-	}
-}
-
-// RoleSystem is the engine's system role: the system prompt instructs, it
-// does not answer.
-const RoleSystem = "system"
+// Retrieval constants. Each is set by a rule, not fitted to data:
+const (
+	// cutoff: a hit must score at least this share of the best match. Half
+	// is the midpoint between "only the best" and "anything that shares a
+	// word"; a packet sized by it grows with the number of turns that
+	// match about as well as the best one (one for a pointed question,
+	// five for one whose answer is scattered).
+	cutoff = 0.5
+	// neighbourShare: the turn before and the turn after a hit rank at
+	// this share of its score, the same share as the cutoff: a
+	// conversation answers in the next turn and asks in the one before, so
+	// a neighbour is worth as much as the weakest hit that still counts.
+	neighbourShare = cutoff
+	// maxExamined bounds the candidates one search checks: a packet holds
+	// tens of turns, and an ask of common words can match thousands.
+	maxExamined = 1024
+)
 
 // search ranks the held turns below q.Before for q. Callers hold x.mu.
+//
+// Steps: BM25 over the ask's stems with this history's statistics, plus
+// the parties' names as terms of the turns they said; current statements
+// about a name the ask mentions rank like the best turn that names it; if
+// the window already holds a match at least as good as the best in memory,
+// the ask is about what is in view and gets only those statements;
+// otherwise hits within cutoff of the best too; then the neighbours of
+// each at neighbourShare of its score, best first; turns in the window, repeated texts and statements
+// replaced by one the packet or window carries are left out; the token
+// budget and K bound the rest.
 func (x *Index) search(q Query) ([]Hit, searchStats) {
 	var stats searchStats
 	limit := x.limit(q.Before)
@@ -152,160 +81,97 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 	}
 	f := x.facts
 	f.finish()
-
-	// BM25 over stems, with this history's own statistics.
 	avg := float64(x.prefix[limit]) / float64(limit)
 	if avg <= 0 {
 		avg = 1
 	}
-	scores := map[int32]float64{}
-	qstems := queryStems(q.Ask)
-	if rules.novel {
-		inWin := map[string]bool{}
-		for _, t := range q.Window {
-			if t.Role == RoleSystem || t.Text == q.Ask {
-				continue
-			}
-			st, _ := indexTerms(t.Text)
-			for _, w := range st {
-				inWin[w] = true
-			}
-		}
-		var keep []string
-		for _, w := range qstems {
-			if !inWin[w] {
-				keep = append(keep, w)
-			}
-		}
-		qstems = keep
-	}
-	if rules.speakers {
-		// A party's name matches the turns the party said (speakerTerms),
-		// not the greetings that address them.
-		qstems = x.contentStems(q.Ask)
-	}
-	for _, term := range qstems {
-		ps := x.post[term]
-		k := sort.Search(len(ps), func(i int) bool { return int(ps[i].doc) >= limit })
-		ps = ps[:k]
-		if len(ps) == 0 {
-			continue
-		}
-		idf := math.Log(1 + (float64(limit-len(ps))+0.5)/(float64(len(ps))+0.5))
-		for _, p := range ps {
-			tf := float64(p.tf)
-			norm := bm25K1 * (1 - bm25B + bm25B*float64(x.lens[p.doc])/avg)
-			scores[p.doc] += idf * tf * (bm25K1 + 1) / (tf + norm)
-		}
-	}
-	if rules.speakers {
-		x.speakerTerms(q, limit, avg, scores)
-	}
+	qstems := x.contentStems(q.Ask)
+	scores := x.lexical(qstems, limit, avg)
+	x.speakerTerms(q.Ask, limit, avg, scores)
 	best := 0.0
-	for _, sc := range scores {
-		best = max(best, sc)
+	for _, d := range scores.touched {
+		best = max(best, scores.get(d))
 	}
-	if rules.windowCut {
-		// What the window already holds counts as a hit: a packet brings
-		// only turns at least cutoff × as relevant as the best the model
-		// will see anyway, so an ask the window answers needs nothing.
-		bestWin := rules.windowRatio * x.windowBest(q, limit, avg)
-		if bestWin > best {
-			best = bestWin / rules.cutoff
-		}
+	if best == 0 {
+		return nil, stats
 	}
+	// An ask the window answers as well as the memory could is about what
+	// is in view: it gets no lexical hits, only the current statements
+	// about the names it mentions, which the window may lack.
+	inView := x.windowBest(q, qstems, limit, avg) >= best
+
 	type cand struct {
 		doc   int32
 		score float64
 		fact  bool
 	}
 	var ranked []cand
-	for d, sc := range scores {
-		if sc >= rules.cutoff*best && sc > 0 {
-			ranked = append(ranked, cand{doc: d, score: sc})
+	at := map[int32]int{}
+	add := func(d int32, sc float64, fact bool) {
+		if i, ok := at[d]; ok {
+			ranked[i].score = max(ranked[i].score, sc)
+			ranked[i].fact = ranked[i].fact || fact
+			return
+		}
+		at[d] = len(ranked)
+		ranked = append(ranked, cand{doc: d, score: sc, fact: fact})
+	}
+	for _, d := range scores.touched {
+		if sc := scores.get(d); sc >= cutoff*best && !inView {
+			add(d, sc, false)
 		}
 	}
-	if rules.facts != "off" {
-		seen := map[int32]int{}
-		for i, c := range ranked {
-			seen[c.doc] = i
-		}
-		for _, subj := range f.askSubjects(q.Ask, q.Asker) {
-			// The best turn that names the subject sets the rank of the
-			// statements about it: a statement ranks like the best
-			// mention of its name, never above the ask's best match.
-			nameBest := 0.0
-			for _, p := range x.post[stem(strings.TrimPrefix(subj, "@"))] {
-				if int(p.doc) < limit {
-					nameBest = max(nameBest, scores[p.doc])
-				}
-			}
-			for _, pos := range f.bySubject[subj] {
-				d, ok := x.byPos[pos]
-				if !ok || d >= limit {
-					continue
-				}
-				sc := scores[int32(d)]
-				if rules.facts == "name" {
-					sc = max(sc, nameBest)
-					if sc < rules.cutoff*best || sc == 0 {
-						continue
-					}
-				}
-				if i, ok := seen[int32(d)]; ok {
-					ranked[i].fact = true
-					ranked[i].score = sc
-					continue
-				}
-				seen[int32(d)] = len(ranked)
-				ranked = append(ranked, cand{doc: int32(d), score: sc, fact: true})
+	for _, subj := range f.askSubjects(q.Ask, q.Asker) {
+		// A statement about the subject ranks like the best turn that
+		// names it: never above the ask's best match, never below the
+		// chatter that merely mentions the name.
+		nameBest := 0.0
+		for _, p := range x.post[x.stems.stem(strings.TrimPrefix(subj, "@"))] {
+			if int(p.doc) < limit {
+				nameBest = max(nameBest, scores.get(p.doc))
 			}
 		}
-		if rules.facts == "tie" {
-			for i := range ranked {
-				if ranked[i].fact {
-					ranked[i].score = max(ranked[i].score, best)
-				}
+		if nameBest < cutoff*best {
+			// No statement can rank by the name: those that count are
+			// already candidates by their own score.
+			continue
+		}
+		for _, pos := range f.bySubject[subj] {
+			d, ok := x.byPos[pos]
+			if !ok || d >= limit {
+				continue
+			}
+			if sc := max(scores.get(int32(d)), nameBest); sc >= cutoff*best {
+				add(int32(d), sc, true)
 			}
 		}
 	}
-	if rules.nscore > 0 {
-		// A hit's neighbours rank as candidates of their own, at a share
-		// of its score: the reply to a matching question, the question
-		// a matching answer replies to.
-		at := map[int32]int{}
+	if len(ranked) > maxExamined {
+		// Only the best can be reached: keep them before the neighbours.
+		ranked = topK(ranked, maxExamined, func(c cand) float64 { return c.score })
+		clear(at)
 		for i, c := range ranked {
 			at[c.doc] = i
 		}
-		n := len(ranked)
-		for i := 0; i < n; i++ {
-			c := ranked[i]
-			for k := 1; k <= rules.neighbors; k++ {
-				for _, d := range neighborDocs(c.doc, int32(k)) {
-					if d < 0 || int(d) >= limit || x.turns[d].Pos-x.turns[c.doc].Pos != int(d-c.doc) {
-						continue
-					}
-					sc := c.score * rules.nscore
-					if j, ok := at[d]; ok {
-						ranked[j].score = max(ranked[j].score, sc)
-						continue
-					}
-					at[d] = len(ranked)
-					ranked = append(ranked, cand{doc: d, score: sc})
-				}
+	}
+	for i, n := 0, len(ranked); i < n; i++ {
+		c := ranked[i]
+		for _, d := range []int32{c.doc - 1, c.doc + 1} {
+			// Only a true neighbour: the next position, not a gap.
+			if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == 1 {
+				add(d, c.score*neighbourShare, false)
 			}
 		}
 	}
-	sort.Slice(ranked, func(i, j int) bool {
-		a, b := ranked[i], ranked[j]
-		if rules.facts == "first" && a.fact != b.fact {
-			return a.fact
+	slices.SortFunc(ranked, func(a, b cand) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
 		}
-		if a.score != b.score {
-			return a.score > b.score
-		}
-		return a.doc > b.doc
+		return cmp.Compare(b.doc, a.doc)
 	})
+	if len(ranked) > maxExamined {
+		ranked = ranked[:maxExamined]
+	}
 
 	inWindow := map[int]bool{}
 	windowText := map[string]bool{}
@@ -314,84 +180,82 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 		windowText[normalText(t.Text)] = true
 	}
 	later := f.windowFacts(q.Window)
-	among := make(map[int]bool, len(ranked))
-	for _, c := range ranked {
-		among[x.turns[c.doc].Pos] = true
+	found := make([]int, len(ranked))
+	for i, c := range ranked {
+		found[i] = x.turns[c.doc].Pos
 	}
+	among := f.factsAt(found)
 
 	// Walk best first and check each candidate only when it is reached: an
 	// ask made of common words can match thousands of turns, and only the
-	// first few that pass matter. A hit brings its neighbours along.
+	// first few that pass matter.
 	var out []Hit
-	taken := map[int32]bool{}
 	seen := map[string]bool{}
 	used := 0
-	full := false
-	take := func(d int32, score float64, fact bool) bool {
-		if taken[d] {
-			return true
+	for _, c := range ranked {
+		if q.K > 0 && len(out) >= q.K {
+			break
 		}
-		t := x.turns[d]
+		t := x.turns[c.doc]
 		text := normalText(t.Text)
 		switch {
 		case inWindow[t.Pos]:
 			stats.inWindow++
-			return false
+			continue
 		case windowText[text] || seen[text]:
 			stats.duplicate++
-			return false
-		case rules.supersede && f.superseded(t.Pos, among, later):
+			continue
+		case f.superseded(t.Pos, among, later):
 			stats.superseded++
-			return false
+			continue
 		}
 		cost := 1
 		if q.Cost != nil {
 			cost = q.Cost(t)
 		}
 		if q.Tokens > 0 && used+cost > q.Tokens {
-			return false // a shorter hit further down may still fit
+			continue // a shorter hit further down may still fit
 		}
-		if q.K > 0 && len(out) >= q.K {
-			full = true
-			return false
-		}
-		taken[d] = true
 		seen[text] = true
 		used += cost
-		out = append(out, Hit{Turn: t, Score: score, Fact: fact})
-		return true
-	}
-	for i, c := range ranked {
-		if full || i >= maxExamined {
-			break
-		}
-		if !take(c.doc, c.score, c.fact) {
-			continue
-		}
-		for k := 1; k <= rules.neighbors && rules.nscore == 0; k++ {
-			for _, d := range neighborDocs(c.doc, int32(k)) {
-				if d >= 0 && int(d) < limit && x.turns[d].Pos-x.turns[c.doc].Pos == int(d-c.doc) {
-					take(d, 0, false)
-				}
-			}
-		}
+		out = append(out, Hit{Turn: t, Score: c.score, Fact: c.fact})
 	}
 	return out, stats
 }
 
-var ndir = "both"
+func abs(n int) int { return max(n, -n) }
 
-func neighborDocs(d, k int32) []int32 {
-	switch ndir {
-	case "next":
-		return []int32{d + k}
-	case "prev":
-		return []int32{d - k}
+// topK returns the k elements of xs with the highest key, in no order,
+// reordering xs (quickselect: linear on average, where sorting thousands
+// of candidates to keep a thousand would not be).
+func topK[T any](xs []T, k int, key func(T) float64) []T {
+	lo, hi := 0, len(xs)-1
+	for lo < hi {
+		p := key(xs[(lo+hi)/2])
+		i, j := lo, hi
+		for i <= j {
+			for key(xs[i]) > p {
+				i++
+			}
+			for key(xs[j]) < p {
+				j--
+			}
+			if i <= j {
+				xs[i], xs[j] = xs[j], xs[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k-1 <= j:
+			hi = j
+		case k-1 >= i:
+			lo = i
+		default:
+			return xs[:k]
+		}
 	}
-	return []int32{d - k, d + k}
+	return xs[:k]
 }
-
-// maxExamined bounds the candidates one search checks.
-const maxExamined = 4096
 
 func normalText(s string) string { return strings.Join(terms(s), " ") }

@@ -53,33 +53,39 @@ func stem(term string) string {
 	return english.Stem(term, true)
 }
 
+// stemmer stems with a memo: a conversation reuses its words, and stemming
+// costs more than a lookup. Each Index has its own, so no conversation's
+// words warm another's (not even as timing). Not safe for concurrent use.
+type stemmer map[string]string
+
+// maxStems bounds a stem memo.
+const maxStems = 1 << 15
+
+func (m stemmer) stem(term string) string {
+	if s, ok := m[term]; ok {
+		return s
+	}
+	s := stem(term)
+	if len(m) >= maxStems {
+		clear(m)
+	}
+	m[term] = s
+	return s
+}
+
 // indexTerms returns the stems of text's content words (stopwords and
 // single letters left out: no ask searches for them) and the count of all
 // its terms, the length BM25 normalises by.
-func indexTerms(text string) ([]string, int) {
+func (m stemmer) indexTerms(text string) ([]string, int) {
 	all := terms(text)
 	out := make([]string, 0, len(all))
 	for _, t := range all {
 		if stopword[t] || utf8.RuneCountInString(t) < 2 {
 			continue
 		}
-		out = append(out, stem(t))
+		out = append(out, m.stem(t))
 	}
 	return out, len(all)
-}
-
-// queryStems returns the distinct stems of an ask's content words, in
-// first-seen order so that scoring is deterministic.
-func queryStems(text string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, t := range queryTerms(text) {
-		if s := stem(t); !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // queryTerms returns the distinct terms of an ask worth searching for: no
