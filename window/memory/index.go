@@ -109,6 +109,17 @@ func (x *Index) highest(before int) (Turn, bool) {
 	return x.turns[n-1], true
 }
 
+// at returns the held turn at pos.
+func (x *Index) at(pos int) (Turn, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i, ok := x.byPos[pos]
+	if !ok || i < 0 {
+		return Turn{}, false
+	}
+	return x.turns[i], true
+}
+
 // limit returns the number of turns below before (all if before ≤ 0).
 // Callers hold x.mu.
 func (x *Index) limit(before int) int {
