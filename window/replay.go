@@ -69,7 +69,8 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 				break
 			}
 		}
-		cut.PacketRoom = max(min(s.packetCap(), s.Budget-cut.KeptTokens), 0)
+		cut.PacketFree = max(s.Budget-cut.KeptTokens, 0)
+		cut.PacketRoom = min(s.packetCap(), cut.PacketFree)
 		return cut, nil
 	}
 	if reserve > 0 {

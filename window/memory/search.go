@@ -26,8 +26,11 @@ type Query struct {
 	// not repeated, and their statements supersede older candidates.
 	Window []Turn
 	// K bounds the number of hits; Tokens bounds their summed Cost.
-	K      int
-	Tokens int
+	// FirstTokens, if larger, bounds the best hit alone: an ask whose
+	// answer is one long turn gets it when there is room for it.
+	K           int
+	Tokens      int
+	FirstTokens int
 	// Cost is the tokens a hit takes in a packet. Nil counts 1 per hit.
 	Cost func(Turn) int
 }
@@ -213,7 +216,7 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 		if q.Cost != nil {
 			cost = q.Cost(t)
 		}
-		if q.Tokens > 0 && used+cost > q.Tokens {
+		if q.Tokens > 0 && used+cost > q.Tokens && !(len(out) == 0 && cost <= q.FirstTokens) {
 			continue // a shorter hit further down may still fit
 		}
 		seen[text] = true
