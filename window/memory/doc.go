@@ -28,7 +28,13 @@
 //     is not a subject. The statements about a name the ask mentions rank
 //     like the best turn that names it: a question paraphrases its answer
 //     but keeps the name.
-//  3. Size by relevance: hits within half of the best score, and the turn
+//  3. Size by relevance. An ask gets lexical hits only if some turn
+//     matches it beyond chance: the ask terms the turn holds are, together,
+//     rarer (were terms scattered independently) than the conversation's
+//     average word, divided by the number of the ask's terms the history
+//     holds (a Bonferroni allowance). An ask of words as common as any, as
+//     in a conversation of few words said over and over, matches every turn
+//     alike and gets nothing. Then hits within half of the best score, and the turn
 //     before and after each hit at half its score. If the last exchange in
 //     the window already matches the ask as well as the best turn in
 //     memory, the ask continues the conversation and gets only the fact

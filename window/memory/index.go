@@ -24,6 +24,10 @@ type Index struct {
 	facts  *facts
 	stems  stemmer
 	board  scoreboard // search's scratch space
+	// occ[term] is how often the held turns say term; said is Σ occ and
+	// weighted Σ occ·df over the terms (see typicalShare).
+	occ            map[string]int
+	said, weighted float64
 }
 
 // posting is one turn holding a term.
@@ -34,7 +38,7 @@ type posting struct {
 
 // NewIndex returns an index over turns.
 func NewIndex(turns ...Turn) *Index {
-	x := &Index{byPos: map[int]int{}, post: map[string][]posting{}, facts: newFacts(), stems: stemmer{}}
+	x := &Index{byPos: map[int]int{}, post: map[string][]posting{}, occ: map[string]int{}, facts: newFacts(), stems: stemmer{}}
 	x.Add(turns...)
 	return x
 }
@@ -76,6 +80,7 @@ func (x *Index) reindex(inOrder bool, from int) {
 		x.post = map[string][]posting{}
 		x.prefix = x.prefix[:0]
 		x.lens = x.lens[:0]
+		x.occ, x.said, x.weighted = map[string]int{}, 0, 0
 	}
 	if len(x.prefix) == 0 {
 		x.prefix = append(x.prefix, 0)
@@ -90,6 +95,11 @@ func (x *Index) reindex(inOrder bool, from int) {
 			tf[term]++
 		}
 		for term, f := range tf {
+			// (occ+f)(df+1) - occ·df: the term's weight with one more turn.
+			occ, df := x.occ[term], len(x.post[term])
+			x.weighted += float64(occ + int(f)*(df+1))
+			x.said += float64(f)
+			x.occ[term] = occ + int(f)
 			x.post[term] = append(x.post[term], posting{doc: int32(i), tf: f})
 		}
 		x.lens = append(x.lens, int32(n))

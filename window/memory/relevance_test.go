@@ -106,3 +106,28 @@ func TestSpeakerNames(t *testing.T) {
 		t.Fatalf("a greeting came back for the name alone: %q", hitTexts(hits))
 	}
 }
+
+// TestChanceMatch: an ask whose only match is a word more common than the
+// conversation's average word gets nothing, although that word is the
+// best match there is (a gate relative to the best hit would pass it);
+// the same ask with a word said once gets that turn.
+func TestChanceMatch(t *testing.T) {
+	vocab := strings.Fields("river cloud paper lamp green amber north quiet rapid")
+	var texts []string
+	for i := 0; i < 60; i++ {
+		if i%3 == 0 {
+			texts = append(texts, "stone") // in 20 of 60 turns
+		} else {
+			texts = append(texts, vocab[i%9]) // each in about 4
+		}
+	}
+	texts[25] = "lantern"
+	x := NewIndex(chatTurns(texts...)...)
+	if hits := x.Search(Query{Ask: "Tell me about the stone teapot."}); len(hits) != 0 {
+		t.Fatalf("an ask matching only a common word got %d hits: %q", len(hits), hitTexts(hits))
+	}
+	hits := x.Search(Query{Ask: "Tell me about the stone lantern."})
+	if len(hits) == 0 || hits[0].Text != "lantern" {
+		t.Fatalf("the turn with the rare word should lead: %q", hitTexts(hits))
+	}
+}

@@ -16,9 +16,10 @@ func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 		if len(ps) == 0 {
 			continue
 		}
-		idf := bm25IDF(limit, len(ps))
+		idf, surprise := bm25IDF(limit, len(ps)), chanceIDF(limit, len(ps))
 		for _, p := range ps {
 			sb.add(p.doc, idf*bm25TF(float64(p.tf), float64(x.lens[p.doc]), avg))
+			sb.mass[p.doc] += surprise
 		}
 	}
 	return sb
@@ -29,16 +30,17 @@ func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 // allocates no map of them.
 type scoreboard struct {
 	acc     []float64
-	touched []int32 // turns with a score, in first-touched order
+	mass    []float64 // Σ chanceIDF of the ask's terms a turn holds
+	touched []int32   // turns with a score, in first-touched order
 }
 
 func (sb *scoreboard) reset(n int) {
 	for _, d := range sb.touched {
-		sb.acc[d] = 0
+		sb.acc[d], sb.mass[d] = 0, 0
 	}
 	sb.touched = sb.touched[:0]
 	if len(sb.acc) < n {
-		sb.acc = make([]float64, n)
+		sb.acc, sb.mass = make([]float64, n), make([]float64, n)
 	}
 }
 
@@ -59,6 +61,38 @@ func (x *Index) postings(term string, limit int) []posting {
 
 func bm25IDF(n, df int) float64 {
 	return math.Log(1 + (float64(n-df)+0.5)/(float64(df)+0.5))
+}
+
+// chanceIDF is log(n/df): the surprise of a term found in df of n turns.
+// Summed over the ask's terms a turn holds, it is the log of how many
+// times rarer that combination is than one turn in n, were the terms
+// scattered at random (see relevant).
+func chanceIDF(n, df int) float64 {
+	return math.Log(float64(n) / float64(max(df, 1)))
+}
+
+// typicalShare returns the share of turns that hold the term of a word
+// picked at random from the held text: the mean of df/n over the terms,
+// weighted by how often each is said (kept up to date by reindex).
+// Callers hold x.mu.
+func (x *Index) typicalShare() float64 {
+	if x.said == 0 || len(x.turns) == 0 {
+		return 1
+	}
+	return x.weighted / x.said / float64(len(x.turns))
+}
+
+// relevant reports whether a turn holding ask terms of summed chanceIDF
+// mass matches beyond chance: the share of turns that would hold all those
+// terms, were they scattered independently (e^-mass), is below share. The
+// search passes typicalShare over the number of the ask's terms the
+// history holds: a match must be rarer than the conversation's average
+// word, with a Bonferroni allowance for the ask having several words to
+// match by chance. A match on words as common as any, which a random turn
+// is as likely to share, is no evidence that the turn is what the ask
+// needs, however it ranks against the others.
+func relevant(mass, share float64) bool {
+	return mass > -math.Log(share)
 }
 
 func bm25TF(tf, length, avg float64) float64 {
@@ -158,7 +192,20 @@ func (x *Index) speakerTerms(ask string, limit int, avg float64, scores *scorebo
 		for _, d := range scores.touched {
 			if x.turns[d].Role == role {
 				scores.acc[d] += idf * bm25TF(1, float64(x.lens[d]+1), avg)
+				scores.mass[d] += chanceIDF(limit, df)
 			}
 		}
 	}
+}
+
+// present returns how many of stems some turn below limit holds.
+// Callers hold x.mu.
+func (x *Index) present(stems []string, limit int) int {
+	n := 0
+	for _, st := range stems {
+		if len(x.postings(st, limit)) > 0 {
+			n++
+		}
+	}
+	return n
 }

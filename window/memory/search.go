@@ -91,9 +91,16 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 	qstems := x.contentStems(q.Ask)
 	scores := x.lexical(qstems, limit, avg)
 	x.speakerTerms(q.Ask, limit, avg, scores)
-	best := 0.0
+	// An ask gets lexical hits only if some turn matches it beyond chance
+	// once the ask's number of terms found in the history is allowed for
+	// (the more terms, the likelier a chance match of one: Bonferroni).
+	// Without one, like an ask about what is in view, it gets only the
+	// statements about the names it mentions.
+	best, beyond := 0.0, false
+	ask := x.typicalShare() / float64(max(x.present(qstems, limit), 1))
 	for _, d := range scores.touched {
 		best = max(best, scores.get(d))
+		beyond = beyond || relevant(scores.mass[d], ask)
 	}
 	if best == 0 {
 		return nil, stats
@@ -120,7 +127,7 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 		ranked = append(ranked, cand{doc: d, score: sc, fact: fact})
 	}
 	for _, d := range scores.touched {
-		if sc := scores.get(d); sc >= cutoff*best && !inView {
+		if sc := scores.get(d); sc >= cutoff*best && !inView && beyond {
 			add(d, sc, false)
 		}
 	}
