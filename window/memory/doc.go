@@ -49,8 +49,11 @@
 //
 // Hits are bounded by K and by a token budget with a per-hit cost given by
 // the caller. The fact analysis works where a conversation repeats its
-// phrasings; an update that names the old and the new value in one
-// sentence ("swapped the banjo for the cello") repeats no frame and is not
-// recognised as one. It cannot tell a state from an event: "I visited Oslo"
-// after "I visited Rome" counts as a replacement.
+// phrasings. An update that names the old and the new value in one
+// sentence ("swapped the banjo for the cello") repeats no frame; it is read
+// as a change when it names a named subject's current value of an
+// attribute and one other value the conversation gives that attribute
+// (facts.changes), not when a speaker talks of themselves. The analysis
+// cannot tell a state from an event: "I visited Oslo" after "I visited
+// Rome" counts as a replacement.
 package memory

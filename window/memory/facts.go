@@ -90,7 +90,8 @@ type facts struct {
 	cluster   map[uint64]int // slot or attached frame → cluster id
 	byTurn    map[int][]fact // pos → facts of its statements
 	bySubject map[string][]int
-	history   map[string][]factAt // subject+cluster → facts in position order
+	history   map[string][]factAt     // subject+cluster → facts in position order
+	values    map[int]map[uint64]bool // cluster → the values stated in it
 }
 
 type factAt struct {
@@ -354,9 +355,94 @@ func (f *facts) finish() {
 			f.history[k] = append(f.history[k], factAt{pos: st.pos, value: x.value})
 		}
 	}
+	f.values = map[int]map[uint64]bool{}
+	for _, fs := range f.byTurn {
+		for _, x := range fs {
+			if f.values[x.cluster] == nil {
+				f.values[x.cluster] = map[uint64]bool{}
+			}
+			f.values[x.cluster][x.value] = true
+		}
+	}
+	f.sortHistory()
+	// Updates that name the old value and the new one in one sentence
+	// ("S swapped the banjo for the cello") repeat no frame; read them in
+	// position order, each against the facts before it.
+	order := make([]int, len(f.stmts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return f.stmts[order[i]].pos < f.stmts[order[j]].pos })
+	for _, i := range order {
+		st := f.stmts[i]
+		for _, x := range f.changes(st, f.byTurn[st.pos]) {
+			f.bySubject[st.subject] = append(f.bySubject[st.subject], st.pos)
+			f.byTurn[st.pos] = append(f.byTurn[st.pos], x)
+			k := historyKey(x)
+			f.history[k] = append(f.history[k], factAt{pos: st.pos, value: x.value})
+		}
+	}
 	for k := range f.bySubject {
 		f.bySubject[k] = sortUnique(f.bySubject[k])
 	}
+	f.sortHistory()
+}
+
+// changes reads a statement as a change of an attribute's value: it names
+// the subject's value of the attribute as of its position (the latest
+// before it) and another value the conversation gives that attribute, and
+// states no fact of that attribute through a frame. The other value is
+// the new one: a newer statement about the same subject and attribute
+// supersedes the older. The conversation's own values are the only
+// vocabulary: "swapped X for Y", "from X to Y", "Y instead of X" alike.
+// Only statements about a named subject are read so: speakers talking of
+// themselves name several things they like in one breath ("I love fantasy
+// and sci-fi movies"), which is no change of either.
+func (f *facts) changes(st statement, stated []fact) []fact {
+	if len(st.cands) == 0 || strings.HasPrefix(st.subject, "@") {
+		return nil
+	}
+	has := map[int]bool{}
+	for _, x := range stated {
+		has[x.cluster] = true
+	}
+	vals := map[uint64]bool{}
+	for _, c := range st.cands {
+		vals[c.value] = true
+	}
+	var out []fact
+	for c, known := range f.values {
+		if has[c] {
+			continue
+		}
+		h := f.history[historyKey(fact{subject: st.subject, cluster: c})]
+		cur, ok := uint64(0), false
+		for _, y := range h {
+			if y.pos < st.pos || st.pos == windowPos {
+				cur, ok = y.value, true
+			}
+		}
+		if !ok || !vals[cur] {
+			continue
+		}
+		var next []uint64
+		for v := range vals {
+			if v != cur && known[v] {
+				next = append(next, v)
+			}
+		}
+		if len(next) == 1 { // two candidates would be a guess
+			out = append(out, fact{subject: st.subject, cluster: c, value: next[0]})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].cluster < out[j].cluster })
+	return out
+}
+
+// windowPos marks a statement read from the window, later than any held.
+const windowPos = -1
+
+func (f *facts) sortHistory() {
 	for _, h := range f.history {
 		// Statements are kept in no particular order (a re-read walks a
 		// map), so order fully: position, then value.

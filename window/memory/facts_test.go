@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -128,5 +129,49 @@ func TestTextSplitting(t *testing.T) {
 	}
 	if strings.Join(ws, " ") != "Omar on-call lead husky" {
 		t.Errorf("words = %q", ws)
+	}
+}
+
+// TestChangeInOneSentence: an update that names the old and the new value
+// in one sentence ("swapped X for Y") repeats no frame, yet replaces the
+// subject's old value; a sentence that names two values but not the
+// subject's current one, or a speaker talking of themselves, changes
+// nothing. Read from memory or from the window alike.
+func TestChangeInOneSentence(t *testing.T) {
+	turns := team(10)
+	next := turns[len(turns)-1].Pos + 1
+	extra := []Turn{
+		{Pos: next, Role: "user", Text: "Lena walked the cat and the dog yesterday."},
+		{Pos: next + 1, Role: "assistant", Text: "Nice."},
+	}
+	f := newFacts()
+	f.add(append(append([]Turn(nil), turns...), extra...))
+	for _, s := range supersededTexts(f, turns) {
+		if strings.HasPrefix(s, "Lena") {
+			t.Fatalf("a sentence naming two other values replaced %q", s)
+		}
+	}
+	update := Turn{Pos: next + 2, Role: "user", Text: "Lena has swapped the parrot for a beagle."}
+	f.add([]Turn{update})
+	got := supersededTexts(f, turns)
+	if !slices.Contains(got, "Lena has a parrot at home.") {
+		t.Fatalf("the swap did not replace Lena's parrot: %q", got)
+	}
+	if slices.Contains(got, "Lena moved to Bergen last spring.") {
+		t.Fatalf("the swap replaced another attribute: %q", got)
+	}
+
+	// The same update in the window supersedes the held statement.
+	g := newFacts()
+	g.add(turns)
+	g.finish()
+	window := g.windowFacts([]Turn{update})
+	parrot := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == "Lena has a parrot at home." })
+	if parrot < 0 || !g.superseded(turns[parrot].Pos, nil, window) {
+		t.Fatal("the swap in the window did not replace Lena's parrot")
+	}
+	// A speaker naming two of their things is no change.
+	if fs := g.turnFacts("user", "I swapped the parrot for a beagle."); len(fs) != 0 {
+		t.Fatalf("a first-person sentence read as facts %v", fs)
 	}
 }

@@ -29,7 +29,10 @@ func (f *facts) turnFacts(role, text string) []fact {
 	var out []fact
 	for _, s := range sentences(text) {
 		if st, ok := f.analyse(0, role, s, false); ok {
-			out = append(out, f.factsOf(st)...)
+			fs := f.factsOf(st)
+			st.pos = windowPos
+			out = append(out, fs...)
+			out = append(out, f.changes(st, fs)...)
 		}
 	}
 	if len(f.readings) >= maxReadings {
