@@ -92,6 +92,7 @@ type facts struct {
 	bySubject map[string][]int
 	history   map[string][]factAt     // subject+cluster → facts in position order
 	values    map[int]map[uint64]bool // cluster → the values stated in it
+	stated    map[uint64]bool         // every value stated
 }
 
 type factAt struct {
@@ -356,8 +357,10 @@ func (f *facts) finish() {
 		}
 	}
 	f.values = map[int]map[uint64]bool{}
+	f.stated = map[uint64]bool{}
 	for _, fs := range f.byTurn {
 		for _, x := range fs {
+			f.stated[x.value] = true
 			if f.values[x.cluster] == nil {
 				f.values[x.cluster] = map[uint64]bool{}
 			}
@@ -411,7 +414,7 @@ func (f *facts) changes(st statement, stated []fact) []fact {
 		vals[c.value] = true
 	}
 	var out []fact
-	for c, known := range f.values {
+	for c := range f.values {
 		if has[c] {
 			continue
 		}
@@ -425,18 +428,43 @@ func (f *facts) changes(st statement, stated []fact) []fact {
 		if !ok || !vals[cur] {
 			continue
 		}
-		var next []uint64
-		for v := range vals {
-			if v != cur && known[v] {
-				next = append(next, v)
-			}
-		}
-		if len(next) == 1 { // two candidates would be a guess
-			out = append(out, fact{subject: st.subject, cluster: c, value: next[0]})
+		if v, ok := f.otherValue(st, cur); ok {
+			out = append(out, fact{subject: st.subject, cluster: c, value: v})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].cluster < out[j].cluster })
 	return out
+}
+
+// otherValue returns the one value, other than cur, that st names and the
+// conversation states of anything (an attribute's values may be spread
+// over clusters its phrasings did not join): the widest such spans that do
+// not overlap cur's. Two or more would be a guess.
+func (f *facts) otherValue(st statement, cur uint64) (uint64, bool) {
+	var curSpans, known []candidate
+	for _, c := range st.cands {
+		switch {
+		case c.value == cur:
+			curSpans = append(curSpans, c)
+		case f.stated[c.value]:
+			known = append(known, c)
+		}
+	}
+	overlaps := func(a, b candidate) bool { return a.start < b.end && b.start < a.end }
+	found, n := uint64(0), 0
+	for _, c := range known {
+		skip := false
+		for _, d := range curSpans {
+			skip = skip || overlaps(c, d)
+		}
+		for _, d := range known {
+			skip = skip || (d.start <= c.start && c.end <= d.end && d.end-d.start > c.end-c.start)
+		}
+		if !skip && (n == 0 || c.value != found) {
+			found, n = c.value, n+1
+		}
+	}
+	return found, n == 1
 }
 
 // windowPos marks a statement read from the window, later than any held.
