@@ -380,9 +380,15 @@ func (f *facts) finish() {
 		st := f.stmts[i]
 		for _, x := range f.changes(st, f.byTurn[st.pos]) {
 			f.bySubject[st.subject] = append(f.bySubject[st.subject], st.pos)
-			f.byTurn[st.pos] = append(f.byTurn[st.pos], x)
+			f.byTurn[st.pos] = withChange(f.byTurn[st.pos], x)
 			k := historyKey(x)
-			f.history[k] = append(f.history[k], factAt{pos: st.pos, value: x.value})
+			h := f.history[k][:0]
+			for _, y := range f.history[k] {
+				if y.pos != st.pos { // not the frame's reading of the old value
+					h = append(h, y)
+				}
+			}
+			f.history[k] = append(h, factAt{pos: st.pos, value: x.value})
 		}
 	}
 	for k := range f.bySubject {
@@ -394,7 +400,7 @@ func (f *facts) finish() {
 // changes reads a statement as a change of an attribute's value: it names
 // the subject's value of the attribute as of its position (the latest
 // before it) and another value the conversation gives that attribute, and
-// states no fact of that attribute through a frame. The other value is
+// states no other value of that attribute through a frame. The other value is
 // the new one: a newer statement about the same subject and attribute
 // supersedes the older. The conversation's own values are the only
 // vocabulary: "swapped X for Y", "from X to Y", "Y instead of X" alike.
@@ -405,9 +411,11 @@ func (f *facts) changes(st statement, stated []fact) []fact {
 	if len(st.cands) == 0 || strings.HasPrefix(st.subject, "@") {
 		return nil
 	}
-	has := map[int]bool{}
+	has := map[int]uint64{}
 	for _, x := range stated {
-		has[x.cluster] = true
+		if x.subject == st.subject {
+			has[x.cluster] = x.value
+		}
 	}
 	vals := map[uint64]bool{}
 	for _, c := range st.cands {
@@ -415,9 +423,7 @@ func (f *facts) changes(st statement, stated []fact) []fact {
 	}
 	var out []fact
 	for c := range f.values {
-		if has[c] {
-			continue
-		}
+		sv, said := has[c]
 		h := f.history[historyKey(fact{subject: st.subject, cluster: c})]
 		cur, ok := uint64(0), false
 		for _, y := range h {
@@ -425,8 +431,8 @@ func (f *facts) changes(st statement, stated []fact) []fact {
 				cur, ok = y.value, true
 			}
 		}
-		if !ok || !vals[cur] {
-			continue
+		if !ok || !vals[cur] || (said && sv != cur) {
+			continue // no value to change, or a frame states the value
 		}
 		if v, ok := f.otherValue(st, cur); ok {
 			out = append(out, fact{subject: st.subject, cluster: c, value: v})
@@ -465,6 +471,19 @@ func (f *facts) otherValue(st statement, cur uint64) (uint64, bool) {
 		}
 	}
 	return found, n == 1
+}
+
+// withChange returns fs with x in place of any fact of x's subject and
+// attribute: a frame that read a change sentence as restating the old
+// value ("no longer bothers with _ but with ...") yields to the change.
+func withChange(fs []fact, x fact) []fact {
+	out := fs[:0:0]
+	for _, y := range fs {
+		if y.subject != x.subject || y.cluster != x.cluster {
+			out = append(out, y)
+		}
+	}
+	return append(out, x)
 }
 
 // windowPos marks a statement read from the window, later than any held.

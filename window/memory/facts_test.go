@@ -175,3 +175,23 @@ func TestChangeInOneSentence(t *testing.T) {
 		t.Fatalf("a first-person sentence read as facts %v", fs)
 	}
 }
+
+// TestChangeOverFrame: change sentences that recur form a frame of their
+// own, which reads each as restating the old value ("S no longer bothers
+// with the _ but with a beagle" gives the cat); the change reading wins.
+func TestChangeOverFrame(t *testing.T) {
+	turns := team(10)
+	next := turns[len(turns)-1].Pos + 1
+	turns = append(turns,
+		Turn{Pos: next, Role: "user", Text: "Omar no longer bothers with the cat but with a beagle."},
+		Turn{Pos: next + 1, Role: "user", Text: "Lena no longer bothers with the parrot but with a beagle."},
+	)
+	f := newFacts()
+	f.add(turns)
+	got := supersededTexts(f, turns)
+	for _, want := range []string{"Omar has a cat at home.", "Lena has a parrot at home."} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%q not replaced: superseded %q", want, got)
+		}
+	}
+}

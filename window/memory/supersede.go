@@ -31,8 +31,10 @@ func (f *facts) turnFacts(role, text string) []fact {
 		if st, ok := f.analyse(0, role, s, false); ok {
 			fs := f.factsOf(st)
 			st.pos = windowPos
+			for _, x := range f.changes(st, fs) {
+				fs = withChange(fs, x)
+			}
 			out = append(out, fs...)
-			out = append(out, f.changes(st, fs)...)
 		}
 	}
 	if len(f.readings) >= maxReadings {
