@@ -27,7 +27,9 @@
 //     lower case, and a name set off as a vocative ("That's great, Omar!")
 //     is not a subject. The statements about a name the ask mentions rank
 //     like the best turn that names it: a question paraphrases its answer
-//     but keeps the name.
+//     but keeps the name. They count when that turn scores within half of
+//     the best match that is not a statement about someone else: another
+//     person's statement in the ask's words is no answer about this one.
 //  3. Size by relevance. An ask gets lexical hits only if some turn
 //     matches it beyond chance: the ask terms the turn holds are, together,
 //     rarer (were terms scattered independently) than the conversation's

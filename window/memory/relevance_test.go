@@ -131,3 +131,27 @@ func TestChanceMatch(t *testing.T) {
 		t.Fatalf("the turn with the rare word should lead: %q", hitTexts(hits))
 	}
 }
+
+// TestAskedSubjectOverOthers: statements about other people that share the
+// ask's words do not set the scale that the asked person's own statements,
+// phrased otherwise, must reach.
+func TestAskedSubjectOverOthers(t *testing.T) {
+	var texts []string
+	say := func(s string) { texts = append(texts, s, "Noted.") }
+	langs := []string{"Greek", "Korean", "Finnish", "Swahili", "Turkish"}
+	people := []string{"Omar", "Priya", "Hugo", "Mei", "Ravi"}
+	for i, p := range people {
+		say(fmt.Sprintf("%s takes evening classes in %s.", p, langs[i]))
+		say(fmt.Sprintf("%s is learning %s with a tutor.", people[(i+2)%5], langs[i]))
+	}
+	for i := 0; i < 20; i++ {
+		say(fmt.Sprintf("Laila and %s share ticket %d.", people[i%5], i))
+	}
+	say("Laila is learning Portuguese with a tutor.")
+	say("Laila booked the back room.")
+	x := NewIndex(chatTurns(texts...)...)
+	hits := x.Search(Query{Ask: "What are Laila's evening classes about?"})
+	if !hitSet(hits)["Laila is learning Portuguese with a tutor."] {
+		t.Fatalf("Laila's own statement is missing: %q", hitTexts(hits))
+	}
+}

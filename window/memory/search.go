@@ -98,8 +98,13 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 	// statements about the names it mentions.
 	best, beyond := 0.0, false
 	ask := x.typicalShare() / float64(max(x.present(qstems, limit), 1))
+	subjects := f.askSubjects(q.Ask, q.Asker)
+	own := 0.0 // the best match that is not a statement about someone else
 	for _, d := range scores.touched {
 		best = max(best, scores.get(d))
+		if !f.aboutOthers(x.turns[d].Pos, subjects) {
+			own = max(own, scores.get(d))
+		}
 		beyond = beyond || relevant(scores.mass[d], ask)
 	}
 	if best == 0 {
@@ -131,7 +136,7 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 			add(d, sc, false)
 		}
 	}
-	for _, subj := range f.askSubjects(q.Ask, q.Asker) {
+	for _, subj := range subjects {
 		// A statement about the subject ranks like the best turn that
 		// names it: never above the ask's best match, never below the
 		// chatter that merely mentions the name.
@@ -141,7 +146,7 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 				nameBest = max(nameBest, scores.get(p.doc))
 			}
 		}
-		if nameBest < cutoff*best {
+		if nameBest < cutoff*own {
 			// No statement can rank by the name: those that count are
 			// already candidates by their own score.
 			continue
@@ -151,7 +156,7 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 			if !ok || d >= limit {
 				continue
 			}
-			if sc := max(scores.get(int32(d)), nameBest); sc >= cutoff*best {
+			if sc := max(scores.get(int32(d)), nameBest); sc >= cutoff*own {
 				add(int32(d), sc, true)
 			}
 		}

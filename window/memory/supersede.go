@@ -1,5 +1,10 @@
 package memory
 
+import (
+	"slices"
+	"strings"
+)
+
 // Supersession: a later statement about the same thing replaces an earlier
 // one. "The same thing" is a (subject, cluster) pair from the fact analysis;
 // "later" is a higher position among the candidates (below the cut) or any
@@ -117,4 +122,20 @@ func (f *facts) askSubjects(ask, asker string) []string {
 		out = append(out, "@"+asker)
 	}
 	return out
+}
+
+// aboutOthers reports whether the turn at pos states facts and all of them
+// are about named subjects other than those the ask names (none if the ask
+// names none).
+func (f *facts) aboutOthers(pos int, subjects []string) bool {
+	fs := f.byTurn[pos]
+	if len(fs) == 0 || len(subjects) == 0 {
+		return false
+	}
+	for _, x := range fs {
+		if strings.HasPrefix(x.subject, "@") || slices.Contains(subjects, x.subject) {
+			return false
+		}
+	}
+	return true
 }
