@@ -104,7 +104,7 @@ standard error; with --json standard output holds only a JSON array.`,
 	cmd.Flags().BoolVar(&noReplay, "no-replay", false, "skip the turn-by-turn replay (cached_share and uncached_per_turn stay 0)")
 	cmd.Flags().StringVar(&packets, "packets", "", "memory: where packets live, ask (default: only on the latest ask) or ledger (one per ask until the next step)")
 	cmd.Flags().Float64Var(&share, "packet-share", 0, "memory: share of the budget the replay reserves per packet (default 1/16)")
-	cmd.Flags().Float64Var(&cap, "packet-cap", 0, "memory, --packets ask: share of the budget one packet may take (default 1/4)")
+	cmd.Flags().Float64Var(&cap, "packet-cap", 0, "memory, --packets ask: share of the budget one packet may take (default 1/8)")
 	_ = cmd.MarkFlagRequired("budget")
 	return cmd
 }
