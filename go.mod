@@ -10,6 +10,7 @@ require (
 	github.com/gin-gonic/gin v1.12.0
 	github.com/goccy/go-yaml v1.19.2
 	github.com/klauspost/compress v1.20.4
+	github.com/kljensen/snowball v0.10.0
 	github.com/ollama/ollama v0.9.6
 	github.com/openai/openai-go v1.12.0
 	github.com/prometheus/client_golang v1.23.2

@@ -20,6 +20,7 @@ type Cut struct {
 	StepAt     int   // message at which the latest step happened; -1 if none
 	Asks       []int // user messages that carry a packet (memory only)
 	PacketRoom int   // tokens each ask's packet may take
+	PacketFree int   // tokens the budget leaves free for packets: the best hit may use them past PacketRoom
 	KeptTokens int   // sinks, padding and kept messages, without packets
 }
 

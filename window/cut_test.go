@@ -37,7 +37,7 @@ func mustPolicy(t *testing.T, name string, s Settings) Policy {
 }
 
 func TestCutShapes(t *testing.T) {
-	s := Settings{Budget: 400, Block: 16, Low: 0.5}
+	s := Settings{Budget: 400, Block: 16, Low: 0.5, Packets: PacketsLedger}
 	tests := []struct {
 		name       string
 		policy     string
@@ -180,5 +180,32 @@ func TestSettingsValidate(t *testing.T) {
 				t.Fatalf("error %v does not wrap ErrSettings", err)
 			}
 		})
+	}
+}
+
+// TestCutPacketOnAsk: with packets on the ask, only the latest user message
+// carries one, the replay reserves P for it, and its room is what the
+// budget has left, up to the cap.
+func TestCutPacketOnAsk(t *testing.T) {
+	s := Settings{Budget: 400, Block: 16, Low: 0.5, PacketShare: 1.0 / 16, PacketCap: 0.25}
+	p := mustPolicy(t, PolicyMemory, s)
+	for n := 21; n <= 61; n += 2 { // each ends with a user message
+		msgs := chat(n, 20)
+		cut, err := p.Cut(msgs, byLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cut.Step == 0 {
+			continue // whole: no packet
+		}
+		if len(cut.Asks) != 1 || cut.Asks[0] != len(msgs)-1 {
+			t.Fatalf("%d messages: asks %v, want only the last", len(msgs), cut.Asks)
+		}
+		if want := min(100, 400-cut.KeptTokens); cut.PacketRoom != want {
+			t.Fatalf("%d messages: room %d, want min(cap 100, 400 - kept %d) = %d", len(msgs), cut.PacketRoom, cut.KeptTokens, want)
+		}
+		if cut.KeptTokens+25 > 400 {
+			t.Fatalf("%d messages: kept %d leaves less than P = 25", len(msgs), cut.KeptTokens)
+		}
 	}
 }

@@ -7,9 +7,10 @@
 // A window is, in order: the sinks (the system prompt and the first
 // exchange, padded to a block boundary once anything has been evicted), the
 // kept history (the most recent messages, verbatim), and the ask. Under the
-// memory policy each ask since the last eviction step carries a packet:
-// turns evicted earlier that the ask needs, quoted as data, prepended to the
-// ask's own message. Only the end of the window changes from turn to turn.
+// memory policy the latest ask carries a packet: turns evicted earlier that
+// the ask needs, quoted as data, prepended to the ask's own message (or,
+// with Settings.Packets = ledger, each ask since the last eviction step
+// keeps its own). Only the end of the window changes from turn to turn.
 //
 // # The cut rule
 //
@@ -31,7 +32,8 @@
 //     of the sinks) and, for memory, a the number of user messages since the
 //     last step, after message i the window holds
 //     W = S + t(c..i) + a·P, where P = PacketShare·B is the room reserved for
-//     each ask's packet. When W > High·B an eviction step happens: c moves
+//     a packet (a = 1 always when packets ride on the latest ask; a counts
+//     the user messages since the last step under the ledger). When W > High·B an eviction step happens: c moves
 //     forward over whole units, never past the unit holding message i, until
 //     W ≤ Low·B (a then counts only message i, if it is a user message). The
 //     step count is the number of such steps in the replay.
@@ -54,15 +56,38 @@
 // than B is a ContextLengthError under every policy, as is a final window
 // that cannot fit (sinks plus the unit holding the ask larger than B).
 //
-// # Packets and the send-once ledger
+// # Packets
 //
 // The packet of an ask at message j is built from the turns evicted at the
 // current step (positions below c), the window as it stood at j (sinks,
-// messages c..j, and the packets of earlier asks since the step) and the
-// ask's text. It is bounded by K turns and P tokens and brings only what the
-// window does not already hold. Once sent it stays, prepended to message j,
-// until the next step: later turns rebuild the same transcript, so the
-// cached prefix survives it.
+// messages c..j, and under the ledger the packets of earlier asks since
+// the step) and the ask's text. Its size follows relevance (see package
+// memory: hits within half the best score, their neighbours, nothing when
+// the last exchange already matches the ask as well as the memory could),
+// bounded by K turns and a token room, and it brings only what the window
+// does not already hold.
+//
+// Where it lives (Settings.Packets):
+//   - ask (default): only the latest ask carries a packet; the next turn
+//     sends that ask again without it and builds a new one for the new
+//     ask. Its room is min(PacketCap·B, B − kept): whatever the budget has
+//     left, up to the cap, so the room a step frees is used. The replay
+//     reserves P for it.
+//   - ledger: every ask since the step keeps its packet, byte for byte,
+//     until the next step (a send-once ledger); each ask's room is P plus
+//     what earlier asks left unused.
+//
+// The default was chosen from the recall/cost frontier measured by
+// `kvwin bench recall` (recall against cached_share and uncached tokens
+// per turn). The ledger pays for its cached packets with room: P is
+// reserved for every ask since the step, so windows step more often and
+// each packet must be small; per uncached token the packet that rides on
+// the ask buys more recall at every reuse level measured. PacketCap = 1/8
+// follows from the reuse target rather than from data: a window at 85%
+// reuse may send 15% of itself uncached; windows average about 3/4 of B
+// between the water marks, so that is about B/9 per turn, and B/8 is the
+// cap at which even a packet that filled its cap every turn would stay
+// near that target. P keeps its earlier default, 1/16.
 //
 // Replica safety: a packet is a function of messages[0..j] and the evicted
 // turns below c, nothing else (retrieval scores use the conversation's own
@@ -71,8 +96,8 @@
 // the packets it has built in a bounded memo keyed by a hash of exactly
 // those inputs, so the rebuild costs one retrieval per ask at most once.
 // For named conversations the evicted turns come from the durable store,
-// which holds what the requests held; if a client rewrites old history, or
-// the store is down and the request's own turns are used instead, packets
-// may differ from those sent before, which costs cache reuse, never
-// correctness.
+// which returns only the turns of the request's own history (a rewritten
+// history is a branch of its own, see package memory); if the store is down
+// and the request's own turns are used instead, packets may differ from
+// those sent before, which costs cache reuse, never correctness.
 package window

@@ -7,6 +7,7 @@ import "kvwin/engine"
 // switchAt is the size up to which memory sends the conversation whole, or
 // -1 for none. It is a pure function of its arguments.
 func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (Cut, error) {
+	onAsk := reserve > 0 && s.Packets == PacketsAsk
 	n := len(c.msgs)
 	sinkEnd, sinkTokens, padded := sinks(c, s)
 	cut := Cut{Policy: policy, Messages: n, Sinks: sinkEnd, SinkTokens: sinkTokens, Start: sinkEnd, StepAt: -1}
@@ -14,6 +15,10 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 	whole := switchAt >= 0
 	asks := 0 // user messages since the latest step (memory)
 	window := func(i int) int { return padded + c.tokens(cut.Start, i) + asks*reserve }
+	if onAsk {
+		// One packet at a time, on the latest ask: P is always reserved.
+		window = func(i int) int { return padded + c.tokens(cut.Start, i) + reserve }
+	}
 
 	for i := sinkEnd + 1; i <= n; i++ {
 		last := i - 1
@@ -30,7 +35,7 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 			if cut.Step > 0 && window(i) <= high {
 				continue
 			}
-			if cut.Step == 0 && c.tokens(0, i)+asks*reserve <= high {
+			if cut.Step == 0 && window(i)-padded+c.tokens(0, cut.Start) <= high {
 				continue // before the first step the sinks are not padded
 			}
 		}
@@ -55,6 +60,19 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 	}
 	cut.SinkPad = padded - sinkTokens
 	cut.KeptTokens = padded + c.tokens(cut.Start, n)
+	if reserve > 0 && onAsk {
+		// The latest ask carries the packet; it may use the room the
+		// window has left, up to the cap.
+		for j := n - 1; j >= cut.Start; j-- {
+			if c.msgs[j].Role == engine.RoleUser {
+				cut.Asks = []int{j}
+				break
+			}
+		}
+		cut.PacketFree = max(s.Budget-cut.KeptTokens, 0)
+		cut.PacketRoom = min(s.packetCap(), cut.PacketFree)
+		return cut, nil
+	}
 	if reserve > 0 {
 		cut.PacketRoom = reserve
 		for j := cut.StepAt; j < n; j++ {

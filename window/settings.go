@@ -34,10 +34,20 @@ type Settings struct {
 	// Switch (memory) is the conversation size, in tokens, up to which it
 	// is sent whole. Default Budget; at most Budget.
 	Switch int
-	// PacketShare (memory) is the share of Budget reserved for each ask's
-	// packet. Default 1/16.
+	// Packets (memory) is where packets live: PacketsAsk (default), only on
+	// the latest ask, recomputed each turn; or PacketsLedger, one per ask
+	// since the latest step, each kept until the next step.
+	Packets string
+	// PacketShare (memory) is the share of Budget the replay reserves for
+	// a packet (for each ask since the step, under PacketsLedger).
+	// Default 1/16.
 	PacketShare float64
-	// K (memory) bounds the turns of one packet. Default 16.
+	// PacketCap (memory, PacketsAsk) is the share of Budget one packet may
+	// take when the window has room for it. Default 1/8 (see the package
+	// doc for the rule).
+	PacketCap float64
+	// K (memory) bounds the turns of one packet. Default 64: the token cap
+	// is the real bound, K only stops a flood of one-word turns.
 	K int
 }
 
@@ -58,11 +68,17 @@ func (s Settings) Defaults() Settings {
 	if s.Switch == 0 {
 		s.Switch = s.Budget
 	}
+	if s.Packets == "" {
+		s.Packets = PacketsAsk
+	}
 	if s.PacketShare == 0 {
 		s.PacketShare = 1.0 / 16
 	}
+	if s.PacketCap == 0 {
+		s.PacketCap = 1.0 / 8
+	}
 	if s.K == 0 {
-		s.K = 16
+		s.K = 64
 	}
 	return s
 }
@@ -87,11 +103,24 @@ func (s Settings) Validate() error {
 		return bad("switch %d: must be in [0, budget=%d]", s.Switch, s.Budget)
 	case s.PacketShare < 0 || s.PacketShare >= s.Low:
 		return bad("packet share %v: must be in [0, low=%v)", s.PacketShare, s.Low)
+	case s.Packets != PacketsAsk && s.Packets != PacketsLedger:
+		return bad("packets %q: want %q or %q", s.Packets, PacketsAsk, PacketsLedger)
+	case s.PacketCap < 0 || s.PacketCap > 1-s.Low:
+		return bad("packet cap %v: must be in [0, 1-low=%v]", s.PacketCap, 1-s.Low)
 	case s.K < 0:
 		return bad("k %d: must not be negative", s.K)
 	}
 	return nil
 }
+
+// Where packets live (Settings.Packets).
+const (
+	PacketsAsk    = "ask"
+	PacketsLedger = "ledger"
+)
+
+// packetCap is the most tokens one packet may take (PacketsAsk).
+func (s Settings) packetCap() int { return max(int(s.PacketCap*float64(s.Budget)), s.packetTokens()) }
 
 // packetTokens is P, the room reserved for each ask's packet.
 func (s Settings) packetTokens() int { return int(s.PacketShare * float64(s.Budget)) }

@@ -208,7 +208,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 				continue
 			}
 			q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start, Chain: prefix,
-				Window: window, K: w.cfg.Settings.K, Tokens: room, Cost: lines}
+				Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines}
 			hits, err := src.search(q)
 			if err != nil {
 				continue // src has recorded the failure
@@ -309,9 +309,9 @@ func prefixHashes(msgs []engine.Message) []uint64 {
 }
 
 // packetKey names a packet by everything it depends on: the conversation,
-// the policy, where the cut is, and the messages up to its ask.
+// the policy, where the cut is, its room, and the messages up to its ask.
 func packetKey(key memory.Key, cut Cut, upToAsk uint64) uint64 {
 	h := xxhash.New()
-	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%d\x00%d", key.Tenant, key.Conversation, cut.Policy, cut.Sinks, cut.Start, upToAsk)
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%d\x00%d\x00%d\x00%d", key.Tenant, key.Conversation, cut.Policy, cut.Sinks, cut.Start, cut.PacketRoom, cut.PacketFree, upToAsk)
 	return h.Sum64()
 }

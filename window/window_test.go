@@ -105,9 +105,18 @@ func TestMemoryPacket(t *testing.T) {
 // request's window, byte for byte, packets included; and a fresh Window (a
 // restarted replica) must build the very same window.
 func TestLedgerKeepsPrefix(t *testing.T) {
+	for _, mode := range []string{PacketsLedger, PacketsAsk} {
+		t.Run(mode, func(t *testing.T) { testKeepsPrefix(t, mode) })
+	}
+}
+
+// testKeepsPrefix: under the ledger every message of the previous window is
+// unchanged until the next step; with packets on the ask only, every one but
+// the previous ask, which is sent again without its packet.
+func testKeepsPrefix(t *testing.T, mode string) {
 	base := story(60)
 	asks := []string{"Where is Omar based now?", "What pet does Mei have?", "Thanks.", "Where does Ravi live?", "Is the build green?"}
-	w, _ := New(Config{Settings: Settings{Budget: 1000}}, nil)
+	w, _ := New(Config{Settings: Settings{Budget: 1000, Packets: mode}}, nil)
 	var prev Result
 	msgs := base
 	steps, packets := 0, 0
@@ -119,7 +128,14 @@ func TestLedgerKeepsPrefix(t *testing.T) {
 		}
 		packets += res.PacketTurns
 		if i > 0 && res.Step == prev.Step {
-			for j, m := range prev.Messages {
+			keep := len(prev.Messages)
+			if mode == PacketsAsk {
+				keep--
+				if got, want := res.Messages[keep].Content, msgs[len(msgs)-3].Content; got != want {
+					t.Fatalf("turn %d: the previous ask is %q, want it without its packet: %q", i, got, want)
+				}
+			}
+			for j, m := range prev.Messages[:keep] {
 				if res.Messages[j] != m {
 					t.Fatalf("turn %d (step %d): window message %d changed between steps:\n%q\n→\n%q", i, res.Step, j, m, res.Messages[j])
 				}
@@ -133,7 +149,7 @@ func TestLedgerKeepsPrefix(t *testing.T) {
 	if steps == 0 || packets == 0 {
 		t.Fatalf("%d steps and %d packet turns: the test should see both", steps, packets)
 	}
-	replica, _ := New(Config{Settings: Settings{Budget: 1000}}, nil)
+	replica, _ := New(Config{Settings: Settings{Budget: 1000, Packets: mode}}, nil)
 	again, err := replica.Build(context.Background(), Request{Messages: msgs[:len(msgs)-1]})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,12 @@ func newBenchRecallCmd() *cobra.Command {
 		budgets      []string
 		policies     []string
 		asJSON       bool
+		packets      string
+		noReplay     bool
+		seeds        []int64
+		genTurns     int
+		share, cap   float64
+		low          float64
 	)
 	cmd := &cobra.Command{
 		Use:   "recall --data FILE --format locomo --budget N[,N...]",
@@ -31,17 +37,15 @@ func newBenchRecallCmd() *cobra.Command {
 conversation's last turn, the window each policy would send, and reports per
 policy and budget: recall (share of the question's evidence turns in the
 window), stale (share of its superseded evidence turns), and the mean prompt
-tokens. Tokens are ceil(bytes of "speaker: text" / 4). The table goes to
+tokens. It then replays each conversation's turns in order, each user turn an
+ask over the history before it, and reports cached_share (tokens of the
+longest common prefix, in whole messages, of a turn's window and the previous
+window followed by the previous answer, over all window tokens) and
+uncached_per_turn (mean window tokens minus cached). Tokens are ceil(bytes of "speaker: text" / 4). The table goes to
 standard error; with --json standard output holds only a JSON array.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true, // a failed run is not a usage mistake
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "locomo" {
-				return fmt.Errorf("--format %q: only locomo is supported", format)
-			}
-			if data == "" {
-				return fmt.Errorf("--data is required")
-			}
 			bs, err := recallBudgets(budgets)
 			if err != nil {
 				return err
@@ -50,14 +54,12 @@ standard error; with --json standard output holds only a JSON array.`,
 			if err != nil {
 				return err
 			}
-			f, err := os.Open(data)
+			convs, err := recallData(format, data, seeds, genTurns)
 			if err != nil {
 				return err
 			}
-			convs, err := recall.LoadLoCoMo(f)
-			_ = f.Close()
-			if err != nil {
-				return fmt.Errorf("%s: %w", data, err)
+			if data == "" {
+				data = fmt.Sprintf("generated seeds %v", seeds)
 			}
 			stderr := cmd.ErrOrStderr()
 			questions, turns := 0, 0
@@ -69,6 +71,8 @@ standard error; with --json standard output holds only a JSON array.`,
 			last := time.Now()
 			rows, err := recall.Evaluate(cmd.Context(), convs, recall.Options{
 				Policies: ps, Budgets: bs,
+				Settings: window.Settings{Packets: packets, PacketShare: share, PacketCap: cap, Low: low},
+				NoReplay: noReplay,
 				Progress: func(p recall.Progress) {
 					if p.Done == p.Questions || time.Since(last) > 2*time.Second {
 						last = time.Now()
@@ -90,12 +94,49 @@ standard error; with --json standard output holds only a JSON array.`,
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file")
-	cmd.Flags().StringVar(&format, "format", "locomo", "data format (locomo)")
+	cmd.Flags().StringVar(&format, "format", "locomo", "data format: locomo (--data FILE), or generated (a synthetic club conversation per --seed, no file)")
+	cmd.Flags().Int64SliceVar(&seeds, "seed", []int64{1}, "--format generated: seeds, one conversation each")
+	cmd.Flags().IntVar(&genTurns, "turns", 6000, "--format generated: turns per conversation")
 	cmd.Flags().StringSliceVar(&budgets, "budget", nil, "window budget in tokens (repeatable, or comma-separated)")
-	cmd.Flags().StringSliceVar(&policies, "policies", nil, "policies to evaluate (default sliding,sink,memory; also full)")
+	cmd.Flags().StringSliceVar(&policies, "policies", nil, "policies to evaluate (default sliding,sink,bm25,memory; also full); bm25 is the bench's reference: recency for half the budget, a plain BM25 packet for the other half")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON array to standard output")
+	cmd.Flags().Float64Var(&low, "low", 0, "low water mark as a share of the budget: a step evicts down to it (default 0.5)")
+	cmd.Flags().BoolVar(&noReplay, "no-replay", false, "skip the turn-by-turn replay (cached_share and uncached_per_turn stay 0)")
+	cmd.Flags().StringVar(&packets, "packets", "", "memory: where packets live, ask (default: only on the latest ask) or ledger (one per ask until the next step)")
+	cmd.Flags().Float64Var(&share, "packet-share", 0, "memory: share of the budget the replay reserves per packet (default 1/16)")
+	cmd.Flags().Float64Var(&cap, "packet-cap", 0, "memory, --packets ask: share of the budget one packet may take (default 1/8)")
 	_ = cmd.MarkFlagRequired("budget")
 	return cmd
+}
+
+// recallData loads the conversations to evaluate.
+func recallData(format, data string, seeds []int64, turns int) ([]recall.Conversation, error) {
+	switch format {
+	case "generated":
+		if turns < 100 {
+			return nil, fmt.Errorf("--turns %d: want at least 100", turns)
+		}
+		var convs []recall.Conversation
+		for _, seed := range seeds {
+			convs = append(convs, recall.Generate(seed, turns))
+		}
+		return convs, nil
+	case "locomo":
+		if data == "" {
+			return nil, fmt.Errorf("--data is required with --format locomo")
+		}
+		f, err := os.Open(data)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		convs, err := recall.LoadLoCoMo(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", data, err)
+		}
+		return convs, nil
+	}
+	return nil, fmt.Errorf("--format %q: want locomo or generated", format)
 }
 
 func recallBudgets(vals []string) ([]int, error) {
@@ -115,7 +156,7 @@ func recallBudgets(vals []string) ([]int, error) {
 
 func recallPolicies(vals []string) ([]string, error) {
 	known := map[string]bool{}
-	for _, p := range window.Policies() {
+	for _, p := range recall.Policies() {
 		known[p] = true
 	}
 	var out []string

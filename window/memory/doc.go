@@ -11,30 +11,51 @@
 // only from their own request) and offline evaluation. Given the same turns,
 // both return the same hits with the same scores (a test holds them to it).
 //
-// Retrieval for an ask, best first:
+// Retrieval for an ask (search.go, score.go) is plain information
+// retrieval over the history's own turns, each step with a rule rather
+// than a fitted constant:
 //
-//  1. Facts. The fact analysis (facts.go) learns from the conversation
-//     itself which turns state an attribute of a named thing ("Omar moved to
-//     Lisbon", "Org change: Omar became release manager") and groups the
-//     frames those statements use into attributes by the values they share.
-//     It uses no word list beyond English function words: names are words
-//     never written in lower case, attributes are frames that recur with
-//     different values. The current statements about every name the ask
-//     mentions come first: a question paraphrases its answer ("Which
-//     companion would greet me at Omar's place?" against "Omar rehomed the
-//     old pet and took in a tortoise") but keeps the name.
-//  2. BM25 over the ask's words, with the conversation's own statistics.
-//  3. Supersession: a turn whose every fact was replaced by a later fact
-//     about the same subject and attribute (among the candidates or in the
-//     window) is left out, so an update does not bring back what it
-//     replaced.
-//  4. Novelty: turns the window holds, and texts it already holds, are left
+//  1. BM25 (k1 1.2, b 0.75) over Snowball-stemmed content words, with the
+//     statistics of the searched turns only. The names of the two parties,
+//     learned from how each addresses the other ("Thanks, Caroline!" said
+//     by the assistant names the user), count as a term of every turn that
+//     party said.
+//  2. Facts. The fact analysis (facts.go) learns from the conversation
+//     itself which turns state an attribute of a named thing ("Omar moved
+//     to Lisbon") and groups the frames those statements use into
+//     attributes by the values they share; names are words never written in
+//     lower case, and a name set off as a vocative ("That's great, Omar!")
+//     is not a subject. The statements about a name the ask mentions rank
+//     like the best turn that names it: a question paraphrases its answer
+//     but keeps the name. They count when that turn scores within half of
+//     the best match that is not a statement about someone else: another
+//     person's statement in the ask's words is no answer about this one.
+//  3. Size by relevance. An ask gets lexical hits only if some turn
+//     matches it beyond chance: the ask terms the turn holds are, together,
+//     rarer (were terms scattered independently) than the conversation's
+//     average word, divided by the number of the ask's terms the history
+//     holds (a Bonferroni allowance). An ask of words as common as any, as
+//     in a conversation of few words said over and over, matches every turn
+//     alike and gets nothing. Then hits within half of the best score, and the turn
+//     before and after each hit at half its score. If the last exchange in
+//     the window already matches the ask as well as the best turn in
+//     memory, the ask continues the conversation and gets only the fact
+//     statements.
+//  4. Supersession: a turn whose every fact is replaced by a later fact
+//     about the same subject and attribute, stated by a turn the search
+//     also found or by the window, is left out: an update does not bring
+//     back what it replaced, and nothing is dropped in favour of a
+//     statement the window will not carry.
+//  5. Novelty: turns the window holds, and texts it already holds, are left
 //     out; of several copies of one text only the best-ranked is kept.
 //
 // Hits are bounded by K and by a token budget with a per-hit cost given by
 // the caller. The fact analysis works where a conversation repeats its
-// phrasings (most do, for the facts that matter: "X moved to", "X is our");
-// where it finds no frames, retrieval is BM25 plus names. It cannot tell a
-// state from an event: "I visited Oslo" after "I visited Rome" counts as a
-// replacement.
+// phrasings. An update that names the old and the new value in one
+// sentence ("swapped the banjo for the cello") repeats no frame; it is read
+// as a change when it names a named subject's current value of an
+// attribute and one other value the conversation gives that attribute
+// (facts.changes), not when a speaker talks of themselves. The analysis
+// cannot tell a state from an event: "I visited Oslo" after "I visited
+// Rome" counts as a replacement.
 package memory

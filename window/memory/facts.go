@@ -22,6 +22,7 @@ package memory
 //     different value, never by a restatement of the same value.
 
 import (
+	"regexp"
 	"sort"
 	"strings"
 
@@ -74,6 +75,12 @@ type facts struct {
 	lower    map[string]int             // lower-case word → times written in lower case
 	starts   map[string]map[string]bool // capitalized first word → words seen after it (up to 2)
 	entities map[string]bool
+	// addressed counts, per name, the turns of each role that address it
+	// ("Thanks, Omar!"): in a two-party chat, the name of the other party.
+	addressed map[string]map[string]int
+
+	version  int                // bumped whenever clusters are derived anew
+	readings map[string]reading // window turn → its facts, see turnFacts
 
 	stmts  []statement
 	frames map[uint64]*frameStat
@@ -83,7 +90,9 @@ type facts struct {
 	cluster   map[uint64]int // slot or attached frame → cluster id
 	byTurn    map[int][]fact // pos → facts of its statements
 	bySubject map[string][]int
-	history   map[string][]factAt // subject+cluster → facts in position order
+	history   map[string][]factAt     // subject+cluster → facts in position order
+	values    map[int]map[uint64]bool // cluster → the values stated in it
+	stated    map[uint64]bool         // every value stated
 }
 
 type factAt struct {
@@ -95,6 +104,7 @@ func newFacts() *facts {
 	return &facts{
 		roles: map[int]string{}, texts: map[int]string{},
 		capLater: map[string]int{}, lower: map[string]int{}, starts: map[string]map[string]bool{}, entities: map[string]bool{},
+		addressed: map[string]map[string]int{}, readings: map[string]reading{},
 		frames: map[uint64]*frameStat{},
 	}
 }
@@ -109,6 +119,13 @@ func (f *facts) add(turns []Turn) {
 		f.texts[t.Pos], f.roles[t.Pos] = t.Text, t.Role
 		added = append(added, t)
 		for _, s := range sentences(t.Text) {
+			for _, m := range vocative.FindAllStringSubmatch(s, -1) {
+				name := strings.ToLower(m[2])
+				if f.addressed[name] == nil {
+					f.addressed[name] = map[string]int{}
+				}
+				f.addressed[name][t.Role]++
+			}
 			ws := words(s)
 			for i, w := range ws {
 				switch {
@@ -182,6 +199,26 @@ func sameSet(a, b map[string]bool) bool {
 	return true
 }
 
+// vocative matches a name used to address someone: a capitalized word at
+// the start of a sentence, after its first word or after a comma, and set
+// off by a comma, "!", "?" or the sentence's end ("Thanks, Omar.", "Hey
+// Omar!", "Omar, look"). English sets a vocative off by punctuation; a
+// subject is followed by its verb ("Omar moved"), so this never drops one.
+var vocative = regexp.MustCompile(`(^|,\s+|^[^\s,]+\s+)(\p{Lu}[\p{L}\p{M}'’-]*)\s*([,!?;]|\.?\s*$)`)
+
+// dropVocatives removes the names a sentence addresses: they are not what
+// it is about ("That sounds great, Caroline." states nothing of Caroline).
+func dropVocatives(sentence string) string {
+	for range 3 { // "Wow, Omar, that's great": one match may hide the next
+		next := strings.TrimSpace(vocative.ReplaceAllString(sentence, "$1"))
+		if next == sentence {
+			break
+		}
+		sentence = next
+	}
+	return sentence
+}
+
 // subjectOf returns the index and name of a word list's subject.
 func (f *facts) subjectOf(ws []word, role string) (int, string) {
 	for i, w := range ws {
@@ -205,6 +242,7 @@ func (f *facts) analyse(pos int, role, sentence string, register bool) (statemen
 	if strings.HasSuffix(sentence, "?") {
 		return st, false // a question states nothing
 	}
+	sentence = dropVocatives(sentence)
 	cls := clauses(sentence)
 	total := len(words(sentence))
 	for i := range cls {
@@ -301,6 +339,7 @@ func (f *facts) finish() {
 		return
 	}
 	f.fresh = true
+	f.version++
 	f.cluster = clusterFrames(f.frames)
 	f.byTurn = map[int][]fact{}
 	f.bySubject = map[string][]int{}
@@ -317,9 +356,140 @@ func (f *facts) finish() {
 			f.history[k] = append(f.history[k], factAt{pos: st.pos, value: x.value})
 		}
 	}
+	f.values = map[int]map[uint64]bool{}
+	f.stated = map[uint64]bool{}
+	for _, fs := range f.byTurn {
+		for _, x := range fs {
+			f.stated[x.value] = true
+			if f.values[x.cluster] == nil {
+				f.values[x.cluster] = map[uint64]bool{}
+			}
+			f.values[x.cluster][x.value] = true
+		}
+	}
+	f.sortHistory()
+	// Updates that name the old value and the new one in one sentence
+	// ("S swapped the banjo for the cello") repeat no frame; read them in
+	// position order, each against the facts before it.
+	order := make([]int, len(f.stmts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return f.stmts[order[i]].pos < f.stmts[order[j]].pos })
+	for _, i := range order {
+		st := f.stmts[i]
+		for _, x := range f.changes(st, f.byTurn[st.pos]) {
+			f.bySubject[st.subject] = append(f.bySubject[st.subject], st.pos)
+			f.byTurn[st.pos] = withChange(f.byTurn[st.pos], x)
+			k := historyKey(x)
+			h := f.history[k][:0]
+			for _, y := range f.history[k] {
+				if y.pos != st.pos { // not the frame's reading of the old value
+					h = append(h, y)
+				}
+			}
+			f.history[k] = append(h, factAt{pos: st.pos, value: x.value})
+		}
+	}
 	for k := range f.bySubject {
 		f.bySubject[k] = sortUnique(f.bySubject[k])
 	}
+	f.sortHistory()
+}
+
+// changes reads a statement as a change of an attribute's value: it names
+// the subject's value of the attribute as of its position (the latest
+// before it) and another value the conversation gives that attribute, and
+// states no other value of that attribute through a frame. The other value is
+// the new one: a newer statement about the same subject and attribute
+// supersedes the older. The conversation's own values are the only
+// vocabulary: "swapped X for Y", "from X to Y", "Y instead of X" alike.
+// Only statements about a named subject are read so: speakers talking of
+// themselves name several things they like in one breath ("I love fantasy
+// and sci-fi movies"), which is no change of either.
+func (f *facts) changes(st statement, stated []fact) []fact {
+	if len(st.cands) == 0 || strings.HasPrefix(st.subject, "@") {
+		return nil
+	}
+	has := map[int]uint64{}
+	for _, x := range stated {
+		if x.subject == st.subject {
+			has[x.cluster] = x.value
+		}
+	}
+	vals := map[uint64]bool{}
+	for _, c := range st.cands {
+		vals[c.value] = true
+	}
+	var out []fact
+	for c := range f.values {
+		sv, said := has[c]
+		h := f.history[historyKey(fact{subject: st.subject, cluster: c})]
+		cur, ok := uint64(0), false
+		for _, y := range h {
+			if y.pos < st.pos || st.pos == windowPos {
+				cur, ok = y.value, true
+			}
+		}
+		if !ok || !vals[cur] || (said && sv != cur) {
+			continue // no value to change, or a frame states the value
+		}
+		if v, ok := f.otherValue(st, cur); ok {
+			out = append(out, fact{subject: st.subject, cluster: c, value: v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].cluster < out[j].cluster })
+	return out
+}
+
+// otherValue returns the one value, other than cur, that st names and the
+// conversation states of anything (an attribute's values may be spread
+// over clusters its phrasings did not join): the widest such spans that do
+// not overlap cur's. Two or more would be a guess.
+func (f *facts) otherValue(st statement, cur uint64) (uint64, bool) {
+	var curSpans, known []candidate
+	for _, c := range st.cands {
+		switch {
+		case c.value == cur:
+			curSpans = append(curSpans, c)
+		case f.stated[c.value]:
+			known = append(known, c)
+		}
+	}
+	overlaps := func(a, b candidate) bool { return a.start < b.end && b.start < a.end }
+	found, n := uint64(0), 0
+	for _, c := range known {
+		skip := false
+		for _, d := range curSpans {
+			skip = skip || overlaps(c, d)
+		}
+		for _, d := range known {
+			skip = skip || (d.start <= c.start && c.end <= d.end && d.end-d.start > c.end-c.start)
+		}
+		if !skip && (n == 0 || c.value != found) {
+			found, n = c.value, n+1
+		}
+	}
+	return found, n == 1
+}
+
+// withChange returns fs with x in place of any fact of x's subject and
+// attribute: a frame that read a change sentence as restating the old
+// value ("no longer bothers with _ but with ...") yields to the change.
+func withChange(fs []fact, x fact) []fact {
+	out := fs[:0:0]
+	for _, y := range fs {
+		if y.subject != x.subject || y.cluster != x.cluster {
+			out = append(out, y)
+		}
+	}
+	return append(out, x)
+}
+
+// windowPos marks a statement read from the window, later than any held.
+const windowPos = -1
+
+func (f *facts) sortHistory() {
 	for _, h := range f.history {
 		// Statements are kept in no particular order (a re-read walks a
 		// map), so order fully: position, then value.
@@ -400,4 +570,20 @@ func itoa(n int) string {
 		b[i] = '-'
 	}
 	return string(b[i:])
+}
+
+// speakerOf returns the role a name belongs to: in a conversation between
+// a user and an assistant, the name the other party addresses at least
+// twice, and at least twice as often as the party itself does. "" if the
+// conversation does not say.
+func (f *facts) speakerOf(name string) string {
+	by := f.addressed[name]
+	u, a := by["user"], by["assistant"]
+	switch {
+	case a >= 2 && a >= 2*u:
+		return "user"
+	case u >= 2 && u >= 2*a:
+		return "assistant"
+	}
+	return ""
 }

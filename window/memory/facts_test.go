@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ func supersededTexts(f *facts, turns []Turn) []string {
 	f.finish()
 	var out []string
 	for _, t := range turns {
-		if f.superseded(t.Pos, 0, nil) {
+		if f.superseded(t.Pos, f.history, nil) {
 			out = append(out, t.Text)
 		}
 	}
@@ -65,10 +66,10 @@ func TestWindowSupersedes(t *testing.T) {
 	f.finish()
 	later := f.windowFacts(turns[omarMoves : omarMoves+1]) // ...it is in the window
 	omar := turns[0]
-	if !f.superseded(omar.Pos, 0, later) {
+	if !f.superseded(omar.Pos, nil, later) {
 		t.Fatalf("%q not superseded by a later statement in the window", omar.Text)
 	}
-	if f.superseded(omar.Pos, 0, nil) {
+	if f.superseded(omar.Pos, nil, nil) {
 		t.Fatalf("%q superseded with nothing later", omar.Text)
 	}
 }
@@ -128,5 +129,69 @@ func TestTextSplitting(t *testing.T) {
 	}
 	if strings.Join(ws, " ") != "Omar on-call lead husky" {
 		t.Errorf("words = %q", ws)
+	}
+}
+
+// TestChangeInOneSentence: an update that names the old and the new value
+// in one sentence ("swapped X for Y") repeats no frame, yet replaces the
+// subject's old value; a sentence that names two values but not the
+// subject's current one, or a speaker talking of themselves, changes
+// nothing. Read from memory or from the window alike.
+func TestChangeInOneSentence(t *testing.T) {
+	turns := team(10)
+	next := turns[len(turns)-1].Pos + 1
+	extra := []Turn{
+		{Pos: next, Role: "user", Text: "Lena walked the cat and the dog yesterday."},
+		{Pos: next + 1, Role: "assistant", Text: "Nice."},
+	}
+	f := newFacts()
+	f.add(append(append([]Turn(nil), turns...), extra...))
+	for _, s := range supersededTexts(f, turns) {
+		if strings.HasPrefix(s, "Lena") {
+			t.Fatalf("a sentence naming two other values replaced %q", s)
+		}
+	}
+	update := Turn{Pos: next + 2, Role: "user", Text: "Lena has swapped the parrot for a beagle."}
+	f.add([]Turn{update})
+	got := supersededTexts(f, turns)
+	if !slices.Contains(got, "Lena has a parrot at home.") {
+		t.Fatalf("the swap did not replace Lena's parrot: %q", got)
+	}
+	if slices.Contains(got, "Lena moved to Bergen last spring.") {
+		t.Fatalf("the swap replaced another attribute: %q", got)
+	}
+
+	// The same update in the window supersedes the held statement.
+	g := newFacts()
+	g.add(turns)
+	g.finish()
+	window := g.windowFacts([]Turn{update})
+	parrot := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == "Lena has a parrot at home." })
+	if parrot < 0 || !g.superseded(turns[parrot].Pos, nil, window) {
+		t.Fatal("the swap in the window did not replace Lena's parrot")
+	}
+	// A speaker naming two of their things is no change.
+	if fs := g.turnFacts("user", "I swapped the parrot for a beagle."); len(fs) != 0 {
+		t.Fatalf("a first-person sentence read as facts %v", fs)
+	}
+}
+
+// TestChangeOverFrame: change sentences that recur form a frame of their
+// own, which reads each as restating the old value ("S no longer bothers
+// with the _ but with a beagle" gives the cat); the change reading wins.
+func TestChangeOverFrame(t *testing.T) {
+	turns := team(10)
+	next := turns[len(turns)-1].Pos + 1
+	turns = append(turns,
+		Turn{Pos: next, Role: "user", Text: "Omar no longer bothers with the cat but with a beagle."},
+		Turn{Pos: next + 1, Role: "user", Text: "Lena no longer bothers with the parrot but with a beagle."},
+	)
+	f := newFacts()
+	f.add(turns)
+	got := supersededTexts(f, turns)
+	for _, want := range []string{"Omar has a cat at home.", "Lena has a parrot at home."} {
+		if !slices.Contains(got, want) {
+			t.Errorf("%q not replaced: superseded %q", want, got)
+		}
 	}
 }

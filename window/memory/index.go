@@ -5,26 +5,40 @@ import (
 	"sync"
 )
 
-// Index is an in-memory memory over a set of turns: the same retrieval as the
-// Store, for conversations that keep no durable state (an unnamed
-// conversation's packet comes only from the turns of its own request) and
-// for offline evaluation.
+// Index is an in-memory memory over one history's turns: an inverted index
+// of stemmed terms with their frequencies, and the fact analysis. The Store
+// keeps one per branch; an unnamed conversation's packet comes from one
+// built over its own request's turns; offline evaluation uses it directly.
 //
-// Invariants: turns are held sorted by position, one per position (the first
-// added wins, as in the Store); post lists indexes into turns in ascending
-// order; prefix[i] is the summed length of turns[:i].
+// Invariants: turns are held sorted by position, one per position (the
+// first added wins); post[term] lists (turn index, frequency) in ascending
+// turn index; lens[i] is the term count of turns[i] and prefix[i] the
+// summed lens of turns[:i].
 type Index struct {
 	mu     sync.Mutex
 	turns  []Turn
+	lens   []int32
 	byPos  map[int]int
-	post   map[string][]int
+	post   map[string][]posting
 	prefix []int
 	facts  *facts
+	stems  stemmer
+	board  scoreboard // search's scratch space
+	// occ[term] is how often the held turns say term; said is Σ occ and
+	// weighted Σ occ·df over the terms (see typicalShare).
+	occ            map[string]int
+	said, weighted float64
+}
+
+// posting is one turn holding a term.
+type posting struct {
+	doc int32 // index into turns
+	tf  int32
 }
 
 // NewIndex returns an index over turns.
 func NewIndex(turns ...Turn) *Index {
-	x := &Index{byPos: map[int]int{}, post: map[string][]int{}, facts: newFacts()}
+	x := &Index{byPos: map[int]int{}, post: map[string][]posting{}, occ: map[string]int{}, facts: newFacts(), stems: stemmer{}}
 	x.Add(turns...)
 	return x
 }
@@ -58,29 +72,38 @@ func (x *Index) Add(turns ...Turn) {
 	x.facts.add(fresh)
 }
 
-// reindex rebuilds positions, postings and prefix sums from turn from (or
-// from 0 when the order changed).
+// reindex rebuilds positions, postings and lengths from turn from (or from
+// 0 when the order changed).
 func (x *Index) reindex(inOrder bool, from int) {
 	if !inOrder {
 		from = 0
-		x.post = map[string][]int{}
+		x.post = map[string][]posting{}
 		x.prefix = x.prefix[:0]
+		x.lens = x.lens[:0]
+		x.occ, x.said, x.weighted = map[string]int{}, 0, 0
 	}
 	if len(x.prefix) == 0 {
 		x.prefix = append(x.prefix, 0)
 	}
+	tf := map[string]int32{}
 	for i := from; i < len(x.turns); i++ {
 		t := x.turns[i]
 		x.byPos[t.Pos] = i
-		ts := terms(t.Text)
-		seen := map[string]bool{}
-		for _, term := range ts {
-			if !seen[term] {
-				seen[term] = true
-				x.post[term] = append(x.post[term], i)
-			}
+		clear(tf)
+		stems, n := x.stems.indexTerms(t.Text)
+		for _, term := range stems {
+			tf[term]++
 		}
-		x.prefix = append(x.prefix, x.prefix[len(x.prefix)-1]+len(ts))
+		for term, f := range tf {
+			// (occ+f)(df+1) - occ·df: the term's weight with one more turn.
+			occ, df := x.occ[term], len(x.post[term])
+			x.weighted += float64(occ + int(f)*(df+1))
+			x.said += float64(f)
+			x.occ[term] = occ + int(f)
+			x.post[term] = append(x.post[term], posting{doc: int32(i), tf: f})
+		}
+		x.lens = append(x.lens, int32(n))
+		x.prefix = append(x.prefix, x.prefix[len(x.prefix)-1]+n)
 	}
 }
 
@@ -89,14 +112,31 @@ func (x *Index) reindex(inOrder bool, from int) {
 func (x *Index) highest(before int) (Turn, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	n := len(x.turns)
-	if before > 0 {
-		n = sort.Search(len(x.turns), func(i int) bool { return x.turns[i].Pos >= before })
-	}
+	n := x.limit(before)
 	if n == 0 {
 		return Turn{}, false
 	}
 	return x.turns[n-1], true
+}
+
+// at returns the held turn at pos.
+func (x *Index) at(pos int) (Turn, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i, ok := x.byPos[pos]
+	if !ok || i < 0 {
+		return Turn{}, false
+	}
+	return x.turns[i], true
+}
+
+// limit returns the number of turns below before (all if before ≤ 0).
+// Callers hold x.mu.
+func (x *Index) limit(before int) int {
+	if before <= 0 {
+		return len(x.turns)
+	}
+	return sort.Search(len(x.turns), func(i int) bool { return x.turns[i].Pos >= before })
 }
 
 // Len returns the number of turns held.
@@ -112,39 +152,4 @@ func (x *Index) Search(q Query) []Hit {
 	defer x.mu.Unlock()
 	hits, _ := x.search(q)
 	return hits
-}
-
-func (x *Index) search(q Query) ([]Hit, searchStats) {
-	limit := len(x.turns)
-	if q.Before > 0 {
-		limit = sort.Search(len(x.turns), func(i int) bool { return x.turns[i].Pos >= q.Before })
-	}
-	qterms := queryTerms(q.Ask)
-	want := map[string]bool{}
-	for _, t := range qterms {
-		want[t] = true
-	}
-	docs := map[int]bool{}
-	for _, t := range qterms {
-		for _, i := range x.post[t] {
-			if i >= limit {
-				break
-			}
-			docs[i] = true
-		}
-	}
-	ids := make([]int, 0, len(docs))
-	for i := range docs {
-		ids = append(ids, i)
-	}
-	sort.Ints(ids)
-	lexical := make([]matched, len(ids))
-	for k, i := range ids {
-		lexical[k] = newMatched(x.turns[i], want)
-	}
-	avg := 0.0
-	if limit > 0 {
-		avg = float64(x.prefix[limit]) / float64(limit)
-	}
-	return rank(x.facts, q, lexical, limit, avg)
 }

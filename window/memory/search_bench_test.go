@@ -162,3 +162,86 @@ func BenchmarkStoreLoad100k(b *testing.B) {
 		x.Search(Query{Ask: "warm up"})
 	}
 }
+
+// manySetup is 1,000 conversations of 100 turns in one store, and the same
+// as 1,000 in-memory indexes.
+type manySetup struct {
+	store   *Store
+	indexes []*Index
+	chains  [][]uint64
+	turns   [][]Turn
+	err     error
+}
+
+var (
+	manyOnce sync.Once
+	many     manySetup
+)
+
+func setupMany(b *testing.B) manySetup {
+	manyOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kvwin-bench-many-")
+		if err != nil {
+			many.err = err
+			return
+		}
+		many.store, many.err = Open(StoreConfig{Dir: dir})
+		all := bigConversation(100_000)
+		for c := 0; many.err == nil && c < 1000; c++ {
+			turns := append([]Turn(nil), all[c*100:(c+1)*100]...)
+			for i := range turns {
+				turns[i].Pos = i
+			}
+			turns, _ = Linked(0, turns)
+			chain := []uint64{0}
+			for _, t := range turns {
+				chain = append(chain, t.Chain())
+			}
+			many.turns = append(many.turns, turns)
+			many.chains = append(many.chains, chain)
+			many.indexes = append(many.indexes, NewIndex(turns...))
+			_, many.err = many.store.Ingest(context.Background(), Key{"bench", fmt.Sprint(c)}, turns)
+		}
+	})
+	if many.err != nil {
+		b.Fatal(many.err)
+	}
+	return many
+}
+
+// benchmarkMany times one retrieval scoped to one of 1,000 conversations,
+// a different one each time (the store keeps 64 in memory: most searches
+// load theirs from the file), and reports p50 and p99.
+func benchmarkMany(b *testing.B, search func(c int, q Query) ([]Hit, error)) {
+	s := setupMany(b)
+	r := rand.New(rand.NewSource(2))
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c := r.Intn(1000)
+		q := Query{Ask: benchAsks[i%len(benchAsks)], Before: 80, Window: s.turns[c][80:], K: 16, Tokens: 512, Chain: s.chains[c],
+			Cost: func(t Turn) int { return (len(t.Text) + 24) / 4 }}
+		t0 := time.Now()
+		_, err := search(c, q)
+		lat = append(lat, time.Since(t0))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+}
+
+func BenchmarkStoreSearch1000x100(b *testing.B) {
+	s := setupMany(b)
+	benchmarkMany(b, func(c int, q Query) ([]Hit, error) {
+		return s.store.Search(context.Background(), Key{"bench", fmt.Sprint(c)}, q)
+	})
+}
+
+func BenchmarkIndexSearch1000x100(b *testing.B) {
+	s := setupMany(b)
+	benchmarkMany(b, func(c int, q Query) ([]Hit, error) { return s.indexes[c].Search(q), nil })
+}

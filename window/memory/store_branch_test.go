@@ -240,3 +240,41 @@ func TestStoreMigratesVersion1(t *testing.T) {
 	_ = s.Close()
 	openStore(t, dir)
 }
+
+// TestStoreResendWritesNothing: a request resends its whole history; turns
+// a held branch already has cost no transaction (no fsync on every turn).
+func TestStoreResendWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s, err := Open(StoreConfig{Dir: t.TempDir(), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key := Key{"t", "c"}
+	h := history(30, 5, "The boiler code is 7781.")
+	if n, err := s.Ingest(ctx, key, h[:20]); n != 20 || err != nil {
+		t.Fatalf("first ingest = %d, %v", n, err)
+	}
+	used := func() int64 {
+		var u int64
+		if err := s.db.QueryRow(`SELECT used FROM conversations`).Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	first := used()
+	clock.Add(time.Hour)
+	if n, err := s.Ingest(ctx, key, h[:20]); n != 0 || err != nil {
+		t.Fatalf("resend = %d, %v", n, err)
+	}
+	if used() != first {
+		t.Fatal("a resent history wrote to the file")
+	}
+	if n, err := s.Ingest(ctx, key, h); n != 10 || err != nil {
+		t.Fatalf("grown history = %d, %v; want the 10 new turns", n, err)
+	}
+	if used() == first {
+		t.Fatal("new turns did not record the use")
+	}
+}

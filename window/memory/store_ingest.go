@@ -36,8 +36,19 @@ func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 		return 0, err
 	}
 	defer st.mu.Unlock()
+	// Clients resend whole histories: what a held branch already has needs
+	// no write (and no fsync) at all.
+	fresh := batch[:0:0]
+	for _, t := range batch {
+		if !st.holds(t.Pos, chains[t.Pos]) {
+			fresh = append(fresh, t)
+		}
+	}
+	if len(fresh) == 0 {
+		return 0, s.touch(ctx, st)
+	}
 	now := s.cfg.Now()
-	n, err := s.insert(ctx, st.id, batch, now)
+	n, err := s.insert(ctx, st.id, fresh, now)
 	if err != nil {
 		return 0, err
 	}

@@ -64,6 +64,17 @@ func (st *convState) branch(chain func(pos int) (uint64, bool), before int) *Ind
 	return nil
 }
 
+// holds reports whether a held branch has the turn at pos on chain.
+// Callers hold st.mu.
+func (st *convState) holds(pos int, chain uint64) bool {
+	for _, x := range st.branches {
+		if t, ok := x.at(pos); ok && t.Chain() == chain {
+			return true
+		}
+	}
+	return false
+}
+
 // keep puts x first among the branches. Callers hold st.mu.
 func (st *convState) keep(x *Index) {
 	st.branches = append([]*Index{x}, st.branches...)

@@ -1,5 +1,10 @@
 package memory
 
+import (
+	"slices"
+	"strings"
+)
+
 // Supersession: a later statement about the same thing replaces an earlier
 // one. "The same thing" is a (subject, cluster) pair from the fact analysis;
 // "later" is a higher position among the candidates (below the cut) or any
@@ -10,41 +15,84 @@ package memory
 func (f *facts) windowFacts(window []Turn) map[string][]factAt {
 	out := map[string][]factAt{}
 	for _, t := range window {
-		for _, s := range sentences(t.Text) {
-			st, ok := f.analyse(t.Pos, t.Role, s, false)
-			if !ok {
-				continue
-			}
-			for _, x := range f.factsOf(st) {
-				k := historyKey(x)
-				out[k] = append(out[k], factAt{pos: t.Pos, value: x.value})
-			}
+		for _, x := range f.turnFacts(t.Role, t.Text) {
+			k := historyKey(x)
+			out[k] = append(out[k], factAt{pos: t.Pos, value: x.value})
 		}
 	}
 	return out
 }
 
+// turnFacts reads a window turn's facts against the collection's clusters,
+// remembering the reading until the clusters change: a window is mostly the
+// same turns from one ask to the next.
+func (f *facts) turnFacts(role, text string) []fact {
+	key := role + "\x00" + text
+	if r, ok := f.readings[key]; ok && r.version == f.version {
+		return r.facts
+	}
+	var out []fact
+	for _, s := range sentences(text) {
+		if st, ok := f.analyse(0, role, s, false); ok {
+			fs := f.factsOf(st)
+			st.pos = windowPos
+			for _, x := range f.changes(st, fs) {
+				fs = withChange(fs, x)
+			}
+			out = append(out, fs...)
+		}
+	}
+	if len(f.readings) >= maxReadings {
+		clear(f.readings)
+	}
+	f.readings[key] = reading{version: f.version, facts: out}
+	return out
+}
+
+// maxReadings bounds the window readings one fact analysis remembers.
+const maxReadings = 4096
+
+// reading is a window turn's facts under one version of the clusters.
+type reading struct {
+	version int
+	facts   []fact
+}
+
 // superseded reports whether every fact of the turn at pos is replaced by a
-// later fact with another value, among candidates below before or in the
-// window. A turn without facts is never superseded.
-func (f *facts) superseded(pos, before int, window map[string][]factAt) bool {
+// later fact with another value, stated by a turn the ask retrieved too
+// (among, see factsAt) or in the window. A turn without facts is never superseded; nor is
+// one whose replacement the packet would not carry: an old statement is
+// dropped only in favour of the newer one the window will hold.
+func (f *facts) superseded(pos int, among, window map[string][]factAt) bool {
 	fs := f.byTurn[pos]
 	if len(fs) == 0 {
 		return false
 	}
 	for _, x := range fs {
 		k := historyKey(x)
-		if !replaced(x.value, pos, before, f.history[k]) && !replaced(x.value, pos, 0, window[k]) {
+		if !replaced(x.value, pos, among[k]) && !replaced(x.value, pos, window[k]) {
 			return false
 		}
 	}
 	return true
 }
 
-// replaced: some fact after pos (and below before, if set) has another value.
-func replaced(value uint64, pos, before int, later []factAt) bool {
+// factsAt returns the facts stated at positions, by subject and attribute.
+func (f *facts) factsAt(positions []int) map[string][]factAt {
+	out := map[string][]factAt{}
+	for _, pos := range positions {
+		for _, x := range f.byTurn[pos] {
+			k := historyKey(x)
+			out[k] = append(out[k], factAt{pos: pos, value: x.value})
+		}
+	}
+	return out
+}
+
+// replaced: some fact after pos has another value.
+func replaced(value uint64, pos int, later []factAt) bool {
 	for _, y := range later {
-		if y.pos > pos && (before <= 0 || y.pos < before) && y.value != value {
+		if y.pos > pos && y.value != value {
 			return true
 		}
 	}
@@ -74,4 +122,20 @@ func (f *facts) askSubjects(ask, asker string) []string {
 		out = append(out, "@"+asker)
 	}
 	return out
+}
+
+// aboutOthers reports whether the turn at pos states facts and all of them
+// are about named subjects other than those the ask names (none if the ask
+// names none).
+func (f *facts) aboutOthers(pos int, subjects []string) bool {
+	fs := f.byTurn[pos]
+	if len(fs) == 0 || len(subjects) == 0 {
+		return false
+	}
+	for _, x := range fs {
+		if strings.HasPrefix(x.subject, "@") || slices.Contains(subjects, x.subject) {
+			return false
+		}
+	}
+	return true
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/kljensen/snowball/english"
 )
 
 // Two tokenizers live here, for two jobs.
@@ -37,6 +39,53 @@ func terms(text string) []string {
 		out = append(out, strings.ToLower(text[start:]))
 	}
 	return out
+}
+
+// stem returns the Snowball (Porter2) English stem of a lower-case term:
+// "moved", "moving" and "moves" are one term. Terms that are not plain
+// ASCII words (numbers, other scripts) are kept as they are.
+func stem(term string) string {
+	for i := 0; i < len(term); i++ {
+		if c := term[i]; c < 'a' || c > 'z' {
+			return term
+		}
+	}
+	return english.Stem(term, true)
+}
+
+// stemmer stems with a memo: a conversation reuses its words, and stemming
+// costs more than a lookup. Each Index has its own, so no conversation's
+// words warm another's (not even as timing). Not safe for concurrent use.
+type stemmer map[string]string
+
+// maxStems bounds a stem memo.
+const maxStems = 1 << 15
+
+func (m stemmer) stem(term string) string {
+	if s, ok := m[term]; ok {
+		return s
+	}
+	s := stem(term)
+	if len(m) >= maxStems {
+		clear(m)
+	}
+	m[term] = s
+	return s
+}
+
+// indexTerms returns the stems of text's content words (stopwords and
+// single letters left out: no ask searches for them) and the count of all
+// its terms, the length BM25 normalises by.
+func (m stemmer) indexTerms(text string) ([]string, int) {
+	all := terms(text)
+	out := make([]string, 0, len(all))
+	for _, t := range all {
+		if stopword[t] || utf8.RuneCountInString(t) < 2 {
+			continue
+		}
+		out = append(out, m.stem(t))
+	}
+	return out, len(all)
 }
 
 // queryTerms returns the distinct terms of an ask worth searching for: no

@@ -11,13 +11,16 @@ import (
 
 // Options choose what to evaluate.
 type Options struct {
-	Policies []string // window policy names; default sliding, sink, memory
+	Policies []string // policy names (Policies()); default DefaultPolicies
 	Budgets  []int    // window budgets in tokens; required
 	// Settings are the window settings besides Budget (zero: defaults).
 	Settings window.Settings
 	// Progress, if set, is called after each question with the run's
 	// position; it runs on the calling goroutine.
 	Progress func(Progress)
+	// NoReplay skips the turn-by-turn replay (CachedShare and
+	// UncachedPerTurn stay 0).
+	NoReplay bool
 }
 
 // Progress reports how far a run is.
@@ -40,6 +43,15 @@ type Row struct {
 	// PromptTokens is the mean window size in tokens, packets and sink
 	// padding included.
 	PromptTokens float64 `json:"prompt_tokens"`
+	// CachedShare and UncachedPerTurn are the cost of the policy when each
+	// conversation's turns are replayed in order, each user turn an ask
+	// over the history before it: a turn's cached tokens are those of the
+	// longest common prefix, in whole messages as rendered, of its window
+	// and the previous window followed by the previous answer.
+	// CachedShare = Σ cached ÷ Σ window tokens (a fraction in [0, 1]);
+	// UncachedPerTurn = mean window tokens minus cached.
+	CachedShare     float64 `json:"cached_share"`
+	UncachedPerTurn float64 `json:"uncached_per_turn"`
 
 	Questions      int `json:"-"`
 	StaleQuestions int `json:"-"`
@@ -49,7 +61,11 @@ type Row struct {
 }
 
 // DefaultPolicies are evaluated when Options.Policies is empty.
-var DefaultPolicies = []string{window.PolicySliding, window.PolicySink, window.PolicyMemory}
+var DefaultPolicies = []string{window.PolicySliding, window.PolicySink, PolicyBM25, window.PolicyMemory}
+
+// Policies returns every policy the bench knows: the window's and the
+// reference PolicyBM25.
+func Policies() []string { return append(window.Policies(), PolicyBM25) }
 
 // Evaluate runs every policy at every budget over convs and returns one row
 // per (policy, budget), in the order given. It stops early if ctx ends.
@@ -73,19 +89,20 @@ func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, er
 			if s.Switch > budget {
 				s.Switch = budget
 			}
-			w, err := window.New(window.Config{Policy: policy, Settings: s}, nil)
+			build, err := builder(policy, s)
 			if err != nil {
 				return nil, fmt.Errorf("policy %s at budget %d: %w", policy, budget, err)
 			}
 			row := Row{Policy: policy, Budget: budget}
 			var recall, stale, tokens float64
+			var spent cost
 			done := 0
 			for _, c := range convs {
 				for _, q := range c.Questions {
 					if err := ctx.Err(); err != nil {
 						return nil, err
 					}
-					in, prompt, err := windowOf(ctx, w, c, q)
+					in, prompt, err := build.question(ctx, c, q)
 					var tooLong *window.TooLongError
 					switch {
 					case errors.As(err, &tooLong):
@@ -107,6 +124,15 @@ func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, er
 						opt.Progress(Progress{Policy: policy, Budget: budget, Done: done, Questions: total})
 					}
 				}
+				if !opt.NoReplay {
+					cs, err := replay(ctx, func(msgs []engine.Message) ([]piece, error) { return build.window(ctx, c, msgs) }, c)
+					if err != nil {
+						return nil, fmt.Errorf("policy %s at budget %d, replay of %s: %w", policy, budget, c.ID, err)
+					}
+					spent.windows += cs.windows
+					spent.cached += cs.cached
+					spent.turns += cs.turns
+				}
 			}
 			if row.Questions > 0 {
 				row.Recall = recall / float64(row.Questions)
@@ -117,21 +143,57 @@ func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, er
 			if n := row.Questions - row.Failed; n > 0 {
 				row.PromptTokens = tokens / float64(n)
 			}
+			if spent.windows > 0 {
+				row.CachedShare = spent.cached / spent.windows
+				row.UncachedPerTurn = (spent.windows - spent.cached) / float64(spent.turns)
+			}
 			rows = append(rows, row)
 		}
 	}
 	return rows, nil
 }
 
-// windowOf builds the window for q asked after c's last turn and returns
+// policyRun builds the windows of one policy at one budget.
+type policyRun struct {
+	w     *window.Window // nil for PolicyBM25
+	store *benchStore
+	s     window.Settings
+}
+
+func builder(policy string, s window.Settings) (*policyRun, error) {
+	if policy == PolicyBM25 {
+		if s.Budget < 2 {
+			return nil, fmt.Errorf("%w: budget %d", window.ErrSettings, s.Budget)
+		}
+		return &policyRun{s: s}, nil
+	}
+	st := newBenchStore()
+	w, err := window.New(window.Config{Policy: policy, Settings: s}, st)
+	if err != nil {
+		return nil, err
+	}
+	return &policyRun{w: w, store: st, s: s}, nil
+}
+
+// question builds the window for q asked after c's last turn and returns
 // which turns it holds (verbatim or in a packet) and its size.
-func windowOf(ctx context.Context, w *window.Window, c Conversation, q Question) (map[int]bool, int, error) {
+func (r *policyRun) question(ctx context.Context, c Conversation, q Question) (map[int]bool, int, error) {
 	msgs := messages(c, q.Question)
-	res, err := w.Build(ctx, window.Request{Messages: msgs, Count: counter(c)})
+	in := map[int]bool{}
+	if r.w == nil {
+		b := bm25Window(msgs, counter(c), speakerOf(c), r.s.Budget)
+		for i := b.Start; i < len(c.Turns); i++ {
+			in[i] = true
+		}
+		for _, p := range b.Packet {
+			in[p] = true
+		}
+		return in, b.Tokens, nil
+	}
+	res, err := r.w.Build(ctx, window.Request{Tenant: "bench", Conversation: c.ID, Messages: msgs, Count: counter(c)})
 	if err != nil {
 		return nil, 0, err
 	}
-	in := map[int]bool{}
 	for i := 0; i < res.Sinks; i++ {
 		in[i] = true
 	}
@@ -146,6 +208,24 @@ func windowOf(ctx context.Context, w *window.Window, c Conversation, q Question)
 	return in, res.PromptTokens(), nil
 }
 
+// window renders the window of msgs (the last is the ask) as sent.
+func (r *policyRun) window(ctx context.Context, c Conversation, msgs []engine.Message) ([]piece, error) {
+	count := counter(c)
+	if r.w == nil {
+		b := bm25Window(msgs, count, speakerOf(c), r.s.Budget)
+		var out []piece
+		for _, m := range b.rendered(msgs) {
+			out = append(out, piece{m, count(m)})
+		}
+		return out, nil
+	}
+	res, err := r.w.Build(ctx, window.Request{Tenant: "bench", Conversation: c.ID, Messages: msgs, Count: count})
+	if err != nil {
+		return nil, err
+	}
+	return pieces(res, count), nil
+}
+
 // messages maps the conversation to chat messages: speaker A's turns are the
 // user's, everyone else's the assistant's; the question is a user message.
 func messages(c Conversation, question string) []engine.Message {
@@ -158,6 +238,16 @@ func messages(c Conversation, question string) []engine.Message {
 		out = append(out, engine.Message{Role: role, Content: t.Text})
 	}
 	return append(out, engine.Message{Role: engine.RoleUser, Content: question})
+}
+
+// speakerOf names the speaker of a message by its role.
+func speakerOf(c Conversation) func(engine.Message) string {
+	return func(m engine.Message) string {
+		if m.Role == engine.RoleUser {
+			return c.SpeakerA
+		}
+		return c.SpeakerB
+	}
 }
 
 // counter counts ceil(bytes of "speaker: text" / 4), the README's rule.

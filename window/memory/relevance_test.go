@@ -1,0 +1,157 @@
+package memory
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// chatTurns alternates user and assistant texts from position 3.
+func chatTurns(texts ...string) []Turn {
+	out := make([]Turn, len(texts))
+	for i, t := range texts {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		out[i] = Turn{Pos: i + 3, Role: role, Text: t}
+	}
+	return out
+}
+
+func hitSet(hits []Hit) map[string]bool {
+	out := map[string]bool{}
+	for _, h := range hits {
+		out[h.Text] = true
+	}
+	return out
+}
+
+// TestRelevance: the packet's size follows the ask: a pointed question gets
+// its match and the match's neighbours, an ask that matches nothing gets
+// nothing, one whose matches are scattered gets all of them, and stemming
+// matches other forms of a word.
+func TestRelevance(t *testing.T) {
+	var texts []string
+	for i := 0; i < 30; i++ {
+		texts = append(texts, fmt.Sprintf("Routine check %d passed.", i), "Okay.")
+	}
+	texts[10] = "What did you bring back from the market?"
+	texts[11] = "A hand-carved wooden flute, my favourite find."
+	texts[20] = "We hiked the canyon trail on Sunday."
+	texts[30] = "The canyon was windy but beautiful."
+	texts[40] = "I want to hike the canyon again in spring."
+	x := NewIndex(chatTurns(texts...)...)
+
+	flute := x.Search(Query{Ask: "Tell me about the flute you found."})
+	got := hitSet(flute)
+	if !got[texts[11]] || !got[texts[10]] {
+		t.Fatalf("flute: want the match and the question before it, got %q", hitTexts(flute))
+	}
+	if len(flute) > 3 {
+		t.Fatalf("flute: %d hits for a pointed question: %q", len(flute), hitTexts(flute))
+	}
+	if hits := x.Search(Query{Ask: "Write a limerick about teapots."}); len(hits) != 0 {
+		t.Fatalf("an ask nothing matches got %q", hitTexts(hits))
+	}
+	// "hiking" matches "hiked" and "hike"; "canyon" all three.
+	canyon := hitSet(x.Search(Query{Ask: "When did we go hiking in the canyon?"}))
+	for _, i := range []int{20, 30, 40} {
+		if !canyon[texts[i]] {
+			t.Errorf("scattered matches: missing %q", texts[i])
+		}
+	}
+}
+
+// TestContinuingAsk: an ask the last exchange already matches as well as
+// the memory could continues the conversation: no packet.
+func TestContinuingAsk(t *testing.T) {
+	x := NewIndex(chatTurns("The boiler pressure dropped again.", "Noted.", "Routine backup done.", "Okay.")...)
+	ask := "Why does the boiler pressure keep dropping?"
+	window := chatTurns("", "")
+	window[0] = Turn{Pos: 10, Role: "user", Text: "The boiler pressure dropped badly."}
+	window[1] = Turn{Pos: 11, Role: "assistant", Text: "Sorry to hear it."}
+	window = append(window, Turn{Pos: 12, Role: "user", Text: ask})
+	if hits := x.Search(Query{Ask: ask, Window: window}); len(hits) != 0 {
+		t.Fatalf("a continuing ask got %q", hitTexts(hits))
+	}
+	window[0].Text = "Let's plan the team lunch."
+	if hits := x.Search(Query{Ask: ask, Window: window}); !hitSet(hits)["The boiler pressure dropped again."] {
+		t.Fatalf("an ask about the past got %q", hitTexts(hits))
+	}
+}
+
+// TestSpeakerNames: the parties' names are learned from how each addresses
+// the other, match the turns that party said, and a vocative is not read as
+// the subject of a statement.
+func TestSpeakerNames(t *testing.T) {
+	x := NewIndex(chatTurns(
+		"I started pottery classes last week.", "That's lovely, Nadia! What are you making?",
+		"Mostly bowls for now.", "Thanks, Nadia, I'd love one.",
+		"My brother took up pottery too.", "Hey Nadia! How is your brother doing?",
+		"He is fine.", "Routine note.",
+	)...)
+	x.facts.finish()
+	if role := x.facts.speakerOf("nadia"); role != "user" {
+		t.Fatalf("speakerOf(nadia) = %q, want user", role)
+	}
+	if got := x.facts.bySubject["nadia"]; len(got) != 0 {
+		t.Fatalf("vocatives read as statements about Nadia: %v", got)
+	}
+	hits := x.Search(Query{Ask: "What classes did Nadia start?"})
+	if len(hits) == 0 || hits[0].Text != "I started pottery classes last week." {
+		t.Fatalf("Nadia's own turn should rank first: %q", hitTexts(hits))
+	}
+	if strings.Contains(strings.Join(hitTexts(hits), "\n"), "Hey Nadia") {
+		t.Fatalf("a greeting came back for the name alone: %q", hitTexts(hits))
+	}
+}
+
+// TestChanceMatch: an ask whose only match is a word more common than the
+// conversation's average word gets nothing, although that word is the
+// best match there is (a gate relative to the best hit would pass it);
+// the same ask with a word said once gets that turn.
+func TestChanceMatch(t *testing.T) {
+	vocab := strings.Fields("river cloud paper lamp green amber north quiet rapid")
+	var texts []string
+	for i := 0; i < 60; i++ {
+		if i%3 == 0 {
+			texts = append(texts, "stone") // in 20 of 60 turns
+		} else {
+			texts = append(texts, vocab[i%9]) // each in about 4
+		}
+	}
+	texts[25] = "lantern"
+	x := NewIndex(chatTurns(texts...)...)
+	if hits := x.Search(Query{Ask: "Tell me about the stone teapot."}); len(hits) != 0 {
+		t.Fatalf("an ask matching only a common word got %d hits: %q", len(hits), hitTexts(hits))
+	}
+	hits := x.Search(Query{Ask: "Tell me about the stone lantern."})
+	if len(hits) == 0 || hits[0].Text != "lantern" {
+		t.Fatalf("the turn with the rare word should lead: %q", hitTexts(hits))
+	}
+}
+
+// TestAskedSubjectOverOthers: statements about other people that share the
+// ask's words do not set the scale that the asked person's own statements,
+// phrased otherwise, must reach.
+func TestAskedSubjectOverOthers(t *testing.T) {
+	var texts []string
+	say := func(s string) { texts = append(texts, s, "Noted.") }
+	langs := []string{"Greek", "Korean", "Finnish", "Swahili", "Turkish"}
+	people := []string{"Omar", "Priya", "Hugo", "Mei", "Ravi"}
+	for i, p := range people {
+		say(fmt.Sprintf("%s takes evening classes in %s.", p, langs[i]))
+		say(fmt.Sprintf("%s is learning %s with a tutor.", people[(i+2)%5], langs[i]))
+	}
+	for i := 0; i < 20; i++ {
+		say(fmt.Sprintf("Laila and %s share ticket %d.", people[i%5], i))
+	}
+	say("Laila is learning Portuguese with a tutor.")
+	say("Laila booked the back room.")
+	x := NewIndex(chatTurns(texts...)...)
+	hits := x.Search(Query{Ask: "What are Laila's evening classes about?"})
+	if !hitSet(hits)["Laila is learning Portuguese with a tutor."] {
+		t.Fatalf("Laila's own statement is missing: %q", hitTexts(hits))
+	}
+}

@@ -1,0 +1,211 @@
+package memory
+
+import (
+	"math"
+	"sort"
+)
+
+// lexical returns the BM25 score of every held turn below limit that holds
+// a stem of the ask, with the statistics of those turns only: a history's
+// scores never depend on another history's turns. Callers hold x.mu.
+func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
+	sb := &x.board
+	sb.reset(len(x.turns))
+	for _, term := range qstems {
+		ps := x.postings(term, limit)
+		if len(ps) == 0 {
+			continue
+		}
+		idf, surprise := bm25IDF(limit, len(ps)), chanceIDF(limit, len(ps))
+		for _, p := range ps {
+			sb.add(p.doc, idf*bm25TF(float64(p.tf), float64(x.lens[p.doc]), avg))
+			sb.mass[p.doc] += surprise
+		}
+	}
+	return sb
+}
+
+// scoreboard accumulates scores per turn in a dense array an Index reuses
+// from search to search (under its lock), so a search over 100,000 turns
+// allocates no map of them.
+type scoreboard struct {
+	acc     []float64
+	mass    []float64 // Σ chanceIDF of the ask's terms a turn holds
+	touched []int32   // turns with a score, in first-touched order
+}
+
+func (sb *scoreboard) reset(n int) {
+	for _, d := range sb.touched {
+		sb.acc[d], sb.mass[d] = 0, 0
+	}
+	sb.touched = sb.touched[:0]
+	if len(sb.acc) < n {
+		sb.acc, sb.mass = make([]float64, n), make([]float64, n)
+	}
+}
+
+func (sb *scoreboard) add(d int32, v float64) {
+	if sb.acc[d] == 0 {
+		sb.touched = append(sb.touched, d)
+	}
+	sb.acc[d] += v
+}
+
+func (sb *scoreboard) get(d int32) float64 { return sb.acc[d] }
+
+// postings returns term's postings among the turns below limit.
+func (x *Index) postings(term string, limit int) []posting {
+	ps := x.post[term]
+	return ps[:sort.Search(len(ps), func(i int) bool { return int(ps[i].doc) >= limit })]
+}
+
+func bm25IDF(n, df int) float64 {
+	return math.Log(1 + (float64(n-df)+0.5)/(float64(df)+0.5))
+}
+
+// chanceIDF is log(n/df): the surprise of a term found in df of n turns.
+// Summed over the ask's terms a turn holds, it is the log of how many
+// times rarer that combination is than one turn in n, were the terms
+// scattered at random (see relevant).
+func chanceIDF(n, df int) float64 {
+	return math.Log(float64(n) / float64(max(df, 1)))
+}
+
+// typicalShare returns the share of turns that hold the term of a word
+// picked at random from the held text: the mean of df/n over the terms,
+// weighted by how often each is said (kept up to date by reindex).
+// Callers hold x.mu.
+func (x *Index) typicalShare() float64 {
+	if x.said == 0 || len(x.turns) == 0 {
+		return 1
+	}
+	return x.weighted / x.said / float64(len(x.turns))
+}
+
+// relevant reports whether a turn holding ask terms of summed chanceIDF
+// mass matches beyond chance: the share of turns that would hold all those
+// terms, were they scattered independently (e^-mass), is below share. The
+// search passes typicalShare over the number of the ask's terms the
+// history holds: a match must be rarer than the conversation's average
+// word, with a Bonferroni allowance for the ask having several words to
+// match by chance. A match on words as common as any, which a random turn
+// is as likely to share, is no evidence that the turn is what the ask
+// needs, however it ranks against the others.
+func relevant(mass, share float64) bool {
+	return mass > -math.Log(share)
+}
+
+func bm25TF(tf, length, avg float64) float64 {
+	return tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*length/avg))
+}
+
+// windowBest returns the best score a turn of the last exchange in the
+// window gets for the ask's stems, with the held turns' statistics.
+// Callers hold x.mu.
+func (x *Index) windowBest(q Query, qstems []string, limit int, avg float64) float64 {
+	if len(qstems) == 0 {
+		return 0
+	}
+	idf := make(map[string]float64, len(qstems))
+	for _, term := range qstems {
+		idf[term] = bm25IDF(limit, len(x.postings(term, limit)))
+	}
+	best := 0.0
+	tf := map[string]int{}
+	for _, t := range lastExchange(q.Window, q.Ask) {
+		clear(tf)
+		stems, n := x.stems.indexTerms(t.Text)
+		for _, st := range stems {
+			if _, ok := idf[st]; ok {
+				tf[st]++
+			}
+		}
+		sc := 0.0
+		for term, f := range tf {
+			sc += idf[term] * bm25TF(float64(f), float64(n), avg)
+		}
+		best = max(best, sc)
+	}
+	return best
+}
+
+// lastExchange returns the window's turns since the user's previous
+// message, up to the ask: what an ask that continues the conversation
+// answers to.
+func lastExchange(window []Turn, ask string) []Turn {
+	end := len(window)
+	if end > 0 && window[end-1].Text == ask {
+		end-- // the ask matches itself
+	}
+	start := end
+	for start > 0 {
+		start--
+		if window[start].Role == roleUser {
+			break
+		}
+	}
+	return window[start:end]
+}
+
+// roleUser is the engine's user role.
+const roleUser = "user"
+
+// contentStems returns the distinct stems of the ask's content words, in
+// first-seen order (scores are deterministic), less the parties' names:
+// those match the turns the party said (speakerTerms), not the greetings
+// that address them. Callers hold x.mu.
+func (x *Index) contentStems(ask string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range queryTerms(ask) {
+		if x.facts.speakerOf(w) != "" {
+			continue
+		}
+		if s := x.stems.stem(w); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// speakerTerms scores the names of the two parties as terms of every turn
+// they said: "What did Caroline research?" matches the turns Caroline said,
+// once the conversation shows that the user is called Caroline (see
+// facts.speakerOf). Only turns already matched by another term gain: a
+// name alone matches half the conversation. Callers hold x.mu.
+func (x *Index) speakerTerms(ask string, limit int, avg float64, scores *scoreboard) {
+	seen := map[string]bool{}
+	for _, w := range queryTerms(ask) {
+		role := x.facts.speakerOf(w)
+		if role == "" || seen[role] {
+			continue
+		}
+		seen[role] = true
+		df := 0
+		for i := 0; i < limit; i++ {
+			if x.turns[i].Role == role {
+				df++
+			}
+		}
+		idf := bm25IDF(limit, df)
+		for _, d := range scores.touched {
+			if x.turns[d].Role == role {
+				scores.acc[d] += idf * bm25TF(1, float64(x.lens[d]+1), avg)
+				scores.mass[d] += chanceIDF(limit, df)
+			}
+		}
+	}
+}
+
+// present returns how many of stems some turn below limit holds.
+// Callers hold x.mu.
+func (x *Index) present(stems []string, limit int) int {
+	n := 0
+	for _, st := range stems {
+		if len(x.postings(st, limit)) > 0 {
+			n++
+		}
+	}
+	return n
+}
