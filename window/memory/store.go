@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +68,15 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool
 	convs  *lru[Key, *convState]
+
+	// wmu makes this process's writes one at a time. SQLite allows one
+	// writer; two of our pooled connections writing at once would make one
+	// wait on busy_timeout, or fail at once with SQLITE_BUSY when a
+	// transaction that read first must upgrade to write. It is always the
+	// innermost lock (taken under a conversation's, never the reverse).
+	wmu sync.Mutex
+
+	failures atomic.Int64 // Ingest and Search calls that failed (see count)
 
 	stop chan struct{}  // closed by Close: ends the expiry loop
 	done sync.WaitGroup // the expiry loop
@@ -272,8 +282,11 @@ func (s *Store) isClosed() bool {
 // 0 if it does not exist.
 func (s *Store) convID(ctx context.Context, key Key, create bool) (int64, error) {
 	if create {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO conversations (tenant, name, used) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
-			key.Tenant, key.Conversation, s.cfg.Now().UnixNano()); err != nil {
+		s.wmu.Lock()
+		_, err := s.db.ExecContext(ctx, `INSERT INTO conversations (tenant, name, used) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+			key.Tenant, key.Conversation, s.cfg.Now().UnixNano())
+		s.wmu.Unlock()
+		if err != nil {
 			return 0, classify(s.path, err)
 		}
 	}

@@ -66,6 +66,8 @@ func (s *Store) deleteIf(ctx context.Context, key Key, cutoff time.Time) (ok boo
 	if s.isClosed() {
 		return false, ErrClosed
 	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, classify(s.path, err)

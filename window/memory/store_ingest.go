@@ -15,6 +15,12 @@ import (
 // When it returns nil every turn is durable. It blocks on disk; safe for
 // concurrent use.
 func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
+	n, err := s.ingest(ctx, key, turns)
+	s.count(ctx, err)
+	return n, err
+}
+
+func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
 	if len(turns) == 0 {
 		return 0, nil
 	}
@@ -85,6 +91,8 @@ func (s *Store) insert(ctx context.Context, conv int64, turns []Turn, now time.T
 	if s.isClosed() {
 		return 0, ErrClosed
 	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, classify(s.path, err)

@@ -9,6 +9,12 @@ import "context"
 // nothing. Safe for concurrent use; blocks on disk when a branch is not in
 // memory.
 func (s *Store) Search(ctx context.Context, key Key, q Query) ([]Hit, error) {
+	hits, err := s.search(ctx, key, q)
+	s.count(ctx, err)
+	return hits, err
+}
+
+func (s *Store) search(ctx context.Context, key Key, q Query) ([]Hit, error) {
 	if len(q.Chain) < 2 {
 		return nil, nil
 	}
@@ -56,7 +62,10 @@ func (s *Store) touch(ctx context.Context, st *convState) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE conversations SET used = ? WHERE id = ?`, now.UnixNano(), st.id); err != nil {
+	s.wmu.Lock()
+	_, err := s.db.ExecContext(ctx, `UPDATE conversations SET used = ? WHERE id = ?`, now.UnixNano(), st.id)
+	s.wmu.Unlock()
+	if err != nil {
 		return classify(s.path, err)
 	}
 	st.used = now

@@ -1,0 +1,37 @@
+package memory
+
+import (
+	"context"
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// failuresDesc describes kvwin_memory_store_errors_total.
+var failuresDesc = prometheus.NewDesc("kvwin_memory_store_errors_total",
+	"Memory store ingests and searches that failed (disk, lock, corruption): the request's packet came from its own turns, and turns it evicted were not stored then.",
+	nil, nil)
+
+// count records a failed Ingest or Search. A request that went away (its
+// context cancelled or past its deadline) is not the store's failure.
+func (s *Store) count(ctx context.Context, err error) {
+	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	s.failures.Add(1)
+}
+
+// Collector returns a Prometheus collector of the store's counters
+// (kvwin_memory_store_errors_total). It reads an atomic; safe to call
+// concurrently with everything else, after Close too.
+func (s *Store) Collector() prometheus.Collector { return storeCollector{s} }
+
+type storeCollector struct{ s *Store }
+
+var _ prometheus.Collector = storeCollector{}
+
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- failuresDesc }
+
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(c.s.failures.Load()))
+}
