@@ -70,6 +70,16 @@ func TestConcurrentConversationsStoreEveryEvictedTurn(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// No ingest failed, and /metrics says so.
+	resp, err := http.Get(a.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(metrics, []byte("\nkvwin_memory_store_errors_total 0\n")) {
+		t.Fatalf("/metrics has no kvwin_memory_store_errors_total 0:\n%s", metrics)
+	}
 	stop()
 
 	st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(f.DataDir, "memory")})
