@@ -191,6 +191,7 @@ func TestCutPacketOnAsk(t *testing.T) {
 	p := mustPolicy(t, PolicyMemory, s)
 	for n := 21; n <= 61; n += 2 { // each ends with a user message
 		msgs := chat(n, 20)
+		msgs[len(msgs)-1].Content += "?" // a question: the larger cap
 		cut, err := p.Cut(msgs, byLen)
 		if err != nil {
 			t.Fatal(err)
@@ -206,6 +207,75 @@ func TestCutPacketOnAsk(t *testing.T) {
 		}
 		if cut.KeptTokens+25 > 400 {
 			t.Fatalf("%d messages: kept %d leaves less than P = 25", len(msgs), cut.KeptTokens)
+		}
+	}
+}
+
+// TestCutPacketSizedByAsk: the same words asked as a question may take the
+// question cap; said as a statement, the packet, best hit included, stays
+// within the statement cap.
+func TestCutPacketSizedByAsk(t *testing.T) {
+	s := Settings{Budget: 400, Block: 16, Low: 0.5, PacketShare: 1.0 / 16, PacketCap: 0.25, StatementCap: 1.0 / 16}
+	p := mustPolicy(t, PolicyMemory, s)
+	words := "the build of user0 went there"
+	checked := 0
+	for n := 21; n <= 61; n += 2 {
+		msgs := chat(n, 20)
+		for _, tc := range []struct {
+			ask      string
+			question bool
+		}{
+			{words + ".", false},
+			{words + "?", true},
+			{"Where did the build go", true}, // an interrogative first word, no mark
+			{"The build went where it went", false},
+		} {
+			msgs[len(msgs)-1].Content = tc.ask
+			cut, err := p.Cut(msgs, byLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			free := 400 - cut.KeptTokens
+			if cut.Step == 0 || free <= 100 {
+				continue // whole, or too little room to tell the caps apart
+			}
+			checked++
+			capTokens := 25
+			if tc.question {
+				capTokens = 100
+			}
+			if cut.PacketRoom != capTokens {
+				t.Errorf("%d messages, %q: room %d, want the cap %d", n, tc.ask, cut.PacketRoom, capTokens)
+			}
+			wantFree := free
+			if !tc.question {
+				wantFree = capTokens
+			}
+			if cut.PacketFree != wantFree {
+				t.Errorf("%d messages, %q: best-hit room %d, want %d", n, tc.ask, cut.PacketFree, wantFree)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no window left more room than the question cap; the fixture must")
+	}
+}
+
+func TestIsQuestion(t *testing.T) {
+	for ask, want := range map[string]bool{
+		"What's Omar's new city":        true,
+		"did you see it":                true,
+		"  HOW so":                      true,
+		"Tell me about Omar？":           true,
+		"Omar moved to Quito.":          false,
+		"I wonder what happened":        false,
+		"Whatever, let's move on.":      false,
+		"":                              false,
+		"Is":                            true,
+		"Hey — where is the report now": false,
+	} {
+		if got := isQuestion(ask); got != want {
+			t.Errorf("isQuestion(%q) = %v, want %v", ask, got, want)
 		}
 	}
 }

@@ -70,9 +70,17 @@
 // Where it lives (Settings.Packets):
 //   - ask (default): only the latest ask carries a packet; the next turn
 //     sends that ask again without it and builds a new one for the new
-//     ask. Its room is min(PacketCap·B, B − kept): whatever the budget has
-//     left, up to the cap, so the room a step frees is used. The replay
-//     reserves P for it.
+//     ask. Its room is min(cap, B − kept): whatever the budget has left,
+//     up to the cap, so the room a step frees is used. The cap follows the
+//     ask: questions ask for recall; statements rarely need old turns
+//     quoted back. An ask is a question if it holds '?' or '？' or its
+//     first word is a wh-word or an auxiliary (what, who, when, where,
+//     why, how, which, whose, whom; do, does, did, is, are, was, were,
+//     can, could, would, should, will, have, has, had; any case); its cap
+//     is PacketCap·B, and its best hit may use all the free room past it.
+//     Any other ask's cap is StatementCap·B, best hit included (and under
+//     the chance gate of package memory it usually gets nothing). The
+//     replay reserves P for it.
 //   - ledger: every ask since the step keeps its packet, byte for byte,
 //     until the next step (a send-once ledger); each ask's room is P plus
 //     what earlier asks left unused.
@@ -82,12 +90,19 @@
 // per turn). The ledger pays for its cached packets with room: P is
 // reserved for every ask since the step, so windows step more often and
 // each packet must be small; per uncached token the packet that rides on
-// the ask buys more recall at every reuse level measured. PacketCap = 1/8
-// follows from the reuse target rather than from data: a window at 85%
-// reuse may send 15% of itself uncached; windows average about 3/4 of B
-// between the water marks, so that is about B/9 per turn, and B/8 is the
-// cap at which even a packet that filled its cap every turn would stay
-// near that target. P keeps its earlier default, 1/16.
+// the ask buys more recall at every reuse level measured.
+//
+// The caps follow from the reuse target rather than from data. A window at
+// 85% reuse may send 15% of itself uncached; windows average about 3/4 of
+// B between the water marks, so that is about B/9 per turn, and a packet
+// that rides on the ask is uncached on its turn. A uniform cap of B/8 is
+// the cap at which even a packet that filled it every turn would stay near
+// that target. Sized by the ask, StatementCap = 1/16 is P, the room every
+// window already reserves, so a statement's packet costs no room the
+// replay did not set aside; PacketCap = 1/4 is then the largest question
+// cap at which the mean cap stays at that B/8 while up to one ask in three
+// is a question: q·B/4 + (1−q)·B/16 ≤ B/8 for q ≤ 1/3. A conversation of
+// nothing but questions may spend up to B/4 a turn.
 //
 // Replica safety: a packet is a function of messages[0..j] and the evicted
 // turns below c, nothing else (retrieval scores use the conversation's own

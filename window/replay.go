@@ -69,8 +69,15 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 				break
 			}
 		}
+		// A question asks for recall and may take the larger cap; a
+		// statement rarely needs old turns quoted back, and its packet,
+		// best hit included, stays within the small one.
 		cut.PacketFree = max(s.Budget-cut.KeptTokens, 0)
-		cut.PacketRoom = min(s.packetCap(), cut.PacketFree)
+		question := len(cut.Asks) == 1 && isQuestion(c.msgs[cut.Asks[0]].Content)
+		if !question {
+			cut.PacketFree = min(cut.PacketFree, s.packetCap(false))
+		}
+		cut.PacketRoom = min(s.packetCap(question), cut.PacketFree)
 		return cut, nil
 	}
 	if reserve > 0 {

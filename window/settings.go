@@ -42,10 +42,14 @@ type Settings struct {
 	// a packet (for each ask since the step, under PacketsLedger).
 	// Default 1/16.
 	PacketShare float64
-	// PacketCap (memory, PacketsAsk) is the share of Budget one packet may
-	// take when the window has room for it. Default 1/8 (see the package
-	// doc for the rule).
+	// PacketCap (memory, PacketsAsk) is the share of Budget the packet of
+	// a question (see isQuestion) may take when the window has room for
+	// it. Default 1/4 (see the package doc for the rule).
 	PacketCap float64
+	// StatementCap (memory, PacketsAsk) is the share of Budget the packet
+	// of an ask that is not a question may take. Default 1/16, the room P
+	// every window reserves (at most PacketCap). At most PacketCap.
+	StatementCap float64
 	// K (memory) bounds the turns of one packet. Default 64: the token cap
 	// is the real bound, K only stops a flood of one-word turns.
 	K int
@@ -75,7 +79,10 @@ func (s Settings) Defaults() Settings {
 		s.PacketShare = 1.0 / 16
 	}
 	if s.PacketCap == 0 {
-		s.PacketCap = 1.0 / 8
+		s.PacketCap = 1.0 / 4
+	}
+	if s.StatementCap == 0 {
+		s.StatementCap = min(1.0/16, s.PacketCap)
 	}
 	if s.K == 0 {
 		s.K = 64
@@ -107,6 +114,8 @@ func (s Settings) Validate() error {
 		return bad("packets %q: want %q or %q", s.Packets, PacketsAsk, PacketsLedger)
 	case s.PacketCap < 0 || s.PacketCap > 1-s.Low:
 		return bad("packet cap %v: must be in [0, 1-low=%v]", s.PacketCap, 1-s.Low)
+	case s.StatementCap < 0 || s.StatementCap > s.PacketCap:
+		return bad("statement cap %v: must be in [0, packet cap=%v]", s.StatementCap, s.PacketCap)
 	case s.K < 0:
 		return bad("k %d: must not be negative", s.K)
 	}
@@ -119,8 +128,16 @@ const (
 	PacketsLedger = "ledger"
 )
 
-// packetCap is the most tokens one packet may take (PacketsAsk).
-func (s Settings) packetCap() int { return max(int(s.PacketCap*float64(s.Budget)), s.packetTokens()) }
+// packetCap is the most tokens the packet of one ask may take
+// (PacketsAsk): PacketCap of Budget for a question, StatementCap for any
+// other ask, never less than the reserved room P.
+func (s Settings) packetCap(question bool) int {
+	share := s.StatementCap
+	if question {
+		share = s.PacketCap
+	}
+	return max(int(share*float64(s.Budget)), s.packetTokens())
+}
 
 // packetTokens is P, the room reserved for each ask's packet.
 func (s Settings) packetTokens() int { return int(s.PacketShare * float64(s.Budget)) }

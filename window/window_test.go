@@ -261,3 +261,36 @@ func TestUnnamedIsolation(t *testing.T) {
 		}
 	}
 }
+
+// TestPacketSizedByAsk: the same words get a larger packet asked as a
+// question than said as a statement, which stays within the statement cap.
+func TestPacketSizedByAsk(t *testing.T) {
+	s := Settings{Budget: 1200}
+	w, err := New(Config{Settings: s}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := "Omar Priya Lena Hugo Mei and Ravi moved to Lisbon Osaka Bergen Tucson Hanoi and Quito"
+	tokens := map[bool]int{}
+	for _, question := range []bool{false, true} {
+		text := words + "."
+		if question {
+			text = words + "?"
+		}
+		res, err := w.Build(context.Background(), Request{Messages: ask(story(120), text)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Step == 0 {
+			t.Fatal("nothing evicted; the fixture must outgrow the budget")
+		}
+		tokens[question] = res.PacketTokens
+		t.Logf("question %v: %d packet tokens, %d turns", question, res.PacketTokens, res.PacketTurns)
+	}
+	if limit := int(s.Defaults().StatementCap * 1200); tokens[false] > limit {
+		t.Errorf("statement packet %d tokens, over the statement cap %d", tokens[false], limit)
+	}
+	if tokens[true] <= tokens[false] {
+		t.Errorf("question packet %d tokens, statement %d: want the question's larger", tokens[true], tokens[false])
+	}
+}

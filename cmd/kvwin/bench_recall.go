@@ -28,6 +28,7 @@ func newBenchRecallCmd() *cobra.Command {
 		seeds        []int64
 		genTurns     int
 		share, cap   float64
+		stmtCap      float64
 		low          float64
 	)
 	cmd := &cobra.Command{
@@ -71,7 +72,7 @@ standard error; with --json standard output holds only a JSON array.`,
 			last := time.Now()
 			rows, err := recall.Evaluate(cmd.Context(), convs, recall.Options{
 				Policies: ps, Budgets: bs,
-				Settings: window.Settings{Packets: packets, PacketShare: share, PacketCap: cap, Low: low},
+				Settings: window.Settings{Packets: packets, PacketShare: share, PacketCap: cap, StatementCap: stmtCap, Low: low},
 				NoReplay: noReplay,
 				Progress: func(p recall.Progress) {
 					if p.Done == p.Questions || time.Since(last) > 2*time.Second {
@@ -104,7 +105,8 @@ standard error; with --json standard output holds only a JSON array.`,
 	cmd.Flags().BoolVar(&noReplay, "no-replay", false, "skip the turn-by-turn replay (cached_share and uncached_per_turn stay 0)")
 	cmd.Flags().StringVar(&packets, "packets", "", "memory: where packets live, ask (default: only on the latest ask) or ledger (one per ask until the next step)")
 	cmd.Flags().Float64Var(&share, "packet-share", 0, "memory: share of the budget the replay reserves per packet (default 1/16)")
-	cmd.Flags().Float64Var(&cap, "packet-cap", 0, "memory, --packets ask: share of the budget one packet may take (default 1/8)")
+	cmd.Flags().Float64Var(&cap, "packet-cap", 0, "memory, --packets ask: share of the budget the packet of a question may take (default 1/4)")
+	cmd.Flags().Float64Var(&stmtCap, "statement-cap", 0, "memory, --packets ask: share of the budget the packet of an ask that is not a question may take (default 1/16)")
 	_ = cmd.MarkFlagRequired("budget")
 	return cmd
 }
