@@ -3,6 +3,7 @@ package recall
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 )
 
 // Generate returns a synthetic conversation of its own kind, to check that
@@ -82,7 +83,11 @@ func Generate(seed int64, turns int) Conversation {
 			st.value, st.at = v, at
 		default:
 			name := members[r.Intn(len(members))]
-			say(c.SpeakerA, fmt.Sprintf(genRoutine[r.Intn(len(genRoutine))], name))
+			line := genRoutine[r.Intn(len(genRoutine))]
+			if strings.Contains(line, "%s") {
+				line = fmt.Sprintf(line, name)
+			}
+			say(c.SpeakerA, line)
 		}
 		say(c.SpeakerB, genReplies[r.Intn(len(genReplies))])
 	}
