@@ -112,24 +112,36 @@ func ollamaLoaded(keepAlive *oapi.Duration) string {
 	return "load"
 }
 
+// ollamaRequest decodes an Ollama generation request into body and checks
+// what chat and generate share: the model it names (fields reads them from
+// the decoded body) is served here, and its format and think are ones kvwin
+// can honour. On failure it has answered in Ollama's shape and ok is false.
+func (s *Server) ollamaRequest(c *gin.Context, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, ok bool) {
+	if err := s.decode(c, body); err != nil {
+		s.failOllama(c, err)
+		return info, false
+	}
+	model, format, think := fields()
+	_, info, err := s.selectBackend(c, model)
+	if err == nil {
+		err = ollamaModel(model, info)
+	}
+	if err == nil {
+		err = ollamaCommon(info, format, think)
+	}
+	if err != nil {
+		s.failOllama(c, err)
+		return info, false
+	}
+	return info, true
+}
+
 // ollamaChat serves POST /api/chat.
 func (s *Server) ollamaChat(c *gin.Context) {
 	start := time.Now()
 	var body oapi.ChatRequest
-	if err := s.decode(c, &body); err != nil {
-		s.failOllama(c, err)
-		return
-	}
-	_, info, err := s.selectBackend(c, body.Model)
-	if err == nil {
-		err = ollamaModel(body.Model, info)
-	}
-	if err != nil {
-		s.failOllama(c, err)
-		return
-	}
-	if err := ollamaCommon(info, body.Format, body.Think); err != nil {
-		s.failOllama(c, err)
+	info, ok := s.ollamaRequest(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	if !ok {
 		return
 	}
 	if len(body.Tools) > 0 {
@@ -182,20 +194,8 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 func (s *Server) ollamaGenerate(c *gin.Context) {
 	start := time.Now()
 	var body oapi.GenerateRequest
-	if err := s.decode(c, &body); err != nil {
-		s.failOllama(c, err)
-		return
-	}
-	_, info, err := s.selectBackend(c, body.Model)
-	if err == nil {
-		err = ollamaModel(body.Model, info)
-	}
-	if err != nil {
-		s.failOllama(c, err)
-		return
-	}
-	if err := ollamaCommon(info, body.Format, body.Think); err != nil {
-		s.failOllama(c, err)
+	info, ok := s.ollamaRequest(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	if !ok {
 		return
 	}
 	switch {
