@@ -154,18 +154,11 @@ func (w loadWorkload) request(ctx context.Context, client *http.Client, target s
 		if o.ttft == 0 {
 			o.ttft = time.Since(sent)
 		}
-		var chunk struct {
-			Choices []struct {
-				Delta struct{ Content string } `json:"delta"`
-			} `json:"choices"`
-			Error json.RawMessage `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(line), &chunk); err != nil || chunk.Error != nil {
+		delta, ok := chatDelta(line)
+		if !ok {
 			return loadOutcome{outcome: outcomeStreamError, err: line}, "", 0
 		}
-		for _, ch := range chunk.Choices {
-			text.WriteString(ch.Delta.Content)
-		}
+		text.WriteString(delta)
 	}
 	if !done {
 		why := "the stream ended without [DONE]"
@@ -240,4 +233,22 @@ func processStats(ctx context.Context, target string) (goroutines, rss float64, 
 		return 0, 0, errors.New("/metrics has no go_goroutines or process_resident_memory_bytes")
 	}
 	return goroutines, rss, sc.Err()
+}
+
+// chatDelta is the text of one OpenAI chat stream chunk (the data of one
+// SSE event); ok is false for an error event or a chunk that is not JSON.
+func chatDelta(data string) (text string, ok bool) {
+	var chunk struct {
+		Choices []struct {
+			Delta struct{ Content string } `json:"delta"`
+		} `json:"choices"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(data), &chunk); err != nil || chunk.Error != nil {
+		return "", false
+	}
+	for _, ch := range chunk.Choices {
+		text += ch.Delta.Content
+	}
+	return text, true
 }

@@ -228,19 +228,12 @@ func (w routeWorkload) turn(ctx context.Context, url string, c, t int, answers [
 		if tr.TTFT == 0 {
 			tr.TTFT = time.Since(sent)
 		}
-		var chunk struct {
-			Choices []struct {
-				Delta struct{ Content string } `json:"delta"`
-			} `json:"choices"`
-			Error json.RawMessage `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(line), &chunk); err != nil || chunk.Error != nil {
+		delta, ok := chatDelta(line)
+		if !ok {
 			tr.Err = fmt.Errorf("in-stream error: %s", line)
 			continue
 		}
-		for _, ch := range chunk.Choices {
-			answer.WriteString(ch.Delta.Content)
-		}
+		answer.WriteString(delta)
 	}
 	tr.Answer = answer.String()
 	return tr
