@@ -60,6 +60,11 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 	}
 	cut.SinkPad = padded - sinkTokens
 	cut.KeptTokens = padded + c.tokens(cut.Start, n)
+	if cut.KeptTokens > s.Budget {
+		// The latest unit alone (with the sinks) does not fit: no cut can
+		// hold it, whatever the packets.
+		return Cut{}, &TooLongError{Policy: policy, Message: -1, Tokens: cut.KeptTokens, Budget: s.Budget}
+	}
 	if reserve > 0 && onAsk {
 		// The latest ask carries the packet; it may use the room the
 		// window has left, up to the cap.
@@ -89,9 +94,6 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 		}
 	}
 	if need := cut.KeptTokens + len(cut.Asks)*reserve; need > s.Budget {
-		if cut.KeptTokens > s.Budget {
-			return Cut{}, &TooLongError{Policy: policy, Message: -1, Tokens: cut.KeptTokens, Budget: s.Budget}
-		}
 		// The ask's unit fits but not with full packet room: shrink the
 		// room rather than fail, the packets are an extra.
 		cut.PacketRoom = (s.Budget - cut.KeptTokens) / len(cut.Asks)
