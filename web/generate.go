@@ -116,14 +116,25 @@ func (e openAIEncoder) streamError(err error) any {
 // unless the client has gone: then nobody would read it, and nothing is
 // written.
 func (s *Server) fail(c *gin.Context, err error) {
+	answerError(c, err, func(err error) (int, any) {
+		status, body := classify(err)
+		return status, errorBody{Error: body}
+	})
+}
+
+// answerError records err for the access log and answers it with the status
+// and body shape gives it (each API has its own error shape), with
+// Retry-After where the status asks for one; nothing is written when the
+// client has gone.
+func answerError(c *gin.Context, err error, shape func(error) (int, any)) {
 	if clientGone(c.Request.Context(), err) {
 		_ = c.Error(errClientGone)
 		return
 	}
 	_ = c.Error(err)
-	status, body := classify(err)
+	status, body := shape(err)
 	setRetryAfter(c.Writer.Header(), status)
-	writeJSON(c.Writer, status, errorBody{Error: body})
+	writeJSON(c.Writer, status, body)
 }
 
 // servedBy names the backend that served a request: the one a router chose,

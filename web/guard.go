@@ -60,14 +60,10 @@ func (s *Server) reject(c *gin.Context, err error) {
 // failOllama answers err as Ollama does, {"error": "…"}, with classify's
 // status, unless the client has gone.
 func (s *Server) failOllama(c *gin.Context, err error) {
-	if clientGone(c.Request.Context(), err) {
-		_ = c.Error(errClientGone)
-		return
-	}
-	_ = c.Error(err)
-	status, body := classify(err)
-	setRetryAfter(c.Writer.Header(), status)
-	writeJSON(c.Writer, status, map[string]string{"error": body.Message})
+	answerError(c, err, func(err error) (int, any) {
+		status, body := classify(err)
+		return status, map[string]string{"error": body.Message}
+	})
 }
 
 // hostGuard is the Host check; nil when it is off.

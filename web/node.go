@@ -548,14 +548,10 @@ type nodeErrorBody struct {
 
 // nodeFail answers err in llama-server's shape, unless the client left.
 func (s *Server) nodeFail(c *gin.Context, err error) {
-	if clientGone(c.Request.Context(), err) {
-		_ = c.Error(errClientGone)
-		return
-	}
-	_ = c.Error(err)
-	status, body := nodeError(err)
-	setRetryAfter(c.Writer.Header(), status)
-	writeJSON(c.Writer, status, nodeErrorEnvelope{Error: body})
+	answerError(c, err, func(err error) (int, any) {
+		status, body := nodeError(err)
+		return status, nodeErrorEnvelope{Error: body}
+	})
 }
 
 // nodeError maps err to a status and llama-server's error object. The

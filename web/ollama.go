@@ -112,11 +112,11 @@ func ollamaLoaded(keepAlive *oapi.Duration) string {
 	return "load"
 }
 
-// ollamaRequest decodes an Ollama generation request into body and checks
+// decodeOllama decodes an Ollama generation request into body and checks
 // what chat and generate share: the model it names (fields reads them from
 // the decoded body) is served here, and its format and think are ones kvwin
 // can honour. On failure it has answered in Ollama's shape and ok is false.
-func (s *Server) ollamaRequest(c *gin.Context, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, ok bool) {
+func (s *Server) decodeOllama(c *gin.Context, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, ok bool) {
 	if err := s.decode(c, body); err != nil {
 		s.failOllama(c, err)
 		return info, false
@@ -140,7 +140,7 @@ func (s *Server) ollamaRequest(c *gin.Context, body any, fields func() (model st
 func (s *Server) ollamaChat(c *gin.Context) {
 	start := time.Now()
 	var body oapi.ChatRequest
-	info, ok := s.ollamaRequest(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	info, ok := s.decodeOllama(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
 	if !ok {
 		return
 	}
@@ -194,7 +194,7 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 func (s *Server) ollamaGenerate(c *gin.Context) {
 	start := time.Now()
 	var body oapi.GenerateRequest
-	info, ok := s.ollamaRequest(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	info, ok := s.decodeOllama(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
 	if !ok {
 		return
 	}
