@@ -64,6 +64,9 @@ func TestHealthSaysWhetherAnythingCanServe(t *testing.T) {
 				if !strings.Contains(e.Message, tt.wantInBody) {
 					t.Errorf("message %q does not say %q", e.Message, tt.wantInBody)
 				}
+				if resp.Header.Get("Retry-After") == "" {
+					t.Errorf("503 without Retry-After")
+				}
 			}
 			resp, body = do(t, ts, http.MethodGet, "/v1/models", "")
 			var list modelList

@@ -264,8 +264,7 @@ func (s *Server) health(c *gin.Context) {
 		err = fmt.Errorf("%w: no model to serve yet", engine.ErrUnavailable)
 	}
 	if err != nil {
-		status, body := classify(err)
-		writeJSON(c.Writer, status, errorBody{Error: body})
+		s.fail(c, err) // 503 with Retry-After, as every 503
 		return
 	}
 	writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})
