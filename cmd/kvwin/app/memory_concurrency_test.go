@@ -11,7 +11,6 @@ import (
 	"sync"
 	"testing"
 
-	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
 	"kvwin/web/wire"
 	"kvwin/window/memory"
@@ -26,23 +25,7 @@ func TestConcurrentConversationsStoreEveryEvictedTurn(t *testing.T) {
 	const convs, turns = 8, 5
 	f := apptest.Flags(t)
 	f.Window, f.WindowBudget, f.Slots, f.Ctx = "memory", 512, 4, 1024
-	a, err := app.New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("server: %v", err)
-			}
-		}
-	}
+	a, stop := apptest.Run(t, f)
 	defer stop()
 
 	evicted := make([]int, convs) // evicted_turns of each conversation's last turn

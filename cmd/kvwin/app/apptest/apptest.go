@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,17 @@ func Start(t *testing.T, mutate func(*app.Config)) *app.App {
 	if mutate != nil {
 		mutate(&f)
 	}
+	a, stop := Run(t, f)
+	t.Cleanup(stop)
+	return a
+}
+
+// Run starts a server with f and returns it with stop, which shuts it down
+// and waits for it (reporting its error); stop may be called more than
+// once, so a test can stop the server early (to open its files) and also
+// defer it.
+func Run(t *testing.T, f app.Config) (*app.App, func()) {
+	t.Helper()
 	a, err := app.New(f)
 	if err != nil {
 		t.Fatal(err)
@@ -44,13 +56,15 @@ func Start(t *testing.T, mutate func(*app.Config)) *app.App {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	return a
+	var once sync.Once
+	return a, func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("server: %v", err)
+			}
+		})
+	}
 }
 
 // dataDir is the directory of the test model shared by a test binary's
