@@ -30,19 +30,9 @@ func NewBaseline(cfg Config) (*Baseline, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := checkBindingLayout(); err != nil {
+	model, lctx, err := loadContext(cfg, BaselineBatch)
+	if err != nil {
 		return nil, err
-	}
-	backendInit.Do(llama.BackendInit)
-	model, err := llama.LoadModelFromFile(cfg.ModelPath, llama.ModelParams{UseMmap: true, Progress: func(float32) {}})
-	if err != nil {
-		return nil, fmt.Errorf("load model %q: %w", cfg.ModelPath, err)
-	}
-	params := llama.NewContextParams(cfg.Slots*cfg.Ctx, BaselineBatch, cfg.Slots, cfg.Threads, cfg.FlashAttention, "")
-	lctx, err := llama.NewContextWithModel(model, params)
-	if err != nil {
-		llama.FreeModel(model)
-		return nil, fmt.Errorf("create baseline context for %q: %w", cfg.ModelPath, err)
 	}
 	batch, err := llama.NewBatch(BaselineBatch, 1, 0)
 	if err != nil {

@@ -105,20 +105,9 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	if cfg.ModelID == "" {
 		cfg.ModelID = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}
-	if err := checkBindingLayout(); err != nil {
+	model, lctx, err := loadContext(cfg, cfg.Batch)
+	if err != nil {
 		return nil, err
-	}
-	backendInit.Do(llama.BackendInit)
-	// A progress callback of our own keeps llama.cpp from printing dots.
-	model, err := llama.LoadModelFromFile(cfg.ModelPath, llama.ModelParams{UseMmap: true, Progress: func(float32) {}})
-	if err != nil {
-		return nil, fmt.Errorf("load model %q: %w", cfg.ModelPath, err)
-	}
-	params := llama.NewContextParams(cfg.Slots*cfg.Ctx, cfg.Batch, cfg.Slots, cfg.Threads, cfg.FlashAttention, "")
-	lctx, err := llama.NewContextWithModel(model, params)
-	if err != nil {
-		llama.FreeModel(model)
-		return nil, fmt.Errorf("create context for %q (%d slots × %d tokens): %w", cfg.ModelPath, cfg.Slots, cfg.Ctx, err)
 	}
 	tokens, err := kvcache.NewTokenCache(kvcache.TokenCacheConfig{})
 	if err != nil {
@@ -360,4 +349,26 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request, stream engine
 	defer func() { <-e.admit }()
 	e.incoming <- t // never blocks: capacity equals admissions
 	return t.wait(stream)
+}
+
+// loadContext loads cfg's model and a context of cfg.Slots × cfg.Ctx cells
+// decoding in batches of batch, as the engine and the baseline both need.
+// It blocks while loading; on error nothing is left allocated.
+func loadContext(cfg Config, batch int) (*llama.Model, *llama.Context, error) {
+	if err := checkBindingLayout(); err != nil {
+		return nil, nil, err
+	}
+	backendInit.Do(llama.BackendInit)
+	// A progress callback of our own keeps llama.cpp from printing dots.
+	model, err := llama.LoadModelFromFile(cfg.ModelPath, llama.ModelParams{UseMmap: true, Progress: func(float32) {}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("load model %q: %w", cfg.ModelPath, err)
+	}
+	params := llama.NewContextParams(cfg.Slots*cfg.Ctx, batch, cfg.Slots, cfg.Threads, cfg.FlashAttention, "")
+	lctx, err := llama.NewContextWithModel(model, params)
+	if err != nil {
+		llama.FreeModel(model)
+		return nil, nil, fmt.Errorf("create context for %q (%d slots × %d tokens): %w", cfg.ModelPath, cfg.Slots, cfg.Ctx, err)
+	}
+	return model, lctx, nil
 }
