@@ -80,8 +80,9 @@ func TestFullPastBudget(t *testing.T) {
 		t.Fatalf("full over budget: %v, want context length 420 > 300", err)
 	}
 	res, err := w.Build(context.Background(), Request{Messages: chat(10, 20), Count: byLen})
-	if err != nil || len(res.Messages) != 11 || res.Header() != "policy=full; kept_tokens=220; evicted_turns=0; packet_turns=0; step=0" {
-		t.Fatalf("full within budget: %v, %d messages, header %q", err, len(res.Messages), res.Header())
+	if err != nil || len(res.Messages) != 11 || res.Policy != PolicyFull || res.KeptTokens != 220 || res.Evicted() != 0 || res.PacketTurns != 0 || res.Step != 0 {
+		t.Fatalf("full within budget: %v, %d messages, policy %s, kept %d, evicted %d, packet turns %d, step %d",
+			err, len(res.Messages), res.Policy, res.KeptTokens, res.Evicted(), res.PacketTurns, res.Step)
 	}
 }
 
