@@ -1,7 +1,8 @@
 package memory
 
-// The fact analysis finds, without any vocabulary of its own, which turns
-// state something about a named thing and which later turns replace them.
+// The fact analysis finds, with no vocabulary of its own beyond English
+// function words, which turns state something about a named thing and
+// which later turns replace them.
 //
 // A statement is a sentence with a subject: the first name in it (a word the
 // conversation writes capitalized in mid-sentence and never in lower case),
@@ -11,7 +12,12 @@ package memory
 // "valparaiso". A frame that recurs with different values is a slot; slots
 // that share two or more values describe the same attribute and form a
 // cluster ("S moved to _ last spring", "S relocated again this time to _").
-// A statement's facts are its (subject, cluster, value) triples.
+// A statement's facts are its (subject, cluster, value) triples. A
+// sentence that names a subject's current value and one other value the
+// conversation knows is a change to that value ("S swapped X for Y"); one
+// that names the current value, no other known one, and says that it
+// stopped holding (a negator, a contrast, a verb of substitution or
+// cessation: see changeMarked) is a change to a value left unnamed.
 //
 // Invariants:
 //   - The analysis is a pure function of the set of turns added, whatever
@@ -44,6 +50,9 @@ type statement struct {
 	pos     int
 	subject string
 	cands   []candidate
+	// marked: the sentence says that something stopped holding or gave
+	// way to something else (see changeMarked).
+	marked bool
 }
 
 // frameStat is what the conversation has said in one frame.
@@ -243,6 +252,7 @@ func (f *facts) analyse(pos int, role, sentence string, register bool) (statemen
 		return st, false // a question states nothing
 	}
 	sentence = dropVocatives(sentence)
+	st.marked = changeMarked(words(sentence))
 	cls := clauses(sentence)
 	total := len(words(sentence))
 	for i := range cls {
@@ -434,19 +444,25 @@ func (f *facts) changes(st statement, stated []fact) []fact {
 		if !ok || !vals[cur] || (said && sv != cur) {
 			continue // no value to change, or a frame states the value
 		}
-		if v, ok := f.otherValue(st, cur); ok {
+		switch v, n := f.otherValue(st, cur); {
+		case n == 1:
 			out = append(out, fact{subject: st.subject, cluster: c, value: v})
+		case n == 0 && st.marked:
+			// "S gave up X; it's Y these days", Y said nowhere else: the
+			// new value is none the conversation knows, but it is not X.
+			out = append(out, fact{subject: st.subject, cluster: c, value: unnamedValue(st.pos)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].cluster < out[j].cluster })
 	return out
 }
 
-// otherValue returns the one value, other than cur, that st names and the
+// otherValue returns the value, other than cur, that st names and the
 // conversation states of anything (an attribute's values may be spread
 // over clusters its phrasings did not join): the widest such spans that do
-// not overlap cur's. Two or more would be a guess.
-func (f *facts) otherValue(st statement, cur uint64) (uint64, bool) {
+// not overlap cur's, and how many distinct ones there are. Only n == 1
+// names the new value; two or more would be a guess.
+func (f *facts) otherValue(st statement, cur uint64) (uint64, int) {
 	var curSpans, known []candidate
 	for _, c := range st.cands {
 		switch {
@@ -470,8 +486,48 @@ func (f *facts) otherValue(st statement, cur uint64) (uint64, bool) {
 			found, n = c.value, n+1
 		}
 	}
-	return found, n == 1
+	return found, n
 }
+
+// unnamedValue stands for a new value a change states in words the
+// conversation gives no attribute elsewhere: distinct from every stated
+// value and from the unnamed value of any other statement.
+func unnamedValue(pos int) uint64 {
+	return xxhash.Sum64String("\x00unnamed\x00" + itoa(pos))
+}
+
+// changeMarked reports whether a sentence's words say that something
+// stopped holding or gave way to another: a negator ("not", "no", "never",
+// "nor", any "n't"), a contrast ("instead", "rather", "anymore"), or a
+// verb of substitution or cessation ("swap", "switch", "replace", "trade",
+// "change", "exchange", "quit", "stop", "drop", "give up"). The list is
+// English's closed class of negators and contrastive adverbs and the
+// common change-of-state verbs, taken from a grammar, not from any data
+// set; words are compared by stem, so every inflection counts.
+func changeMarked(ws []word) bool {
+	for i, w := range ws {
+		if strings.HasSuffix(w.lower, "n't") || strings.HasSuffix(w.lower, "n’t") {
+			return true
+		}
+		s := stem(w.lower)
+		if changeStems[s] {
+			return true
+		}
+		if (s == "gave" || s == "give" || s == "given") && i+1 < len(ws) && ws[i+1].lower == "up" {
+			return true
+		}
+	}
+	return false
+}
+
+var changeStems = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`not no never nor instead rather anymore swap switch replace trade
+	change exchange quit stop drop`) {
+		m[stem(w)] = true
+	}
+	return m
+}()
 
 // withChange returns fs with x in place of any fact of x's subject and
 // attribute: a frame that read a change sentence as restating the old

@@ -195,3 +195,44 @@ func TestChangeOverFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeToUnnamedValue: a change whose new value the conversation
+// states nowhere else ("gave up the parrot; it's a ferret now") still
+// replaces the old value when the sentence says that the old one stopped
+// holding; a sentence that names the subject and its value without such a
+// word ("Lena loves the parrot") is no change.
+func TestChangeToUnnamedValue(t *testing.T) {
+	parrot := "Lena has a parrot at home."
+	for _, tc := range []struct {
+		text    string
+		changed bool
+	}{
+		{"Lena gave up the parrot; it's a ferret these days.", true},
+		{"Lena doesn't keep the parrot any more, she got a ferret.", true},
+		{"Lena keeps a ferret rather than the parrot.", true},
+		{"Lena traded the parrot for a ferret.", true},
+		{"Lena loves the parrot and a ferret.", false},
+		{"Lena brought the parrot to the vet.", false},
+	} {
+		turns := team(10)
+		next := turns[len(turns)-1].Pos + 1
+		turns = append(turns, Turn{Pos: next, Role: "user", Text: tc.text})
+		f := newFacts()
+		f.add(turns)
+		got := supersededTexts(f, turns)
+		if slices.Contains(got, parrot) != tc.changed {
+			t.Errorf("after %q: %q superseded = %v, want %v", tc.text, parrot, !tc.changed, tc.changed)
+		}
+		if slices.Contains(got, "Lena moved to Bergen last spring.") {
+			t.Errorf("after %q: another attribute replaced: %q", tc.text, got)
+		}
+		// Read from the window, the same sentence decides alike.
+		g := newFacts()
+		g.add(turns[:len(turns)-1])
+		g.finish()
+		at := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == parrot })
+		if g.superseded(turns[at].Pos, nil, g.windowFacts(turns[len(turns)-1:])) != tc.changed {
+			t.Errorf("%q in the window: superseded = %v, want %v", tc.text, !tc.changed, tc.changed)
+		}
+	}
+}

@@ -151,6 +151,13 @@ var genUpdates = []string{
 	"%[1]s has swapped %[3]s for %[2]s.",
 	"Heads-up, %[1]s no longer bothers with %[3]s but with %[2]s.",
 	"Since last month %[1]s is all about %[2]s instead of %[3]s.",
+	// Added later, before supersession read changes whose new value the
+	// conversation never states elsewhere, and kept as they were written.
+	"%[1]s gave up %[3]s; it's %[2]s these days.",
+	"%[1]s traded %[3]s for %[2]s over the summer.",
+	"%[1]s moved on from %[3]s to %[2]s.",
+	"These days %[1]s prefers %[2]s rather than %[3]s.",
+	"%[1]s is done with %[3]s and has taken up %[2]s.",
 }
 
 var genRoutine = []string{
