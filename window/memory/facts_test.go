@@ -12,7 +12,7 @@ func supersededTexts(f *facts, turns []Turn) []string {
 	f.finish()
 	var out []string
 	for _, t := range turns {
-		if f.superseded(t.Pos, f.history, nil) {
+		if f.superseded(t.Pos, f.history, nil, nil) {
 			out = append(out, t.Text)
 		}
 	}
@@ -66,10 +66,10 @@ func TestWindowSupersedes(t *testing.T) {
 	f.finish()
 	later := f.windowFacts(turns[omarMoves : omarMoves+1]) // ...it is in the window
 	omar := turns[0]
-	if !f.superseded(omar.Pos, nil, later) {
+	if !f.superseded(omar.Pos, nil, later, nil) {
 		t.Fatalf("%q not superseded by a later statement in the window", omar.Text)
 	}
-	if f.superseded(omar.Pos, nil, nil) {
+	if f.superseded(omar.Pos, nil, nil, nil) {
 		t.Fatalf("%q superseded with nothing later", omar.Text)
 	}
 }
@@ -167,7 +167,7 @@ func TestChangeInOneSentence(t *testing.T) {
 	g.finish()
 	window := g.windowFacts([]Turn{update})
 	parrot := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == "Lena has a parrot at home." })
-	if parrot < 0 || !g.superseded(turns[parrot].Pos, nil, window) {
+	if parrot < 0 || !g.superseded(turns[parrot].Pos, nil, window, nil) {
 		t.Fatal("the swap in the window did not replace Lena's parrot")
 	}
 	// A speaker naming two of their things is no change.
@@ -231,8 +231,35 @@ func TestChangeToUnnamedValue(t *testing.T) {
 		g.add(turns[:len(turns)-1])
 		g.finish()
 		at := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == parrot })
-		if g.superseded(turns[at].Pos, nil, g.windowFacts(turns[len(turns)-1:])) != tc.changed {
+		if g.superseded(turns[at].Pos, nil, g.windowFacts(turns[len(turns)-1:]), nil) != tc.changed {
 			t.Errorf("%q in the window: superseded = %v, want %v", tc.text, !tc.changed, tc.changed)
+		}
+	}
+}
+
+// TestSupersededForTheAsk: a turn with facts about two people is stale for
+// an ask about the one whose fact was replaced, and current for an ask
+// about the other or about no one in particular.
+func TestSupersededForTheAsk(t *testing.T) {
+	turns := team(10)
+	both := Turn{Pos: turns[0].Pos - 1, Role: "user", Text: "Omar moved to Lisbon last spring. Also, Lena has a parrot at home."}
+	f := newFacts()
+	f.add(append(turns, both))
+	f.finish()
+	if len(f.byTurn[both.Pos]) != 2 {
+		t.Fatalf("facts of %q: %v, want two", both.Text, f.byTurn[both.Pos])
+	}
+	for _, tc := range []struct {
+		subjects []string
+		want     bool
+	}{
+		{[]string{"omar"}, true},  // Omar relocated again, to Quito
+		{[]string{"lena"}, false}, // Lena's parrot is current
+		{[]string{"omar", "lena"}, false},
+		{nil, false},
+	} {
+		if got := f.superseded(both.Pos, f.history, nil, tc.subjects); got != tc.want {
+			t.Errorf("subjects %q: superseded = %v, want %v", tc.subjects, got, tc.want)
 		}
 	}
 }

@@ -220,7 +220,7 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 		case windowText[text] || seen[text]:
 			stats.duplicate++
 			continue
-		case f.superseded(t.Pos, among, later):
+		case f.superseded(t.Pos, among, later, subjects):
 			stats.superseded++
 			continue
 		}

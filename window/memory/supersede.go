@@ -58,23 +58,31 @@ type reading struct {
 	facts   []fact
 }
 
-// superseded reports whether every fact of the turn at pos is replaced by a
-// later fact with another value, stated by a turn the ask retrieved too
-// (among, see factsAt) or in the window. A turn without facts is never superseded; nor is
-// one whose replacement the packet would not carry: an old statement is
-// dropped only in favour of the newer one the window will hold.
-func (f *facts) superseded(pos int, among, window map[string][]factAt) bool {
+// superseded reports whether the turn at pos says nothing current that the
+// ask could need: every fact of it is replaced by a later fact with another
+// value, stated by a turn the ask retrieved too (among, see factsAt) or in
+// the window, except facts about named subjects other than those the ask
+// names (subjects, see askSubjects), which the ask does not need ("Daniel
+// is on call. Also, Sofia has rabbits." is stale for an ask about Daniel
+// once Daniel's role changed). At least one fact must be replaced. A turn
+// without facts is never superseded; nor is one whose replacement the
+// packet would not carry: an old statement is dropped only in favour of the
+// newer one the window will hold.
+func (f *facts) superseded(pos int, among, window map[string][]factAt, subjects []string) bool {
 	fs := f.byTurn[pos]
-	if len(fs) == 0 {
-		return false
-	}
+	any := false
 	for _, x := range fs {
 		k := historyKey(x)
-		if !replaced(x.value, pos, among[k]) && !replaced(x.value, pos, window[k]) {
+		switch {
+		case replaced(x.value, pos, among[k]) || replaced(x.value, pos, window[k]):
+			any = true
+		case len(subjects) > 0 && !strings.HasPrefix(x.subject, "@") && !slices.Contains(subjects, x.subject):
+			// about someone the ask does not name
+		default:
 			return false
 		}
 	}
-	return true
+	return any
 }
 
 // factsAt returns the facts stated at positions, by subject and attribute.
