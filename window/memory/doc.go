@@ -45,7 +45,9 @@
 //     about the same subject and attribute, stated by a turn the search
 //     also found or by the window, is left out: an update does not bring
 //     back what it replaced, and nothing is dropped in favour of a
-//     statement the window will not carry.
+//     statement the window will not carry. Facts about named subjects the
+//     ask does not name do not keep a turn ("Daniel is on call. Also, Sofia
+//     has rabbits." is stale for an ask about Daniel once his role changed).
 //  5. Novelty: turns the window holds, and texts it already holds, are left
 //     out; of several copies of one text only the best-ranked is kept.
 //
@@ -55,7 +57,12 @@
 // sentence ("swapped the banjo for the cello") repeats no frame; it is read
 // as a change when it names a named subject's current value of an
 // attribute and one other value the conversation gives that attribute
-// (facts.changes), not when a speaker talks of themselves. The analysis
+// (facts.changes), not when a speaker talks of themselves. When the new
+// value is one the conversation states nowhere else ("gave up the banjo;
+// it's the harp now"), the sentence is a change only if it says that the
+// old value stopped holding: a negator, a contrast or a verb of
+// substitution or cessation (facts.changeMarked, a closed list of English
+// function words and change-of-state verbs). The analysis
 // cannot tell a state from an event: "I visited Oslo" after "I visited
 // Rome" counts as a replacement.
 package memory
