@@ -273,6 +273,9 @@ func TestIsQuestion(t *testing.T) {
 		"":                              false,
 		"Is":                            true,
 		"Hey — where is the report now": false,
+		"Tell me about the flute.":      true,
+		"remind me what Omar said":      true,
+		"Telling stories is fun.":       false,
 	} {
 		if got := isQuestion(ask); got != want {
 			t.Errorf("isQuestion(%q) = %v, want %v", ask, got, want)

@@ -74,13 +74,16 @@
 //     up to the cap, so the room a step frees is used. The cap follows the
 //     ask: questions ask for recall; statements rarely need old turns
 //     quoted back. An ask is a question if it holds '?' or '？' or its
-//     first word is a wh-word or an auxiliary (what, who, when, where,
-//     why, how, which, whose, whom; do, does, did, is, are, was, were,
-//     can, could, would, should, will, have, has, had; any case); its cap
-//     is PacketCap·B, and its best hit may use all the free room past it.
-//     Any other ask's cap is StatementCap·B, best hit included (and under
-//     the chance gate of package memory it usually gets nothing). The
-//     replay reserves P for it.
+//     first word is a wh-word, an auxiliary or a verb of request (what,
+//     who, when, where, why, how, which, whose, whom; do, does, did, is,
+//     are, was, were, can, could, would, should, will, have, has, had;
+//     tell, remind, show, list, describe, explain, summarize, summarise,
+//     recall, repeat, please; any case); its cap is PacketCap·B, and its
+//     best hit may use all the free room past it. Any other ask is a
+//     statement: its cap is StatementCap·B, best hit included, and its
+//     lexical hits must be beyond chance as the best of all the turns in
+//     memory (memory.Query.Statement), so it usually gets nothing, and
+//     no more often as the memory grows. The replay reserves P for it.
 //   - ledger: every ask since the step keeps its packet, byte for byte,
 //     until the next step (a send-once ledger); each ask's room is P plus
 //     what earlier asks left unused.

@@ -13,12 +13,20 @@ var interrogatives = map[string]bool{
 	"do": true, "does": true, "did": true, "is": true, "are": true, "was": true, "were": true,
 	"can": true, "could": true, "would": true, "should": true, "will": true,
 	"have": true, "has": true, "had": true,
+	// The imperatives of asking for what was said: a request ("Tell me
+	// about the flute", "Remind me what Omar said") seeks information as a
+	// question does.
+	"tell": true, "remind": true, "show": true, "list": true, "describe": true,
+	"explain": true, "summarize": true, "summarise": true, "recall": true,
+	"repeat": true, "please": true,
 }
 
 // isQuestion reports whether an ask seeks information: it holds a question
-// mark ('?' or '？') or its first word is an interrogative or an auxiliary
-// ("what", "did", ..., any case). Questions ask for recall; statements
-// rarely need old turns quoted back.
+// mark ('?' or '？') or its first word is an interrogative, an auxiliary
+// or a verb of request ("what", "did", "tell", ..., any case). Questions
+// and requests ask for recall; statements rarely need old turns quoted
+// back, and their lexical hits must be beyond chance over the whole
+// memory (memory.Query.Statement).
 func isQuestion(ask string) bool {
 	if strings.ContainsAny(ask, "?？") {
 		return true

@@ -208,7 +208,8 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 				continue
 			}
 			q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start, Chain: prefix,
-				Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines}
+				Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines,
+				Statement: !isQuestion(msgs[a].Content)}
 			hits, err := src.search(q)
 			if err != nil {
 				continue // src has recorded the failure

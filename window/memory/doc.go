@@ -34,9 +34,18 @@
 //     matches it beyond chance: the ask terms the turn holds are, together,
 //     rarer (were terms scattered independently) than the conversation's
 //     average word, divided by the number of the ask's terms the history
-//     holds (a Bonferroni allowance). An ask of words as common as any, as
-//     in a conversation of few words said over and over, matches every turn
-//     alike and gets nothing. Then hits within half of the best score, and the turn
+//     holds (a Bonferroni allowance). A term's share counts the ask as one
+//     more turn that holds it (df+1 of n+1): the ask's terms are picked
+//     because the ask says them. An ask of words as common as any, as in a
+//     conversation of few words said over and over, matches every turn
+//     alike and gets nothing. A statement (Query.Statement: the window sets
+//     it for an ask that is no question or request) says no old turn is needed, so its match
+//     must also be beyond chance as the best of all n turns searched: the
+//     union bound over the n turns and the 2^m - 1 combinations of its m
+//     terms, n(2^m-1) times the match's share, is below one (fewer than
+//     one chance match expected). Its chance packets then shrink as the
+//     memory grows instead of growing with it; one word said once is never
+//     enough for a statement. Then hits within half of the best score, and the turn
 //     before and after each hit at half its score. If the last exchange in
 //     the window already matches the ask as well as the best turn in
 //     memory, the ask continues the conversation and gets only the fact

@@ -63,12 +63,16 @@ func bm25IDF(n, df int) float64 {
 	return math.Log(1 + (float64(n-df)+0.5)/(float64(df)+0.5))
 }
 
-// chanceIDF is log(n/df): the surprise of a term found in df of n turns.
-// Summed over the ask's terms a turn holds, it is the log of how many
-// times rarer that combination is than one turn in n, were the terms
-// scattered at random (see relevant).
+// chanceIDF is log((n+1)/(df+1)): the surprise of a term found in df of
+// n turns and in the ask. The ask is one more turn of the conversation and
+// it holds the term: a term picked because the ask says it has been said
+// df+1 times in n+1 turns, and leaving the ask out would make every ask
+// term look rarer than it is (a word said once before and once in the ask
+// is a word said twice). Summed over the ask's terms a turn holds, it is
+// the log of how many times rarer that combination is than one turn in
+// n+1, were the terms scattered at random (see relevant).
 func chanceIDF(n, df int) float64 {
-	return math.Log(float64(n) / float64(max(df, 1)))
+	return math.Log(float64(n+1) / float64(df+1))
 }
 
 // typicalShare returns the share of turns that hold the term of a word
@@ -93,6 +97,24 @@ func (x *Index) typicalShare() float64 {
 // needs, however it ranks against the others.
 func relevant(mass, share float64) bool {
 	return mass > -math.Log(share)
+}
+
+// chanceBound returns the share a statement's match must be rarer than:
+// one over the number of (turn, combination of the ask's terms) pairs
+// that could match it by chance, n turns times the 2^m - 1 non-empty
+// combinations of the m ask terms the history holds. A turn holding a
+// combination of share at most e^-mass, by the union bound over those
+// pairs, turns up somewhere among the n turns with probability at most
+// n(2^m-1)e^-mass; below one, the best match is not what any search of
+// that many turns finds by chance. A question is served without it (the
+// asker says an old turn is needed, and the best-scored one is worth
+// sending); a statement says nothing is needed, so the match alone must
+// carry the evidence, and with it the chance packets of a statement do
+// not grow with the memory. One word said once is never enough for a
+// statement (n turns, one of which holds it, is a share of exactly 1/n).
+func chanceBound(n, m int) float64 {
+	m = min(max(m, 1), 62) // 2^62 turns is past any memory
+	return 1 / (float64(n) * float64(uint64(1)<<m-1))
 }
 
 func bm25TF(tf, length, avg float64) float64 {

@@ -33,6 +33,12 @@ type Query struct {
 	FirstTokens int
 	// Cost is the tokens a hit takes in a packet. Nil counts 1 per hit.
 	Cost func(Turn) int
+	// Statement marks an ask that asks for nothing (not a question or a
+	// request): nothing says an old turn is needed, so its lexical hits
+	// must be beyond chance as the best match of all the turns searched
+	// (see chanceBound), not only one turn at a time. The zero value
+	// serves the ask as a question.
+	Statement bool
 }
 
 // Hit is one turn chosen for a packet.
@@ -93,11 +99,17 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 	x.speakerTerms(q.Ask, limit, avg, scores)
 	// An ask gets lexical hits only if some turn matches it beyond chance
 	// once the ask's number of terms found in the history is allowed for
-	// (the more terms, the likelier a chance match of one: Bonferroni).
-	// Without one, like an ask about what is in view, it gets only the
-	// statements about the names it mentions.
+	// (the more terms, the likelier a chance match of one: Bonferroni);
+	// a statement's match must also be beyond chance as the best of the
+	// limit turns searched (chanceBound). Without one, like an ask about
+	// what is in view, it gets only the statements about the names it
+	// mentions.
 	best, beyond := 0.0, false
-	ask := x.typicalShare() / float64(max(x.present(qstems, limit), 1))
+	present := x.present(qstems, limit)
+	ask := x.typicalShare() / float64(max(present, 1))
+	if q.Statement {
+		ask = min(ask, chanceBound(limit, present))
+	}
 	subjects := f.askSubjects(q.Ask, q.Asker)
 	own := 0.0 // the best match that is not a statement about someone else
 	for _, d := range scores.touched {
