@@ -36,7 +36,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	tools, err := readTools(&body) // tools.go
+	tools, err := readTools(body.Tools, body.ToolChoice) // tools.go
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -45,26 +45,13 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if tt, ok := s.backendOf(c).(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
-		req.Tools = tools.defs() // the model's own template renders them
-	} else {
-		req.Messages = tools.withTools(req.Messages)
-	}
-	if req.Sampling.Output, err = readResponseFormat(body.ResponseFormat); err != nil {
+	format, err := readResponseFormat(body.ResponseFormat)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if call, err := tools.output(); err != nil || call != nil {
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		// A required call wins over response_format: its arguments are the
-		// JSON the client asked for.
-		req.Sampling.Output = call
-	}
-	if req.Sampling.Output != nil && req.Sampling.Grammar != "" {
-		s.fail(c, badInput(CodeInvalidValue, "grammar", "grammar cannot be combined with response_format or a required tool call"))
+	if err := s.applyTools(c, &req, tools, format); err != nil {
+		s.fail(c, err)
 		return
 	}
 	if err := s.applyWindow(c, body.PromptCacheKey, &req); err != nil {
@@ -98,21 +85,9 @@ func chatMessages(in []chatMessage) ([]engine.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case role == engine.RoleAssistant && len(m.ToolCalls) > 0:
-			calls, err := renderCalls(m.ToolCalls, fmt.Sprintf("messages[%d]", i)) // tools.go
-			if err != nil {
-				return nil, err
-			}
-			if content != "" {
-				calls = content + "\n" + calls
-			}
-			content = calls
-		case role == engine.RoleTool:
-			// ChatML models read a tool's result as a user turn.
-			role, content = engine.RoleUser, toolResponse(content)
+		if out[i], err = toolTurn(role, content, m.ToolCalls, fmt.Sprintf("messages[%d]", i)); err != nil {
+			return nil, err
 		}
-		out[i] = engine.Message{Role: role, Content: content}
 	}
 	return out, nil
 }

@@ -83,19 +83,12 @@ func ollamaModel(name string, info engine.Info) error {
 // "stream": false.
 func streams(stream *bool) bool { return stream == nil || *stream }
 
-// errImages, errFormat: what the served model or kvwin cannot do,
-// in Ollama's words where it has them.
-var (
-	errImages = errors.New("images are not supported: the served model has no vision")
-	errFormat = errors.New(`format is not supported yet: kvwin has no structured output; omit "format"`)
-)
+// errImages: what the served model cannot do.
+var errImages = errors.New("images are not supported: the served model has no vision")
 
 // ollamaCommon checks the fields chat and generate share that kvwin cannot
 // honour, so that a client never gets an answer that silently ignored them.
-func ollamaCommon(info engine.Info, format []byte, think *bool) error {
-	if f := strings.TrimSpace(string(format)); f != "" && f != "null" && f != `""` {
-		return badInput(CodeInvalidValue, "format", "%v", errFormat)
-	}
+func ollamaCommon(info engine.Info, think *bool) error {
 	if think != nil && *think {
 		return badInput(CodeInvalidValue, "think", "%q does not support thinking", info.Model)
 	}
@@ -114,12 +107,13 @@ func ollamaLoaded(keepAlive *oapi.Duration) string {
 
 // decodeOllama decodes an Ollama generation request into body and checks
 // what chat and generate share: the model it names (fields reads them from
-// the decoded body) is served here, and its format and think are ones kvwin
-// can honour. On failure it has answered in Ollama's shape and ok is false.
-func (s *Server) decodeOllama(c *gin.Context, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, ok bool) {
+// the decoded body) is served here, think is one kvwin can honour, and
+// format is valid: out is its output constraint (ollama_tools.go). On
+// failure it has answered in Ollama's shape and ok is false.
+func (s *Server) decodeOllama(c *gin.Context, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
 	if err := s.decode(c, body); err != nil {
 		s.failOllama(c, err)
-		return info, false
+		return info, nil, false
 	}
 	model, format, think := fields()
 	_, info, err := s.selectBackend(c, model)
@@ -127,25 +121,29 @@ func (s *Server) decodeOllama(c *gin.Context, body any, fields func() (model str
 		err = ollamaModel(model, info)
 	}
 	if err == nil {
-		err = ollamaCommon(info, format, think)
+		err = ollamaCommon(info, think)
+	}
+	if err == nil {
+		out, err = ollamaFormat(format)
 	}
 	if err != nil {
 		s.failOllama(c, err)
-		return info, false
+		return info, nil, false
 	}
-	return info, true
+	return info, out, true
 }
 
 // ollamaChat serves POST /api/chat.
 func (s *Server) ollamaChat(c *gin.Context) {
 	start := time.Now()
-	var body oapi.ChatRequest
-	info, ok := s.decodeOllama(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	var body ollamaChatBody
+	info, format, ok := s.decodeOllama(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
 	if !ok {
 		return
 	}
-	if len(body.Tools) > 0 {
-		s.failOllama(c, badInput(CodeInvalidValue, "tools", "%q does not support tools", info.Model))
+	tools, err := ollamaTools(body.ToolDefs, body.Options) // ollama_tools.go
+	if err != nil {
+		s.failOllama(c, err)
 		return
 	}
 	enc := &ollamaEncoder{chat: true, model: body.Model, now: s.now, start: start}
@@ -162,6 +160,13 @@ func (s *Server) ollamaChat(c *gin.Context) {
 		s.failOllama(c, err)
 		return
 	}
+	if err := s.applyTools(c, &req, tools, format); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	if tools.call {
+		enc.calls = &callParser{newID: func() string { return "" }}
+	}
 	if err := s.applyWindow(c, "", &req); err != nil {
 		s.failOllama(c, err)
 		return
@@ -170,7 +175,11 @@ func (s *Server) ollamaChat(c *gin.Context) {
 	s.turn(c, info, req, wireFormat{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
 }
 
-// ollamaMessages translates Ollama's messages into engine messages.
+// ollamaMessages translates Ollama's messages into engine messages; an
+// assistant's tool calls and a tool's result are rendered as on the
+// OpenAI route (toolTurn). A tool message's tool_name is not rendered: the
+// convention's <tool_response> names no tool, as OpenAI's tool_call_id is
+// not rendered either.
 func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 	out := make([]engine.Message, len(in))
 	for i, m := range in {
@@ -181,7 +190,13 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 		if len(m.Images) > 0 {
 			return nil, badInput(CodeInvalidValue, fmt.Sprintf("messages[%d].images", i), "%v", errImages)
 		}
-		out[i] = engine.Message{Role: m.Role, Content: m.Content}
+		calls, err := ollamaHistory(m.ToolCalls)
+		if err != nil {
+			return nil, badInput(CodeInvalidValue, fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d].tool_calls: %v", i, err)
+		}
+		if out[i], err = toolTurn(m.Role, m.Content, calls, fmt.Sprintf("messages[%d]", i)); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -194,7 +209,7 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 func (s *Server) ollamaGenerate(c *gin.Context) {
 	start := time.Now()
 	var body oapi.GenerateRequest
-	info, ok := s.decodeOllama(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	info, format, ok := s.decodeOllama(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
 	if !ok {
 		return
 	}
@@ -219,6 +234,7 @@ func (s *Server) ollamaGenerate(c *gin.Context) {
 		s.failOllama(c, err)
 		return
 	}
+	req.Sampling.Output = format
 	if req.Conversation, err = conversationOf(c, ""); err != nil {
 		s.failOllama(c, err)
 		return

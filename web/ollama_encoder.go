@@ -20,22 +20,33 @@ import (
 // total_duration the request's time in kvwin; load_duration the time before
 // the backend had the request (reading, windowing), since kvwin's model is
 // loaded before it serves.
+//
+// With tools, the answer goes through a callParser (toolparse.go): a call
+// is sent once its arguments are complete, whole, in an object of its own
+// with message.tool_calls, as Ollama sends it (ollama_tools.go).
 type ollamaEncoder struct {
 	chat  bool   // /api/chat's objects, else /api/generate's
 	model string // as the client named it, as Ollama echoes it
 	now   func() time.Time
-	start time.Time // the request's arrival
-	ready time.Time // when the request went to the backend
+	start time.Time   // the request's arrival
+	ready time.Time   // when the request went to the backend
+	calls *callParser // nil without tools
+	sent  int         // calls already sent
 }
 
 var _ encoder = (*ollamaEncoder)(nil)
 
 // object is one response object with text and, when done, its end.
 func (e *ollamaEncoder) object(text string, done bool, reason string, m oapi.Metrics) any {
+	return e.callObject(text, nil, done, reason, m)
+}
+
+// callObject is object with tool calls (on /api/chat).
+func (e *ollamaEncoder) callObject(text string, calls []oapi.ToolCall, done bool, reason string, m oapi.Metrics) any {
 	created := e.now().UTC()
 	if e.chat {
 		return oapi.ChatResponse{Model: e.model, CreatedAt: created,
-			Message: oapi.Message{Role: engine.RoleAssistant, Content: text}, Done: done, DoneReason: reason, Metrics: m}
+			Message: oapi.Message{Role: engine.RoleAssistant, Content: text, ToolCalls: calls}, Done: done, DoneReason: reason, Metrics: m}
 	}
 	return oapi.GenerateResponse{Model: e.model, CreatedAt: created, Response: text, Done: done, DoneReason: reason, Metrics: m}
 }
@@ -63,7 +74,12 @@ func (e *ollamaEncoder) loaded(reason string) any {
 }
 
 func (e *ollamaEncoder) whole(res engine.Result) any {
-	return e.object(res.Text, true, finishReason(res), e.metrics(res))
+	if e.calls == nil {
+		return e.object(res.Text, true, finishReason(res), e.metrics(res))
+	}
+	content := e.calls.feed(res.Text).content + e.calls.flush().content
+	calls, rest, _ := ollamaCalls(e.calls, 0, true)
+	return e.callObject(content+rest, calls, true, finishReason(res), e.metrics(res))
 }
 
 func (e *ollamaEncoder) open(ev engine.Event) []any {
@@ -74,11 +90,33 @@ func (e *ollamaEncoder) open(ev engine.Event) []any {
 }
 
 func (e *ollamaEncoder) text(s string) []any {
-	return []any{e.object(s, false, "", oapi.Metrics{})}
+	if e.calls == nil {
+		return []any{e.object(s, false, "", oapi.Metrics{})}
+	}
+	return e.parsed(e.calls.feed(s).content, false)
+}
+
+// parsed renders content the parser let through and the calls it has
+// completed since the last ones sent (all of them when final).
+func (e *ollamaEncoder) parsed(content string, final bool) []any {
+	var out []any
+	calls, rest, next := ollamaCalls(e.calls, e.sent, final)
+	e.sent = next
+	if content += rest; content != "" {
+		out = append(out, e.object(content, false, "", oapi.Metrics{}))
+	}
+	if len(calls) > 0 {
+		out = append(out, e.callObject("", calls, false, "", oapi.Metrics{}))
+	}
+	return out
 }
 
 func (e *ollamaEncoder) end(res engine.Result) []any {
-	return []any{e.object("", true, finishReason(res), e.metrics(res))}
+	var out []any
+	if e.calls != nil {
+		out = e.parsed(e.calls.flush().content, true)
+	}
+	return append(out, e.object("", true, finishReason(res), e.metrics(res)))
 }
 
 func (e *ollamaEncoder) streamError(err error) any {

@@ -155,10 +155,16 @@ func (s *Server) ollamaShow(c *gin.Context) {
 	}
 	writeJSON(c.Writer, http.StatusOK, oapi.ShowResponse{
 		Details: ollamaDetails(card), ModelInfo: card.Info, Template: tmpl, Parameters: params.String(),
-		Capabilities: []model.Capability{model.CapabilityCompletion}, ModifiedAt: card.ModifiedAt,
+		Capabilities: ollamaCapabilities, ModifiedAt: card.ModifiedAt,
 		Modelfile: modelfile(info.Model, tmpl, params.String()),
 	})
 }
+
+// ollamaCapabilities are what /api/show says every served model can do:
+// complete, and call tools, which /api/chat and /v1/chat/completions
+// render for any chat model (in its own template or the system message,
+// tools.go). Not insert (suffix), vision or thinking, which are refused.
+var ollamaCapabilities = []model.Capability{model.CapabilityCompletion, model.CapabilityTools}
 
 // modelfile is /api/show's Modelfile: the model, its template and
 // parameters in Modelfile syntax.

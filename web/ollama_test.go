@@ -173,7 +173,6 @@ func TestOllamaErrors(t *testing.T) {
 		{"bad role", "POST", "/api/chat", `{"model":"tiny","messages":[{"role":"robot","content":"hi"}]}`, 400, "messages[0].role"},
 		{"images", "POST", "/api/generate", `{"model":"tiny","prompt":"hi","images":["aGk="]}`, 400, "images"},
 		{"think", "POST", "/api/chat", `{"model":"tiny","think":true,"messages":[{"role":"user","content":"hi"}]}`, 400, "thinking"},
-		{"format", "POST", "/api/chat", `{"model":"tiny","format":"json","messages":[{"role":"user","content":"hi"}]}`, 400, "format"},
 		{"template that does not parse", "POST", "/api/generate", `{"model":"tiny","prompt":"hi","template":"{{ .Prompt "}`, 400, "template"},
 		{"not JSON", "POST", "/api/chat", `{"model":`, 400, "not valid JSON"},
 		{"show of an unknown model", "POST", "/api/show", `{"model":"llama3"}`, 404, "not found"},

@@ -91,10 +91,30 @@ func (p *callParser) feed(s string) parsed {
 		if len(p.calls) > 0 && (strings.HasPrefix("</tool_call>", trimmed) || trimmed == "") {
 			return out
 		}
-		out.content += p.buf
-		p.buf = ""
+		// Content, up to where a call may start: a call after text in
+		// the same piece (a whole answer is one piece) is still a call.
+		cut := callStart(p.buf)
+		out.content += p.buf[:cut]
+		p.buf = p.buf[cut:]
 	}
 	return out
+}
+
+// callStart is where in s, after its first byte, a call's opening marker
+// begins or may begin (s ends with a prefix of it), with the whitespace
+// before it, which the call's header takes as streamed text does; len(s)
+// if nowhere.
+func callStart(s string) int {
+	const open = "<tool_call>"
+	for i := 1; i < len(s); i++ {
+		if s[i] == '<' && strings.HasPrefix(open, s[i:min(len(s), i+len(open))]) {
+			for i > 1 && strings.IndexByte(" \t\r\n", s[i-1]) >= 0 {
+				i--
+			}
+			return i
+		}
+	}
+	return len(s)
 }
 
 // mayStartCall reports whether s could still become a call's header.

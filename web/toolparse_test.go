@@ -18,6 +18,8 @@ func TestCallParserWholeAndByteByByte(t *testing.T) {
 			[]callFunction{{Name: "get_weather", Arguments: `{"city": "Pa}ris", "n": [1, {"x": "\""}]}`}}},
 		{"compact, two calls", `<tool_call>` + "\n" + `{"name":"a","arguments":{}}` + "\n</tool_call>\n<tool_call>\n" + `{"name":"b","arguments":{"k":1}}` + "\n</tool_call>", "",
 			[]callFunction{{Name: "a", Arguments: `{}`}, {Name: "b", Arguments: `{"k":1}`}}},
+		{"text, then a call", "Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "Let me look.",
+			[]callFunction{{Name: "f", Arguments: `{"a": 1}`}}},
 		{"plain text", "Hello <b>there</b>, no call", "Hello <b>there</b>, no call", nil},
 		{"text that looks like a call but is not", "<tool_calls are fun", "<tool_calls are fun", nil},
 		{"a cut call is not content", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1", "", []callFunction{{Name: "f", Arguments: `{"a": 1`}}},

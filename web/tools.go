@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gin-gonic/gin"
+
 	"kvwin/engine"
 )
 
@@ -82,10 +84,11 @@ type toolMode struct {
 	named    string // the one function it must call
 }
 
-// readTools checks a request's tools and tool_choice.
-func readTools(body *chatRequest) (toolMode, error) {
+// readTools checks a request's tools and tool_choice (OpenAI's values; the
+// JSON text of the field, empty when absent). Both APIs' chat routes use it.
+func readTools(tools []tool, toolChoice json.RawMessage) (toolMode, error) {
 	var m toolMode
-	for i, t := range body.Tools {
+	for i, t := range tools {
 		if t.Type != "function" {
 			return m, badInput(CodeInvalidValue, fmt.Sprintf("tools[%d].type", i), "tools[%d].type is %q; only \"function\" is supported", i, t.Type)
 		}
@@ -99,7 +102,7 @@ func readTools(body *chatRequest) (toolMode, error) {
 		}
 	}
 	choice := "auto"
-	raw := bytes.TrimSpace(body.ToolChoice)
+	raw := bytes.TrimSpace(toolChoice)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 	case raw[0] == '"':
@@ -116,7 +119,7 @@ func readTools(body *chatRequest) (toolMode, error) {
 		}
 		choice, m.named = "named", named.Function.Name
 	}
-	if len(body.Tools) == 0 {
+	if len(tools) == 0 {
 		if choice == "required" || choice == "named" {
 			return m, badInput(CodeInvalidValue, toolChoiceRaw, "tool_choice %s needs tools", choice)
 		}
@@ -131,7 +134,7 @@ func readTools(body *chatRequest) (toolMode, error) {
 	case "named":
 		m.required = true
 		found := false
-		for _, t := range body.Tools {
+		for _, t := range tools {
 			found = found || t.Function.Name == m.named
 		}
 		if !found {
@@ -140,7 +143,7 @@ func readTools(body *chatRequest) (toolMode, error) {
 	default:
 		return m, badInput(CodeInvalidValue, toolChoiceRaw, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
 	}
-	m.tools, m.call = body.Tools, true
+	m.tools, m.call = tools, true
 	return m, nil
 }
 
@@ -201,6 +204,31 @@ func (m toolMode) defs() []any {
 	return out
 }
 
+// applyTools puts a chat's tools and output format into req, for the
+// OpenAI and Ollama chat routes alike: the tools' definitions go to the
+// model's own template where it renders them (engine.ToolTemplater), else
+// into the system message; the output is constrained to format, or to a
+// call when one is required (its arguments are the JSON asked for).
+func (s *Server) applyTools(c *gin.Context, req *engine.Request, tools toolMode, format *engine.Output) error {
+	if tt, ok := s.backendOf(c).(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
+		req.Tools = tools.defs()
+	} else {
+		req.Messages = tools.withTools(req.Messages)
+	}
+	req.Sampling.Output = format
+	call, err := tools.output()
+	if err != nil {
+		return err
+	}
+	if call != nil {
+		req.Sampling.Output = call
+	}
+	if req.Sampling.Output != nil && req.Sampling.Grammar != "" {
+		return badInput(CodeInvalidValue, "grammar", "grammar cannot be combined with response_format or a required tool call")
+	}
+	return nil
+}
+
 // withTools puts the tools' definitions into the system message (the
 // first one, or a new one).
 func (m toolMode) withTools(msgs []engine.Message) []engine.Message {
@@ -233,6 +261,27 @@ func renderCalls(calls []toolCall, at string) (string, error) {
 		fmt.Fprintf(&b, "%s{\"name\": %s, \"arguments\": %s}%s", callOpen, name, args, callClose)
 	}
 	return b.String(), nil
+}
+
+// toolTurn is a history message as the model reads it in the convention:
+// an assistant's calls follow its content as the model writes them, and a
+// tool's result is a user turn inside <tool_response> (ChatML models read
+// it so). Other messages are as they are. at names the message in errors.
+func toolTurn(role, content string, calls []toolCall, at string) (engine.Message, error) {
+	switch {
+	case role == engine.RoleAssistant && len(calls) > 0:
+		rendered, err := renderCalls(calls, at)
+		if err != nil {
+			return engine.Message{}, err
+		}
+		if content != "" {
+			rendered = content + "\n" + rendered
+		}
+		content = rendered
+	case role == engine.RoleTool:
+		role, content = engine.RoleUser, toolResponse(content)
+	}
+	return engine.Message{Role: role, Content: content}, nil
 }
 
 // toolResponse is a tool message as the model reads it.
