@@ -78,9 +78,9 @@ func dropNulls(raw json.RawMessage) json.RawMessage {
 		case map[string]any:
 			for k, sub := range x {
 				switch {
+				case k == "const" || k == "enum" || k == "default" || k == "examples":
 				case sub == nil:
 					delete(x, k)
-				case k == "const" || k == "enum" || k == "default" || k == "examples":
 				default:
 					x[k] = walk(sub)
 				}
