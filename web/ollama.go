@@ -16,8 +16,11 @@ import (
 // Ollama's API, with its own types (github.com/ollama/ollama/api), served
 // through the same window, registry and backend as the OpenAI routes:
 //
-//	POST /api/chat       messages → NDJSON stream (default) or one object
+//	POST /api/chat       messages, tools → NDJSON stream (default) or one object
 //	POST /api/generate   prompt (templated, raw, or with a Go template) → the same
+//
+// Both take format ("json" or a JSON Schema); tools and format are served
+// by the OpenAI routes' machinery (ollama_tools.go).
 //	GET  /api/tags       the served model
 //	POST /api/show       its details, GGUF metadata, template, parameters
 //	GET  /api/ps         the loaded model
