@@ -18,11 +18,12 @@ const ollamaWeatherTool = `[{"type":"function","function":{"name":"get_weather",
 
 // A model's call on /api/chat comes back as message.tool_calls with its
 // arguments an object, whole in one streamed object, done_reason "stop"
-// as Ollama's; text around it stays content; options.tool_choice
+// as Ollama's; text before it stays content (less the whitespace the
+// call's header takes, streamed or whole alike); options.tool_choice
 // "required" constrains the output to a call of the tools.
 func TestOllamaChatToolCall(t *testing.T) {
 	call := `<tool_call>` + "\n" + `{"name": "get_weather", "arguments": {"city": "Paris"}}` + "\n" + `</tool_call>`
-	pieces := []string{"Let me look.", call[:15], call[15:40], call[40:62], call[62:]}
+	pieces := []string{"Let me look. ", call[:15], call[15:40], call[40:62], call[62:]}
 	events := []engine.Event{firstEvent(20, 0)}
 	for _, p := range pieces {
 		events = append(events, textEvent(p))

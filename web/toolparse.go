@@ -101,20 +101,22 @@ func (p *callParser) feed(s string) parsed {
 }
 
 // callStart is where in s, after its first byte, a call's opening marker
-// begins or may begin (s ends with a prefix of it), with the whitespace
-// before it, which the call's header takes as streamed text does; len(s)
-// if nowhere.
+// begins or may begin (s ends with a prefix of it, or with whitespace a
+// marker may follow), with the whitespace before it, which a call's header
+// takes; len(s) if nowhere. So text before a call is the same content
+// whether the answer comes whole or in pieces.
 func callStart(s string) int {
 	const open = "<tool_call>"
-	for i := 1; i < len(s); i++ {
+	i := 1
+	for ; i < len(s); i++ {
 		if s[i] == '<' && strings.HasPrefix(open, s[i:min(len(s), i+len(open))]) {
-			for i > 1 && strings.IndexByte(" \t\r\n", s[i-1]) >= 0 {
-				i--
-			}
-			return i
+			break
 		}
 	}
-	return len(s)
+	for i > 1 && strings.IndexByte(" \t\r\n", s[i-1]) >= 0 {
+		i--
+	}
+	return i
 }
 
 // mayStartCall reports whether s could still become a call's header.

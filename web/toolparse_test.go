@@ -20,6 +20,7 @@ func TestCallParserWholeAndByteByByte(t *testing.T) {
 			[]callFunction{{Name: "a", Arguments: `{}`}, {Name: "b", Arguments: `{"k":1}`}}},
 		{"text, then a call", "Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "Let me look.",
 			[]callFunction{{Name: "f", Arguments: `{"a": 1}`}}},
+		{"text ending in whitespace", "Hello there \n ", "Hello there \n ", nil},
 		{"plain text", "Hello <b>there</b>, no call", "Hello <b>there</b>, no call", nil},
 		{"text that looks like a call but is not", "<tool_calls are fun", "<tool_calls are fun", nil},
 		{"a cut call is not content", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1", "", []callFunction{{Name: "f", Arguments: `{"a": 1`}}},
