@@ -3,15 +3,19 @@ package app_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
+	"kvwin/engine/ollama/ollamatest"
 )
 
 // chatLogprob is one token of an OpenAI chat answer's logprobs.content.
@@ -226,6 +230,7 @@ func TestNodeCompletionProbabilities(t *testing.T) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	entries, textParts := 0, 0
+	var firstLogprob *float64
 	var spelled, text []byte
 	for sc.Scan() {
 		line, ok := strings.CutPrefix(sc.Text(), "data: ")
@@ -249,6 +254,9 @@ func TestNodeCompletionProbabilities(t *testing.T) {
 		}
 		for _, e := range ch.Probs {
 			entries++
+			if firstLogprob == nil {
+				firstLogprob = e.Logprob
+			}
 			if e.Logprob == nil || *e.Logprob > 0 || len(e.TopLogprobs) != 2 || len(e.Bytes) == 0 {
 				t.Fatalf("entry %+v: want a logprob, 2 top_logprobs and bytes", e)
 			}
@@ -259,6 +267,18 @@ func TestNodeCompletionProbabilities(t *testing.T) {
 	}
 	if entries != 6 || string(spelled) != string(text) {
 		t.Fatalf("%d entries (want 6) spelling %q; text %q in %d parts", entries, spelled, text, textParts)
+	}
+
+	// Not streamed: every entry in the one object.
+	var whole struct {
+		Content string  `json:"content"`
+		Probs   []entry `json:"completion_probabilities"`
+	}
+	if err := json.NewDecoder(post(map[string]any{"prompt": apptest.Words(6, 100), "n_predict": 6, "temperature": 0, "n_probs": 2}).Body).Decode(&whole); err != nil {
+		t.Fatal(err)
+	}
+	if len(whole.Probs) != 6 || whole.Content != string(text) || *whole.Probs[0].Logprob != *firstLogprob {
+		t.Fatalf("not streamed: %d entries for %q (streamed %q)", len(whole.Probs), whole.Content, text)
 	}
 
 	for _, bad := range []struct {
@@ -274,5 +294,58 @@ func TestNodeCompletionProbabilities(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(data), bad.param) {
 			t.Fatalf("%v: status %d %s, want 400 naming %s", bad.body, resp.StatusCode, data, bad.param)
 		}
+	}
+}
+
+// Ollama (v0.9.6) has no log-probabilities. A gateway whose only backend
+// is Ollama answers a request for them 400, naming logprobs, rather than
+// an answer without them; a gateway over Ollama and a kvwin node sends
+// every such request to the node, even when round-robin ranks Ollama
+// first, and other requests still reach Ollama.
+func TestGatewayLogprobsOverOllama(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	base := ollamatest.Start(t, ctx)
+	spec := "ollama=" + base + "?model=" + ollamatest.TinyModel + "&name=ollama-a"
+	msgs := apptest.Msgs("user", apptest.Words(7, 200))
+	ask := map[string]any{"model": ollamatest.TinyModel, "messages": msgs, "max_tokens": 4, "temperature": 0, "logprobs": true, "top_logprobs": 2}
+
+	only := apptest.Start(t, func(f *app.Config) { f.Backends = []string{spec} })
+	for _, stream := range []bool{false, true} {
+		body := maps.Clone(ask)
+		body["stream"] = stream
+		tr := apptest.PostWith(t, only.URL(), nil, body)
+		var e struct {
+			Error struct{ Message, Type, Param, Code string }
+		}
+		if err := json.Unmarshal(tr.Body, &e); err != nil || tr.Status != http.StatusBadRequest || e.Error.Param != "logprobs" ||
+			e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, "logprobs") {
+			t.Fatalf("stream=%v: status %d %s, want 400 naming logprobs", stream, tr.Status, tr.Body)
+		}
+		t.Logf("stream=%v over Ollama alone: %d %s", stream, tr.Status, bytes.TrimSpace(tr.Body))
+	}
+
+	node := apptest.Start(t, func(f *app.Config) { f.Slots = 2 })
+	mixed := apptest.Start(t, func(f *app.Config) {
+		f.Backends, f.Route = []string{spec, "llamaserver=" + node.URL()}, "round-robin"
+	})
+	// Round-robin ranks each backend first in turn: of two requests in a
+	// row, one has Ollama first.
+	for i := range 2 {
+		a := postChat(t, mixed.URL(), ask)
+		if a.backend == "ollama-a" || len(a.logprobs) == 0 {
+			t.Fatalf("request %d: served by %q with %d logprobs", i, a.backend, len(a.logprobs))
+		}
+	}
+	served := map[string]int{}
+	for range 2 {
+		plain := apptest.PostWith(t, mixed.URL(), nil, map[string]any{"model": ollamatest.TinyModel, "messages": msgs, "max_tokens": 4, "temperature": 0})
+		if plain.Status != http.StatusOK {
+			t.Fatalf("without logprobs: %d %s", plain.Status, plain.Body)
+		}
+		served[plain.Header.Get("X-Kvwin-Backend")]++
+	}
+	if served["ollama-a"] != 1 {
+		t.Fatalf("without logprobs, served by %v: want Ollama once (it stays in the fleet)", served)
 	}
 }
