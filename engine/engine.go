@@ -120,7 +120,8 @@ type Request struct {
 	// Logprobs asks for each generated token's log-probability, and
 	// TopLogprobs (0–MaxTopLogprobs) for that many of the most likely
 	// tokens at each step, in Result.Logprobs and Event.Logprobs.
-	// Backends that cannot report them ignore it.
+	// Backends that cannot report them refuse the request with
+	// ErrNoLogprobs rather than answer without them.
 	Logprobs    bool
 	TopLogprobs int
 	// NoCache asks the backend not to reuse any cached prefix (llama-server's

@@ -25,6 +25,11 @@ var (
 	// token in time (nothing was generated; another backend may serve).
 	// It is not ErrUnavailable: the client is told the backend timed out.
 	ErrTimeout = errors.New("backend timed out")
+	// ErrNoLogprobs: the request asks for log-probabilities
+	// (Request.Logprobs) and the backend cannot report them (Ollama). It
+	// is the client's to fix, not the backend's failure: a router tries a
+	// backend that can, and answers it only when none can.
+	ErrNoLogprobs = errors.New("logprobs: this backend cannot report log-probabilities")
 )
 
 // ContextLengthError says a prompt does not fit the context of one slot.

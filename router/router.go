@@ -302,8 +302,8 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		}()
 	}
 	var failures []string
-	timedOut, full, shrunk := 0, 0, 0
-	var lastTooLong error
+	timedOut, full, shrunk, noLogprobs := 0, 0, 0, 0
+	var lastTooLong, lastNoLogprobs error
 	for _, c := range ordered {
 		m := r.members[c.index]
 		sub := req
@@ -355,6 +355,15 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 			shrunk, lastTooLong = shrunk+1, err
 			continue
 		}
+		if !started && ctx.Err() == nil && errors.Is(err, engine.ErrNoLogprobs) {
+			// A backend that cannot report log-probabilities (Ollama)
+			// refuses before any call: the next that can serves; only
+			// when none can is it the client's answer. Not a failure of
+			// the backend: it stays in the fleet.
+			failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
+			noLogprobs, lastNoLogprobs = noLogprobs+1, err
+			continue
+		}
 		if started || ctx.Err() != nil || !retryable(err) {
 			return res, err
 		}
@@ -382,7 +391,10 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 	if shrunk == len(failures) {
 		return engine.Result{}, lastTooLong
 	}
-	if full == len(failures) {
+	if noLogprobs == len(failures) {
+		return engine.Result{}, lastNoLogprobs
+	}
+	if full+noLogprobs == len(failures) {
 		return engine.Result{}, fmt.Errorf("%w: every backend is busy: %s", engine.ErrQueueFull, strings.Join(failures, "; "))
 	}
 	if timedOut > 0 {

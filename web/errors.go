@@ -117,6 +117,10 @@ func classify(err error) (int, apiError) {
 	// a backend that wraps both still gets the specific code.
 	case errors.As(err, &ctxLen):
 		return http.StatusBadRequest, apiError{Message: ctxLen.Error(), Type: typeInvalidRequest, Param: "messages", Code: CodeContextLength}
+	case errors.Is(err, engine.ErrNoLogprobs):
+		// The backend (every backend of a gateway) cannot report them: the
+		// client must ask without, so it is told which parameter to drop.
+		return http.StatusBadRequest, apiError{Message: err.Error(), Type: typeInvalidRequest, Param: "logprobs", Code: CodeInvalidValue}
 	case errors.Is(err, engine.ErrUnknownModel):
 		return http.StatusNotFound, apiError{Message: err.Error(), Type: typeInvalidRequest, Param: "model", Code: CodeModelNotFound}
 	case errors.Is(err, engine.ErrInvalidRequest):

@@ -51,7 +51,9 @@ func (s *Server) nodeRoutes(r *gin.Engine) {
 
 // nodeCompletionRequest is the body of POST /completion: the fields kvwin
 // acts on. Pointers tell "not set" (llama-server's default) from a value.
-// Other llama-server fields (n_probs, …) are ignored. n_cache_reuse > 0
+// Other llama-server fields are ignored. n_probs asks for log-probabilities
+// (engine.Request.Logprobs, with n_probs alternatives), answered in
+// llama-server's completion_probabilities. n_cache_reuse > 0
 // allows reuse by shifting (engine.Request.Shift); the engine picks the run
 // length itself.
 type nodeCompletionRequest struct {
@@ -82,9 +84,14 @@ type nodeCompletionRequest struct {
 		Prefix string          `json:"prefix"`
 		Suffix string          `json:"suffix"`
 	} `json:"kvwin_output"`
-	NCacheReuse     int  `json:"n_cache_reuse"`
-	Stream          bool `json:"stream"`
-	TimingsPerToken bool `json:"timings_per_token"`
+	// NProbs asks for each token's probability and this many
+	// alternatives; PostSamplingProbs (the sampler's probabilities, not
+	// the model's) is not supported.
+	NProbs            *int `json:"n_probs"`
+	PostSamplingProbs bool `json:"post_sampling_probs"`
+	NCacheReuse       int  `json:"n_cache_reuse"`
+	Stream            bool `json:"stream"`
+	TimingsPerToken   bool `json:"timings_per_token"`
 }
 
 // request translates the body into an engine.Request. The sampling fields
@@ -113,6 +120,16 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 		if err := checkSchema(o.Schema, "json_schema"); err != nil {
 			return req, err
 		}
+	}
+	if v := b.NProbs; v != nil && *v != 0 {
+		switch {
+		case *v < 0 || *v > engine.MaxTopLogprobs:
+			return req, outOfRange("n_probs", *v, 0, engine.MaxTopLogprobs, "")
+		case b.PostSamplingProbs:
+			return req, badInput(CodeInvalidValue, "post_sampling_probs",
+				"post_sampling_probs is not supported: kvwin reports the probabilities before sampling")
+		}
+		req.Logprobs, req.TopLogprobs = true, *v
 	}
 	req.Shift = b.NCacheReuse > 0
 	if req.Prompt, req.Tokens, err = prompt(b.Prompt); err != nil {
@@ -187,7 +204,7 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 		s.nodeFail(c, err)
 		return
 	}
-	s.turn(c, info, req, wireFormat{enc: &nodeEncoder{info: info, perToken: body.TimingsPerToken}, stream: body.Stream,
+	s.turn(c, info, req, wireFormat{enc: &nodeEncoder{info: info, perToken: body.TimingsPerToken, probs: req.Logprobs}, stream: body.Stream,
 		frame: frameNode, fail: s.nodeFail})
 }
 
@@ -204,22 +221,39 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 type nodeEncoder struct {
 	info     engine.Info
 	perToken bool
+	probs    bool           // n_probs asked: completion_probabilities with the text
 	first    engine.Timings // the first event's: prompt side
 	slot     int
 	pieces   int       // texts sent; engine events may join tokens, so only close to tokens_predicted
 	since    time.Time // the first event, for the per-token timings
 }
 
-var _ encoder = (*nodeEncoder)(nil)
+var (
+	_ encoder        = (*nodeEncoder)(nil)
+	_ logprobEncoder = (*nodeEncoder)(nil)
+)
 
-func (e *nodeEncoder) whole(res engine.Result) any { return nodeFinal(e.info, res, false) }
+func (e *nodeEncoder) whole(res engine.Result) any {
+	out := nodeFinal(e.info, res, false)
+	if e.probs {
+		out.Probs = nodeProbsOf(res.Logprobs)
+	}
+	return out
+}
 
 func (e *nodeEncoder) open(ev engine.Event) []any {
 	e.first, e.slot, e.since = ev.Timings, ev.Slot, time.Now()
-	return []any{e.partial(ev.Text)}
+	return []any{e.partial(ev.Text, ev.Logprobs)}
 }
 
-func (e *nodeEncoder) text(s string) []any { return []any{e.partial(s)} }
+func (e *nodeEncoder) text(s string) []any { return []any{e.partial(s, nil)} }
+
+// textLogprobs is a partial with its tokens' probabilities: llama-server
+// sends one token's per partial, kvwin those of the tokens since the last
+// (text held back for a whole character or a stop string joins them).
+func (e *nodeEncoder) textLogprobs(s string, lps []engine.TokenLogprob) []any {
+	return []any{e.partial(s, lps)}
+}
 
 func (e *nodeEncoder) end(res engine.Result) []any { return []any{nodeFinal(e.info, res, true)} }
 
@@ -228,12 +262,16 @@ func (e *nodeEncoder) streamError(err error) any {
 	return nodeErrorEnvelope{Error: body}
 }
 
-// partial is one streamed partial carrying text.
-func (e *nodeEncoder) partial(text string) nodePartial {
+// partial is one streamed partial carrying text and, when asked for, the
+// probabilities of its tokens.
+func (e *nodeEncoder) partial(text string, lps []engine.TokenLogprob) nodePartial {
 	if text != "" {
 		e.pieces++
 	}
 	ch := nodePartial{Content: text, Tokens: []int{}, IDSlot: e.slot, TokensPredicted: e.pieces, TokensEvaluated: e.first.PromptTokens}
+	if e.probs && len(lps) > 0 {
+		ch.Probs = nodeProbsOf(lps)
+	}
 	if e.perToken {
 		t := e.first
 		t.GeneratedTokens, t.Decode = e.pieces, time.Since(e.since)
@@ -255,6 +293,7 @@ type nodePartial struct {
 	TokensPredicted int          `json:"tokens_predicted"`
 	TokensEvaluated int          `json:"tokens_evaluated"`
 	Timings         *nodeTimings `json:"timings,omitempty"`
+	Probs           []nodeProb   `json:"completion_probabilities,omitempty"`
 }
 
 // nodeResult is the final object of /completion: the whole answer, or the
@@ -274,6 +313,8 @@ type nodeResult struct {
 	StoppingWord    string      `json:"stopping_word"`
 	TokensCached    int         `json:"tokens_cached"`
 	Timings         nodeTimings `json:"timings"`
+	// Probs are every token's, not streamed: a stream's partials carried them.
+	Probs []nodeProb `json:"completion_probabilities,omitempty"`
 }
 
 // nodeTimings is llama-server's timings object.

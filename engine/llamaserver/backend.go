@@ -189,7 +189,7 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	if len(tokens) >= p.ContextSlot {
 		return engine.Result{}, &engine.ContextLengthError{PromptTokens: len(tokens), Limit: p.ContextSlot}
 	}
-	return b.complete(ctx, b.completionBody(req, tokens), owner{tenant: req.Tenant, conversation: req.Conversation}, p.ContextSlot, stream)
+	return b.complete(ctx, b.completionBody(req, tokens), owner{tenant: req.Tenant, conversation: req.Conversation}, p.ContextSlot, req.TopLogprobs, stream)
 }
 
 // Prompt returns the prompt tokens Generate would send for req: the chat

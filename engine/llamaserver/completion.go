@@ -40,6 +40,12 @@ type completionRequest struct {
 	// nodes read and llama-server ignores.
 	JSONSchema  json.RawMessage `json:"json_schema,omitempty"`
 	KvwinOutput *outputBody     `json:"kvwin_output,omitempty"`
+	// NProbs asks for each generated token's probability and its top
+	// alternatives (see logprobs.go); PostSamplingProbs is false with
+	// it: the distribution before sampling, as OpenAI reports. Both
+	// are left out when no log-probabilities are asked for.
+	NProbs            int   `json:"n_probs,omitempty"`
+	PostSamplingProbs *bool `json:"post_sampling_probs,omitempty"`
 	// Stream is always true (see the package comment).
 	Stream bool `json:"stream"`
 	// TimingsPerToken puts the timings in every chunk, so the first one
@@ -86,6 +92,9 @@ func (b *Backend) completionBody(req engine.Request, tokens []int) completionReq
 			}
 		}
 	}
+	if body.NProbs = nProbs(req); body.NProbs > 0 {
+		body.PostSamplingProbs = new(bool)
+	}
 	if req.Shift && body.NCacheReuse == 0 {
 		body.NCacheReuse = shiftMinRun // reuse shifted chunks of at least this many tokens
 	}
@@ -110,6 +119,9 @@ type chunk struct {
 	Truncated       bool         `json:"truncated"`
 	Timings         *timings     `json:"timings"`
 	Error           *errorObject `json:"error"`
+	// Probs are the probabilities of the chunk's tokens (n_probs), or of
+	// all of them in a final object that was not streamed.
+	Probs []probEntry `json:"completion_probabilities"`
 }
 
 // timings is llama-server's timings object (the fields kvwin reads).

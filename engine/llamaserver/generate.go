@@ -21,11 +21,12 @@ import (
 // into events and a result. limit is the slot's context (for errors). It
 // blocks until the final chunk, an error, the end of ctx,
 // Config.FirstTokenTimeout without a first chunk, or Config.IdleTimeout of
-// silence after it.
-func (b *Backend) complete(ctx context.Context, body completionRequest, who owner, limit int, stream engine.StreamFunc) (engine.Result, error) {
+// silence after it. top is the request's TopLogprobs, when body asks for
+// probabilities.
+func (b *Backend) complete(ctx context.Context, body completionRequest, who owner, limit, top int, stream engine.StreamFunc) (engine.Result, error) {
 	g := &generation{
 		ctx: ctx, op: http.MethodPost + " " + b.base + "/completion", idle: b.cfg.IdleTimeout, firstWait: b.cfg.FirstTokenTimeout,
-		prompt: len(body.Prompt), limit: limit, stream: stream, slot: -1,
+		prompt: len(body.Prompt), limit: limit, stream: stream, slot: -1, top: top, probs: body.NProbs > 0,
 	}
 	data, err := marshal(body)
 	if err != nil {
@@ -82,11 +83,14 @@ type generation struct {
 	dog       *idle.Watchdog
 	sent      time.Time
 
-	started bool           // the first event was produced: something was generated
-	first   engine.Timings // the first event's timings
-	slot    int
-	text    strings.Builder
-	tokens  []int
+	started  bool           // the first event was produced: something was generated
+	first    engine.Timings // the first event's timings
+	slot     int
+	text     strings.Builder
+	tokens   []int
+	probs    bool                  // probabilities were asked for
+	top      int                   // top alternatives kept per token
+	logprobs []engine.TokenLogprob // of the tokens so far, when asked for
 }
 
 // sse reads a streamed answer.
@@ -157,7 +161,14 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 	if !c.Stop || len(g.tokens) == 0 {
 		g.tokens = append(g.tokens, c.Tokens...)
 	}
-	ev := engine.Event{Text: c.Content, Slot: g.slot}
+	// The same for probabilities: a final object repeats them only
+	// when the partials had none (an older server, or not streamed).
+	var lps []engine.TokenLogprob
+	if g.probs && (!c.Stop || len(g.logprobs) == 0) {
+		lps = logprobsOf(c.Probs, g.top)
+		g.logprobs = append(g.logprobs, lps...)
+	}
+	ev := engine.Event{Text: c.Content, Slot: g.slot, Logprobs: lps}
 	if !g.started {
 		ev.First = true
 		switch {
@@ -173,7 +184,7 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 		ev.Timings.FirstToken = time.Since(g.sent)
 		g.first = ev.Timings
 	}
-	if ev.First || ev.Text != "" {
+	if ev.First || ev.Text != "" || len(ev.Logprobs) > 0 {
 		g.started = true
 		g.dog.Started()
 		g.text.WriteString(ev.Text)
@@ -199,7 +210,7 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 		t.GeneratedTokens = c.TokensPredicted
 	}
 	return engine.Result{
-		Text: g.text.String(), Tokens: g.tokens, FinishReason: finishReason(c), Slot: g.slot, Timings: t,
+		Text: g.text.String(), Tokens: g.tokens, Logprobs: g.logprobs, FinishReason: finishReason(c), Slot: g.slot, Timings: t,
 	}, true, nil
 }
 

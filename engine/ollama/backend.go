@@ -181,13 +181,20 @@ func (b *Backend) limit(mi ModelInfo) int {
 // event wrap engine.ErrUnavailable when the server could not serve
 // (unreachable, 5xx, garbage, silent), so a router may try another
 // backend; engine.ErrUnknownModel when the server lacks the model;
-// engine.ErrInvalidRequest when the request itself is at fault.
+// engine.ErrInvalidRequest when the request itself is at fault;
+// engine.ErrNoLogprobs when it asks for log-probabilities.
 func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
 	if b.closed.Load() {
 		return engine.Result{}, engine.ErrClosed
 	}
 	if err := checkForm(req); err != nil {
 		return engine.Result{}, err
+	}
+	if req.Logprobs {
+		// Ollama v0.9.6's API has no log-probabilities: an answer without
+		// them would look like one that has none to give. Refused before
+		// any call, so a router moves on to a backend that has them.
+		return engine.Result{}, fmt.Errorf("%s: %w (Ollama v0.9.6's API has none)", b.cfg.Name, engine.ErrNoLogprobs)
 	}
 	if req.Model != "" && !sameModel(req.Model, b.cfg.Model) {
 		return engine.Result{}, fmt.Errorf("%w: %q (%s serves %q)", engine.ErrUnknownModel, req.Model, b.cfg.Name, b.cfg.Model)

@@ -1,0 +1,71 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"kvwin/engine"
+)
+
+// nodeProbsOf writes llama-server's newer shape: a token holding part of
+// a UTF-8 character has its text cut to the whole characters and all its
+// bytes in "bytes", which is what a kvwin gateway reads back.
+func TestNodeProbsShape(t *testing.T) {
+	lps := []engine.TokenLogprob{
+		{Token: "a\xc3", Bytes: []byte("a\xc3"), Logprob: -0.5, Top: []engine.TopLogprob{
+			{Token: "a\xc3", Bytes: []byte("a\xc3"), Logprob: -0.5}, {Token: "é", Bytes: []byte("é"), Logprob: -1.25}}},
+		{Token: "\xa9", Bytes: []byte{0xa9}, Logprob: -0.125},
+	}
+	got, err := json.Marshal(nodeProbsOf(lps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"token":"a","bytes":[97,195],"logprob":-0.5,"top_logprobs":[{"token":"a","bytes":[97,195],"logprob":-0.5},{"token":"é","bytes":[195,169],"logprob":-1.25}]},` +
+		`{"token":"","bytes":[169],"logprob":-0.125,"top_logprobs":[]}]`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestNodeRoundTripLogprobs: kvwin's llama-server adapter over a kvwin
+// node gets back the log-probabilities the node's backend reported, byte
+// for byte, streamed with their text or ahead of it (a character split
+// across tokens), and asks the node for as many alternatives as the
+// request wants.
+func TestNodeRoundTripLogprobs(t *testing.T) {
+	lp := func(b []byte, v float32, top ...engine.TopLogprob) engine.TokenLogprob {
+		return engine.TokenLogprob{Token: string(b), Bytes: b, Logprob: v, Top: top}
+	}
+	alt := func(b []byte, v float32) engine.TopLogprob {
+		return engine.TopLogprob{Token: string(b), Bytes: b, Logprob: v}
+	}
+	split1 := lp([]byte{0xc3}, -0.5, alt([]byte{0xc3}, -0.5), alt([]byte("e"), -1))
+	split2 := lp([]byte{0xa9}, -0.0625, alt([]byte{0xa9}, -0.0625), alt([]byte{0xa8}, -3))
+	bang := lp([]byte("!"), -0.25, alt([]byte("!"), -0.25), alt([]byte("."), -2))
+	all := []engine.TokenLogprob{split1, split2, bang}
+
+	f := newFake()
+	first := engine.Event{First: true, Slot: 0, Timings: engine.Timings{PromptTokens: 3}}
+	f.script(engine.FinishLength, engine.Timings{PromptTokens: 3, GeneratedTokens: 3}, first,
+		engine.Event{Logprobs: all[:1]},             // the first byte of é: no text yet
+		engine.Event{Text: "é!", Logprobs: all[1:]}) // the rest of é, and !
+	f.result.Logprobs = all
+	b := adapterFor(t, startNode(t, f, tokFake{f}))
+	req := engine.Request{Tokens: []int{1, 2, 3}, Sampling: engine.DefaultSampling(), Slot: -1, MaxTokens: 3, Logprobs: true, TopLogprobs: 2}
+	var streamed []engine.TokenLogprob
+	res, err := b.Generate(context.Background(), req, func(ev engine.Event) error {
+		streamed = append(streamed, ev.Logprobs...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.requests()[0]; !got.Logprobs || got.TopLogprobs != 2 {
+		t.Errorf("the node's backend was asked logprobs %v, top %d", got.Logprobs, got.TopLogprobs)
+	}
+	if res.Text != "é!" || !reflect.DeepEqual(res.Logprobs, all) || !reflect.DeepEqual(streamed, all) {
+		t.Errorf("text %q\nresult   %+v\nstreamed %+v\nwant     %+v", res.Text, res.Logprobs, streamed, all)
+	}
+}
