@@ -15,6 +15,13 @@ package kvcache
 //     at most MaxBytes (least recently used files go first).
 //  4. Saves are compressed and written by one goroutine, off the engine's
 //     decode path, from a bounded queue; a full queue drops the save.
+//  5. A file's modification time is its last use (saved, restored, or found
+//     already saved when its slot was given away), so the age survives a
+//     restart: a save stamps it, a use touches it. With a TTL, a file not
+//     used for TTL is deleted: at open and then every TTL/4 (at least every
+//     hour) by a goroutine that Close stops. The snapshot holds the
+//     conversation's token ids, so this is a data-retention bound, not only
+//     a cache policy.
 //
 // File layout (little-endian):
 //
@@ -73,6 +80,12 @@ type StoreConfig struct {
 	Fingerprint uint64 // the model's identity; files with another are deleted
 	Queue       int    // saves waiting to be written; default 4
 	Log         *slog.Logger
+	// TTL deletes a snapshot not used (saved or restored) for that long;
+	// 0 keeps snapshots until the disk budget or a delete removes them.
+	TTL time.Duration
+	// Now is the clock of last uses and expiry; default time.Now. Tests
+	// inject one.
+	Now func() time.Time
 }
 
 // Owner is who a snapshot belongs to: the tenant whose prompt it holds, and
@@ -131,6 +144,8 @@ type Store struct {
 	onEvict func(id string)
 	pending map[string]chan struct{} // saves queued or being written; closed when done
 
+	stop chan struct{} // closed by Close: ends the expiry loop
+
 	// createTemp opens the temporary file a save writes; tests replace it to
 	// simulate a full disk.
 	createTemp func(dir, pattern string) (*os.File, error)
@@ -149,7 +164,10 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Dir == "" || cfg.MaxBytes < 0 || cfg.Queue < 0 {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Dir == "" || cfg.MaxBytes < 0 || cfg.Queue < 0 || cfg.TTL < 0 {
 		return nil, nil, fmt.Errorf("kvcache: snapshot store %+v: %w", cfg, ErrInvalidConfig)
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
@@ -160,10 +178,18 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 		return nil, nil, err
 	}
 	s := &Store{cfg: cfg, log: cfg.Log, jobs: make(chan saveJob, cfg.Queue), dec: dec,
-		files: map[string]*storeFile{}, pending: map[string]chan struct{}{}, createTemp: os.CreateTemp}
+		files: map[string]*storeFile{}, pending: map[string]chan struct{}{}, createTemp: os.CreateTemp,
+		stop: make(chan struct{})}
 	existing := s.index()
+	if gone := s.Expire(); len(gone) > 0 {
+		existing = slices.DeleteFunc(existing, func(e SavedSnapshot) bool { return slices.Contains(gone, e.ID) })
+	}
 	s.wg.Add(1)
 	go s.writer()
+	if cfg.TTL > 0 {
+		s.wg.Add(1)
+		go s.expireLoop()
+	}
 	return s, existing, nil
 }
 
@@ -287,15 +313,26 @@ func SnapshotID(owner Owner, tokens []int) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Has reports whether a snapshot is on disk (and marks it used).
+// Has reports whether a snapshot is on disk (and marks it used, in memory
+// and in the file's modification time).
 func (s *Store) Has(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.files[id]
 	if f != nil {
-		f.used = time.Now()
+		s.touch(id, f)
 	}
 	return f != nil
+}
+
+// touch records a use of f now: in memory, and in the file's modification
+// time so that the age survives a restart. Callers hold s.mu. A file whose
+// time cannot be set keeps its older one: it may expire early, never late.
+func (s *Store) touch(id string, f *storeFile) {
+	f.used = s.cfg.Now()
+	if err := os.Chtimes(s.path(id), time.Time{}, f.used); err != nil {
+		s.log.Warn("snapshot use not recorded on disk", "id", id, "err", err)
+	}
 }
 
 // Save queues a snapshot of tokens with their KV state. It does not block:
@@ -325,10 +362,11 @@ func (s *Store) Pending(id string) bool {
 	return s.pending[id] != nil
 }
 
-// Close waits for queued saves to be written and stops the writer. Safe to
-// call more than once.
+// Close waits for queued saves to be written and stops the writer and the
+// expiry loop. Safe to call more than once.
 func (s *Store) Close() {
 	s.close.Do(func() {
+		close(s.stop)
 		close(s.jobs)
 		s.wg.Wait()
 		s.dec.Close()
@@ -350,13 +388,15 @@ func (s *Store) writer() {
 		if err != nil {
 			s.log.Warn("snapshot not saved", "id", job.id, "tokens", len(job.tokens), "err", err)
 		}
-		if job.done != nil {
-			job.done(saved, err)
-		}
+		// The save is no longer pending when done is called: done is the
+		// signal that the store is through with it.
 		s.mu.Lock()
 		close(s.pending[job.id])
 		delete(s.pending, job.id)
 		s.mu.Unlock()
+		if job.done != nil {
+			job.done(saved, err)
+		}
 	}
 }
 
@@ -399,6 +439,10 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
+	saved := s.cfg.Now()
+	if err == nil {
+		err = os.Chtimes(tmp.Name(), time.Time{}, saved) // the last use, read back at restart
+	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), s.path(job.id))
 	}
@@ -409,7 +453,7 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 	if old := s.files[job.id]; old != nil {
 		s.bytes -= old.bytes
 	}
-	s.files[job.id] = &storeFile{owner: job.owner, bytes: size, used: time.Now()}
+	s.files[job.id] = &storeFile{owner: job.owner, bytes: size, used: saved}
 	s.bytes += size
 	s.mu.Unlock()
 	s.trim(job.id)
@@ -471,7 +515,7 @@ func (s *Store) Load(id string) (Loaded, error) {
 		s.Delete(id)
 		return Loaded{}, fmt.Errorf("kvcache: snapshot %s: %w", id, err)
 	}
-	s.Has(id) // mark used
+	s.Has(id) // mark used: a restore refreshes its age
 	return l, nil
 }
 

@@ -1,0 +1,85 @@
+package kvcache
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"time"
+)
+
+// Expiry of snapshots: a snapshot holds a conversation's token ids, so an
+// operator who promises to keep a conversation no longer than a TTL needs
+// its snapshots gone as well. A snapshot's age is the time since its last
+// use (saved, restored, or found already saved), kept in the file's
+// modification time (see store.go, invariant 5).
+
+// Expire deletes the snapshots not used since Now() - TTL, tells the OnEvict
+// function of each, and returns their ids (sorted). With no TTL it does
+// nothing. A snapshot with a save queued or being written is kept: it is
+// being used. It blocks on file removal; safe for concurrent use. OpenStore
+// and a background loop call it; it is exported for tests.
+func (s *Store) Expire() []string {
+	if s.cfg.TTL <= 0 {
+		return nil
+	}
+	cutoff := s.cfg.Now().Add(-s.cfg.TTL)
+	s.mu.Lock()
+	var gone []string
+	for id, f := range s.files {
+		if f.used.Before(cutoff) && s.pending[id] == nil {
+			gone = append(gone, id)
+		}
+	}
+	slices.Sort(gone)
+	// The files are removed under the lock: a save of the same id cannot
+	// start (Save checks pending under it), so a new file is never removed
+	// for an old one's age.
+	for _, id := range gone {
+		s.bytes -= s.files[id].bytes
+		delete(s.files, id)
+		if err := removeFile(s.path(id)); err != nil {
+			s.log.Warn("expired snapshot not removed", "id", id, "err", err)
+		}
+	}
+	onEvict := s.onEvict
+	s.mu.Unlock()
+	if len(gone) > 0 {
+		s.log.Info("snapshots expired", "count", len(gone), "ttl", s.cfg.TTL)
+	}
+	if onEvict != nil {
+		for _, id := range gone {
+			onEvict(id)
+		}
+	}
+	return gone
+}
+
+// expireInterval is how often the expiry loop runs for ttl: every quarter
+// TTL, at least hourly (a snapshot outlives its TTL by at most that), and
+// at most every second.
+func expireInterval(ttl time.Duration) time.Duration {
+	return max(min(ttl/4, time.Hour), time.Second)
+}
+
+// expireLoop runs Expire every expireInterval until Close.
+func (s *Store) expireLoop() {
+	defer s.wg.Done()
+	tick := time.NewTicker(expireInterval(s.cfg.TTL))
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			s.Expire()
+		}
+	}
+}
+
+// removeFile removes a file; one already gone is not an error.
+func removeFile(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
