@@ -219,3 +219,19 @@ func TestStoreRefusesNegativeTTL(t *testing.T) {
 		t.Fatalf("a negative TTL: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestFlushWaitsForQueuedSaves: after Flush, a save queued before it is on
+// disk, with the time of its write as its last use.
+func TestFlushWaitsForQueuedSaves(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ts, _ := openTTLStore(t, t.TempDir(), time.Hour, clock)
+	toks := tokens(8, 64)
+	if !ts.Save(Owner{"t", "c"}, toks, fakeState(4000, 3), nil) {
+		t.Fatal("save queue full")
+	}
+	ts.Flush()
+	id := SnapshotID(Owner{"t", "c"}, toks)
+	if ts.Pending(id) || !ts.Has(id) {
+		t.Fatalf("after Flush: pending %v, on disk %v", ts.Pending(id), ts.Has(id))
+	}
+}

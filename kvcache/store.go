@@ -362,6 +362,20 @@ func (s *Store) Pending(id string) bool {
 	return s.pending[id] != nil
 }
 
+// Flush waits until the saves queued before it are written (or failed).
+// It blocks; safe for concurrent use.
+func (s *Store) Flush() {
+	s.mu.Lock()
+	waits := make([]chan struct{}, 0, len(s.pending))
+	for _, ch := range s.pending {
+		waits = append(waits, ch)
+	}
+	s.mu.Unlock()
+	for _, ch := range waits {
+		<-ch
+	}
+}
+
 // Close waits for queued saves to be written and stops the writer and the
 // expiry loop. Safe to call more than once.
 func (s *Store) Close() {

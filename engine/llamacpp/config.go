@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"kvwin/kvcache"
 )
@@ -35,6 +36,13 @@ type Config struct {
 	SnapshotMaxBytes int64
 	// SnapshotMinTokens: shorter sequences are not worth a file; default 256.
 	SnapshotMinTokens int
+	// SnapshotTTL deletes a snapshot not used (saved or restored) for that
+	// long: a snapshot holds its conversation's tokens, so a retention
+	// promise must reach it. 0 keeps snapshots (within SnapshotMaxBytes).
+	SnapshotTTL time.Duration
+	// Now is the snapshots' clock (their last use, their expiry); default
+	// time.Now. Tests inject one.
+	Now func() time.Time
 }
 
 // MaxBatch is the largest Batch. The pinned binding leaves llama.cpp's
@@ -92,6 +100,8 @@ func (c Config) validate() error {
 		return errors.New("llamacpp: no model path")
 	case c.Slots < 1 || c.Slots > 256:
 		return fmt.Errorf("llamacpp: slots %d out of range 1..256", c.Slots)
+	case c.SnapshotTTL < 0:
+		return fmt.Errorf("llamacpp: snapshot TTL %v is negative", c.SnapshotTTL)
 	case c.Ctx < 64:
 		return fmt.Errorf("llamacpp: context per slot %d is below 64 tokens", c.Ctx)
 	case c.Threads < 1:

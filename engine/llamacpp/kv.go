@@ -84,6 +84,7 @@ func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error
 	}
 	store, existing, err := kvcache.OpenStore(kvcache.StoreConfig{
 		Dir: cfg.SnapshotDir, MaxBytes: cfg.SnapshotMaxBytes, Fingerprint: fp, Log: log,
+		TTL: cfg.SnapshotTTL, Now: cfg.Now,
 	})
 	if err != nil {
 		log.Error("KV snapshots disabled: the snapshot directory cannot be used", "dir", cfg.SnapshotDir, "err", err)
@@ -127,6 +128,20 @@ func (k *kv) close() {
 // reuse it. Safe for concurrent use; it blocks on file removal.
 func (e *Engine) ForgetConversation(_ context.Context, tenant, conversation string) (int, error) {
 	return e.kv.forget(kvcache.Owner{Tenant: tenant, Conversation: conversation}), nil
+}
+
+// ExpireSnapshots deletes the KV snapshots not used for the configured
+// SnapshotTTL (the engine also does so on its own, every TTL/4, at least
+// hourly) and returns how many it deleted. It first waits for the saves
+// already queued, so a snapshot saved just before is judged by that save.
+// Safe for concurrent use; it blocks on disk. Exported for operators'
+// tools and tests.
+func (e *Engine) ExpireSnapshots() int {
+	if e.kv.store == nil {
+		return 0
+	}
+	e.kv.store.Flush()
+	return len(e.kv.store.Expire()) // OnEvict drops them from the registry
 }
 
 // forget deletes the snapshots saved for a conversation and drops them from
