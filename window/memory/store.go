@@ -53,6 +53,11 @@ type StoreConfig struct {
 	TTL time.Duration
 	// Now stamps ingested turns and uses; default time.Now.
 	Now func() time.Time
+	// Expired, if set, is called with each conversation the TTL deleted,
+	// after its turns are gone and outside the store's locks, so state
+	// kept elsewhere for it (KV snapshots) can go too. It may block; the
+	// expiry waits for it.
+	Expired func(Key)
 
 	readOnly bool // open with mode=ro (tests of the read-only path)
 }

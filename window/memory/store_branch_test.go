@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -157,8 +158,9 @@ func TestStoreTTL(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var expired []Key // what the Expired hook was told (the engine deletes their KV snapshots)
 	open := func() *Store {
-		s, err := Open(StoreConfig{Dir: dir, TTL: time.Hour, Now: clock.Now})
+		s, err := Open(StoreConfig{Dir: dir, TTL: time.Hour, Now: clock.Now, Expired: func(k Key) { expired = append(expired, k) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,6 +181,9 @@ func TestStoreTTL(t *testing.T) {
 	if n, err := s.Expire(ctx); n != 1 || err != nil {
 		t.Fatalf("Expire = %d, %v; want 1 (idle)", n, err)
 	}
+	if !slices.Equal(expired, []Key{idle}) {
+		t.Fatalf("Expired hook told %v, want only %v", expired, idle)
+	}
 	if turns, _ := s.Turns(ctx, idle); len(turns) != 0 {
 		t.Fatalf("idle conversation kept %d turns past its TTL", len(turns))
 	}
@@ -192,6 +197,9 @@ func TestStoreTTL(t *testing.T) {
 	s = open()
 	if turns, _ := s.Turns(ctx, busy); len(turns) != 0 {
 		t.Fatalf("Open did not expire a conversation idle for 61m: %d turns", len(turns))
+	}
+	if !slices.Equal(expired, []Key{idle, busy}) {
+		t.Fatalf("Expired hook told %v, want %v then %v (at Open)", expired, idle, busy)
 	}
 }
 

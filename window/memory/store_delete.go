@@ -14,8 +14,9 @@ func (s *Store) Delete(ctx context.Context, key Key) (bool, error) {
 }
 
 // Expire deletes the conversations not used since Now() - TTL and returns
-// how many; with no TTL it does nothing. Open and a background loop call
-// it; it is exported for operators and tests.
+// how many; with no TTL it does nothing. Each one deleted is passed to
+// StoreConfig.Expired. Open and a background loop call it; it is exported
+// for operators and tests.
 func (s *Store) Expire(ctx context.Context) (int, error) {
 	if s.cfg.TTL <= 0 {
 		return 0, nil
@@ -49,6 +50,9 @@ func (s *Store) Expire(ctx context.Context) (int, error) {
 		}
 		if ok {
 			n++
+			if s.cfg.Expired != nil {
+				s.cfg.Expired(k)
+			}
 		}
 	}
 	return n, nil
