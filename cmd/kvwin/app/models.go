@@ -94,6 +94,7 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 		eng, err := llamacpp.New(llamacpp.Config{
 			ModelPath: e.spec.Model, ModelID: e.spec.Name, Name: embeddedName, Slots: e.info.Slots, Ctx: e.info.ContextSlot,
 			Threads: a.f.Threads, Batch: a.f.Batch, Queue: queue, Registry: e.reg, SnapshotDir: snapshotDir, SnapshotMaxBytes: a.f.SnapshotBytes,
+			SnapshotTTL: a.f.MemoryTTL, Now: a.f.Now,
 		}, a.log)
 		if err != nil {
 			return nil, err

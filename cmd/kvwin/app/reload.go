@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"kvwin/engine"
 	"kvwin/window"
 	"kvwin/window/memory"
 )
@@ -20,18 +21,24 @@ type sharedState struct {
 	opened bool
 	store  window.Store
 	closer func()
+	hook   expiryHook // deletes the snapshots of conversations the store expires (retention.go)
 }
 
 // open returns the memory store under f's data dir, opening it the first
-// time. A store that cannot be opened is logged once; nil then.
-func (s *sharedState) open(f Config, log *slog.Logger) window.Store {
+// time; the conversations it expires then (and later) take their snapshots
+// in backend with them. A store that cannot be opened is logged once; nil
+// then.
+func (s *sharedState) open(f Config, log *slog.Logger, backend engine.Backend) window.Store {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.opened {
 		return s.store
 	}
 	s.opened = true
-	st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(f.DataDir, "memory"), TTL: f.MemoryTTL})
+	s.hook.log = log
+	s.hook.use(backend)
+	st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(f.DataDir, "memory"), TTL: f.MemoryTTL,
+		Now: f.Now, Expired: s.hook.expired})
 	if err != nil {
 		log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
 		return nil
@@ -165,6 +172,7 @@ func (a *App) Reload(f Config) error {
 		return errors.New("reload: the new configuration did not take the listener")
 	}
 	a.gens.swap(n)
+	a.shared.hook.use(n.backend) // expired conversations' snapshots are in the new backend now
 	a.log.Info("configuration reloaded", "models", len(f.Models), "backends", len(f.Backends), "config", f.ConfigPath)
 	return nil
 }

@@ -70,7 +70,12 @@ type Config struct {
 	BackendKey          string
 	TenantMaxConcurrent int
 	TenantMaxQueued     int
-	MemoryTTL           time.Duration
+	// MemoryTTL deletes a named conversation's stored turns, and any KV
+	// snapshot, not used for that long (retention.go); 0 keeps them.
+	MemoryTTL time.Duration
+	// Now is the clock of MemoryTTL (uses and expiry of turns and
+	// snapshots); nil: time.Now. Tests inject one.
+	Now func() time.Time
 	// Timeouts toward --backend servers.
 	BackendConnect    time.Duration
 	BackendFirstToken time.Duration
@@ -136,6 +141,7 @@ func New(f Config) (*App, error) {
 		return nil, err
 	}
 	a.gens = &generations{cur: a}
+	shared.hook.use(a.backend) // with models, the catalog exists only now
 	a.hs = &http.Server{
 		Handler: a.gens,
 		// Headers must arrive promptly; a body is bounded by web's own read
@@ -151,6 +157,9 @@ func New(f Config) (*App, error) {
 // With ln nil it binds f.Addr; a reload passes the listener it keeps.
 func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*App, error) {
 	a := &App{f: f, log: log, metrics: prometheus.NewRegistry(), decisions: newDecisionLog(), shared: shared, ln: ln}
+	if f.MemoryTTL < 0 { // before the backend: its snapshots expire on it too
+		return nil, fmt.Errorf("--memory-ttl %v: must not be negative", f.MemoryTTL)
+	}
 	keys, err := loadKeys(f)
 	if err != nil {
 		return nil, err
@@ -260,10 +269,7 @@ func (a *App) startWindow() (*window.Window, error) {
 // openStore opens the memory store under the data dir, once. A store that
 // cannot be opened is logged, and windows work without it.
 func (a *App) openStore() error {
-	if a.f.MemoryTTL < 0 {
-		return fmt.Errorf("--memory-ttl %v: must not be negative", a.f.MemoryTTL)
-	}
-	a.store = a.shared.open(a.f, a.log)
+	a.store = a.shared.open(a.f, a.log, a.backend)
 	if c, ok := a.store.(interface{ Collector() prometheus.Collector }); ok {
 		a.metrics.MustRegister(c.Collector()) // kvwin_memory_store_errors_total
 	}
@@ -305,7 +311,7 @@ func (a *App) startEmbedded() error {
 	}
 	eng, err := llamacpp.New(llamacpp.Config{
 		ModelPath: modelPath, Slots: f.Slots, Ctx: f.Ctx, Threads: f.Threads, Batch: f.Batch, Queue: queue,
-		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.SnapshotBytes,
+		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.SnapshotBytes, SnapshotTTL: f.MemoryTTL, Now: f.Now,
 	}, a.log)
 	if err != nil {
 		return err

@@ -303,8 +303,8 @@ func TestMemoryTTL(t *testing.T) {
 		t.Fatalf("negative --memory-ttl: %v", err)
 	}
 	dir := t.TempDir()
-	// Without snapshots DELETE answers from the memory store alone (KV
-	// snapshots are a cache under their own disk budget, not expired).
+	// Without snapshots DELETE answers from the memory store alone (the
+	// snapshots' expiry is retention_test.go's).
 	first := apptest.Start(t, func(f *app.Config) { withKeys(f); f.DataDir, f.NoSnapshots = dir, true })
 	for _, id := range []string{"old", "control"} {
 		if tr := apptest.PostWith(t, first.URL(), bearer(aliceKey, "X-Conversation-Id", id), map[string]any{"messages": secretHistory(), "max_tokens": 2}); tr.Status != 200 {
