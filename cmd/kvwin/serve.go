@@ -95,7 +95,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.StringVar(&f.BackendKey, "backend-api-key", "", "with --backend: key sent to the backends as Authorization: Bearer (a kvwin node's --admin-key, so it keeps tenants apart; llama-server's --api-key)")
 	fl.IntVar(&f.TenantMaxConcurrent, "tenant-max-concurrent", 0, "generations one tenant may run at once (0: no limit)")
 	fl.IntVar(&f.TenantMaxQueued, "tenant-max-queued", 0, "with --tenant-max-concurrent: a tenant's requests that may wait beyond it; more get 429")
-	fl.DurationVar(&f.MemoryTTL, "memory-ttl", 0, "delete a named conversation's stored turns after it has been idle this long, e.g. 720h (0: keep them)")
+	fl.DurationVar(&f.MemoryTTL, "memory-ttl", 0, "retention: delete a named conversation's stored turns and KV snapshots after it has been idle this long, and any KV snapshot not saved or restored for this long (checked at start, then every quarter of it, at least hourly), e.g. 720h (0: keep them)")
 	fl.DurationVar(&f.BackendConnect, "backend-connect-timeout", 5*time.Second, "with --backend: how long connecting to a backend may take")
 	fl.DurationVar(&f.BackendFirstToken, "backend-first-token-timeout", 120*time.Second, "with --backend: how long a backend may take to send a turn's first token, its queue included; then the turn is retried once elsewhere, or 504")
 	fl.DurationVar(&f.BackendIdle, "backend-idle-timeout", 60*time.Second, "with --backend: how long a backend may be silent between tokens; then the stream ends with an error")
