@@ -98,16 +98,20 @@ func TestMemoryTTLExpiresIdleSnapshots(t *testing.T) {
 	if files := snapshotFiles(t, a, "B"); len(files) != 1 {
 		t.Fatalf("B's snapshot, 30 minutes old, is not on disk: %v", files)
 	}
+	// What any new conversation gets from the slot: the chat template's
+	// first tokens, shared with whatever the slot holds (D displaces C and
+	// is never seen again).
+	convs["D"] = apptest.Msgs("system", apptest.Words(97, 600), "user", apptest.Words(98, 700))
+	fresh := turn("D")
 	cold := turn("A")
-	// The slot holds C: A shares only the chat template's first tokens with it.
-	if cold.Cached >= 16 || cold.Prompt < 256 {
-		t.Fatalf("A after its snapshot expired: %d of %d prompt tokens cached, want a cold prefill", cold.Cached, cold.Prompt)
+	if cold.Cached > fresh.Cached || fresh.Cached >= 16 || cold.Prompt < 256 {
+		t.Fatalf("A after its snapshot expired: %d of %d prompt tokens cached (a new conversation: %d), want a cold prefill", cold.Cached, cold.Prompt, fresh.Cached)
 	}
 	warm := turn("B")
 	if warm.Cached < warm.Prompt*9/10 {
 		t.Fatalf("B, used 30 minutes ago: %d of %d cached, want it restored", warm.Cached, warm.Prompt)
 	}
-	t.Logf("A (expired): %d of %d cached; B (kept): %d of %d cached", cold.Cached, cold.Prompt, warm.Cached, warm.Prompt)
+	t.Logf("A (expired): %d of %d cached, as a new conversation (%d); B (kept): %d of %d cached", cold.Cached, cold.Prompt, fresh.Cached, warm.Cached, warm.Prompt)
 }
 
 // TestMemoryTTLExpiresAConversationsSnapshots: when the memory store
