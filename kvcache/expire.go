@@ -2,8 +2,11 @@ package kvcache
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -54,17 +57,17 @@ func (s *Store) Expire() []string {
 	return gone
 }
 
-// expireInterval is how often the expiry loop runs for ttl: every quarter
+// ExpireInterval is how often snapshots with ttl are swept: every quarter
 // TTL, at least hourly (a snapshot outlives its TTL by at most that), and
-// at most every second.
-func expireInterval(ttl time.Duration) time.Duration {
+// at most every second. The memory store sweeps its conversations alike.
+func ExpireInterval(ttl time.Duration) time.Duration {
 	return max(min(ttl/4, time.Hour), time.Second)
 }
 
-// expireLoop runs Expire every expireInterval until Close.
+// expireLoop runs Expire every ExpireInterval until Close.
 func (s *Store) expireLoop() {
 	defer s.wg.Done()
-	tick := time.NewTicker(expireInterval(s.cfg.TTL))
+	tick := time.NewTicker(ExpireInterval(s.cfg.TTL))
 	defer tick.Stop()
 	for {
 		select {
@@ -74,6 +77,39 @@ func (s *Store) expireLoop() {
 			s.Expire()
 		}
 	}
+}
+
+// ExpireDir deletes the snapshot files in dir last used before cutoff (a
+// file's modification time is its last use) and returns how many. It is
+// for a directory whose Store is not open, such as a model not loaded: an
+// open Store expires its own files with Expire, and ExpireDir under it
+// would leave its index offering files that are gone (a restore of one
+// then falls back to a prefill). A missing dir holds nothing.
+func ExpireDir(dir string, cutoff time.Time) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kvcache: expire snapshots in %s: %w", dir, err)
+	}
+	n := 0
+	var errs []error
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), snapExt) || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || !info.ModTime().Before(cutoff) {
+			continue // gone meanwhile, or used within the TTL
+		}
+		if err := removeFile(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 // removeFile removes a file; one already gone is not an error.

@@ -3,6 +3,7 @@ package kvcache
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -208,8 +209,8 @@ func TestExpireInterval(t *testing.T) {
 		{2 * time.Hour, 30 * time.Minute},
 		{time.Second, time.Second},
 	} {
-		if got := expireInterval(tc.ttl); got != tc.want {
-			t.Errorf("expireInterval(%v) = %v, want %v", tc.ttl, got, tc.want)
+		if got := ExpireInterval(tc.ttl); got != tc.want {
+			t.Errorf("ExpireInterval(%v) = %v, want %v", tc.ttl, got, tc.want)
 		}
 	}
 }
@@ -233,5 +234,38 @@ func TestFlushWaitsForQueuedSaves(t *testing.T) {
 	id := SnapshotID(Owner{"t", "c"}, toks)
 	if ts.Pending(id) || !ts.Has(id) {
 		t.Fatalf("after Flush: pending %v, on disk %v", ts.Pending(id), ts.Has(id))
+	}
+}
+
+// TestExpireDir: a directory whose store is closed (a model not loaded) is
+// swept by the files' modification times, which the store kept as their
+// last uses; other files are left alone.
+func TestExpireDir(t *testing.T) {
+	dir := t.TempDir()
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ts, _ := openTTLStore(t, dir, time.Hour, clock)
+	oldID := ts.save(t, Owner{"t", "old"}, tokens(9, 64))
+	clock.advance(45 * time.Minute)
+	newID := ts.save(t, Owner{"t", "new"}, tokens(10, 64))
+	ts.Close()
+	other := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(other, time.Time{}, clock.now.Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(30 * time.Minute) // old: 75 minutes, new: 30
+	n, err := ExpireDir(dir, clock.now.Add(-time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("ExpireDir = %d, %v; want 1", n, err)
+	}
+	for path, want := range map[string]bool{ts.path(oldID): false, ts.path(newID): true, other: true} {
+		if _, err := os.Stat(path); (err == nil) != want {
+			t.Fatalf("%s: exists %v, want %v", filepath.Base(path), err == nil, want)
+		}
+	}
+	if n, err := ExpireDir(filepath.Join(dir, "missing"), clock.now); n != 0 || err != nil {
+		t.Fatalf("a missing dir: %d, %v", n, err)
 	}
 }
