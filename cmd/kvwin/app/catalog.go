@@ -42,6 +42,12 @@ type catalog struct {
 	loads    *prometheus.CounterVec
 	unloads  *prometheus.CounterVec
 	now      func() time.Time
+	// snapshotDir is an embedded entry's snapshot directory ("": snapshots
+	// off); snapshotTTL expires them, on the clock snapshotNow, loaded or
+	// not (retention.go).
+	snapshotDir func(e *entry) string
+	snapshotTTL time.Duration
+	snapshotNow func() time.Time
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -347,12 +353,23 @@ func (c *catalog) run(ctx context.Context) {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	// Models not loaded have no snapshot store sweeping their files: sweep
+	// them here, now and on the stores' cadence.
+	var sweep <-chan time.Time
+	if c.snapshotTTL > 0 {
+		c.expireUnloaded()
+		st := time.NewTicker(kvcache.ExpireInterval(c.snapshotTTL))
+		defer st.Stop()
+		sweep = st.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			c.expire()
+		case <-sweep:
+			c.expireUnloaded()
 		}
 	}
 }

@@ -86,14 +86,20 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 	if queue == 0 {
 		queue = -1 // the engine's "none wait"; its 0 means "default"
 	}
-	c.open = func(e *entry) (*llamacpp.Engine, error) {
-		snapshotDir := filepath.Join(a.f.DataDir, "snapshots", url.PathEscape(e.spec.Name))
-		if a.f.NoSnapshots {
-			snapshotDir = ""
+	c.snapshotDir = func(e *entry) string {
+		if a.f.NoSnapshots || e.remote != nil {
+			return ""
 		}
+		return filepath.Join(a.f.DataDir, "snapshots", url.PathEscape(e.spec.Name))
+	}
+	c.snapshotTTL, c.snapshotNow = a.f.MemoryTTL, a.f.Now
+	if c.snapshotNow == nil {
+		c.snapshotNow = time.Now
+	}
+	c.open = func(e *entry) (*llamacpp.Engine, error) {
 		eng, err := llamacpp.New(llamacpp.Config{
 			ModelPath: e.spec.Model, ModelID: e.spec.Name, Name: embeddedName, Slots: e.info.Slots, Ctx: e.info.ContextSlot,
-			Threads: a.f.Threads, Batch: a.f.Batch, Queue: queue, Registry: e.reg, SnapshotDir: snapshotDir, SnapshotMaxBytes: a.f.SnapshotBytes,
+			Threads: a.f.Threads, Batch: a.f.Batch, Queue: queue, Registry: e.reg, SnapshotDir: c.snapshotDir(e), SnapshotMaxBytes: a.f.SnapshotBytes,
 			SnapshotTTL: a.f.MemoryTTL, Now: a.f.Now,
 		}, a.log)
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 
 	"kvwin/engine"
 	"kvwin/engine/llamacpp"
+	"kvwin/kvcache"
+	"kvwin/web"
 	"kvwin/window/memory"
 )
 
@@ -98,8 +100,8 @@ func (a *App) Expire(ctx context.Context) (Expiry, error) {
 	return out, err
 }
 
-// expireSnapshots expires the snapshots of every loaded model (one not
-// loaded sweeps its directory when it loads).
+// expireSnapshots expires the snapshots of every model: a loaded one's
+// engine sweeps its store, a model not loaded has its directory swept.
 func (c *catalog) expireSnapshots() int {
 	n := 0
 	for _, e := range c.entries {
@@ -111,6 +113,32 @@ func (c *catalog) expireSnapshots() int {
 			n += x.ExpireSnapshots()
 		}
 		release()
+	}
+	return n + c.expireUnloaded()
+}
+
+// expireUnloaded deletes the snapshot files idle past the TTL of the
+// embedded models not loaded (no store is open on their directories; a
+// loaded model's engine expires its own). The catalog's lock is held so
+// no model loads meanwhile and indexes a file being removed.
+func (c *catalog) expireUnloaded() int {
+	if c.snapshotTTL <= 0 || c.snapshotDir == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cutoff := c.snapshotNow().Add(-c.snapshotTTL)
+	n := 0
+	for _, e := range c.entries {
+		dir := c.snapshotDir(e)
+		if dir == "" || e.state == web.ModelLoaded || e.state == web.ModelLoading {
+			continue
+		}
+		k, err := kvcache.ExpireDir(dir, cutoff)
+		if err != nil {
+			c.log.Warn("expired snapshots of a model not loaded not all deleted", "model", e.spec.Name, "err", err)
+		}
+		n += k
 	}
 	return n
 }

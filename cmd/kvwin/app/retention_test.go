@@ -25,10 +25,11 @@ func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c
 func (c *testClock) advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // snapshotFiles lists the snapshot files under a's data dir owned by
-// conversation (any tenant), read from each file's owner field.
-func snapshotFiles(t *testing.T, a *app.App, conversation string) []string {
+// conversation (any tenant), read from each file's owner field; with
+// model, those of that model of the configuration file.
+func snapshotFiles(t *testing.T, a *app.App, conversation string, model ...string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(a.Config().DataDir, "snapshots", "*.kvsnap"))
+	files, err := filepath.Glob(filepath.Join(append(append([]string{a.Config().DataDir, "snapshots"}, model...), "*.kvsnap")...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,4 +158,56 @@ func TestMemoryTTLExpiresAConversationsSnapshots(t *testing.T) {
 		t.Fatalf("DELETE of the expired conversation: %d, want 404 (nothing left)", status)
 	}
 	t.Logf("sweep: %+v", x)
+}
+
+// TestMemoryTTLExpiresSnapshotsOfAModelNotLoaded: with models in the
+// configuration file, a model unloaded (another took its place) has no
+// store sweeping its snapshots; the catalog sweeps its directory by the
+// files' last uses, so its expired snapshot is gone when it loads again
+// (a cold prefill) while a recent one is restored.
+func TestMemoryTTLExpiresSnapshotsOfAModelNotLoaded(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	a := twoModels(t, func(f *app.Config) {
+		f.Models[0].Slots = 1
+		f.MemoryTTL, f.Now = time.Hour, clock.Now
+	})
+	convs := map[string][]map[string]string{}
+	for i, id := range []string{"A", "B", "C"} {
+		convs[id] = apptest.Msgs("system", apptest.Words(110+2*i, 600), "user", apptest.Words(111+2*i, 700))
+	}
+	turn := func(id string) apptest.Turn {
+		t.Helper()
+		tr := apptest.PostWith(t, a.URL(), map[string]string{"X-Conversation-Id": id}, map[string]any{"model": "a", "messages": convs[id], "max_tokens": 2, "temperature": 0})
+		if tr.Status != 200 {
+			t.Fatalf("%s: %d %s", id, tr.Status, tr.Body)
+		}
+		return tr
+	}
+	turn("A")
+	turn("B") // A's snapshot, saved now
+	clock.advance(40 * time.Minute)
+	turn("C") // B's, 40 minutes later
+	if tr := apptest.Post(t, a, map[string]any{"model": "b", "messages": apptest.Msgs("user", "hi"), "max_tokens": 2}); tr.Status != 200 {
+		t.Fatalf("model b: %d %s", tr.Status, tr.Body)
+	}
+	if got := loaded(t, a); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("loaded %v, want only b", got)
+	}
+	if len(snapshotFiles(t, a, "A", "a")) != 1 || len(snapshotFiles(t, a, "B", "a")) != 1 {
+		t.Fatalf("model a's snapshots before the sweep: A %v, B %v", snapshotFiles(t, a, "A", "a"), snapshotFiles(t, a, "B", "a"))
+	}
+	clock.advance(30 * time.Minute)
+	x, err := a.Expire(context.Background())
+	if err != nil || x.IdleSnapshots != 1 {
+		t.Fatalf("sweep at 70 minutes: %+v, %v; want A's snapshot alone", x, err)
+	}
+	if files := snapshotFiles(t, a, "A", "a"); len(files) != 0 {
+		t.Fatalf("A's snapshot idle past the TTL is still on disk: %v", files)
+	}
+	warm := turn("B") // model a loads again, indexing what is left
+	cold := turn("A")
+	if warm.Cached < warm.Prompt*9/10 || cold.Cached >= 16 {
+		t.Fatalf("after the sweep: B %d of %d cached (want restored), A %d of %d (want cold)", warm.Cached, warm.Prompt, cold.Cached, cold.Prompt)
+	}
+	t.Logf("A (expired): %d of %d cached; B (kept): %d of %d cached", cold.Cached, cold.Prompt, warm.Cached, warm.Prompt)
 }
