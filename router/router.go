@@ -41,6 +41,11 @@ type Config struct {
 	// PrefillTokensPerSecond seeds each backend's cost model until it has
 	// measured its own; default 2000.
 	PrefillTokensPerSecond float64
+	// IsolateTenants: the gateway serves several tenants (it has API
+	// keys), so a turn on a backend that does not keep tenants apart
+	// reuses only KV its own tenant computed there (tenancy.go). Off, as
+	// with no keys (one tenant), such backends reuse as they choose.
+	IsolateTenants bool
 	// Observe, if set, is called once per routed turn when it ends, with
 	// where it went and why. It runs on the request's goroutine and must
 	// not block.
@@ -316,7 +321,17 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		// a group to the one slot that holds it would queue them behind
 		// each other while other slots sit idle. Never a slot the backend
 		// no longer has (a node restarted with fewer).
-		if c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
+		isolated := r.isolates(m)
+		claimed := -1
+		if isolated {
+			held := c.slot
+			if r.cfg.Policy != PolicyPrefix {
+				held = -1
+			}
+			var reuse bool
+			claimed, reuse = m.claim(req.Tenant, req.Slot, held, c.cached, k.length)
+			sub.Slot, sub.NoCache = claimed, req.NoCache || !reuse
+		} else if c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
 			sub.Slot = c.slot
 		}
 		// A backend that does not keep tenants apart (llama-server,
@@ -329,6 +344,9 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		}
 		believed := m.backend.Info().ContextSlot
 		res, started, err := r.generateOn(ctx, m, k, req, sub, sstream)
+		if isolated {
+			m.settle(req.Tenant, claimed, res.Slot, err == nil)
+		}
 		if err == nil {
 			// The registry and the cost model learn what really happened;
 			// only the tenant is told less.
@@ -451,6 +469,11 @@ func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engi
 		r.log.WarnContext(ctx, "re-reading the backend's slots failed", "backend", m.name, "err", rerr)
 	}
 	_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: sub.Slot})
+	if r.isolates(m) {
+		// Unpinned, the backend chooses the slot: nothing of it may be
+		// reused (tenancy.go).
+		sub.NoCache = true
+	}
 	sub.Slot = -1
 	res, started, err = m.generate(ctx, sub, r.checkUsage(m, k, req, stream))
 	if err == nil {

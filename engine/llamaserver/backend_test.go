@@ -76,8 +76,11 @@ func TestGenerateRequest(t *testing.T) {
 			want: recorded,
 		},
 		{
+			// No cache: no n_cache_reuse either, configured or asked
+			// for by a shift (a router isolating tenants relies on it).
 			name:   "token ids, defaults, no cache, not streamed by the caller",
-			req:    engine.Request{Tokens: []int{1, 2, 3}, Sampling: engine.DefaultSampling(), Slot: -1, NoCache: true},
+			req:    engine.Request{Tokens: []int{1, 2, 3}, Sampling: engine.DefaultSampling(), Slot: -1, NoCache: true, Shift: true},
+			cfg:    Config{CacheReuse: 256},
 			answer: "completion_stream.sse",
 			wantBody: `{"prompt":[1,2,3],"id_slot":-1,"cache_prompt":false,"n_keep":0,"n_cache_reuse":0,` +
 				`"n_predict":-1,"seed":4294967295,"temperature":0.8,"top_k":40,"top_p":0.95,"min_p":0.05,` +

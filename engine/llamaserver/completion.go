@@ -98,6 +98,9 @@ func (b *Backend) completionBody(req engine.Request, tokens []int) completionReq
 	if req.Shift && body.NCacheReuse == 0 {
 		body.NCacheReuse = shiftMinRun // reuse shifted chunks of at least this many tokens
 	}
+	if req.NoCache {
+		body.NCacheReuse = 0 // nothing of the slot is reused, moved chunks neither
+	}
 	if body.Stop == nil {
 		body.Stop = []string{}
 	}

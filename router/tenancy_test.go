@@ -1,0 +1,251 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"kvwin/engine"
+)
+
+// pinFake runs a request on the slot it names, as llama-server does.
+type pinFake struct{ *fake }
+
+func (pinFake) PinsSlots() bool { return true }
+
+var _ engine.SlotPinner = pinFake{}
+
+// pinTenantFake also keeps tenants apart itself (a kvwin node that
+// trusts the gateway's key).
+type pinTenantFake struct{ tenantFake }
+
+func (pinTenantFake) PinsSlots() bool { return true }
+
+// served is one turn as the backend saw it.
+type served struct {
+	slot          int
+	noCache       bool
+	cached, total int
+}
+
+func turn(t *testing.T, r *Router, f *fake, tenant string, msgs []engine.Message) served {
+	t.Helper()
+	res, err := r.Generate(context.Background(), engine.Request{Messages: msgs, Slot: -1, Tenant: tenant}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := f.last()
+	// The backend's own count: what it reused, before the router caps it.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return served{slot: res.Slot, noCache: last.NoCache, cached: f.reused, total: len(last.Tokens)}
+}
+
+// TestTenantsNeverReuseEachOthersKV: on a backend that reuses any prefix
+// (llama-server), a gateway with several tenants pins each turn and lets it
+// reuse only a slot its own tenant filled: bob sending alice's exact prompt
+// computes all of it, alice resending hers reuses it. Bob goes to an empty
+// slot rather than evict alice's while one is free.
+func TestTenantsNeverReuseEachOthersKV(t *testing.T) {
+	secret := conv(3, 2)
+	for _, tc := range []struct {
+		name  string
+		slots int
+		// who sends the secret, in order, and whether the backend may
+		// reuse (cache) for each turn
+		turns []string
+		reuse []bool
+		slot  []int
+	}{
+		{"two slots", 2, []string{"alice", "bob", "alice", "bob"}, []bool{false, false, true, true}, []int{0, 1, 0, 1}},
+		{"one slot", 1, []string{"alice", "bob", "alice", "alice"}, []bool{false, false, false, true}, []int{0, 0, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake("ls")
+			f.slots = tc.slots
+			r, err := New(Config{IsolateTenants: true}, []engine.Backend{pinFake{f}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Close() })
+			for i, tenant := range tc.turns {
+				got := turn(t, r, f, tenant, secret)
+				if got.slot != tc.slot[i] || got.noCache == tc.reuse[i] {
+					t.Fatalf("turn %d (%s): slot %d, cache_prompt %v; want slot %d, cache_prompt %v",
+						i, tenant, got.slot, !got.noCache, tc.slot[i], tc.reuse[i])
+				}
+				if tc.reuse[i] && got.cached < got.total-1 {
+					t.Fatalf("turn %d (%s): reused %d of its own %d tokens", i, tenant, got.cached, got.total)
+				}
+				if !tc.reuse[i] && got.cached != 0 {
+					t.Fatalf("turn %d (%s): the backend reused %d tokens", i, tenant, got.cached)
+				}
+			}
+			if f.leaked != 0 {
+				t.Fatalf("%d turns reused KV of another tenant", f.leaked)
+			}
+		})
+	}
+}
+
+// TestIsolationLeavesOthersAsTheyWere: without keys (one tenant) the router
+// pins and reuses as before; a backend that cannot be pinned (Ollama) and
+// one that keeps tenants apart (a kvwin node with our key) are not pinned
+// for isolation and never sent NoCache (Ollama refuses it).
+func TestIsolationLeavesOthersAsTheyWere(t *testing.T) {
+	secret := conv(3, 2)
+	for _, tc := range []struct {
+		name    string
+		isolate bool
+		backend func(*fake) engine.Backend
+		tenants []string
+	}{
+		{"no keys", false, func(f *fake) engine.Backend { return pinFake{f} }, []string{"default", "default", "default"}},
+		{"not pinnable", true, func(f *fake) engine.Backend { return f }, []string{"alice", "bob", "alice"}},
+		{"keeps tenants apart", true, func(f *fake) engine.Backend { return pinTenantFake{tenantFake{f}} }, []string{"alice", "bob", "alice"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake("b")
+			f.slots = 1
+			r, err := New(Config{IsolateTenants: tc.isolate}, []engine.Backend{tc.backend(f)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Close() })
+			for i, tenant := range tc.tenants {
+				got := turn(t, r, f, tenant, secret)
+				if req := f.last(); req.NoCache || (i == 0 && req.Slot != -1) {
+					t.Fatalf("turn %d: sent slot %d, no_cache %v; want the router's old choice", i, req.Slot, req.NoCache)
+				}
+				// The backend reuses the secret from the second turn on,
+				// whoever sent it: as before, for better (one tenant) or
+				// worse (Ollama; the node keeps tenants apart itself).
+				if i > 0 && got.cached < got.total-1 {
+					t.Fatalf("turn %d: the backend reused %d of %d", i, got.cached, got.total)
+				}
+			}
+		})
+	}
+}
+
+// TestClaimChoosesOwnThenEmptyThenLeastRecent: the slot choice of
+// tenancy.go, step by step, on a member's owners table.
+func TestClaimChoosesOwnThenEmptyThenLeastRecent(t *testing.T) {
+	m := &member{}
+	m.slots.Store(3)
+	type step struct {
+		tenant       string
+		held, cached int // registry: slot holding cached of 100 tokens
+		slot         int
+		reuse        bool
+		settle       bool // settle the claim (ran on its slot, ok)
+	}
+	for i, s := range []step{
+		{"a", -1, 0, 0, false, true},  // all unknown: the first
+		{"b", -1, 0, 1, false, true},  // an unknown slot before a's
+		{"a", 0, 50, 0, true, true},   // a's own slot holding half its prompt
+		{"c", -1, 0, 2, false, false}, // the last unknown slot; left busy
+		{"a", 0, 5, 0, true, true},    // a's own slot holds 5%: not chosen for that; a's own idle slot still wins over b's
+		{"b", -1, 0, 1, true, true},   // b's own
+		{"c", -1, 0, 0, false, true},  // its own slot busy: an idle one, the least recently used (a's)
+		{"d", -1, 0, 1, false, true},  // no own, none unknown: the least recently used (b's)
+		{"a", 0, 90, 0, false, true},  // the registry's slot is c's now: chosen as least recent, not reused
+		{"e", -1, 0, 1, false, false}, // left busy
+		{"f", -1, 0, 0, false, false}, // left busy: now every slot is
+		{"e", -1, 0, 2, false, false}, // all busy: fewest turns, then least recent
+		{"e", -1, 0, 1, false, false}, // its own slot, but busy: not reused
+	} {
+		slot, reuse := m.claim(s.tenant, -1, s.held, s.cached, 100)
+		if slot != s.slot || reuse != s.reuse {
+			t.Fatalf("step %d (%s): slot %d reuse %v, want slot %d reuse %v (owners %+v)", i, s.tenant, slot, reuse, s.slot, s.reuse, m.owners)
+		}
+		if s.settle {
+			m.settle(s.tenant, slot, slot, true)
+		}
+	}
+	// A failed turn, or one the backend ran elsewhere, leaves its slot
+	// unknown: never reused on the router's word.
+	m = &member{}
+	m.slots.Store(2)
+	slot, _ := m.claim("a", 1, -1, 0, 100)
+	m.settle("a", slot, -1, false)
+	if m.owners[1].tenant != "" {
+		t.Fatalf("failed turn left slot 1 as %q's", m.owners[1].tenant)
+	}
+	slot, _ = m.claim("e", 0, -1, 0, 100)
+	m.settle("e", slot, 1, true)
+	if m.owners[0].tenant != "" || m.owners[1].tenant != "e" {
+		t.Fatalf("a turn run elsewhere: owners %+v", m.owners)
+	}
+	// A backend that rejoins holds nothing the router knows of.
+	m.forgetOwners(0)
+	if slot, reuse := m.claim("e", -1, -1, 0, 100); reuse {
+		t.Fatalf("slot %d reused after the backend rejoined", slot)
+	}
+}
+
+// TestRandomTrafficNeverLeaks: whatever order tenants send shared and
+// private prompts in, the backend never reuses a slot another tenant
+// filled, and a tenant repeating itself on an idle backend reuses.
+func TestRandomTrafficNeverLeaks(t *testing.T) {
+	f := newFake("ls")
+	f.slots = 3
+	r, err := New(Config{IsolateTenants: true}, []engine.Backend{pinFake{f}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	rng := rand.New(rand.NewPCG(1, 2))
+	tenants := []string{"alice", "bob", "carol", "dave"}
+	reused := 0
+	for i := range 300 {
+		tenant := tenants[rng.IntN(len(tenants))]
+		msgs := conv(rng.IntN(3), 1+rng.IntN(3)) // prompts shared across tenants
+		got := turn(t, r, f, tenant, msgs)
+		if got.cached > 0 {
+			reused++
+		}
+		if i%50 == 49 {
+			again := turn(t, r, f, tenant, msgs)
+			if again.cached < again.total-1 {
+				t.Fatalf("turn %d: %s repeating its prompt reused %d of %d", i, tenant, again.cached, again.total)
+			}
+		}
+	}
+	if f.leaked != 0 {
+		t.Fatalf("%d of 300 turns reused KV another tenant computed", f.leaked)
+	}
+	if reused == 0 {
+		t.Fatal("no turn reused anything: isolation by never caching")
+	}
+	t.Logf("%d of 300 turns reused their own tenant's KV", reused)
+}
+
+// TestPinRefusedRetriesWithoutCache: when the backend refuses the router's
+// pin (it restarted with fewer slots), the unpinned retry reuses nothing.
+func TestPinRefusedRetriesWithoutCache(t *testing.T) {
+	f := newFake("ls")
+	f.slots = 2
+	r, err := New(Config{IsolateTenants: true}, []engine.Backend{refusingPin{pinFake{f}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	got := turn(t, r, f, "alice", conv(1, 1))
+	if req := f.last(); req.Slot != -1 || !req.NoCache || got.cached != 0 {
+		t.Fatalf("retry sent slot %d no_cache %v, reused %d", req.Slot, req.NoCache, got.cached)
+	}
+}
+
+// refusingPin refuses any pinned request, as a node restarted with fewer
+// slots refuses one it no longer has.
+type refusingPin struct{ pinFake }
+
+func (p refusingPin) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	if req.Slot >= 0 {
+		return engine.Result{}, fmt.Errorf("slot %d: %w", req.Slot, errors.Join(engine.ErrInvalidRequest))
+	}
+	return p.pinFake.Generate(ctx, req, stream)
+}
