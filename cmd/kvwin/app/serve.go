@@ -95,7 +95,7 @@ type App struct {
 	decisions *decisionLog     // every router's decisions (the dashboard, /metrics)
 	// tenants: keys are configured, so requests may come from several
 	// tenants, and routers keep them apart on backends that do not.
-	tenants bool
+	tenants   bool
 	backend   engine.Backend
 	reg       *kvcache.Registry
 	metrics   *prometheus.Registry
