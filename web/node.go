@@ -204,6 +204,12 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 		s.nodeFail(c, err)
 		return
 	}
+	// A caller this node does not keep apart by tenant (llama-server's
+	// clients; a gateway without our admin key) gets llama-server's id_slot:
+	// only the named slot's own KV is reused, so a gateway deciding reuse
+	// per slot for its tenants is obeyed. A gateway whose tenants the node
+	// keeps apart itself keeps the pin as a hint.
+	req.SlotOnly = req.Slot >= 0 && !(s.keys.enabled() && isAdmin(c))
 	s.turn(c, info, req, wireFormat{enc: &nodeEncoder{info: info, perToken: body.TimingsPerToken, probs: req.Logprobs}, stream: body.Stream,
 		frame: frameNode, fail: s.nodeFail})
 }

@@ -65,6 +65,31 @@ func TestTenantsReuseNoKVOfOthersOnABackendThatShares(t *testing.T) {
 			p, n0.decoded, n1.decoded, n1.cached, n2.decoded, n2.cached, n3.decoded, first.Cached, bob.Cached, alice.Cached, bobAgain.Cached)
 	})
 
+	t.Run("own slot holds less than another's", func(t *testing.T) {
+		// Alice's slot holds the head of a prompt, bob's slot all of it:
+		// alice sending all of it is pinned to her slot and reuses only
+		// what she sent; the node copies nothing from bob's slot.
+		node := apptest.Start(t, func(f *app.Config) { f.Slots = 2 })
+		gw := apptest.Start(t, func(f *app.Config) {
+			withKeys(f)
+			f.Backends = []string{"llamaserver=" + node.URL()}
+		})
+		system := "Shared handbook. " + apptest.Words(21, 900)
+		head := apptest.Msgs("system", system, "user", "Hello.")
+		whole := apptest.Msgs("system", system, "user", "Bob's question "+apptest.Words(22, 300))
+		mine, _ := sendCounted(t, gw, node, bearer(aliceKey), head)
+		_, nb := sendCounted(t, gw, node, bearer(bobKey), whole)
+		alice, na := sendCounted(t, gw, node, bearer(aliceKey), whole)
+		p, own := int64(alice.Prompt), int64(mine.Prompt)
+		if nb.cached != 0 {
+			t.Fatalf("bob reused %d of alice's tokens", nb.cached)
+		}
+		if na.cached > own || na.decoded < p-own || na.cached < own/2 {
+			t.Fatalf("alice: the node decoded %d and reused %d of %d; she had sent %d", na.decoded, na.cached, p, own)
+		}
+		t.Logf("own slot: alice sent %d tokens, then %d: the node reused %d, decoded %d", own, p, na.cached, na.decoded)
+	})
+
 	t.Run("no keys", func(t *testing.T) {
 		// One tenant: the node reuses the prompt its first sender left, as
 		// before; nothing is pinned or uncached for isolation.
