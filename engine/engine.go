@@ -131,9 +131,9 @@ type Request struct {
 	// SlotOnly, with Slot set, makes Slot binding as llama-server's id_slot
 	// is: only that slot's own KV is reused (no prefix copied from another
 	// slot, no snapshot restored), and if the slot is busy the request
-	// runs on another reusing nothing. A kvwin node sets it for a pinned
-	// request from a caller it does not keep apart by tenant, whose router
-	// decides per slot what may be reused (engine.SlotPinner).
+	// runs on another reusing nothing. A router keeping tenants apart on a
+	// backend that does not sets it (engine.SlotPinner); a kvwin node
+	// reads it from /completion's kvwin_slot_only.
 	SlotOnly bool
 
 	// Tenant is who sends the request (from its API key; "default" without

@@ -330,7 +330,7 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 			}
 			var reuse bool
 			claimed, reuse = m.claim(req.Tenant, req.Slot, held, c.cached, k.length)
-			sub.Slot, sub.NoCache = claimed, req.NoCache || !reuse
+			sub.Slot, sub.NoCache, sub.SlotOnly = claimed, req.NoCache || !reuse, true
 		} else if c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
 			sub.Slot = c.slot
 		}

@@ -27,6 +27,7 @@ func (pinTenantFake) PinsSlots() bool { return true }
 type served struct {
 	slot          int
 	noCache       bool
+	slotOnly      bool
 	cached, total int
 }
 
@@ -40,7 +41,7 @@ func turn(t *testing.T, r *Router, f *fake, tenant string, msgs []engine.Message
 	// The backend's own count: what it reused, before the router caps it.
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return served{slot: res.Slot, noCache: last.NoCache, cached: f.reused, total: len(last.Tokens)}
+	return served{slot: res.Slot, noCache: last.NoCache, slotOnly: last.SlotOnly, cached: f.reused, total: len(last.Tokens)}
 }
 
 // TestTenantsNeverReuseEachOthersKV: on a backend that reuses any prefix
@@ -72,7 +73,7 @@ func TestTenantsNeverReuseEachOthersKV(t *testing.T) {
 			t.Cleanup(func() { r.Close() })
 			for i, tenant := range tc.turns {
 				got := turn(t, r, f, tenant, secret)
-				if got.slot != tc.slot[i] || got.noCache == tc.reuse[i] {
+				if got.slot != tc.slot[i] || got.noCache == tc.reuse[i] || !got.slotOnly {
 					t.Fatalf("turn %d (%s): slot %d, cache_prompt %v; want slot %d, cache_prompt %v",
 						i, tenant, got.slot, !got.noCache, tc.slot[i], tc.reuse[i])
 				}
@@ -116,7 +117,7 @@ func TestIsolationLeavesOthersAsTheyWere(t *testing.T) {
 			t.Cleanup(func() { r.Close() })
 			for i, tenant := range tc.tenants {
 				got := turn(t, r, f, tenant, secret)
-				if req := f.last(); req.NoCache || (i == 0 && req.Slot != -1) {
+				if req := f.last(); req.NoCache || req.SlotOnly || (i == 0 && req.Slot != -1) {
 					t.Fatalf("turn %d: sent slot %d, no_cache %v; want the router's old choice", i, req.Slot, req.NoCache)
 				}
 				// The backend reuses the secret from the second turn on,

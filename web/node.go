@@ -84,6 +84,10 @@ type nodeCompletionRequest struct {
 		Prefix string          `json:"prefix"`
 		Suffix string          `json:"suffix"`
 	} `json:"kvwin_output"`
+	// KvwinSlotOnly makes id_slot binding as llama-server's is: only that
+	// slot's own KV is reused (engine.Request.SlotOnly). A gateway keeping
+	// tenants apart on a node that does not sends it; llama-server ignores it.
+	KvwinSlotOnly bool `json:"kvwin_slot_only"`
 	// NProbs asks for each token's probability and this many
 	// alternatives; PostSamplingProbs (the sampler's probabilities, not
 	// the model's) is not supported.
@@ -204,12 +208,7 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 		s.nodeFail(c, err)
 		return
 	}
-	// A caller this node does not keep apart by tenant (llama-server's
-	// clients; a gateway without our admin key) gets llama-server's id_slot:
-	// only the named slot's own KV is reused, so a gateway deciding reuse
-	// per slot for its tenants is obeyed. A gateway whose tenants the node
-	// keeps apart itself keeps the pin as a hint.
-	req.SlotOnly = req.Slot >= 0 && !(s.keys.enabled() && isAdmin(c))
+	req.SlotOnly = body.KvwinSlotOnly && req.Slot >= 0
 	s.turn(c, info, req, wireFormat{enc: &nodeEncoder{info: info, perToken: body.TimingsPerToken, probs: req.Logprobs}, stream: body.Stream,
 		frame: frameNode, fail: s.nodeFail})
 }
