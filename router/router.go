@@ -321,6 +321,9 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		// a group to the one slot that holds it would queue them behind
 		// each other while other slots sit idle. Never a slot the backend
 		// no longer has (a node restarted with fewer).
+		// A gateway isolating tenants pins every turn on a backend that
+		// does not, and lets it reuse only its own tenant's KV
+		// (tenancy.go).
 		isolated := r.isolates(m)
 		claimed := -1
 		if isolated {
