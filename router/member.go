@@ -46,6 +46,7 @@ type member struct {
 	ownMu  sync.Mutex
 	owners []slotOwner
 	seq    uint64
+	freed  chan struct{} // closed and replaced at each settled claim
 
 	// Owned by the running check (see checking).
 	backoff time.Duration

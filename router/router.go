@@ -324,16 +324,18 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		// A gateway isolating tenants pins every turn on a backend that
 		// does not, and lets it reuse only its own tenant's KV
 		// (tenancy.go).
-		isolated := r.isolates(m)
-		claimed := -1
-		if isolated {
+		var claimed *pin
+		if r.isolates(m) {
 			held := c.slot
 			if r.cfg.Policy != PolicyPrefix {
 				held = -1
 			}
-			var reuse bool
-			claimed, reuse = m.claim(req.Tenant, req.Slot, held, c.cached, k.length)
-			sub.Slot, sub.NoCache, sub.SlotOnly = claimed, req.NoCache || !reuse, true
+			p, err := m.claim(ctx, req.Tenant, req.Slot, held, c.cached, k.length)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			claimed = &p
+			sub.Slot, sub.NoCache, sub.SlotOnly = p.slot, req.NoCache || !p.reuse, true
 		} else if c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
 			sub.Slot = c.slot
 		}
@@ -346,9 +348,9 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 			sstream = capStream(stream, c)
 		}
 		believed := m.backend.Info().ContextSlot
-		res, started, err := r.generateOn(ctx, m, k, req, sub, sstream)
-		if isolated {
-			m.settle(req.Tenant, claimed, res.Slot, err == nil)
+		res, started, err := r.generateOn(ctx, m, k, req, sub, sstream, claimed)
+		if claimed != nil {
+			m.settle(*claimed, res.Slot, err == nil)
 		}
 		if err == nil {
 			// The registry and the cost model learn what really happened;
@@ -457,8 +459,10 @@ func (r *Router) ForgetConversation(ctx context.Context, tenant, conversation st
 // generateOn runs sub (req as sent to m) on m. A slot pin of the router's
 // own that m refuses (a node restarted with fewer slots refuses the slot
 // it no longer has) is the router's mistake, never the client's: m's slots
-// are re-read, the pin forgotten and the turn run again unpinned.
-func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engine.Request, stream engine.StreamFunc) (engine.Result, bool, error) {
+// are re-read, the pin forgotten and the turn run again unpinned, or, when
+// the router isolates tenants on m (claimed is the turn's claim, nil
+// otherwise), pinned to a slot claimed anew, reusing nothing.
+func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engine.Request, stream engine.StreamFunc, claimed *pin) (engine.Result, bool, error) {
 	res, started, err := m.generate(ctx, sub, r.checkUsage(m, k, req, stream))
 	if err == nil || started || sub.Slot < 0 || req.Slot >= 0 || !errors.Is(err, engine.ErrInvalidRequest) {
 		if err == nil {
@@ -472,12 +476,19 @@ func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engi
 		r.log.WarnContext(ctx, "re-reading the backend's slots failed", "backend", m.name, "err", rerr)
 	}
 	_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: sub.Slot})
-	if r.isolates(m) {
-		// Unpinned, the backend chooses the slot: nothing of it may be
-		// reused (tenancy.go).
-		sub.NoCache = true
-	}
 	sub.Slot = -1
+	if claimed != nil {
+		// Unpinned, the backend would choose a slot another tenant's turn
+		// may be on its way to reuse (tenancy.go): claim one anew.
+		m.settle(*claimed, -1, false)
+		p, err := m.claim(ctx, claimed.tenant, -1, -1, 0, k.length)
+		if err != nil {
+			*claimed = pin{slot: -1}
+			return engine.Result{}, false, err
+		}
+		*claimed = p
+		sub.Slot, sub.NoCache = p.slot, true
+	}
 	res, started, err = m.generate(ctx, sub, r.checkUsage(m, k, req, stream))
 	if err == nil {
 		res.Timings = r.saneTimings(m, k, req, res.Timings, res.Tokens)

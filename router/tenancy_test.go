@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"kvwin/engine"
 )
@@ -158,32 +160,86 @@ func TestClaimChoosesOwnThenEmptyThenLeastRecent(t *testing.T) {
 		{"e", -1, 0, 2, false, false}, // all busy: fewest turns, then least recent
 		{"e", -1, 0, 1, false, false}, // its own slot, but busy: not reused
 	} {
-		slot, reuse := m.claim(s.tenant, -1, s.held, s.cached, 100)
-		if slot != s.slot || reuse != s.reuse {
-			t.Fatalf("step %d (%s): slot %d reuse %v, want slot %d reuse %v (owners %+v)", i, s.tenant, slot, reuse, s.slot, s.reuse, m.owners)
+		p, err := m.claim(context.Background(), s.tenant, -1, s.held, s.cached, 100)
+		if err != nil || p.slot != s.slot || p.reuse != s.reuse {
+			t.Fatalf("step %d (%s): slot %d reuse %v (%v), want slot %d reuse %v (owners %+v)", i, s.tenant, p.slot, p.reuse, err, s.slot, s.reuse, m.owners)
 		}
 		if s.settle {
-			m.settle(s.tenant, slot, slot, true)
+			m.settle(p, p.slot, true)
 		}
 	}
 	// A failed turn, or one the backend ran elsewhere, leaves its slot
 	// unknown: never reused on the router's word.
 	m = &member{}
 	m.slots.Store(2)
-	slot, _ := m.claim("a", 1, -1, 0, 100)
-	m.settle("a", slot, -1, false)
+	claim := func(tenant string, asked int) pin {
+		t.Helper()
+		p, err := m.claim(context.Background(), tenant, asked, -1, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	m.settle(claim("a", 1), -1, false)
 	if m.owners[1].tenant != "" {
 		t.Fatalf("failed turn left slot 1 as %q's", m.owners[1].tenant)
 	}
-	slot, _ = m.claim("e", 0, -1, 0, 100)
-	m.settle("e", slot, 1, true)
+	m.settle(claim("e", 0), 1, true)
 	if m.owners[0].tenant != "" || m.owners[1].tenant != "e" {
 		t.Fatalf("a turn run elsewhere: owners %+v", m.owners)
 	}
 	// A backend that rejoins holds nothing the router knows of.
 	m.forgetOwners(0)
-	if slot, reuse := m.claim("e", -1, -1, 0, 100); reuse {
-		t.Fatalf("slot %d reused after the backend rejoined", slot)
+	if p := claim("e", -1); p.reuse {
+		t.Fatalf("slot %d reused after the backend rejoined", p.slot)
+	}
+}
+
+// TestNoOtherTenantOvertakesAReusingTurn: while a turn that may reuse a
+// slot is on its way, another tenant's turn is not sent there (it might
+// arrive first and leave its KV to be reused); it waits for the slot.
+func TestNoOtherTenantOvertakesAReusingTurn(t *testing.T) {
+	m := &member{}
+	m.slots.Store(1)
+	ctx := context.Background()
+	first, _ := m.claim(ctx, "alice", -1, -1, 0, 100)
+	m.settle(first, first.slot, true)
+	mine, _ := m.claim(ctx, "alice", -1, -1, 0, 100)
+	if !mine.reuse {
+		t.Fatal("alice's second turn may not reuse her idle slot")
+	}
+	// Alice's own next turn may queue behind it, reusing nothing.
+	if p, err := m.claim(ctx, "alice", -1, -1, 0, 100); err != nil || p.reuse {
+		t.Fatalf("alice's queued turn: %+v %v", p, err)
+	} else {
+		defer m.settle(p, p.slot, true)
+	}
+	// Bob's waits: it gives up with its context, or gets the slot once
+	// alice's turn is settled.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.claim(cancelled, "bob", -1, -1, 0, 100); !errors.Is(err, context.Canceled) {
+		t.Fatalf("bob's claim with an ended context: %v", err)
+	}
+	got := make(chan pin, 1)
+	m.ownMu.Lock()
+	p, ok := m.tryClaim("bob", -1, -1, 0, 100)
+	m.ownMu.Unlock()
+	if ok {
+		t.Fatalf("bob got slot %d while alice's reusing turn was on its way", p.slot)
+	}
+	go func() {
+		p, _ := m.claim(ctx, "bob", -1, -1, 0, 100)
+		got <- p
+	}()
+	m.settle(mine, mine.slot, true)
+	select {
+	case p := <-got:
+		if p.slot != 0 || p.reuse {
+			t.Fatalf("bob after alice: %+v", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("bob's claim did not wake when alice's turn was settled")
 	}
 }
 
@@ -225,28 +281,42 @@ func TestRandomTrafficNeverLeaks(t *testing.T) {
 }
 
 // TestPinRefusedRetriesWithoutCache: when the backend refuses the router's
-// pin (it restarted with fewer slots), the unpinned retry reuses nothing.
+// pin (it restarted with fewer slots), the turn is pinned again to a slot
+// it has, reusing nothing there.
 func TestPinRefusedRetriesWithoutCache(t *testing.T) {
 	f := newFake("ls")
 	f.slots = 2
-	r, err := New(Config{IsolateTenants: true}, []engine.Backend{refusingPin{pinFake{f}}}, nil)
+	rp := refusingPin{pinFake{f}, new(atomic.Int64)}
+	rp.limit.Store(2)
+	r, err := New(Config{IsolateTenants: true}, []engine.Backend{rp}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	got := turn(t, r, f, "alice", conv(1, 1))
-	if req := f.last(); req.Slot != -1 || !req.NoCache || got.cached != 0 {
-		t.Fatalf("retry sent slot %d no_cache %v, reused %d", req.Slot, req.NoCache, got.cached)
+	turn(t, r, f, "alice", conv(1, 1))      // slot 0
+	rp.limit.Store(1)                       // restarted with one slot; the router still plans for two
+	got := turn(t, r, f, "bob", conv(1, 1)) // slot 1 refused, then slot 0
+	if req := f.last(); req.Slot != 0 || !req.NoCache || got.cached != 0 || f.leaked != 0 {
+		t.Fatalf("retry sent slot %d no_cache %v, reused %d (%d leaks)", req.Slot, req.NoCache, got.cached, f.leaked)
 	}
 }
 
-// refusingPin refuses any pinned request, as a node restarted with fewer
-// slots refuses one it no longer has.
-type refusingPin struct{ pinFake }
+// refusingPin refuses a slot it does not have, as a node restarted with
+// fewer slots does.
+type refusingPin struct {
+	pinFake
+	limit *atomic.Int64 // slots it has
+}
+
+func (p refusingPin) Info() engine.Info {
+	info := p.fake.Info()
+	info.Slots = int(p.limit.Load())
+	return info
+}
 
 func (p refusingPin) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
-	if req.Slot >= 0 {
-		return engine.Result{}, fmt.Errorf("slot %d: %w", req.Slot, errors.Join(engine.ErrInvalidRequest))
+	if req.Slot >= int(p.limit.Load()) {
+		return engine.Result{}, fmt.Errorf("slot %d: %w", req.Slot, engine.ErrInvalidRequest)
 	}
 	return p.pinFake.Generate(ctx, req, stream)
 }
