@@ -84,3 +84,13 @@ type SlotReporter interface {
 type SlotFetcher interface {
 	FetchSlots(ctx context.Context) ([]SlotState, error)
 }
+
+// SlotPinner is implemented by backends that run a request on exactly the
+// slot it names (Request.Slot, waiting for it if busy), reuse only that
+// slot's own KV, and with Request.NoCache reuse none of it (llama-server's
+// id_slot and cache_prompt=false). A router that knows whose KV each slot
+// holds can then keep tenants apart on a backend that does not
+// (Info.Tenants false). PinsSlots reports whether this backend does so now.
+type SlotPinner interface {
+	PinsSlots() bool
+}

@@ -125,8 +125,16 @@ type Request struct {
 	Logprobs    bool
 	TopLogprobs int
 	// NoCache asks the backend not to reuse any cached prefix (llama-server's
-	// cache_prompt=false). Used by benchmarks to measure cold prefill.
+	// cache_prompt=false). Used by benchmarks to measure cold prefill, and
+	// by a router keeping tenants apart on a backend that does not.
 	NoCache bool
+	// SlotOnly, with Slot set, makes Slot binding as llama-server's id_slot
+	// is: only that slot's own KV is reused (no prefix copied from another
+	// slot, no snapshot restored), and if the slot is busy the request
+	// runs on another reusing nothing. A router keeping tenants apart on a
+	// backend that does not sets it (engine.SlotPinner); a kvwin node
+	// reads it from /completion's kvwin_slot_only.
+	SlotOnly bool
 
 	// Tenant is who sends the request (from its API key; "default" without
 	// keys). A backend never reuses KV computed for another tenant's prompt,

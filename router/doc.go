@@ -27,6 +27,13 @@
 // When the registry knows the slot holding the prefix, the request is
 // pinned to it (llama-server's id_slot).
 //
+// With Config.IsolateTenants (a gateway with keys), every turn on a backend
+// that does not keep tenants apart but runs a request on the slot it names
+// (llama-server, a kvwin node without the gateway's key) is pinned, and may
+// reuse the slot's KV only if the router knows its own tenant computed it;
+// else it is sent with cache_prompt false (tenancy.go). Ollama cannot be
+// pinned and is left as it is.
+//
 // Other policies, for comparison: round-robin, least-loaded, random.
 //
 // # Failures

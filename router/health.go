@@ -124,6 +124,7 @@ func (r *Router) refresh(ctx context.Context, m *member, rejoin bool) error {
 	for s := from; s < max(oldSlots, info.Slots); s++ {
 		_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: s})
 	}
+	m.forgetOwners(from)
 	if oldSlots != info.Slots || oldCtx != info.ContextSlot {
 		capacity, _ := kvcache.Budget{Context: info.ContextSlot, Slots: max(info.Slots, 1)}.CapacityBlocks(r.cfg.BlockTokens)
 		_ = r.reg.SetBackend(kvcache.BackendConfig{Name: m.name, CapacityBlocks: capacity})

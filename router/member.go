@@ -41,6 +41,13 @@ type member struct {
 	load     atomic.Int64  // requests in flight
 	service  atomic.Uint64 // mean service time (EWMA), float64 seconds bits
 
+	// owners is what the router knows of whose KV each slot holds, kept
+	// for backends it isolates tenants on (tenancy.go); seq orders claims.
+	ownMu  sync.Mutex
+	owners []slotOwner
+	seq    uint64
+	freed  chan struct{} // closed and replaced at each settled claim
+
 	// Owned by the running check (see checking).
 	backoff time.Duration
 	next    time.Time

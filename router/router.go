@@ -41,6 +41,11 @@ type Config struct {
 	// PrefillTokensPerSecond seeds each backend's cost model until it has
 	// measured its own; default 2000.
 	PrefillTokensPerSecond float64
+	// IsolateTenants: the gateway serves several tenants (it has API
+	// keys), so a turn on a backend that does not keep tenants apart
+	// reuses only KV its own tenant computed there (tenancy.go). Off, as
+	// with no keys (one tenant), such backends reuse as they choose.
+	IsolateTenants bool
 	// Observe, if set, is called once per routed turn when it ends, with
 	// where it went and why. It runs on the request's goroutine and must
 	// not block.
@@ -316,7 +321,22 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		// a group to the one slot that holds it would queue them behind
 		// each other while other slots sit idle. Never a slot the backend
 		// no longer has (a node restarted with fewer).
-		if c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
+		// A gateway isolating tenants pins every turn on a backend that
+		// does not, and lets it reuse only its own tenant's KV
+		// (tenancy.go).
+		var claimed *pin
+		if r.isolates(m) {
+			held := c.slot
+			if r.cfg.Policy != PolicyPrefix {
+				held = -1
+			}
+			p, err := m.claim(ctx, req.Tenant, req.Slot, held, c.cached, k.length)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			claimed = &p
+			sub.Slot, sub.NoCache, sub.SlotOnly = p.slot, req.NoCache || !p.reuse, true
+		} else if c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
 			sub.Slot = c.slot
 		}
 		// A backend that does not keep tenants apart (llama-server,
@@ -328,7 +348,10 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 			sstream = capStream(stream, c)
 		}
 		believed := m.backend.Info().ContextSlot
-		res, started, err := r.generateOn(ctx, m, k, req, sub, sstream)
+		res, started, err := r.generateOn(ctx, m, k, req, sub, sstream, claimed)
+		if claimed != nil {
+			m.settle(*claimed, res.Slot, err == nil)
+		}
 		if err == nil {
 			// The registry and the cost model learn what really happened;
 			// only the tenant is told less.
@@ -436,8 +459,10 @@ func (r *Router) ForgetConversation(ctx context.Context, tenant, conversation st
 // generateOn runs sub (req as sent to m) on m. A slot pin of the router's
 // own that m refuses (a node restarted with fewer slots refuses the slot
 // it no longer has) is the router's mistake, never the client's: m's slots
-// are re-read, the pin forgotten and the turn run again unpinned.
-func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engine.Request, stream engine.StreamFunc) (engine.Result, bool, error) {
+// are re-read, the pin forgotten and the turn run again unpinned, or, when
+// the router isolates tenants on m (claimed is the turn's claim, nil
+// otherwise), pinned to a slot claimed anew, reusing nothing.
+func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engine.Request, stream engine.StreamFunc, claimed *pin) (engine.Result, bool, error) {
 	res, started, err := m.generate(ctx, sub, r.checkUsage(m, k, req, stream))
 	if err == nil || started || sub.Slot < 0 || req.Slot >= 0 || !errors.Is(err, engine.ErrInvalidRequest) {
 		if err == nil {
@@ -452,6 +477,18 @@ func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engi
 	}
 	_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: sub.Slot})
 	sub.Slot = -1
+	if claimed != nil {
+		// Unpinned, the backend would choose a slot another tenant's turn
+		// may be on its way to reuse (tenancy.go): claim one anew.
+		m.settle(*claimed, -1, false)
+		p, err := m.claim(ctx, claimed.tenant, -1, -1, 0, k.length)
+		if err != nil {
+			*claimed = pin{slot: -1}
+			return engine.Result{}, false, err
+		}
+		*claimed = p
+		sub.Slot, sub.NoCache = p.slot, true
+	}
 	res, started, err = m.generate(ctx, sub, r.checkUsage(m, k, req, stream))
 	if err == nil {
 		res.Timings = r.saneTimings(m, k, req, res.Timings, res.Tokens)

@@ -24,13 +24,16 @@ type fake struct {
 	failMid error // returned after the first event
 	health  error
 	checked chan struct{}
-	held    map[int][]int // tokens per slot, to report cached tokens like a real server
-	used    map[int]int   // when each slot was last used
+	held    map[int][]int  // tokens per slot, to report cached tokens like a real server
+	owner   map[int]string // the tenant whose request last ran on each slot
+	leaked  int            // requests that reused a slot another tenant's request filled
+	reused  int            // prompt tokens the last request reused, as the backend counts
+	used    map[int]int    // when each slot was last used
 	clock   int
 }
 
 func newFake(name string) *fake {
-	return &fake{name: name, slots: 2, checked: make(chan struct{}, 64), held: map[int][]int{}, used: map[int]int{}}
+	return &fake{name: name, slots: 2, checked: make(chan struct{}, 64), held: map[int][]int{}, used: map[int]int{}, owner: map[int]string{}}
 }
 
 func (f *fake) Info() engine.Info {
@@ -66,7 +69,13 @@ func (f *fake) Generate(_ context.Context, req engine.Request, stream engine.Str
 	for cached < len(req.Tokens)-1 && cached < len(f.held[slot]) && f.held[slot][cached] == req.Tokens[cached] {
 		cached++
 	}
-	f.held[slot] = req.Tokens
+	if req.NoCache { // as llama-server's cache_prompt false
+		cached = 0
+	}
+	if cached > 0 && f.owner[slot] != req.Tenant {
+		f.leaked++
+	}
+	f.held[slot], f.owner[slot], f.reused = req.Tokens, req.Tenant, cached
 	f.mu.Unlock()
 	if fail != nil {
 		return engine.Result{}, fail

@@ -84,6 +84,10 @@ type nodeCompletionRequest struct {
 		Prefix string          `json:"prefix"`
 		Suffix string          `json:"suffix"`
 	} `json:"kvwin_output"`
+	// KvwinSlotOnly makes id_slot binding as llama-server's is: only that
+	// slot's own KV is reused (engine.Request.SlotOnly). A gateway keeping
+	// tenants apart on a node that does not sends it; llama-server ignores it.
+	KvwinSlotOnly bool `json:"kvwin_slot_only"`
 	// NProbs asks for each token's probability and this many
 	// alternatives; PostSamplingProbs (the sampler's probabilities, not
 	// the model's) is not supported.
@@ -204,6 +208,7 @@ func (s *Server) nodeCompletion(c *gin.Context) {
 		s.nodeFail(c, err)
 		return
 	}
+	req.SlotOnly = body.KvwinSlotOnly && req.Slot >= 0
 	s.turn(c, info, req, wireFormat{enc: &nodeEncoder{info: info, perToken: body.TimingsPerToken, probs: req.Logprobs}, stream: body.Stream,
 		frame: frameNode, fail: s.nodeFail})
 }

@@ -317,7 +317,7 @@ func (e *Engine) newTask(ctx context.Context, req engine.Request, arrived time.T
 		return nil, err
 	}
 	t.chain = e.kv.keyer.ForTenant(req.Tenant).Tokens(tokens)
-	if !req.NoCache {
+	if !req.NoCache && !(req.SlotOnly && req.Slot >= 0) {
 		t.restore = e.kv.prepareRestore(req.Tenant, t.chain, tokens)
 	}
 	return t, nil

@@ -428,3 +428,43 @@ func TestPadSinksEndsThemOnABlock(t *testing.T) {
 		t.Fatal("padding changed the messages around it")
 	}
 }
+
+// TestSlotOnlyReusesOnlyItsSlot: a binding pin (SlotOnly, a llama-server
+// client's id_slot) reuses its slot's own prefix and copies nothing from
+// another slot holding more of the prompt; the same pin as a hint forks it.
+func TestSlotOnlyReusesOnlyItsSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		only      bool
+		wantForks int64
+	}{{"binding", true, 0}, {"hint", false, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEngine(t, Config{Slots: 2, Ctx: 2048})
+			system := engine.Message{Role: "system", Content: text(40, 600)}
+			head := []engine.Message{system, {Role: "user", Content: "hi"}}
+			whole := []engine.Message{system, {Role: "user", Content: text(41, 400)}}
+			pinned := func(msgs []engine.Message, slot int) engine.Result {
+				req := greedy(2)
+				req.Messages, req.Slot, req.SlotOnly = msgs, slot, tc.only
+				res, err := e.Generate(context.Background(), req, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			own := pinned(head, 0) // slot 0: the system prompt and a short ask
+			pinned(whole, 1)       // slot 1: all of the next prompt
+			forks := e.Stats().Forks.Load()
+			res := pinned(whole, 0) // slot 0 again: its own prefix, or slot 1's copy
+			if forks = e.Stats().Forks.Load() - forks; res.Slot != 0 || forks != tc.wantForks {
+				t.Fatalf("ran on slot %d with %d forks, want slot 0 and %d", res.Slot, forks, tc.wantForks)
+			}
+			if tc.only && (res.Timings.CachedTokens > own.Timings.PromptTokens || res.Timings.CachedTokens < 600) {
+				t.Fatalf("reused %d tokens; slot 0 held %d of them", res.Timings.CachedTokens, own.Timings.PromptTokens)
+			}
+			if !tc.only && res.Timings.CachedTokens < res.Timings.PromptTokens-2 {
+				t.Fatalf("the hint reused %d of %d", res.Timings.CachedTokens, res.Timings.PromptTokens)
+			}
+		})
+	}
+}

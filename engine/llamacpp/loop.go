@@ -179,14 +179,18 @@ func (l *loop) start(t *task) bool {
 	// elsewhere, where placement still finds (or forks, or restores) its
 	// prefix.
 	pinned := t.req.Slot
+	// A binding pin (SlotOnly) reuses nothing but its slot's own KV, and
+	// nothing at all where it is placed instead.
+	only, noCache := t.req.SlotOnly && pinned >= 0, t.req.NoCache
 	if pinned >= 0 && views[pinned].busy {
 		pinned = -1
+		noCache = noCache || only
 	}
 	// The caller looked for a snapshot before the request was admitted; a
 	// request admitted just before this one may since have taken this
 	// conversation's slot and saved it. Look again: the disk read is rare
 	// and short (Load waits for a save still being written).
-	if t.restore == nil && !t.req.NoCache {
+	if t.restore == nil && !noCache && !only {
 		t.restore = l.e.kv.prepareRestore(t.req.Tenant, t.chain, t.prompt)
 	}
 	limit := reuseLimit(len(t.prompt))
@@ -204,7 +208,10 @@ func (l *loop) start(t *task) bool {
 			held[i] = l.reusable(s, t)
 		}
 	}
-	p := place(views, held, limit, l.e.cfg.BlockTokens, pinned, t.req.NoCache)
+	p := place(views, held, limit, l.e.cfg.BlockTokens, pinned, noCache)
+	if only {
+		p.source = -1
+	}
 	s := l.slots[p.target]
 	own := l.reusable(s, t)
 	if p.source >= 0 {
@@ -212,7 +219,7 @@ func (l *loop) start(t *task) bool {
 		if p.reuse <= own {
 			p.source, p.reuse = -1, own // the registry was stale: the target does as well
 		}
-	} else if !t.req.NoCache {
+	} else if !noCache {
 		p.reuse = own
 	}
 	// The slot's content is another conversation's if this prompt does not
@@ -246,7 +253,7 @@ func (l *loop) start(t *task) bool {
 		}
 		l.e.stats.Forks.Add(1)
 	default:
-		if t.req.Shift {
+		if t.req.Shift && !noCache {
 			p.reuse = l.shift(s, t.prompt, p.reuse)
 		}
 		if !lctx.KvCacheSeqRm(s.id, p.reuse, -1) {

@@ -74,6 +74,7 @@ var (
 	_ engine.ChatTemplater         = (*Backend)(nil)
 	_ engine.HealthChecker         = (*Backend)(nil)
 	_ engine.ConversationForgetter = (*Backend)(nil)
+	_ engine.SlotPinner            = (*Backend)(nil)
 )
 
 // New returns a Backend for cfg, logging to log (nil discards logs). It does

@@ -67,17 +67,20 @@ func TestGenerateRequest(t *testing.T) {
 		{
 			name: "chat, every field set, streamed",
 			req: engine.Request{Messages: chatMsgs, MaxTokens: 64, Sampling: sampling, Stop: []string{"</s>"},
-				Slot: 1, Keep: 5, IgnoreEOS: true},
+				Slot: 1, Keep: 5, IgnoreEOS: true, SlotOnly: true},
 			cfg:    Config{CacheReuse: 256},
 			answer: "completion_stream.sse", stream: true,
 			wantBody: `{"prompt":` + prompt + `,"id_slot":1,"cache_prompt":true,"n_keep":5,"n_cache_reuse":256,` +
 				`"n_predict":64,"seed":42,"temperature":0.7,"top_k":20,"top_p":0.9,"min_p":0.05,` +
-				`"repeat_penalty":1.1,"repeat_last_n":64,"stop":["</s>"],"ignore_eos":true,"stream":true,"timings_per_token":true}`,
+				`"repeat_penalty":1.1,"repeat_last_n":64,"stop":["</s>"],"ignore_eos":true,"kvwin_slot_only":true,"stream":true,"timings_per_token":true}`,
 			want: recorded,
 		},
 		{
+			// No cache: no n_cache_reuse either, configured or asked
+			// for by a shift (a router isolating tenants relies on it).
 			name:   "token ids, defaults, no cache, not streamed by the caller",
-			req:    engine.Request{Tokens: []int{1, 2, 3}, Sampling: engine.DefaultSampling(), Slot: -1, NoCache: true},
+			req:    engine.Request{Tokens: []int{1, 2, 3}, Sampling: engine.DefaultSampling(), Slot: -1, NoCache: true, Shift: true},
+			cfg:    Config{CacheReuse: 256},
 			answer: "completion_stream.sse",
 			wantBody: `{"prompt":[1,2,3],"id_slot":-1,"cache_prompt":false,"n_keep":0,"n_cache_reuse":0,` +
 				`"n_predict":-1,"seed":4294967295,"temperature":0.8,"top_k":40,"top_p":0.95,"min_p":0.05,` +

@@ -40,6 +40,9 @@ type completionRequest struct {
 	// nodes read and llama-server ignores.
 	JSONSchema  json.RawMessage `json:"json_schema,omitempty"`
 	KvwinOutput *outputBody     `json:"kvwin_output,omitempty"`
+	// KvwinSlotOnly asks a kvwin node for llama-server's binding id_slot
+	// (engine.Request.SlotOnly); llama-server ignores it, being so already.
+	KvwinSlotOnly bool `json:"kvwin_slot_only,omitempty"`
 	// NProbs asks for each generated token's probability and its top
 	// alternatives (see logprobs.go); PostSamplingProbs is false with
 	// it: the distribution before sampling, as OpenAI reports. Both
@@ -98,6 +101,10 @@ func (b *Backend) completionBody(req engine.Request, tokens []int) completionReq
 	if req.Shift && body.NCacheReuse == 0 {
 		body.NCacheReuse = shiftMinRun // reuse shifted chunks of at least this many tokens
 	}
+	if req.NoCache {
+		body.NCacheReuse = 0 // nothing of the slot is reused, moved chunks neither
+	}
+	body.KvwinSlotOnly = req.SlotOnly && req.Slot >= 0
 	if body.Stop == nil {
 		body.Stop = []string{}
 	}

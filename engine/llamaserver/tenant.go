@@ -73,3 +73,9 @@ func (b *Backend) ForgetConversation(ctx context.Context, tenant, conversation s
 		return 0, fmt.Errorf("llamaserver: %s: status %d: %w", op, resp.StatusCode, engine.ErrUnavailable)
 	}
 }
+
+// PinsSlots reports that a request runs on the slot it names: llama-server
+// then reuses only that slot's common prefix (its RAM prompt cache is read
+// only for unpinned requests) and, with cache_prompt false, nothing; a
+// busy named slot is waited for. See engine.SlotPinner.
+func (b *Backend) PinsSlots() bool { return true }

@@ -125,7 +125,7 @@ func (a *App) openRouter(specs []string) (*router.Router, *kvcache.Registry, err
 		a.closers = append(a.closers, func() { b.Close() })
 		backends = append(backends, b)
 	}
-	r, err := router.New(router.Config{Policy: a.f.Route, Registry: reg, Observe: a.decisions.observe}, backends, a.log)
+	r, err := router.New(router.Config{Policy: a.f.Route, Registry: reg, IsolateTenants: a.tenants, Observe: a.decisions.observe}, backends, a.log)
 	if err != nil {
 		return nil, nil, err
 	}

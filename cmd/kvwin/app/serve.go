@@ -98,6 +98,9 @@ type App struct {
 	catalog   *catalog         // with models: in the config file; then eng and router are nil
 	store     window.Store     // the memory store, nil if it could not be opened
 	decisions *decisionLog     // every router's decisions (the dashboard, /metrics)
+	// tenants: keys are configured, so requests may come from several
+	// tenants, and routers keep them apart on backends that do not.
+	tenants   bool
 	backend   engine.Backend
 	reg       *kvcache.Registry
 	metrics   *prometheus.Registry
@@ -164,6 +167,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 	if err != nil {
 		return nil, err
 	}
+	a.tenants = len(keys) > 0 || f.AdminKey != ""
 	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		a.decisions.decisions, a.decisions.failovers)
 	var win web.Windower
