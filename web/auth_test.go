@@ -116,8 +116,12 @@ func TestAuthRules(t *testing.T) {
 		{"health is open", "GET", "/health", "", nil, 200, "", ""},
 		{"an unknown path reveals nothing without a key", "GET", "/secret", "", nil, 401, CodeInvalidAPIKey, ""},
 		{"models needs a key", "GET", "/v1/models", "", nil, 401, CodeInvalidAPIKey, ""},
-		{"text/plain", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "text/plain"), 415, CodeUnsupportedMedia, ""},
-		{"no content type", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", ""), 415, CodeUnsupportedMedia, ""},
+		{"text/plain from a page", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "text/plain", "Origin", "https://evil.example"), 415, CodeUnsupportedMedia, ""},
+		{"a form from a page", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "cross-site"), 415, CodeUnsupportedMedia, ""},
+		{"no content type from a page", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "", "Referer", "https://evil.example/x"), 415, CodeUnsupportedMedia, ""},
+		{"curl -d without a content type", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "application/x-www-form-urlencoded"), 200, "", "alice"},
+		{"text/plain from a client", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "text/plain"), 200, "", "alice"},
+		{"typed into the address bar", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "text/plain", "Sec-Fetch-Site", "none"), 200, "", "alice"},
 		{"json with a charset", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "application/json; charset=utf-8"), 200, "", "alice"},
 	}
 	for _, tt := range tests {
@@ -167,7 +171,7 @@ func TestAuthErrorShapeFollowsTheRouteAPI(t *testing.T) {
 		key, ctype string
 		status     int
 	}{{"", "application/json", 401}, {aliceKey, "text/plain", 415}} {
-		resp, body = send(t, ts, "POST", "/api/chat", `{}`, jsonWith(tt.key, "Content-Type", tt.ctype))
+		resp, body = send(t, ts, "POST", "/api/chat", `{}`, jsonWith(tt.key, "Content-Type", tt.ctype, "Origin", "https://evil.example"))
 		var ollama struct {
 			Error string `json:"error"`
 		}

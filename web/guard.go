@@ -15,8 +15,12 @@ import (
 // no custom headers) to any address, including a loopback one, and DNS
 // rebinding can make a foreign name resolve to it. So:
 //
-//   - JSON routes answer 415 unless the body is application/json, which a
-//     page can send cross-origin only after a CORS preflight;
+//   - JSON routes answer 415 to a request from a web page (see fromPage)
+//     unless its body is application/json, which a page can send
+//     cross-origin only after a CORS preflight; other clients (curl, SDKs,
+//     the ollama CLI) may send JSON under any Content-Type, as Ollama's and
+//     llama-server's own examples do (`curl … -d '{…}'` says
+//     application/x-www-form-urlencoded);
 //   - preflights and CORS headers are granted only to Config.CORSOrigins;
 //   - when kvwin listens on loopback, or when Config.AllowedHosts is set, a
 //     Host header that is neither the listen address, a loopback name nor an
@@ -161,9 +165,9 @@ func (s *Server) cors(c *gin.Context) {
 	h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 }
 
-// requireJSON answers 415 to a request that carries a body not declared as
-// application/json: a page can send text/plain or a form cross-origin
-// without a preflight, but not JSON.
+// requireJSON answers 415 to a request from a web page that carries a body
+// not declared as application/json: a page can send text/plain or a form
+// cross-origin without a preflight, but not JSON.
 func (s *Server) requireJSON(c *gin.Context) {
 	r := c.Request
 	if r.Method != http.MethodPost && r.Method != http.MethodPut && r.Method != http.MethodPatch {
@@ -172,9 +176,25 @@ func (s *Server) requireJSON(c *gin.Context) {
 	if r.ContentLength == 0 {
 		return // no body: nothing to misread
 	}
+	if !fromPage(r) {
+		return // not a browser: the body is read as JSON whatever it says
+	}
 	ct := r.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
 		return
 	}
 	s.reject(c, fmt.Errorf("%w: Content-Type is %q; send application/json", errUnsupportedMediaType, ct))
+}
+
+// fromPage reports whether a request may have been sent by a web page:
+// browsers mark a page's POST with Origin (every current browser, also for
+// plain HTML forms), with Sec-Fetch-Site other than "none" (since 2019–2021)
+// and, unless the page forbids it, with Referer. Clients that are not
+// browsers send none of them.
+func fromPage(r *http.Request) bool {
+	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+		return true
+	}
+	site := r.Header.Get("Sec-Fetch-Site")
+	return site != "" && site != "none"
 }

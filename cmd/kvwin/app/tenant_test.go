@@ -235,7 +235,9 @@ func TestGuardsOnARealServer(t *testing.T) {
 		code                            string
 	}{
 		{"repeat_last_n 10^9", "POST", "/completion", "application/json", `{"prompt":"hi","repeat_last_n":1000000000}`, bearer(aliceKey), 400, ""},
-		{"text/plain", "POST", "/v1/chat/completions", "text/plain", chat, bearer(aliceKey), 415, "unsupported_media_type"},
+		{"text/plain from a page", "POST", "/v1/chat/completions", "text/plain", chat, bearer(aliceKey, "Origin", "https://evil.example"), 415, "unsupported_media_type"},
+		{"curl -d as in Ollama's docs", "POST", "/api/generate", "application/x-www-form-urlencoded", `{"model":"kvwin-tiny","prompt":"hi","stream":false,"options":{"num_predict":1}}`, bearer(adminKey), 200, ""},
+		{"the same from a page", "POST", "/api/generate", "application/x-www-form-urlencoded", `{"model":"kvwin-tiny","prompt":"hi","stream":false,"options":{"num_predict":1}}`, bearer(adminKey, "Origin", "https://evil.example"), 415, ""},
 		{"a foreign Host", "POST", "/v1/chat/completions", "application/json", chat, bearer(aliceKey, "Host", "attacker.example:8080"), 403, "forbidden_host"},
 		{"registry with a tenant key", "GET", "/kvwin/v1/registry", "", "", bearer(aliceKey), 403, "forbidden"},
 		{"registry with the admin key", "GET", "/kvwin/v1/registry", "", "", bearer(adminKey), 200, ""},
@@ -250,6 +252,9 @@ func TestGuardsOnARealServer(t *testing.T) {
 			}
 			if tt.code != "" && !strings.Contains(body, `"code":"`+tt.code+`"`) {
 				t.Fatalf("body %s lacks code %s", body, tt.code)
+			}
+			if tt.status == 200 && tt.path == "/api/generate" && !strings.Contains(body, `"done":true`) {
+				t.Fatalf("not an Ollama answer: %s", body)
 			}
 			if tt.name == "repeat_last_n 10^9" && !strings.Contains(body, "repeat_last_n") {
 				t.Fatalf("the 400 does not name repeat_last_n: %s", body)
