@@ -58,11 +58,6 @@ func (s *Server) embeddings(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	b, info, err := s.selectBackend(c, body.Model)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	inputs, err := embedInputs(body.Input)
 	if err != nil {
 		s.fail(c, err)
@@ -74,16 +69,12 @@ func (s *Server) embeddings(c *gin.Context) {
 		s.fail(c, badInput(CodeInvalidValue, "encoding_format", `encoding_format is %q; it must be "float" or "base64"`, body.EncodingFormat))
 		return
 	}
-	if body.Model != "" && body.Model != info.Model {
-		s.fail(c, fmt.Errorf("the model %q does not exist (this server serves %q): %w", body.Model, info.Model, engine.ErrUnknownModel))
-		return
-	}
-	emb, ok := b.(engine.Embedder)
-	if !ok {
-		s.failNotSupported(c, "this server's backend cannot compute embeddings")
-		return
-	}
-	out, err := emb.Embed(c.Request.Context(), engine.EmbedRequest{Model: info.Model, Inputs: inputs, Tenant: s.tenant(c)})
+	out, info, err := s.embed(c, body.Model, inputs, func(info engine.Info) error {
+		if body.Model != "" && body.Model != info.Model {
+			return fmt.Errorf("the model %q does not exist (this server serves %q): %w", body.Model, info.Model, engine.ErrUnknownModel)
+		}
+		return nil
+	})
 	if errors.Is(err, engine.ErrNotSupported) {
 		s.failNotSupported(c, err.Error())
 		return
@@ -106,6 +97,25 @@ func (s *Server) embeddings(c *gin.Context) {
 	}
 	c.Header(HeaderBackend, servedBy(info, out.Backend))
 	writeJSON(c.Writer, http.StatusOK, list)
+}
+
+// embed computes the embeddings of inputs on the backend serving model,
+// once check accepts the backend's model. A backend that cannot embed is
+// engine.ErrNotSupported.
+func (s *Server) embed(c *gin.Context, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error) {
+	b, info, err := s.selectBackend(c, model)
+	if err == nil {
+		err = check(info)
+	}
+	if err != nil {
+		return engine.Embeddings{}, info, err
+	}
+	emb, ok := b.(engine.Embedder)
+	if !ok {
+		return engine.Embeddings{}, info, fmt.Errorf("this server's backend cannot compute embeddings: %w", engine.ErrNotSupported)
+	}
+	out, err := emb.Embed(c.Request.Context(), engine.EmbedRequest{Model: info.Model, Inputs: inputs, Tenant: s.tenant(c)})
+	return out, info, err
 }
 
 // failNotSupported answers 501: the route exists, the backend cannot.

@@ -149,6 +149,8 @@ func classify(err error) (int, apiError) {
 		return http.StatusRequestTimeout, invalid(CodeRequestTimeout)
 	case errors.Is(err, errTenantLimit):
 		return http.StatusTooManyRequests, apiError{Message: err.Error(), Type: typeRateLimit, Code: CodeTenantLimit}
+	case errors.Is(err, engine.ErrNotSupported):
+		return http.StatusNotImplemented, apiError{Message: err.Error(), Type: typeInvalidRequest, Code: "not_supported"}
 	case errors.Is(err, engine.ErrQueueFull):
 		return http.StatusTooManyRequests, apiError{Message: err.Error(), Type: typeRateLimit, Code: CodeQueueFull}
 	case errors.Is(err, engine.ErrClosed):

@@ -47,6 +47,8 @@ func (s *Server) ollamaRoutes(r *gin.Engine) {
 	r.GET("/api/tags", s.ollamaTags)
 	r.HEAD("/api/tags", s.ollamaTags)
 	r.POST("/api/show", s.ollamaShow)
+	r.POST("/api/embed", s.ollamaEmbed)
+	r.POST("/api/embeddings", s.ollamaEmbeddings)
 	r.GET("/api/ps", s.ollamaPS)
 	r.GET("/api/version", s.ollamaVersion)
 	r.HEAD("/api/version", s.ollamaVersion)

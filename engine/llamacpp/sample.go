@@ -91,7 +91,7 @@ func (l *loop) choose(t *task) (int, error) {
 		t.con = c
 		n, _, ok := c.close(-1)
 		if ok && n > t.maxNew {
-			return 0, engine.Invalid("max_tokens is %d but the shortest output the format allows takes %d tokens", t.maxNew, n)
+			return 0, engine.Invalid("the token limit (max_tokens; num_predict on the Ollama API, n_predict on /completion) is %d but the shortest output the format allows takes %d tokens", t.maxNew, n)
 		}
 	}
 	c := t.con

@@ -1,0 +1,126 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	oapi "github.com/ollama/ollama/api"
+
+	"kvwin/engine"
+)
+
+// Ollama's embedding routes: POST /api/embed (a string or an array of
+// strings in, unit-length vectors out, as Ollama normalises them) and the
+// older POST /api/embeddings (one prompt, one vector). kvwin's vectors are
+// unit length on both; Ollama's older route returns them unscaled. kvwin
+// does not truncate: an input longer than the model's context is an error
+// whatever "truncate" says, and keep_alive and options are accepted and
+// have no effect (the model stays loaded).
+
+// ollamaEmbedRequest is POST /api/embed's body (api.EmbedRequest of Ollama
+// v0.9.6, with input kept raw).
+type ollamaEmbedRequest struct {
+	Model     string          `json:"model"`
+	Input     json.RawMessage `json:"input"`
+	KeepAlive *oapi.Duration  `json:"keep_alive,omitempty"`
+	Truncate  *bool           `json:"truncate,omitempty"`
+	Options   map[string]any  `json:"options"`
+}
+
+// ollamaEmbed serves POST /api/embed.
+func (s *Server) ollamaEmbed(c *gin.Context) {
+	start := time.Now()
+	var body ollamaEmbedRequest
+	if err := s.decode(c, &body); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	inputs, err := ollamaEmbedInputs(body.Input)
+	if err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
+	if len(inputs) == 0 {
+		// Ollama loads the model and answers no vectors.
+		if s.ollamaServes(c, body.Model) {
+			writeJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: [][]float32{}})
+		}
+		return
+	}
+	out, info, err := s.embed(c, body.Model, inputs, check)
+	if err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	c.Header(HeaderBackend, servedBy(info, out.Backend))
+	writeJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: out.Vectors,
+		TotalDuration: time.Since(start), PromptEvalCount: out.PromptTokens})
+}
+
+// ollamaEmbedInputs reads /api/embed's input as Ollama does: a string (""
+// is no input), an array of strings, or nothing at all.
+func ollamaEmbedInputs(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" || string(raw) == `""` || string(raw) == "[]" {
+		return nil, nil
+	}
+	inputs, err := embedInputs(raw)
+	if err != nil {
+		return nil, badInput(CodeInvalidType, "input", "invalid input type: input must be a string or an array of non-empty strings")
+	}
+	return inputs, nil
+}
+
+// ollamaEmbeddingsRequest is POST /api/embeddings' body (api.EmbeddingRequest).
+type ollamaEmbeddingsRequest struct {
+	Model     string         `json:"model"`
+	Prompt    string         `json:"prompt"`
+	KeepAlive *oapi.Duration `json:"keep_alive,omitempty"`
+	Options   map[string]any `json:"options"`
+}
+
+// ollamaEmbeddings serves POST /api/embeddings: one prompt's vector, or an
+// empty one for an empty prompt, as Ollama answers.
+func (s *Server) ollamaEmbeddings(c *gin.Context) {
+	var body ollamaEmbeddingsRequest
+	if err := s.decode(c, &body); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
+	if body.Prompt == "" {
+		if s.ollamaServes(c, body.Model) {
+			writeJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: []float64{}})
+		}
+		return
+	}
+	out, info, err := s.embed(c, body.Model, []string{body.Prompt}, check)
+	if err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	v := make([]float64, len(out.Vectors[0]))
+	for i, x := range out.Vectors[0] {
+		v[i] = float64(x)
+	}
+	c.Header(HeaderBackend, servedBy(info, out.Backend))
+	writeJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: v})
+}
+
+// ollamaServes reports whether model is served here; if not, it has
+// answered in Ollama's shape.
+func (s *Server) ollamaServes(c *gin.Context, model string) bool {
+	_, info, err := s.selectBackend(c, model)
+	if err == nil {
+		err = ollamaModel(model, info)
+	}
+	if err != nil {
+		s.failOllama(c, err)
+		return false
+	}
+	return true
+}
