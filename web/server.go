@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -217,6 +218,7 @@ func (s *Server) routes() *gin.Engine {
 	r.POST("/v1/completions", s.completions)
 	r.POST("/v1/embeddings", s.embeddings)
 	r.GET("/v1/models", s.models)
+	r.GET("/v1/models/*model", s.model)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
 	s.nodeRoutes(r)
@@ -230,16 +232,38 @@ func (s *Server) routes() *gin.Engine {
 // while it does not know its model yet (a gateway whose backends were
 // never reached): an empty id is no model a client could name.
 func (s *Server) models(c *gin.Context) {
-	info := s.backend.Info()
-	list := modelList{Object: objectList, Data: []modelObject{}}
+	writeJSON(c.Writer, http.StatusOK, modelList{Object: objectList, Data: s.modelObjects()})
+}
+
+// model serves GET /v1/models/{model}: the model object of a served model
+// (ids may hold slashes), 404 model_not_found for any other.
+func (s *Server) model(c *gin.Context) {
+	id := strings.TrimPrefix(c.Param("model"), "/")
+	if id == "" { // "/v1/models/" is no route, as everywhere: no redirect
+		s.fail(c, fmt.Errorf("%w: %s %s", errUnknownRoute, c.Request.Method, c.Request.URL.Path))
+		return
+	}
+	for _, m := range s.modelObjects() {
+		if m.ID == id {
+			writeJSON(c.Writer, http.StatusOK, m)
+			return
+		}
+	}
+	s.fail(c, fmt.Errorf("the model %q does not exist: %w", id, engine.ErrUnknownModel))
+}
+
+// modelObjects lists the served models: a catalog's every model, else the
+// backend's one.
+func (s *Server) modelObjects() []modelObject {
+	out := []modelObject{}
 	if cat, ok := s.backend.(Catalog); ok {
 		for _, m := range cat.Models() {
-			list.Data = append(list.Data, modelObject{ID: m.Name, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
+			out = append(out, modelObject{ID: m.Name, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
 		}
-	} else if info.Model != "" {
-		list.Data = append(list.Data, modelObject{ID: info.Model, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
+	} else if model := s.backend.Info().Model; model != "" {
+		out = append(out, modelObject{ID: model, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
 	}
-	writeJSON(c.Writer, http.StatusOK, list)
+	return out
 }
 
 // readiness is a backend that can tell whether it can serve now: a router

@@ -286,3 +286,27 @@ func TestAccessLog(t *testing.T) {
 		}
 	}
 }
+
+// TestRetrieveModel: GET /v1/models/{id} answers the served model's object,
+// byte for byte as its entry in the list, and 404 model_not_found for any
+// other id (the OpenAI SDKs' models.retrieve).
+func TestRetrieveModel(t *testing.T) {
+	ts := startServer(t, newFake(), Config{}, nil)
+	_, list := do(t, ts, http.MethodGet, "/v1/models", "")
+	var all struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(list, &all); err != nil || len(all.Data) != 1 {
+		t.Fatalf("list %s: %v", list, err)
+	}
+	resp, body := do(t, ts, http.MethodGet, "/v1/models/tiny", "")
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != string(all.Data[0]) {
+		t.Fatalf("GET /v1/models/tiny: %d %s, want %s", resp.StatusCode, body, all.Data[0])
+	}
+	for _, path := range []string{"/v1/models/other", "/v1/models/org/tiny"} {
+		resp, body = do(t, ts, http.MethodGet, path, "")
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":"model_not_found"`) {
+			t.Errorf("GET %s: %d %s, want 404 model_not_found", path, resp.StatusCode, body)
+		}
+	}
+}
