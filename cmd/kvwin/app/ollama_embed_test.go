@@ -91,3 +91,41 @@ func TestOllamaClientEmbed(t *testing.T) {
 		t.Fatalf("unknown model: %v, want 404", err)
 	}
 }
+
+// TestOllamaClientModelStore: Ollama's Go client pulls the served model at
+// once (status success, streamed), gets a 404 for another, and a
+// 501 that says why for the routes of a model store kvwin does not keep.
+func TestOllamaClientModelStore(t *testing.T) {
+	a := apptest.Start(t, nil)
+	client, ctx := ollamaClient(t, a)
+	var statuses []string
+	err := client.Pull(ctx, &oapi.PullRequest{Model: "kvwin-tiny:latest"}, func(p oapi.ProgressResponse) error {
+		statuses = append(statuses, p.Status)
+		return nil
+	})
+	if err != nil || len(statuses) != 1 || statuses[0] != "success" {
+		t.Fatalf("pull: %v, statuses %q", err, statuses)
+	}
+	var status oapi.StatusError
+	// The client reads a streamed answer's {"error": …} as a plain error.
+	err = client.Pull(ctx, &oapi.PullRequest{Model: "llama3"}, func(oapi.ProgressResponse) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), `model "llama3" not found`) {
+		t.Fatalf("pull of another model: %v, want model not found", err)
+	}
+	resp, err := http.Post(a.URL()+"/api/pull", "application/json", strings.NewReader(`{"model":"llama3","stream":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("pull of another model: status %d, want 404", resp.StatusCode)
+	}
+	err = client.Delete(ctx, &oapi.DeleteRequest{Model: "kvwin-tiny"})
+	if !errors.As(err, &status) || status.StatusCode != http.StatusNotImplemented || !strings.Contains(status.ErrorMessage, "does not delete models") {
+		t.Fatalf("delete: %v, want 501 saying kvwin does not delete models", err)
+	}
+	err = client.Copy(ctx, &oapi.CopyRequest{Source: "kvwin-tiny", Destination: "x"})
+	if !errors.As(err, &status) || status.StatusCode != http.StatusNotImplemented {
+		t.Fatalf("copy: %v, want 501", err)
+	}
+}

@@ -1,0 +1,44 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	oapi "github.com/ollama/ollama/api"
+
+	"kvwin/engine"
+)
+
+// Ollama's model management routes. kvwin serves the models its flags or
+// configuration file name and manages no model store, so: /api/pull of a
+// served model succeeds at once (there is nothing newer to fetch), of any
+// other is Ollama's 404; /api/create, /api/copy, /api/delete and /api/push
+// are 501 saying so, rather than the 404 of an unknown route, which
+// clients report as a missing server feature or a wrong address.
+
+// ollamaPull serves POST /api/pull: {"status":"success"} for a served
+// model.
+func (s *Server) ollamaPull(c *gin.Context) {
+	var body oapi.PullRequest
+	if err := s.decode(c, &body); err != nil {
+		s.failOllama(c, err)
+		return
+	}
+	name := body.Model
+	if name == "" {
+		name = body.Name // the deprecated field older clients send
+	}
+	if !s.ollamaServes(c, name) {
+		return
+	}
+	// Streamed or not, the answer is this one object (a stream of one line).
+	writeJSON(c.Writer, http.StatusOK, oapi.ProgressResponse{Status: "success"})
+}
+
+// ollamaUnmanaged answers the model store's other routes with 501.
+func (s *Server) ollamaUnmanaged(verb string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		s.failOllama(c, fmt.Errorf("kvwin does not %s models: it serves the models its flags or configuration file name: %w", verb, engine.ErrNotSupported))
+	}
+}
