@@ -176,7 +176,9 @@ func TestOllamaErrors(t *testing.T) {
 		{"template that does not parse", "POST", "/api/generate", `{"model":"tiny","prompt":"hi","template":"{{ .Prompt "}`, 400, "template"},
 		{"not JSON", "POST", "/api/chat", `{"model":`, 400, "not valid JSON"},
 		{"show of an unknown model", "POST", "/api/show", `{"model":"llama3"}`, 404, "not found"},
-		{"unknown route", "POST", "/api/pull", `{"model":"tiny"}`, 404, "unknown route"},
+		{"unknown route", "POST", "/api/blobs/sha256:00", ``, 404, "unknown route"},
+		{"pull of an unknown model", "POST", "/api/pull", `{"model":"llama3"}`, 404, "not found"},
+		{"delete", "DELETE", "/api/delete", `{"model":"tiny"}`, 501, "does not delete models"},
 		{"wrong method", "GET", "/api/chat", ``, 405, "method not allowed"},
 	}
 	for _, tt := range tests {
