@@ -46,7 +46,7 @@ func (s *Server) ollamaEmbed(c *gin.Context) {
 	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
 	if len(inputs) == 0 {
 		// Ollama loads the model and answers no vectors.
-		if s.ollamaServes(c, body.Model) {
+		if _, _, ok := s.ollamaServes(c, body.Model); ok {
 			writeJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: [][]float32{}})
 		}
 		return
@@ -93,7 +93,7 @@ func (s *Server) ollamaEmbeddings(c *gin.Context) {
 	}
 	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
 	if body.Prompt == "" {
-		if s.ollamaServes(c, body.Model) {
+		if _, _, ok := s.ollamaServes(c, body.Model); ok {
 			writeJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: []float64{}})
 		}
 		return
@@ -111,16 +111,16 @@ func (s *Server) ollamaEmbeddings(c *gin.Context) {
 	writeJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: v})
 }
 
-// ollamaServes reports whether model is served here; if not, it has
-// answered in Ollama's shape.
-func (s *Server) ollamaServes(c *gin.Context, model string) bool {
-	_, info, err := s.selectBackend(c, model)
+// ollamaServes reports whether model is served here, and by which backend;
+// if not, it has answered in Ollama's shape.
+func (s *Server) ollamaServes(c *gin.Context, model string) (engine.Backend, engine.Info, bool) {
+	b, info, err := s.selectBackend(c, model)
 	if err == nil {
 		err = ollamaModel(model, info)
 	}
 	if err != nil {
 		s.failOllama(c, err)
-		return false
+		return nil, info, false
 	}
-	return true
+	return b, info, true
 }

@@ -25,12 +25,8 @@ func (s *Server) ollamaPull(c *gin.Context) {
 		s.failOllama(c, err)
 		return
 	}
-	name := body.Model
-	if name == "" {
-		name = body.Name // the deprecated field older clients send
-	}
-	if !s.ollamaServes(c, name) {
-		return
+	if _, _, ok := s.ollamaServes(c, firstNonEmpty(body.Model, body.Name)); !ok {
+		return // Name: the deprecated field older clients send
 	}
 	// Streamed or not, the answer is this one object (a stream of one line).
 	writeJSON(c.Writer, http.StatusOK, oapi.ProgressResponse{Status: "success"})
@@ -41,4 +37,14 @@ func (s *Server) ollamaUnmanaged(verb string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		s.failOllama(c, fmt.Errorf("kvwin does not %s models: it serves the models its flags or configuration file name: %w", verb, engine.ErrNotSupported))
 	}
+}
+
+// firstNonEmpty returns the first of names that is not "".
+func firstNonEmpty(names ...string) string {
+	for _, n := range names {
+		if n != "" {
+			return n
+		}
+	}
+	return ""
 }

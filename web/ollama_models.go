@@ -125,16 +125,8 @@ func (s *Server) ollamaShow(c *gin.Context) {
 		s.failOllama(c, err)
 		return
 	}
-	name := body.Model
-	if name == "" {
-		name = body.Name // the deprecated field older clients send
-	}
-	b, info, err := s.selectBackend(c, name)
-	if err == nil {
-		err = ollamaModel(name, info)
-	}
-	if err != nil {
-		s.failOllama(c, err)
+	b, info, ok := s.ollamaServes(c, firstNonEmpty(body.Model, body.Name)) // Name: deprecated, older clients send it
+	if !ok {
 		return
 	}
 	card := s.cardOfBackend(b)
