@@ -26,6 +26,7 @@ type fuzzBackend struct{}
 var (
 	_ engine.Backend   = fuzzBackend{}
 	_ engine.Tokenizer = fuzzBackend{}
+	_ engine.Embedder  = fuzzBackend{}
 )
 
 var errContract = errors.New("the web layer passed a request the engine contract forbids")
@@ -55,6 +56,23 @@ func (fuzzBackend) Generate(_ context.Context, req engine.Request, stream engine
 		}
 	}
 	return engine.Result{Text: "ok", Tokens: []int{'o'}, FinishReason: engine.FinishStop, Slot: 0, Timings: t}, nil
+}
+
+// Embed answers a unit vector per input, and fails any request the
+// contract forbids: no inputs, an empty one, more than the web layer's cap.
+func (fuzzBackend) Embed(_ context.Context, req engine.EmbedRequest) (engine.Embeddings, error) {
+	if len(req.Inputs) == 0 || len(req.Inputs) > maxEmbedInputs {
+		return engine.Embeddings{}, fmt.Errorf("%w: %d inputs", errContract, len(req.Inputs))
+	}
+	out := engine.Embeddings{Vectors: make([][]float32, len(req.Inputs))}
+	for i, in := range req.Inputs {
+		if in == "" {
+			return engine.Embeddings{}, fmt.Errorf("%w: input %d is empty", errContract, i)
+		}
+		out.Vectors[i] = []float32{1, 0}
+		out.PromptTokens += len(in) + 1
+	}
+	return out, nil
 }
 
 // Tokenize is byte-level, with BOS 1 when special.
@@ -196,5 +214,14 @@ func FuzzOllamaGenerateRequest(f *testing.F) {
 		`{"model":"tiny","prompt":"hi","raw":true,"stream":false,"options":{"num_predict":2}}`,
 		`{"model":"tiny","prompt":"hi","system":"s","template":"{{ .System }} {{ .Prompt }}"}`,
 		`{"model":"tiny","prompt":"hi","template":"{{ range }}"}`,
+	)
+}
+
+func FuzzOllamaEmbedRequest(f *testing.F) {
+	fuzzOllamaRoute(f, "/api/embed",
+		`{"model":"tiny","input":"hello"}`,
+		`{"model":"tiny:latest","input":["a","b"],"truncate":false,"keep_alive":"5m","options":{"num_ctx":8}}`,
+		`{"model":"tiny","input":""}`,
+		`{"model":"tiny","input":[1,2]}`,
 	)
 }
