@@ -252,9 +252,9 @@ func (f *facts) analyse(pos int, role, sentence string, register bool) (statemen
 		return st, false // a question states nothing
 	}
 	sentence = dropVocatives(sentence)
-	st.marked = changeMarked(words(sentence))
+	whole := words(sentence)
 	cls := clauses(sentence)
-	total := len(words(sentence))
+	total := len(whole)
 	for i := range cls {
 		ws := words(strings.Join(cls[i:], " "))
 		si, subj := f.subjectOf(ws, role)
@@ -267,6 +267,8 @@ func (f *facts) analyse(pos int, role, sentence string, register bool) (statemen
 			break // the next variant would lose the subject
 		}
 	}
+	// Only a named subject's statement is read as a change (see changes).
+	st.marked = st.subject != "" && !strings.HasPrefix(st.subject, "@") && changeMarked(whole)
 	return st, st.subject != ""
 }
 

@@ -70,19 +70,19 @@ type reading struct {
 // newer one the window will hold.
 func (f *facts) superseded(pos int, among, window map[string][]factAt, subjects []string) bool {
 	fs := f.byTurn[pos]
-	any := false
+	someReplaced := false
 	for _, x := range fs {
 		k := historyKey(x)
 		switch {
 		case replaced(x.value, pos, among[k]) || replaced(x.value, pos, window[k]):
-			any = true
-		case len(subjects) > 0 && !strings.HasPrefix(x.subject, "@") && !slices.Contains(subjects, x.subject):
-			// about someone the ask does not name
+			someReplaced = true
+		case x.aboutOther(subjects):
+			// the ask does not need it
 		default:
 			return false
 		}
 	}
-	return any
+	return someReplaced
 }
 
 // factsAt returns the facts stated at positions, by subject and attribute.
@@ -137,13 +137,20 @@ func (f *facts) askSubjects(ask, asker string) []string {
 // names none).
 func (f *facts) aboutOthers(pos int, subjects []string) bool {
 	fs := f.byTurn[pos]
-	if len(fs) == 0 || len(subjects) == 0 {
+	if len(fs) == 0 {
 		return false
 	}
 	for _, x := range fs {
-		if strings.HasPrefix(x.subject, "@") || slices.Contains(subjects, x.subject) {
+		if !x.aboutOther(subjects) {
 			return false
 		}
 	}
 	return true
+}
+
+// aboutOther reports whether x is about a named subject other than those
+// the ask names (never when the ask names none; a speaker's facts about
+// themself, "@role", always concern the ask).
+func (x fact) aboutOther(subjects []string) bool {
+	return len(subjects) > 0 && !strings.HasPrefix(x.subject, "@") && !slices.Contains(subjects, x.subject)
 }
