@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"encoding/json"
-	"io"
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
 	"net/http"
@@ -114,13 +113,7 @@ func TestCorruptSnapshotFallsBackToAPrefill(t *testing.T) {
 // included as written), -1 if absent.
 func metricValue(t *testing.T, a *app.App, prefix string) float64 {
 	t.Helper()
-	resp, err := http.Get(a.URL() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(scrape(t, a), "\n") {
 		if rest, ok := strings.CutPrefix(line, prefix); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
 			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
 			if err != nil {
