@@ -325,11 +325,16 @@ func (s *Store) Has(id string) bool {
 	return f != nil
 }
 
-// touch records a use of f now: in memory, and in the file's modification
-// time so that the age survives a restart. Callers hold s.mu. A file whose
-// time cannot be set keeps its older one: it may expire early, never late.
+// touch records a use of f now: in memory, and, when snapshots expire, in
+// the file's modification time so that the age survives a restart (without
+// a TTL no age is ever read back, and the engine's slot hand-over, which
+// calls Has, pays no system call). Callers hold s.mu. A file whose time
+// cannot be set keeps its older one: it may expire early, never late.
 func (s *Store) touch(id string, f *storeFile) {
 	f.used = s.cfg.Now()
+	if s.cfg.TTL == 0 {
+		return
+	}
 	if err := os.Chtimes(s.path(id), time.Time{}, f.used); err != nil {
 		s.log.Warn("snapshot use not recorded on disk", "id", id, "err", err)
 	}
