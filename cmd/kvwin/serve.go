@@ -56,7 +56,7 @@ will answer it soonest.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, f, func() (app.Config, error) { return reloadConfig(given, configPath) })
+			return serveLogged(ctx, f, func() (app.Config, error) { return reloadConfig(given, configPath) })
 		},
 	}
 	bindServeFlags(cmd.Flags(), &f, &configPath, &check)
@@ -164,6 +164,39 @@ func applyConfig(fl *pflag.FlagSet, path string) (*config.File, error) {
 	return file, nil
 }
 
+// errLogged is an error serve already logged; main only exits 1.
+var errLogged = errors.New("kvwin serve failed (logged)")
+
+// serveLogged serves f with standard output and error taken over
+// (app.Stdio): from here to the end, every line the process prints —
+// kvwin's, llama.cpp's, a library's — is one record of the server's logger,
+// in --log-format. Its own error is logged too, then errLogged returned.
+func serveLogged(ctx context.Context, f app.Config, reload func() (app.Config, error)) error {
+	if f.LogFormat != "" && f.LogFormat != app.LogText && f.LogFormat != app.LogJSON {
+		_, err := app.NewLoggerTo(os.Stderr, f.LogFormat, slog.LevelInfo)
+		return err
+	}
+	stdio, err := app.CaptureStdio()
+	if err != nil {
+		return err
+	}
+	defer stdio.Close() // last: the lines printed up to here are logged first
+	level := f.LogLevel
+	if f.Verbose {
+		level = slog.LevelDebug
+	}
+	log, _ := app.NewLoggerTo(stdio.Real(), f.LogFormat, level)
+	stdio.Start(log)
+	slog.SetDefault(log)
+	llamacpp.SetLogger(log, app.LlamaLogLevel(f.Verbose))
+	f.Logger = log
+	if err := serve(ctx, f, reload); err != nil {
+		log.Error("kvwin serve", "err", err)
+		return errLogged
+	}
+	return nil
+}
+
 // serve runs the server until ctx ends; each SIGHUP serves what reload
 // returns from then on (keys, backends, models), or keeps the running
 // configuration and logs why not.
@@ -185,11 +218,11 @@ func serve(ctx context.Context, f app.Config, reload func() (app.Config, error))
 			case <-hup:
 				nf, err := reload()
 				if err == nil {
-					nf.LogLevel = f.LogLevel
+					nf.LogLevel, nf.Logger = f.LogLevel, f.Logger
 					err = a.Reload(nf)
 				}
 				if err != nil {
-					app.NewLogger(slog.LevelInfo).Error("SIGHUP: configuration not reloaded; the running one stays", "err", err)
+					a.Logger().Error("SIGHUP: configuration not reloaded; the running one stays", "err", err)
 				}
 			}
 		}

@@ -59,6 +59,10 @@ type Config struct {
 	// the process-wide default logger (llama.cpp's messages) follows
 	// LogFormat too. Tests capture a server's lines here.
 	LogOutput io.Writer
+	// Logger, if set, is the server's logger, and LogOutput, LogFormat and
+	// LogLevel are not read: kvwin serve builds one logger over the
+	// standard error it took over (Stdio) and logs llama.cpp through it.
+	Logger *slog.Logger
 
 	// Who may call (auth.go).
 	APIKeys             []string // TENANT=KEY
@@ -121,21 +125,12 @@ type App struct {
 // New builds the backend and binds the listen address; Run serves. On
 // error nothing is left running.
 func New(f Config) (*App, error) {
-	level, defaultLevel := f.LogLevel, slog.LevelWarn
-	if f.Verbose {
-		level, defaultLevel = slog.LevelDebug, slog.LevelInfo // llama.cpp's loader messages too
-	}
-	out := f.LogOutput
-	if out == nil {
-		out = os.Stderr
-	}
-	log, err := NewLoggerTo(out, f.LogFormat, level)
-	if err != nil {
-		return nil, err
-	}
-	if f.LogOutput == nil && (f.Verbose || f.LogFormat == LogJSON) {
-		def, _ := NewLoggerTo(os.Stderr, f.LogFormat, defaultLevel)
-		slog.SetDefault(def)
+	log := f.Logger
+	if log == nil {
+		var err error
+		if log, err = newProcessLogger(f); err != nil {
+			return nil, err
+		}
 	}
 	shared := &sharedState{}
 	a, err := build(f, log, shared, nil)
@@ -154,6 +149,38 @@ func New(f Config) (*App, error) {
 		IdleTimeout:       2 * time.Minute,
 	}
 	return a, nil
+}
+
+// newProcessLogger builds the logger of f's LogOutput, LogFormat and
+// LogLevel. Without a LogOutput (standard error), llama.cpp's messages go
+// there too: at warnings and above, or all of them with --verbose.
+func newProcessLogger(f Config) (*slog.Logger, error) {
+	level := f.LogLevel
+	if f.Verbose {
+		level = slog.LevelDebug
+	}
+	out := f.LogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	log, err := NewLoggerTo(out, f.LogFormat, level)
+	if err != nil {
+		return nil, err
+	}
+	if f.LogOutput == nil {
+		slog.SetDefault(log)
+		llamacpp.SetLogger(log, LlamaLogLevel(f.Verbose))
+	}
+	return log, nil
+}
+
+// LlamaLogLevel is the lowest level of llama.cpp's messages a server logs:
+// warnings, or everything with --verbose.
+func LlamaLogLevel(verbose bool) slog.Level {
+	if verbose {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // build assembles one generation: the backend, windows and routes of f.
@@ -333,6 +360,9 @@ func (a *App) Abort() {
 	a.hs.Close()
 	a.Close()
 }
+
+// Logger is the server's logger.
+func (a *App) Logger() *slog.Logger { return a.log }
 
 // URL is the server's base URL.
 func (a *App) URL() string { return "http://" + a.ln.Addr().String() }

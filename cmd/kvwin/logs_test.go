@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+
+	"kvwin/cmd/kvwin/app/apptest"
+)
+
+// Under --log-format json every line a kvwin serve process prints, on
+// standard error and standard output, from start to shutdown, is one JSON
+// object: kvwin's own, llama.cpp's callback messages (the context warning
+// at start) and what llama.cpp prints past it with fprintf (a grammar that
+// does not parse is printed whole). A forged line inside a grammar stays a
+// quoted message, and a large grammar is logged only as a short prefix.
+func TestJSONLogsEveryLineOfTheProcess(t *testing.T) {
+	for _, verbose := range []bool{false, true} {
+		t.Run(map[bool]string{false: "quiet", true: "verbose"}[verbose], func(t *testing.T) {
+			model, err := ensureTinyModel(apptest.ModelDir(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			args := []string{"--data-dir", t.TempDir(), "--model", model, "--slots", "1", "--ctx", "1024",
+				"--threads", "1", "--log-format", "json"}
+			if verbose {
+				args = append(args, "--verbose")
+			}
+			cmd, url := serverProcessTo(t, &stdout, &stderr, args...)
+
+			forged := `root ::= "a" (` + "\n" + `{"level":"ERROR","msg":"forged","forged":true}` + "\n"
+			big := `root ::= "` + strings.Repeat("x", 100_000) + "\n" + strings.Repeat("y ::= (\n", 2_000)
+			for _, grammar := range []string{forged, big} {
+				b, _ := json.Marshal(map[string]any{"prompt": "hi", "n_predict": 2, "grammar": grammar})
+				resp, err := http.Post(url+"/completion", "application/json", bytes.NewReader(b))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusBadRequest {
+					t.Fatalf("invalid grammar: %d", resp.StatusCode)
+				}
+			}
+			if tr := apptest.PostWith(t, url, nil, map[string]any{"messages": apptest.Msgs("user", "Hello."), "max_tokens": 3}); tr.Status != 200 {
+				t.Fatalf("chat: %d %s", tr.Status, tr.Body)
+			}
+			syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+			cmd.Wait()
+
+			sources := map[string]int{}
+			printed := 0 // bytes of the records of what was printed to standard error
+			for name, out := range map[string]*bytes.Buffer{"stdout": &stdout, "stderr": &stderr} {
+				sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
+				sc.Buffer(nil, 1<<20)
+				for sc.Scan() {
+					var rec map[string]any
+					if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+						t.Fatalf("%s line %q is not one JSON object: %v", name, sc.Text(), err)
+					}
+					if rec["forged"] != nil {
+						t.Fatalf("%s: a line from a request became a record: %q", name, sc.Text())
+					}
+					if len(sc.Bytes()) > 1000 {
+						t.Fatalf("%s: a %d-byte line: request text logged whole? %.200q", name, len(sc.Bytes()), sc.Text())
+					}
+					if s, ok := rec["source"].(string); ok {
+						sources[s]++
+						if s == "stderr" {
+							printed += len(sc.Bytes())
+						}
+					}
+					sources["msg:"+firstWord(rec["msg"])]++
+				}
+			}
+			if printed == 0 || printed > 5_000 {
+				t.Fatalf("%d bytes of records for %d bytes of grammar printed: want a few short lines", printed, len(big))
+			}
+			if sources["llama.cpp"] == 0 {
+				t.Fatalf("no llama.cpp record (the n_ctx_per_seq warning at start): %v", sources)
+			}
+			if sources["stderr"] == 0 {
+				t.Fatalf("no record of what llama.cpp printed to standard error (the grammar parse error): %v", sources)
+			}
+			if sources["msg:stopped"] != 1 {
+				t.Fatalf("the shutdown's last line is missing: %v", sources)
+			}
+			if verbose && sources["llama.cpp"] < 10 {
+				t.Fatalf("--verbose: %d llama.cpp records, want its loader's messages", sources["llama.cpp"])
+			}
+		})
+	}
+}
+
+func firstWord(v any) string {
+	s, _ := v.(string)
+	w, _, _ := strings.Cut(s, " ")
+	return w
+}
