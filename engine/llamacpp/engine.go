@@ -49,6 +49,7 @@ type Engine struct {
 
 	admit    chan struct{} // a token per admitted request: Slots + Queue
 	incoming chan *task
+	forgets  chan forgetOp // conversations deleted (forget.go)
 	quit     chan struct{}
 	stopped  chan struct{}
 	closeMu  sync.Once
@@ -141,6 +142,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		vocab:    model.NumVocab(),
 		admit:    make(chan struct{}, cfg.Slots+max(cfg.Queue, 0)),
 		incoming: make(chan *task, cfg.Slots+max(cfg.Queue, 0)),
+		forgets:  make(chan forgetOp),
 		quit:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		views:    make([]engine.SlotState, cfg.Slots),

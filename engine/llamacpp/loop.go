@@ -30,6 +30,9 @@ type slot struct {
 	// owner is whose tokens the slot holds: set when a request takes it.
 	// Another tenant's request never reuses them (reusable).
 	owner kvcache.Owner
+	// forget: the owner's conversation was deleted while this slot
+	// generated for it; the slot is cleared when the generation ends.
+	forget bool
 }
 
 // loop owns the llama.cpp context, the batch and the slots. Only run and
@@ -68,6 +71,8 @@ func (l *loop) run() {
 			select {
 			case t := <-e.incoming:
 				l.waiting = append(l.waiting, t)
+			case op := <-e.forgets:
+				l.forget(op)
 			case <-e.quit:
 				l.shutdown()
 				return
@@ -77,6 +82,8 @@ func (l *loop) run() {
 			select {
 			case t := <-e.incoming:
 				l.waiting = append(l.waiting, t)
+			case op := <-e.forgets:
+				l.forget(op)
 			case <-e.quit:
 				l.shutdown()
 				return
@@ -530,6 +537,9 @@ func (l *loop) finish(t *task, reason string, err error) {
 			l.e.views[s.id].Tokens = len(s.tokens)
 			l.e.views[s.id].Tenant = s.owner.Tenant
 			l.e.mu.Unlock()
+			if s.forget {
+				l.clear(s)
+			}
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
