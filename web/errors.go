@@ -39,6 +39,7 @@ const (
 	CodeForbiddenHost        = "forbidden_host"             // the Host header is not this server's (DNS rebinding)
 	CodeUnsupportedMedia     = "unsupported_media_type"     // a body that is not application/json
 	CodeConversationNotFound = "conversation_not_found"     // DELETE of a conversation the tenant does not have
+	CodeMemoryUnavailable    = "memory_store_unavailable"   // the memory store failed to open or verify: stored turns cannot be reached
 	CodeRequestTimeout       = "request_timeout"            // the body did not arrive in time
 	CodeBackendUnavailable   = "backend_unavailable"        // the backend cannot serve now
 	CodeBackendTimeout       = "backend_timeout"            // no backend connected or sent a first token in time
@@ -88,6 +89,7 @@ var (
 	errUnsupportedMediaType = errors.New("unsupported media type")
 	errTenantLimit          = errors.New("too many requests for this tenant")
 	errConversationNotFound = errors.New("no such conversation")
+	errMemoryUnavailable    = errors.New("the memory store is unavailable")
 	errBodyTimeout          = errors.New("the request body did not arrive in time")
 	// errClientGone is recorded (never written) when the client went away,
 	// so the access log can tell a dropped request from a served one.
@@ -143,6 +145,8 @@ func classify(err error) (int, apiError) {
 		return http.StatusForbidden, apiError{Message: err.Error(), Type: typePermission, Code: CodeForbidden}
 	case errors.Is(err, errUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType, invalid(CodeUnsupportedMedia)
+	case errors.Is(err, errMemoryUnavailable):
+		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: typeServer, Code: CodeMemoryUnavailable}
 	case errors.Is(err, errConversationNotFound):
 		return http.StatusNotFound, invalid(CodeConversationNotFound)
 	case errors.Is(err, errBodyTimeout):

@@ -228,7 +228,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		Status:  func(ctx context.Context) any { return a.status(ctx) },
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
-		Forget: a.forgetter(forgetWin),
+		Forget: a.forgetter(forgetWin), MemoryUnavailable: a.shared.unavailable(),
 	}, a.backend, a.log)
 	if err != nil {
 		if ln == nil {
@@ -301,6 +301,14 @@ func (a *App) startWindow() (*window.Window, error) {
 // cannot be opened is logged, and windows work without it.
 func (a *App) openStore() error {
 	a.store = a.shared.open(a.f, a.log, a.backend)
+	a.metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kvwin_memory_store_up",
+		Help: "1 while the memory store is open; 0 when it failed to open or verify (the server runs degraded: see /health)."},
+		func() float64 {
+			if a.shared.unavailable() != nil {
+				return 0
+			}
+			return 1
+		}))
 	if c, ok := a.store.(interface{ Collector() prometheus.Collector }); ok {
 		a.metrics.MustRegister(c.Collector()) // kvwin_memory_store_errors_total
 	}
