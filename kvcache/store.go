@@ -177,7 +177,7 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 	if cfg.Dir == "" || cfg.MaxBytes < 0 || cfg.Queue < 0 || cfg.TTL < 0 {
 		return nil, nil, fmt.Errorf("kvcache: snapshot store %+v: %w", cfg, ErrInvalidConfig)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := mkdirPrivate(cfg.Dir); err != nil {
 		return nil, nil, fmt.Errorf("kvcache: snapshot dir: %w", err)
 	}
 	dec, err := newSnapshotDecoder()
@@ -199,6 +199,19 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 		go s.expireLoop()
 	}
 	return s, existing, nil
+}
+
+// mkdirPrivate creates dir and its missing parents, readable by kvwin's
+// user only (0700) whatever the umask: what is under --data-dir holds
+// conversations. A directory that exists keeps its mode.
+func mkdirPrivate(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
 }
 
 func (s *Store) path(id string) string { return filepath.Join(s.cfg.Dir, id+snapExt) }
