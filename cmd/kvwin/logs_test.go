@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"kvwin/cmd/kvwin/app/apptest"
 )
@@ -100,4 +103,112 @@ func firstWord(v any) string {
 	s, _ := v.(string)
 	w, _, _ := strings.Cut(s, " ")
 	return w
+}
+
+// lineSink is an io.Writer that sends each complete line written to it on
+// lines, so a test can wait for a process's log line without polling.
+type lineSink struct {
+	buf   []byte
+	lines chan string
+}
+
+func (s *lineSink) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	for {
+		i := bytes.IndexByte(s.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		s.lines <- string(s.buf[:i])
+		s.buf = s.buf[i+1:]
+	}
+}
+
+// waitLog reads records from lines until one's msg is msg (returned) or
+// another's is fail (fatal), or the deadline passes.
+func waitLog(t *testing.T, lines <-chan string, msg, fail string) map[string]any {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case line := <-lines:
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("line %q is not one JSON object: %v", line, err)
+			}
+			switch rec["msg"] {
+			case msg:
+				return rec
+			case fail:
+				t.Fatalf("waiting for %q: %s", msg, line)
+			}
+		case <-deadline:
+			t.Fatalf("no %q logged", msg)
+		}
+	}
+}
+
+// A SIGHUP whose configuration cannot be loaded — a model file that is not
+// there, a context whose KV cache cannot be allocated, a models: entry that
+// is missing — logs why (as JSON) and keeps serving the running
+// configuration; it never claims "configuration reloaded". A good one
+// then reloads.
+func TestSIGHUPThatCannotLoadKeepsTheRunningConfiguration(t *testing.T) {
+	model, err := ensureTinyModel(apptest.ModelDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "kvwin.yaml")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(cfgPath, []byte("slots: 1\nthreads: 1\n"+body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("model: " + model + "\nctx: 1024\n")
+	sink := &lineSink{lines: make(chan string, 10_000)}
+	cmd, url := serverProcessTo(t, nil, sink, "--config", cfgPath, "--data-dir", dir, "--log-format", "json")
+	nctx := func() int {
+		t.Helper()
+		var slots []struct {
+			NCtx int `json:"n_ctx"`
+		}
+		resp, err := http.Get(url + "/slots")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&slots); err != nil || len(slots) != 1 {
+			t.Fatalf("/slots: %v %v", slots, err)
+		}
+		return slots[0].NCtx
+	}
+	const kept, reloaded = "SIGHUP: configuration not reloaded; the running one stays", "configuration reloaded"
+	for _, tc := range []struct{ name, body, want string }{
+		{"impossible ctx", "model: " + model + "\nctx: 100000000\n", "does not fit"},
+		{"missing model", "model: " + filepath.Join(dir, "gone.gguf") + "\n", "gone.gguf"},
+		{"missing model of models", "models:\n  - name: a\n    model: " + model + "\n  - name: b\n    model: " + filepath.Join(dir, "b.gguf") + "\n", "models[1] (b)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			write(tc.body)
+			syscall.Kill(cmd.Process.Pid, syscall.SIGHUP)
+			rec := waitLog(t, sink.lines, kept, reloaded)
+			if e, _ := rec["err"].(string); !strings.Contains(e, tc.want) || rec["level"] != "ERROR" {
+				t.Fatalf("logged %v, want an error naming %q", rec, tc.want)
+			}
+			if tr := apptest.PostWith(t, url, nil, map[string]any{"messages": apptest.Msgs("user", "Hello."), "max_tokens": 2}); tr.Status != 200 {
+				t.Fatalf("after the refused reload: %d %s", tr.Status, tr.Body)
+			}
+			if n := nctx(); n != 1024 {
+				t.Fatalf("after the refused reload the slots have %d tokens, want the running 1024", n)
+			}
+		})
+	}
+	write("model: " + model + "\nctx: 2048\n")
+	syscall.Kill(cmd.Process.Pid, syscall.SIGHUP)
+	waitLog(t, sink.lines, reloaded, kept)
+	if n := nctx(); n != 2048 {
+		t.Fatalf("after a good reload the slots have %d tokens, want 2048", n)
+	}
 }

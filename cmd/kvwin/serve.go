@@ -51,6 +51,9 @@ will answer it soonest.`,
 				return errors.New("--check needs --config FILE")
 			}
 			if check {
+				if err := app.Check(f); err != nil {
+					return fmt.Errorf("%s: %w", configPath, err)
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d models)\n", configPath, len(f.Models))
 				return nil
 			}
@@ -66,7 +69,7 @@ will answer it soonest.`,
 // bindServeFlags defines kvwin serve's flags on fl, bound to f.
 func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check *bool) {
 	fl.StringVar(configPath, "config", "", "YAML file of settings: each flag as a snake_case key (--window-budget: window_budget), plus models: and max_loaded_models:; flags on the command line win")
-	fl.BoolVar(check, "check", false, "with --config: validate the file, print ok and exit 0, or the error and exit 1")
+	fl.BoolVar(check, "check", false, "with --config: validate the file and what it asks for (model files readable, slots × ctx allocatable here), print ok and exit 0, or the error and exit 1; nothing is loaded")
 	fl.StringVar(&f.Addr, "addr", "127.0.0.1:8080", "listen address HOST:PORT")
 	fl.StringVar(&f.DataDir, "data-dir", "./data", "directory for kvwin's state (the generated test model, later the memory store and KV snapshots)")
 	fl.StringVar(&f.Model, "model", "", "GGUF model to serve (default: the generated test model under --data-dir)")

@@ -103,6 +103,9 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := fits(cfg, shape, availableMemory); err != nil {
+		return nil, err
+	}
 	if cfg.ModelID == "" {
 		cfg.ModelID = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}

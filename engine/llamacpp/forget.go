@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"kvwin/engine"
 	"kvwin/kvcache"
 )
 
@@ -75,5 +74,3 @@ func (l *loop) clear(s *slot) {
 	l.e.views[s.id].Tokens, l.e.views[s.id].Tenant = 0, ""
 	l.e.mu.Unlock()
 }
-
-var _ engine.ConversationForgetter = (*Engine)(nil)

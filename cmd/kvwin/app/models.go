@@ -51,6 +51,12 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
 			}
 			e.spec.Model = abs
+			// Loaded on first use, but checked now: a configuration whose
+			// model cannot load is refused at start and by a reload, not
+			// reported as served and then answered 503.
+			if err := checkEmbedded(a.f, abs, slots, ctx); err != nil {
+				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
+			}
 			if e.reg, err = kvcache.New(kvcache.Config{Logger: a.log}); err != nil {
 				return nil, nil, err
 			}
