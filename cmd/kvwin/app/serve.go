@@ -211,6 +211,9 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		a.metrics.MustRegister(kvcache.NewCollector(a.reg))
 		forgetWin, err = a.startWindow()
 		win = forgetWin
+		if err == nil && a.router != nil && f.WindowBudget == 0 {
+			win = a.followWindow(forgetWin, f.Window, func() int { return fleetContext(a.router.Backends()) })
+		}
 	}
 	if err != nil {
 		a.Close()
@@ -274,10 +277,13 @@ func (a *App) startWindow() (*window.Window, error) {
 	budget := a.f.WindowBudget
 	if budget == 0 {
 		ctx := a.backend.Info().ContextSlot
-		if ctx == 0 {
-			ctx = 4096 // a remote backend not reached yet; its context is unknown
+		if a.router != nil {
+			ctx = fleetContext(a.router.Backends())
 		}
-		budget = ctx - OutputReserve(ctx)
+		if ctx == 0 {
+			ctx = unknownContext // no backend reached yet; the window follows them when they join (followWindow)
+		}
+		budget = defaultBudget(ctx)
 	}
 	if err := a.openStore(); err != nil {
 		return nil, err
@@ -295,6 +301,14 @@ func (a *App) startWindow() (*window.Window, error) {
 		}
 	}
 	return w, nil
+}
+
+// followWindow returns a window whose budget follows context (the fleet's
+// smallest per-slot context), starting from w, built for the context
+// known now.
+func (a *App) followWindow(w *window.Window, policy string, context func() int) web.Windower {
+	return &followingWindow{context: context, log: a.log, ctx: context(), cur: w,
+		build: func(budget int) (*window.Window, error) { return a.newWindow(policy, budget) }}
 }
 
 // openStore opens the memory store under the data dir, once. A store that
