@@ -110,3 +110,46 @@ func TestDeletedConversationLeavesNoTokensBehind(t *testing.T) {
 		})
 	}
 }
+
+// With models: in the configuration file, DELETE reaches the snapshots of
+// a model that is not loaded: its files leave its directory (another
+// conversation's stay), and its next turn, the model loaded again, caches
+// nothing of it.
+func TestDeleteReachesTheSnapshotsOfAModelNotLoaded(t *testing.T) {
+	a := twoModels(t, func(f *app.Config) { f.Models[0].Slots = 1 })
+	convs := map[string][]map[string]string{}
+	for i, id := range []string{"A", "B"} {
+		convs[id] = apptest.Msgs("system", apptest.Words(130+2*i, 600), "user", apptest.Words(131+2*i, 700))
+	}
+	turn := func(id string) apptest.Turn {
+		t.Helper()
+		tr := apptest.PostWith(t, a.URL(), map[string]string{"X-Conversation-Id": id}, map[string]any{"model": "a", "messages": convs[id], "max_tokens": 2, "temperature": 0})
+		if tr.Status != 200 {
+			t.Fatalf("%s: %d %s", id, tr.Status, tr.Body)
+		}
+		return tr
+	}
+	turn("A")
+	turn("B") // A's snapshot
+	if tr := apptest.Post(t, a, map[string]any{"model": "b", "messages": apptest.Msgs("user", "hi"), "max_tokens": 2}); tr.Status != 200 {
+		t.Fatalf("model b: %d %s", tr.Status, tr.Body)
+	}
+	if got := loaded(t, a); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("loaded %v, want only b", got)
+	}
+	if len(snapshotFiles(t, a, "A", "a")) != 1 {
+		t.Fatalf("A's snapshot before the DELETE: %v", snapshotFiles(t, a, "A", "a"))
+	}
+	if status, _, body := send(t, "DELETE", a.URL()+"/kvwin/v1/conversations/A", "", "", nil); status != 204 {
+		t.Fatalf("DELETE: %d %s", status, body)
+	}
+	if files := snapshotFiles(t, a, "A", "a"); len(files) != 0 {
+		t.Fatalf("A deleted, its snapshot of the unloaded model is on disk: %v", files)
+	}
+	if got := loaded(t, a); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("the DELETE loaded a model: %v", got)
+	}
+	if cold := turn("A"); cold.Cached >= 16 {
+		t.Fatalf("A after DELETE: %d of %d cached, want none of it", cold.Cached, cold.Prompt)
+	}
+}
