@@ -102,7 +102,7 @@ func (s *logSink) add(level int, text string) {
 			s.over = 0
 		}
 	}
-	if lines > logLinesPerMessage {
+	if lines > logLinesPerMessage && s.level >= s.min {
 		s.logger().Log(context.Background(), s.level, "llama.cpp: more lines of this message not shown", "lines", lines-logLinesPerMessage)
 	}
 }
