@@ -104,6 +104,7 @@ func TestDeletedConversationLeavesNoTokensBehind(t *testing.T) {
 			if tr.Status != 200 || tr.Cached >= 16 {
 				t.Fatalf("S after DELETE: %d, cached %d of %d tokens: want none of it (less than a block)", tr.Status, tr.Cached, tr.Prompt)
 			}
+			t.Logf("after DELETE: %d snapshot files, none holding its tokens; its next turn cached %d of %d tokens", len(mustGlob(t, filepath.Join(a.Config().DataDir, "snapshots", "*.kvsnap"))), tr.Cached, tr.Prompt)
 			if status, _, _ := send(t, "DELETE", a.URL()+"/kvwin/v1/conversations/unknown", "", "", nil); status != 404 {
 				t.Fatalf("DELETE of a conversation never seen: %d, want 404", status)
 			}
@@ -152,4 +153,13 @@ func TestDeleteReachesTheSnapshotsOfAModelNotLoaded(t *testing.T) {
 	if cold := turn("A"); cold.Cached >= 16 {
 		t.Fatalf("A after DELETE: %d of %d cached, want none of it", cold.Cached, cold.Prompt)
 	}
+}
+
+func mustGlob(t *testing.T, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
