@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -210,5 +212,46 @@ func TestSIGHUPThatCannotLoadKeepsTheRunningConfiguration(t *testing.T) {
 	waitLog(t, sink.lines, reloaded, kept)
 	if n := nctx(); n != 2048 {
 		t.Fatalf("after a good reload the slots have %d tokens, want 2048", n)
+	}
+}
+
+// A kvwin serve that cannot start under --log-format json says why in one
+// JSON record and exits 1: a configuration file that does not parse, a
+// model that is not there, a context that cannot be allocated.
+func TestJSONLogsOfAServerThatCannotStart(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("bogus_key: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad config file", []string{"--config", bad}, `unknown key "bogus_key"`},
+		{"missing model", []string{"--model", filepath.Join(t.TempDir(), "gone.gguf")}, "gone.gguf"},
+		{"impossible ctx", []string{"--ctx", "100000000"}, "does not fit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--threads", "1", "--log-format", "json"}, tc.args...)
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "KVWIN_TEST_MAIN=1", "KVWIN_TEST_ARGS="+strings.Join(args, "\x1f"))
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want status 1", err)
+			}
+			var last map[string]any
+			for _, line := range strings.Split(strings.TrimSpace(stderr.String()+stdout.String()), "\n") {
+				if err := json.Unmarshal([]byte(line), &last); err != nil {
+					t.Fatalf("line %q is not one JSON object: %v", line, err)
+				}
+			}
+			if e, _ := last["err"].(string); last["level"] != "ERROR" || !strings.Contains(e, tc.want) {
+				t.Fatalf("last record %v, want an error naming %q", last, tc.want)
+			}
+		})
 	}
 }

@@ -43,6 +43,11 @@ will answer it soonest.`,
 			if configPath != "" {
 				file, err := applyConfig(cmd.Flags(), configPath)
 				if err != nil {
+					if !check && f.LogFormat == app.LogJSON { // --log-format json on the command line
+						log, _ := app.NewLoggerTo(cmd.ErrOrStderr(), app.LogJSON, slog.LevelInfo)
+						log.Error("kvwin serve", "err", err)
+						return errLogged
+					}
 					return err
 				}
 				f.Models, f.MaxLoadedModels = file.Models, file.MaxLoadedModels
