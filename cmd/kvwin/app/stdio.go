@@ -24,7 +24,7 @@ import (
 // (debug.SetCrashOutput), as the runtime's own writes to fd 2 may not be
 // read before the process ends.
 type Stdio struct {
-	real  *os.File // the original standard error
+	orig  *os.File // the original standard error, where the logger writes
 	saved [2]int   // duplicates of the original fds 1 and 2, restored by Close
 	pipes [2]*os.File
 	wg    sync.WaitGroup
@@ -66,19 +66,19 @@ func CaptureStdio() (*Stdio, error) {
 		}
 		s.pipes[i] = r
 	}
-	real, err := syscall.Dup(s.saved[1])
+	orig, err := syscall.Dup(s.saved[1])
 	if err != nil {
 		s.undo()
 		return nil, fmt.Errorf("capture: %w", err)
 	}
-	syscall.CloseOnExec(real)
-	s.real = os.NewFile(uintptr(real), "/dev/stderr")
-	debug.SetCrashOutput(s.real, debug.CrashOptions{})
+	syscall.CloseOnExec(orig)
+	s.orig = os.NewFile(uintptr(orig), "/dev/stderr")
+	debug.SetCrashOutput(s.orig, debug.CrashOptions{})
 	return s, nil
 }
 
 // Real is the original standard error: where the logger must write.
-func (s *Stdio) Real() *os.File { return s.real }
+func (s *Stdio) Real() *os.File { return s.orig }
 
 // Start logs every line printed from now on (and any waiting) through log,
 // until Close.
@@ -96,7 +96,6 @@ func (s *Stdio) Start(log *slog.Logger) {
 // until every line printed before was logged. Safe to call more than once.
 func (s *Stdio) Close() {
 	s.once.Do(func() {
-		os.Stdout.Sync()
 		s.undo() // the pipes' write ends close: their readers see EOF
 		s.wg.Wait()
 		for _, p := range s.pipes {
