@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
@@ -162,4 +163,33 @@ func mustGlob(t *testing.T, pattern string) []string {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// --memory-ttl expiry deletes as DELETE does: a conversation that expires
+// while its KV is still in a slot (never snapshotted) loses that too, so
+// the conversation taking the slot next saves no snapshot of it.
+func TestMemoryTTLExpiryClearsTheConversationsSlot(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	a := apptest.Start(t, func(f *app.Config) {
+		f.Slots, f.Ctx, f.Window, f.WindowBudget, f.MemoryTTL, f.Now = 1, 2048, "memory", 1500, time.Hour, clock.Now
+	})
+	tr := apptest.PostWith(t, a.URL(), map[string]string{"X-Conversation-Id": "M"}, map[string]any{"messages": secretHistory(), "max_tokens": 2, "temperature": 0})
+	if tr.Status != 200 || apptest.Atoi(apptest.WindowHeader(t, tr.Header)["evicted_turns"]) == 0 {
+		t.Fatalf("M: %d, window %v: want turns evicted into the memory store", tr.Status, apptest.WindowHeader(t, tr.Header))
+	}
+	clock.advance(70 * time.Minute)
+	x, err := a.Expire(context.Background())
+	if err != nil || x.Conversations != 1 || x.ConversationSnapshots != 1 {
+		t.Fatalf("sweep: %+v, %v; want M, and its slot counted", x, err)
+	}
+	if s := a.Engine().Slots()[0]; s.Tokens != 0 {
+		t.Fatalf("M expired; its slot still holds %d tokens", s.Tokens)
+	}
+	if tr := apptest.Post(t, a, map[string]any{"messages": apptest.Msgs("user", apptest.Words(5, 900)), "max_tokens": 2}); tr.Status != 200 {
+		t.Fatalf("other: %d %s", tr.Status, tr.Body)
+	}
+	a.Engine().ExpireSnapshots()
+	if files := snapshotFiles(t, a, "M"); len(files) != 0 {
+		t.Fatalf("M expired, then its KV was saved: %v", files)
+	}
 }
