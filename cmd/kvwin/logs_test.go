@@ -54,6 +54,23 @@ func TestJSONLogsEveryLineOfTheProcess(t *testing.T) {
 			if tr := apptest.PostWith(t, url, nil, map[string]any{"messages": apptest.Msgs("user", "Hello."), "max_tokens": 3}); tr.Status != 200 {
 				t.Fatalf("chat: %d %s", tr.Status, tr.Body)
 			}
+			for _, r := range []struct {
+				path, body string
+				status     int
+			}{
+				{"/api/chat", `{"model":"kvwin-tiny","messages":[{"role":"user","content":"hi\n{\"forged\":1}"}],"stream":false,"options":{"num_predict":2}}`, 200},
+				{"/v1/chat/completions", `{"messages":[{`, 400},
+				{"/v1/completions", `{"prompt":"` + strings.Repeat(`z\n`, 200) + `","max_tokens":2}`, 200},
+			} {
+				resp, err := http.Post(url+r.path, "application/json", strings.NewReader(r.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != r.status {
+					t.Fatalf("%s: %d, want %d", r.path, resp.StatusCode, r.status)
+				}
+			}
 			syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
 			cmd.Wait()
 
