@@ -171,13 +171,9 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 	ev := engine.Event{Text: c.Content, Slot: g.slot, Logprobs: lps}
 	if !g.started {
 		ev.First = true
-		switch {
-		case c.Timings != nil:
-			ev.Timings = c.Timings.promptSide()
-		case c.TokensEvaluated > 0: // a server that ignores timings_per_token
-			ev.Timings.PromptTokens = c.TokensEvaluated
-		default:
-			ev.Timings.PromptTokens = g.prompt
+		var ok bool
+		if ev.Timings, ok = c.promptSide(); !ok || ev.Timings.PromptTokens == 0 {
+			ev.Timings.PromptTokens = g.prompt // a server that says nothing of it
 		}
 		// Measured here: the server's own clock does not include the
 		// network and its queue, which the client waits for too.
@@ -202,12 +198,14 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 	}
 
 	t := g.first
-	if c.Timings != nil {
-		p := c.Timings.promptSide()
+	if p, ok := c.promptSide(); ok && c.Timings != nil {
 		t.PromptTokens, t.CachedTokens, t.PromptEval = p.PromptTokens, p.CachedTokens, p.PromptEval
 		t.GeneratedTokens, t.Decode = c.Timings.PredictedN, ms(c.Timings.PredictedMS)
 	} else {
 		t.GeneratedTokens = c.TokensPredicted
+		if ok {
+			t.PromptTokens, t.CachedTokens = p.PromptTokens, p.CachedTokens
+		}
 	}
 	return engine.Result{
 		Text: g.text.String(), Tokens: g.tokens, Logprobs: g.logprobs, FinishReason: finishReason(c), Slot: g.slot, Timings: t,
