@@ -190,7 +190,13 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	if len(tokens) >= p.ContextSlot {
 		return engine.Result{}, &engine.ContextLengthError{PromptTokens: len(tokens), Limit: p.ContextSlot}
 	}
-	return b.complete(ctx, b.completionBody(req, tokens), owner{tenant: req.Tenant, conversation: req.Conversation}, p.ContextSlot, req.TopLogprobs, stream)
+	// What the server may generate: max tokens, or what the slot has room
+	// for; counted here too, for a server that generates past n_predict.
+	budget := req.MaxTokens
+	if budget == 0 {
+		budget = p.ContextSlot - len(tokens)
+	}
+	return b.complete(ctx, b.completionBody(req, tokens), owner{tenant: req.Tenant, conversation: req.Conversation}, p.ContextSlot, budget, req.TopLogprobs, stream)
 }
 
 // Prompt returns the prompt tokens Generate would send for req: the chat

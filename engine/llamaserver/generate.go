@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net"
 	"net/http"
@@ -23,10 +24,17 @@ import (
 // Config.FirstTokenTimeout without a first chunk, or Config.IdleTimeout of
 // silence after it. top is the request's TopLogprobs, when body asks for
 // probabilities.
-func (b *Backend) complete(ctx context.Context, body completionRequest, who owner, limit, top int, stream engine.StreamFunc) (engine.Result, error) {
+//
+// What it relays is bounded whatever the server sends: at most
+// maxTokens generated tokens, counted here (a server that ignores
+// n_predict is cut off there, the answer finishing with "length"), at most
+// Config.MaxAnswerBytes of text, and no chunk over Config.MaxChunkBytes
+// read into memory.
+func (b *Backend) complete(ctx context.Context, body completionRequest, who owner, limit, maxTokens, top int, stream engine.StreamFunc) (engine.Result, error) {
 	g := &generation{
 		ctx: ctx, op: http.MethodPost + " " + b.base + "/completion", idle: b.cfg.IdleTimeout, firstWait: b.cfg.FirstTokenTimeout,
 		prompt: len(body.Prompt), limit: limit, stream: stream, slot: -1, top: top, probs: body.NProbs > 0,
+		maxTokens: max(maxTokens, 1), maxChunk: b.cfg.MaxChunkBytes, maxText: b.cfg.MaxAnswerBytes, log: b.log,
 	}
 	data, err := marshal(body)
 	if err != nil {
@@ -82,6 +90,15 @@ type generation struct {
 	stream    engine.StreamFunc
 	dog       *idle.Watchdog
 	sent      time.Time
+	firstAt   time.Time // when the first event was made
+
+	// The bounds of what is relayed (see complete) and the count of
+	// tokens against them: the ids of partials, one per partial that
+	// has text and no ids, or the server's own tokens_predicted if more.
+	maxTokens, maxChunk, maxText int
+	generated                    int
+	empty                        int // partials with neither text nor ids
+	log                          *slog.Logger
 
 	started  bool           // the first event was produced: something was generated
 	first    engine.Timings // the first event's timings
@@ -95,13 +112,13 @@ type generation struct {
 
 // sse reads a streamed answer.
 func (g *generation) sse(r io.Reader) (engine.Result, error) {
-	lines := newLineReader(r)
+	lines := newLineReader(r, g.maxChunk)
 	for {
 		line, err := lines.next()
 		switch {
 		case errors.Is(err, io.EOF):
 			return engine.Result{}, g.cut("the stream ended without its final chunk")
-		case errors.Is(err, errLineCut):
+		case errors.Is(err, errLineCut), errors.Is(err, errLineLong):
 			return engine.Result{}, g.cut(err.Error())
 		case err != nil:
 			return engine.Result{}, g.broken(err)
@@ -130,9 +147,12 @@ func (g *generation) sse(r io.Reader) (engine.Result, error) {
 
 // whole reads an answer that is one JSON object, the final one.
 func (g *generation) whole(r io.Reader) (engine.Result, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxBodyBytes))
-	if err != nil {
+	data, err := io.ReadAll(io.LimitReader(r, int64(g.maxChunk)+1))
+	switch {
+	case err != nil:
 		return engine.Result{}, g.broken(err)
+	case len(data) > g.maxChunk:
+		return engine.Result{}, g.cut(fmt.Sprintf("%v of %d bytes", errLineLong, g.maxChunk))
 	}
 	var c chunk
 	if err := json.Unmarshal(data, &c); err != nil {
@@ -154,6 +174,11 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 	}
 	if c.IDSlot != nil {
 		g.slot = *c.IDSlot
+	}
+	cut := g.over(c)
+	if cut {
+		// Not relayed; the first event still opens the answer.
+		c.Content, c.Tokens, c.Probs = "", nil, nil
 	}
 	// Partials carry their token; a final object carries all of them only
 	// when nothing was streamed (llama-server, non-streamed), or when the
@@ -178,7 +203,7 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 		// Measured here: the server's own clock does not include the
 		// network and its queue, which the client waits for too.
 		ev.Timings.FirstToken = time.Since(g.sent)
-		g.first = ev.Timings
+		g.first, g.firstAt = ev.Timings, time.Now()
 	}
 	if ev.First || ev.Text != "" || len(ev.Logprobs) > 0 {
 		g.started = true
@@ -192,6 +217,9 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 				return engine.Result{}, true, err
 			}
 		}
+	}
+	if cut {
+		return g.cutShort(), true, nil
 	}
 	if !c.Stop {
 		return engine.Result{}, false, nil
@@ -262,4 +290,50 @@ func (g *generation) broken(err error) error {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// over counts a partial's tokens and text against the bounds of the
+// answer (see complete) and reports whether it would pass one: then it is
+// not relayed, and the answer ends before it (cutShort). A final
+// object's ids are cut to the bound instead.
+func (g *generation) over(c *chunk) bool {
+	if c.Stop {
+		if len(c.Tokens) > g.maxTokens {
+			c.Tokens = c.Tokens[:g.maxTokens]
+		}
+		return false
+	}
+	n := len(c.Tokens)
+	if n == 0 && c.Content != "" {
+		n = 1
+	}
+	if n == 0 && len(c.Probs) == 0 {
+		// A partial with nothing in it (a kvwin node's first): free,
+		// but not without end.
+		g.empty++
+	}
+	count := max(g.generated+n, c.TokensPredicted)
+	text := g.text.Len() + len(c.Content)
+	if count <= g.maxTokens && text <= g.maxText && g.empty <= g.maxTokens+16 {
+		g.generated = count
+		return false
+	}
+	g.log.WarnContext(g.ctx, "the server sent more than was asked for; the answer is cut there",
+		"max_tokens", g.maxTokens, "tokens_sent", count, "max_answer_bytes", g.maxText, "bytes_sent", text)
+	return true
+}
+
+// cutShort is the result of an answer cut at its bounds (see over): what
+// was relayed, finishing with "length".
+func (g *generation) cutShort() engine.Result {
+	t := g.first
+	t.GeneratedTokens = min(g.generated, g.maxTokens)
+	t.Decode = time.Since(g.firstAt)
+	tokens := g.tokens
+	if len(tokens) > g.maxTokens {
+		tokens = tokens[:g.maxTokens]
+	}
+	return engine.Result{
+		Text: g.text.String(), Tokens: tokens, Logprobs: g.logprobs, FinishReason: engine.FinishLength, Slot: g.slot, Timings: t,
+	}
 }
