@@ -247,8 +247,15 @@ func (r *Router) Info() engine.Info {
 }
 
 // Generate routes req; see the package doc. It blocks like the backend it
-// chose.
-func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (_ engine.Result, err error) {
+// chose. Its errors tell a client only what kind of failure it was
+// (public.go); their text has the details.
+func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	res, err := r.generate(ctx, req, stream)
+	return res, public(err)
+}
+
+// generate is Generate with the backends' errors as they are.
+func (r *Router) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (_ engine.Result, err error) {
 	serves := func(m *member) bool {
 		mm := m.backend.Info().Model
 		return req.Model == "" || mm == "" || req.Model == mm

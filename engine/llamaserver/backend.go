@@ -51,9 +51,10 @@ type Backend struct {
 	// caller's context, which a mutex could not.
 	load chan struct{}
 
-	mu    sync.Mutex // guards st and slots; held only to copy them
-	st    *state     // nil until /props was read; never modified once published
-	slots []engine.SlotState
+	mu      sync.Mutex // guards st, slots and slotIDs; held only to copy them
+	st      *state     // nil until /props was read; never modified once published
+	slots   []engine.SlotState
+	slotIDs map[uint64][]int // slot prompt texts tokenized, by hash (slots.go)
 }
 
 // state is what kvwin knows about the server: its props and, once a chat
