@@ -48,9 +48,20 @@ type member struct {
 	seq    uint64
 	freed  chan struct{} // closed and replaced at each settled claim
 
+	// reader reads what the backend's slots hold (slots.go), nil if it
+	// cannot; resMode says whether it does (residency*); wantRead asks
+	// the next check to read them (a turn disagreed with the registry).
+	reader   engine.SlotReader
+	resMode  atomic.Int32
+	wantRead atomic.Bool
+	// learned is what the router's own turns left in each slot.
+	slotMu  sync.Mutex
+	learned map[int]slotLearned
+
 	// Owned by the running check (see checking).
-	backoff time.Duration
-	next    time.Time
+	backoff  time.Duration
+	next     time.Time
+	lastRead time.Time // of the slots
 }
 
 func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
@@ -63,6 +74,7 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 	}
 	_, exact := b.(engine.Prompter)
 	m := &member{index: i, name: info.Name, backend: b, exact: exact, cal: cal, snapshots: info.Snapshots}
+	m.reader, _ = b.(engine.SlotReader)
 	m.slots.Store(int64(info.Slots))
 	m.ctx.Store(int64(info.ContextSlot))
 	m.healthy.Store(true)
