@@ -362,8 +362,9 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 		// A backend that does not keep tenants apart (llama-server,
 		// Ollama, a node without our admin key) may reuse another tenant's
 		// prefix and say so; what the tenant is told is capped at its own
-		// registry prefix there.
-		sstream, capped := stream, !m.backend.Info().Tenants
+		// registry prefix there (whole blocks). A gateway of one tenant
+		// has no other to tell of: it reports the backend's count exactly.
+		sstream, capped := stream, !m.backend.Info().Tenants && r.cfg.SoleTenant == ""
 		if capped {
 			sstream = capStream(stream, c)
 		}
