@@ -159,7 +159,8 @@ type usage struct {
 //	timings.cache_n                          newer servers and kvwin nodes: the count itself
 //	usage.prompt_tokens_details.cached_tokens OpenAI's usage, where present
 //	tokens_evaluated − timings.prompt_n      older servers (June 2025): the prompt's tokens
-//	                                         less those computed
+//	                                         less those computed (usage.prompt_tokens −
+//	                                         timings.prompt_n on their OpenAI routes)
 //
 // The prompt's length is tokens_evaluated where sent (every server since
 // 2024 sends it), else usage.prompt_tokens, else cache_n + prompt_n. A
@@ -184,8 +185,8 @@ func (c *chunk) promptSide() (t engine.Timings, ok bool) {
 		t.CachedTokens = *tm.CacheN
 	case u != nil && u.PromptTokensDetails != nil && u.PromptTokensDetails.CachedTokens != nil:
 		t.CachedTokens = *u.PromptTokensDetails.CachedTokens
-	case tm != nil && c.TokensEvaluated > 0:
-		t.CachedTokens = max(c.TokensEvaluated-tm.PromptN, 0)
+	case tm != nil && t.PromptTokens > 0:
+		t.CachedTokens = max(t.PromptTokens-tm.PromptN, 0)
 	}
 	if tm != nil {
 		t.PromptEval = ms(tm.PromptMS)
