@@ -28,9 +28,10 @@ const (
 	DefaultIdleTimeout = 60 * time.Second
 	// DefaultMaxChunkBytes bounds one streamed chunk (one SSE line) or a
 	// whole answer that is not streamed. A chunk carries one token's
-	// text; the final one the generated ids (a kvwin node) and the
-	// timings, a few MB for the longest answers.
-	DefaultMaxChunkBytes = 4 << 20
+	// text; the final one more: llama-server repeats the prompt as text
+	// (some MB for a context of a million tokens), a kvwin node lists the
+	// generated ids.
+	DefaultMaxChunkBytes = 16 << 20
 	// DefaultMaxAnswerBytes bounds the text of one answer.
 	DefaultMaxAnswerBytes = 16 << 20
 )
