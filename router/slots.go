@@ -155,14 +155,15 @@ func (r *Router) readSlots(ctx context.Context, m *member) {
 		r.log.Debug("backend slots not read", "backend", m.name, "err", err)
 		return
 	}
-	if m.resMode.Swap(residencyRead) != residencyRead {
-		r.log.Info("backend serves /slots; its residency is read from it", "backend", m.name)
-	}
 	for _, c := range contents {
 		if c.Processing || c.ID < 0 || c.ID >= m.slotCount() || m.slotState(c.ID).epoch != before[c.ID] {
 			continue
 		}
 		r.agree(m, c)
+	}
+	// Read, and agreed with, once the mode says so.
+	if m.resMode.Swap(residencyRead) != residencyRead {
+		r.log.Info("backend serves /slots; its residency is read from it", "backend", m.name)
 	}
 	r.changed()
 }
