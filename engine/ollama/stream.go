@@ -27,6 +27,10 @@ import (
 // {"error":"…"}. Contents are JSON strings, which Ollama's encoder and Go's
 // decoder keep valid UTF-8, so no event splits a character.
 
+// maxAnswerBytes bounds the text of one answer (as llama-server
+// backends' Config.MaxAnswerBytes; Ollama's client bounds each line).
+const maxAnswerBytes = 16 << 20
+
 // errStop ends the reading of a stream after its final object.
 var errStop = errors.New("final response read")
 
@@ -45,6 +49,11 @@ type generation struct {
 	likely      int // likely prompt tokens
 	textBytes   int // bytes of the canonical rendering
 	cachedBytes int // of them, held by a slot of the server
+
+	// maxTokens bounds the streamed objects with text relayed (Ollama
+	// streams one a token), maxText their text: a server that goes on
+	// past num_predict is cut there, the answer finishing with "length".
+	maxTokens, maxText, pieces int
 
 	streamErr error          // what the caller's StreamFunc returned
 	started   bool           // the first event was produced: something was generated
@@ -87,6 +96,13 @@ func (g *generation) timings() engine.Timings {
 // the First event) and, for the final one, keeps the metrics and returns
 // errStop.
 func (g *generation) add(content string, done bool, reason string, m api.Metrics) error {
+	if !done && content != "" {
+		if g.pieces++; g.pieces > g.maxTokens || g.text.Len()+len(content) > g.maxText {
+			// Past the bounds: not relayed, and the answer ends here.
+			content, done, reason = "", true, "length"
+			m = api.Metrics{EvalCount: g.pieces - 1}
+		}
+	}
 	ev := engine.Event{Text: content, Slot: -1}
 	if done {
 		g.done, g.reason, g.metrics = true, reason, m
