@@ -44,7 +44,11 @@ type Backend struct {
 
 	ownClient, ownTokens bool
 	closed               atomic.Bool
-	closeOnce            sync.Once
+	// slotCounts: the server counts its slots' tokens in /slots
+	// (n_prompt_tokens; /props has endpoint_slots), so a slot without a
+	// count holds nothing.
+	slotCounts atomic.Bool
+	closeOnce  sync.Once
 
 	// load is a token held while fetching the server's state, so that
 	// concurrent first requests fetch it once; waiting for it watches the

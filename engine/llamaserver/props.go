@@ -27,6 +27,10 @@ type propsBody struct {
 	ModelAlias   string `json:"model_alias"`
 	Snapshots    bool   `json:"kvwin_snapshots"`
 	Tenants      bool   `json:"kvwin_tenants"`
+	// EndpointSlots is sent by servers whose /slots counts each slot's
+	// tokens (llama-server since mid-2025); its value says whether /slots
+	// is on.
+	EndpointSlots *bool `json:"endpoint_slots"`
 }
 
 // LoadProps reads the server's /props and makes them the backend's: Info
@@ -63,6 +67,9 @@ func (b *Backend) loadProps(ctx context.Context) (Props, error) {
 		return Props{}, unavailable(op, "total_slots is %d", p.Slots)
 	case p.ContextSlot < 1:
 		return Props{}, unavailable(op, "default_generation_settings.n_ctx is %d", p.ContextSlot)
+	}
+	if body.EndpointSlots != nil {
+		b.slotCounts.Store(true)
 	}
 	st := &state{props: p}
 	if old := b.snapshot(); old != nil && old.chat != nil &&

@@ -206,9 +206,9 @@ func TestReadSlots(t *testing.T) {
 	}{
 		{"prompt text (older builds)", "slots_prompt_shape.json", []engine.SlotContent{
 			{ID: 0, Tokens: hello, Count: len(hello)}, {ID: 1, Tokens: []int{}, Count: 0}, {ID: 2, Processing: true, Count: -1},
-		}, []int{0, 0, 0}, nil},
+		}, []int{len(hello), 0, 0}, nil},
 		{"counts (newer builds)", "slots_counts_shape.json", []engine.SlotContent{
-			{ID: 0, Count: 1093}, {ID: 1, Count: -1},
+			{ID: 0, Count: 1093}, {ID: 1, Count: 0}, // a slot that served nothing
 		}, []int{1093, 0}, nil},
 		{"not served", "501", nil, nil, engine.ErrNotSupported},
 	}

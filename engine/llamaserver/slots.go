@@ -31,7 +31,7 @@ var _ engine.SlotReader = (*Backend)(nil)
 //	llama-server, newer (served by default): id, n_ctx, is_processing and,
 //	    once the slot served a task, n_prompt_tokens (what its KV holds,
 //	    the generated tokens included) and n_prompt_tokens_cache; the
-//	    prompt text only in a debug mode
+//	    prompt text only in a debug mode. Its /props has endpoint_slots.
 //	kvwin node: id, n_ctx, is_processing, n_tokens
 type slotBody struct {
 	ID            int     `json:"id"`
@@ -43,15 +43,13 @@ type slotBody struct {
 }
 
 // FetchSlots asks the server for its slots (GET /slots) and keeps the
-// answer for Slots. Tokens is what the slot holds where the server says
-// (a kvwin node's n_tokens, a newer llama-server's n_prompt_tokens). It
-// blocks for at most Config.Timeout.
+// answer for Slots. Tokens is what the slot holds as ReadSlots counts it.
+// It blocks for at most Config.Timeout (and /tokenize, see ReadSlots).
 func (b *Backend) FetchSlots(ctx context.Context) ([]engine.SlotState, error) {
-	body, err := b.getSlots(ctx)
-	if err != nil {
+	if _, err := b.ReadSlots(ctx); err != nil {
 		return nil, err
 	}
-	return stateOf(body), nil
+	return b.Slots(), nil
 }
 
 // getSlots reads GET /slots and keeps it for Slots. A server that does not
@@ -66,26 +64,12 @@ func (b *Backend) getSlots(ctx context.Context) ([]slotBody, error) {
 		}
 		return nil, err
 	}
-	states := stateOf(body)
-	b.mu.Lock()
-	b.slots = states
-	b.mu.Unlock()
-	return body, nil
-}
-
-// stateOf maps slots to the engine's.
-func stateOf(body []slotBody) []engine.SlotState {
-	out := make([]engine.SlotState, len(body))
-	for i, s := range body {
-		out[i] = engine.SlotState{ID: s.ID, Context: s.NCtx, Processing: s.IsProcessing}
-		switch {
-		case s.NTokens != nil:
-			out[i].Tokens = *s.NTokens
-		case s.NPromptTokens != nil:
-			out[i].Tokens = *s.NPromptTokens
+	for _, s := range body {
+		if s.NPromptTokens != nil {
+			b.slotCounts.Store(true)
 		}
 	}
-	return out
+	return body, nil
 }
 
 // ReadSlots asks the server what its slots hold (see engine.SlotReader):
@@ -100,6 +84,7 @@ func (b *Backend) ReadSlots(ctx context.Context) ([]engine.SlotContent, error) {
 		return nil, err
 	}
 	out := make([]engine.SlotContent, len(body))
+	states := make([]engine.SlotState, len(body))
 	for i, s := range body {
 		c := engine.SlotContent{ID: s.ID, Processing: s.IsProcessing, Count: -1}
 		switch {
@@ -107,6 +92,10 @@ func (b *Backend) ReadSlots(ctx context.Context) ([]engine.SlotContent, error) {
 			c.Count = *s.NTokens
 		case s.NPromptTokens != nil:
 			c.Count = *s.NPromptTokens
+		case s.Prompt == nil && b.slotCounts.Load():
+			// A server that counts its slots' tokens leaves the count
+			// out of a slot that served nothing since it started.
+			c.Count = 0
 		}
 		if s.Prompt != nil && !s.IsProcessing {
 			if *s.Prompt == "" {
@@ -119,7 +108,11 @@ func (b *Backend) ReadSlots(ctx context.Context) ([]engine.SlotContent, error) {
 			}
 		}
 		out[i] = c
+		states[i] = engine.SlotState{ID: s.ID, Context: s.NCtx, Processing: s.IsProcessing, Tokens: max(c.Count, 0)}
 	}
+	b.mu.Lock()
+	b.slots = states
+	b.mu.Unlock()
 	return out, nil
 }
 

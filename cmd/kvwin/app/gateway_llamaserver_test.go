@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
@@ -186,11 +185,7 @@ func TestGatewaySlots(t *testing.T) {
 	if tr := apptest.Post(t, gw2, map[string]any{"messages": apptest.Msgs("user", "hi"), "max_tokens": 4}); tr.Status != 200 {
 		t.Fatalf("a backend without /slots: %d %s", tr.Status, tr.Body)
 	}
-	select {
-	case <-off.checkedAfterSlots:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the gateway never asked for /slots")
-	}
+	off.waitSlotsRead(t, 0)
 	resp, err = http.Get(gw2.URL() + "/kvwin/v1/status")
 	if err != nil {
 		t.Fatal(err)
@@ -204,4 +199,57 @@ func TestGatewaySlots(t *testing.T) {
 	if b := st.Backends[0]; b.Residency != "learned" || !strings.Contains(b.ResidencyNote, "learned, not read") {
 		t.Errorf("status of a backend without /slots: residency %q, note %q", b.Residency, b.ResidencyNote)
 	}
+}
+
+// TestGatewayCorrectsARestartedBackend: a backend restarted between turns
+// (its KV empty, the gateway believing its slots full) is corrected by the
+// first turn that reuses less than believed, which has its /slots read:
+// the other conversation's next turn is routed predicting nothing cached
+// there, as the server then reuses nothing.
+func TestGatewayCorrectsARestartedBackend(t *testing.T) {
+	lf := startLlamaFake(t, "b-2026-08", 2)
+	gw := startLlamaGateway(t, nil, lf)
+	x := apptest.Msgs("system", "X "+apptest.Words(10, 600), "user", "first")
+	y := apptest.Msgs("system", "Y "+apptest.Words(11, 600), "user", "first")
+	for _, msgs := range [][]map[string]string{x, y, x, y} {
+		if tr := apptest.Post(t, gw, map[string]any{"messages": msgs, "max_tokens": 4}); tr.Status != 200 {
+			t.Fatalf("%d %s", tr.Status, tr.Body)
+		}
+	}
+	if before := lastDecision(t, gw); before.PredictedCached < 500 {
+		t.Fatalf("before the restart y's turn predicted %d cached", before.PredictedCached)
+	}
+	lf.restart()
+	read := lf.slotsRead()
+	if tr := apptest.Post(t, gw, map[string]any{"messages": x, "max_tokens": 4}); tr.Status != 200 || tr.Cached != 0 || lf.lastReused() != 0 {
+		t.Fatalf("x after the restart: %d, %d cached (the server reused %d)", tr.Status, tr.Cached, lf.lastReused())
+	}
+	// The turn that reused less than the gateway believed has the slots
+	// read at the next check, not at the next poll (5 s).
+	lf.waitSlotsRead(t, read)
+	tr := apptest.Post(t, gw, map[string]any{"messages": y, "max_tokens": 4})
+	if d := lastDecision(t, gw); tr.Status != 200 || d.PredictedCached != 0 {
+		t.Fatalf("y after the correction: %d, routed predicting %d cached (the server reused %d)", tr.Status, d.PredictedCached, lf.lastReused())
+	}
+}
+
+// lastDecision is the gateway's latest routing decision.
+func lastDecision(t *testing.T, gw *app.App) struct {
+	PredictedCached int `json:"predicted_cached"`
+} {
+	t.Helper()
+	resp, err := http.Get(gw.URL() + "/kvwin/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Routing []struct {
+			PredictedCached int `json:"predicted_cached"`
+		} `json:"routing"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Routing) == 0 {
+		t.Fatalf("status: %v, %d decisions", err, len(st.Routing))
+	}
+	return st.Routing[len(st.Routing)-1]
 }

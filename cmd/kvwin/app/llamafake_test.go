@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // llamaFake is a llama-server of one of the two builds kvwin was tried
@@ -32,11 +33,11 @@ type llamaFake struct {
 	ignoreNPredict bool
 	fail           string // if set, /completion answers 500 with this text
 
-	// checkedAfterSlots is closed at the first /health after /slots was
-	// asked: the gateway's check that asked it has ended (a backend's
-	// checks run one at a time).
-	checkedAfterSlots chan struct{}
-	slotsAsked        bool
+	// health gets a value at each /health (if not full); slotsAsked
+	// counts /slots requests (under mu). A gateway's checks of a backend
+	// run one at a time, /health first and /slots last.
+	health     chan struct{}
+	slotsAsked int
 
 	mu     sync.Mutex
 	slots  [][]int // each slot's KV
@@ -49,7 +50,7 @@ type llamaFake struct {
 func startLlamaFake(t *testing.T, build string, slots int) *llamaFake {
 	t.Helper()
 	f := &llamaFake{build: build, slotsOn: build != "b-2025-06", slots: make([][]int, slots), used: make([]int, slots),
-		checkedAfterSlots: make(chan struct{})}
+		health: make(chan struct{}, 1)}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -63,6 +64,30 @@ func (f *llamaFake) restart() {
 	defer f.mu.Unlock()
 	for i := range f.slots {
 		f.slots[i] = nil
+	}
+}
+
+// slotsRead returns how many times /slots was asked.
+func (f *llamaFake) slotsRead() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.slotsAsked
+}
+
+// waitSlotsRead waits until a gateway's check that read /slots after it
+// had been read n times has ended: the first /health after that read.
+func (f *llamaFake) waitSlotsRead(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case <-f.health:
+			if f.slotsRead() > n {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the gateway did not read /slots (read %d times)", f.slotsRead())
+		}
 	}
 }
 
@@ -123,12 +148,10 @@ func (f *llamaFake) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method + " " + r.URL.Path {
 	case "GET /health":
-		f.mu.Lock()
-		if f.slotsAsked {
-			f.slotsAsked = false
-			close(f.checkedAfterSlots)
+		select {
+		case f.health <- struct{}{}:
+		default:
 		}
-		f.mu.Unlock()
 		reply(200, map[string]string{"status": "ok"})
 	case "GET /props":
 		props := map[string]any{"default_generation_settings": map[string]any{"n_ctx": 4096}, "total_slots": len(f.slots),
@@ -147,11 +170,7 @@ func (f *llamaFake) serve(w http.ResponseWriter, r *http.Request) {
 		reply(200, map[string]any{"tokens": fakeEncode(in.Content, in.AddSpecial, in.ParseSpecial == nil || *in.ParseSpecial)})
 	case "GET /slots":
 		f.mu.Lock()
-		select {
-		case <-f.checkedAfterSlots:
-		default:
-			f.slotsAsked = true
-		}
+		f.slotsAsked++
 		f.mu.Unlock()
 		if !f.slotsOn {
 			reply(501, map[string]any{"error": map[string]any{"code": 501, "message": "This server does not support slots endpoint. Start it with `--slots`", "type": "not_supported_error"}})
@@ -199,17 +218,25 @@ func (f *llamaFake) complete(w http.ResponseWriter, r *http.Request, body []byte
 		}
 		return n
 	}
-	slot := in.IDSlot
-	if slot < 0 || slot >= len(f.slots) {
-		slot, best := 0, -1
+	if in.IDSlot < 0 || in.IDSlot >= len(f.slots) {
+		// llama-server's choice: the slot sharing the longest prefix if it
+		// is over a tenth of the prompt (--slot-prompt-similarity), else
+		// the least recently used.
+		best, lru := -1, 0
 		for i, kv := range f.slots {
-			if c := common(kv); c > best || c == best && f.used[i] < f.used[slot] {
-				slot, best = i, c
+			if c := common(kv); c*10 > len(in.Prompt) && (best < 0 || c > common(f.slots[best])) {
+				best = i
+			}
+			if f.used[i] < f.used[lru] {
+				lru = i
 			}
 		}
-		in.IDSlot = slot
+		in.IDSlot = lru
+		if best >= 0 {
+			in.IDSlot = best
+		}
 	}
-	slot = in.IDSlot
+	slot := in.IDSlot
 	past := 0
 	if in.CachePrompt {
 		past = min(common(f.slots[slot]), len(in.Prompt)-1)
