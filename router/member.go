@@ -32,6 +32,19 @@ type member struct {
 	snapIDs   []string
 	cal       *attention.Calibration
 
+	// reader reads what the backend's slots hold (slots.go), nil if it
+	// cannot; resMode says whether it does (residency*); wantRead asks
+	// the next check to read them (a turn disagreed with the registry).
+	reader   engine.SlotReader
+	resMode  atomic.Int32
+	wantRead atomic.Bool
+	// learned is what the router's own turns left in each slot.
+	slotMu  sync.Mutex
+	learned map[int]slotLearned
+	// lastRead is when the slots were last read; owned by the running
+	// check (see checking).
+	lastRead time.Time
+
 	healthy atomic.Bool
 	// suspect: the backend timed out; it is not trusted again until a
 	// probe generation succeeds (answering /health is not enough).
@@ -48,20 +61,9 @@ type member struct {
 	seq    uint64
 	freed  chan struct{} // closed and replaced at each settled claim
 
-	// reader reads what the backend's slots hold (slots.go), nil if it
-	// cannot; resMode says whether it does (residency*); wantRead asks
-	// the next check to read them (a turn disagreed with the registry).
-	reader   engine.SlotReader
-	resMode  atomic.Int32
-	wantRead atomic.Bool
-	// learned is what the router's own turns left in each slot.
-	slotMu  sync.Mutex
-	learned map[int]slotLearned
-
 	// Owned by the running check (see checking).
-	backoff  time.Duration
-	next     time.Time
-	lastRead time.Time // of the slots
+	backoff time.Duration
+	next    time.Time
 }
 
 func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
