@@ -18,6 +18,11 @@ type Props struct {
 
 // propsBody is the part of llama-server's /props answer kvwin reads.
 type propsBody struct {
+	// EndpointSlots is sent by servers whose /slots counts each slot's
+	// tokens (llama-server since mid-2025); its value says whether /slots
+	// is on.
+	EndpointSlots *bool `json:"endpoint_slots"`
+
 	TotalSlots                int `json:"total_slots"`
 	DefaultGenerationSettings struct {
 		NCtx int `json:"n_ctx"`
@@ -27,10 +32,6 @@ type propsBody struct {
 	ModelAlias   string `json:"model_alias"`
 	Snapshots    bool   `json:"kvwin_snapshots"`
 	Tenants      bool   `json:"kvwin_tenants"`
-	// EndpointSlots is sent by servers whose /slots counts each slot's
-	// tokens (llama-server since mid-2025); its value says whether /slots
-	// is on.
-	EndpointSlots *bool `json:"endpoint_slots"`
 }
 
 // LoadProps reads the server's /props and makes them the backend's: Info
