@@ -240,6 +240,10 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 	}, true, nil
 }
 
+// seeLog ends what a client is told of a backend's failure mid-stream
+// (engine.Public): the call's URL and the server's words are the log's.
+const seeLog = " (the gateway's log has the details under this request's X-Request-Id)"
+
 // failed is the error of an error object in the answer. Before anything
 // was generated it means what the same error as a status would; after, it
 // can only end the stream.
@@ -247,7 +251,8 @@ func (g *generation) failed(obj *errorObject) error {
 	if !g.started {
 		return errorFromObject(g.op, obj.status(), obj, g.prompt, g.limit)
 	}
-	return fmt.Errorf("llamaserver: %s: the server failed mid-stream (%s): %s", g.op, obj.Type, obj.Message)
+	return engine.Public(fmt.Errorf("llamaserver: %s: the server failed mid-stream (%s): %s", g.op, obj.Type, obj.Message),
+		"the backend failed mid-stream: the answer is cut short"+seeLog)
 }
 
 // garbage is the error of a chunk that is not the JSON expected.
@@ -255,7 +260,8 @@ func (g *generation) garbage(err error, data []byte) error {
 	if !g.started {
 		return unavailable(g.op, "the answer is not the JSON expected (%v): %s", err, snippet(data))
 	}
-	return fmt.Errorf("llamaserver: %s: a streamed chunk is not the JSON expected (%v): %s", g.op, err, snippet(data))
+	return engine.Public(fmt.Errorf("llamaserver: %s: a streamed chunk is not the JSON expected (%v): %s", g.op, err, snippet(data)),
+		"the backend sent a chunk that is not the JSON expected: the answer is cut short"+seeLog)
 }
 
 // cut is the error of an answer that ended early (why says how).
@@ -263,7 +269,8 @@ func (g *generation) cut(why string) error {
 	if !g.started {
 		return unavailable(g.op, "%s, before any chunk", why)
 	}
-	return fmt.Errorf("llamaserver: %s: %s (after %d bytes of text): the answer is cut short", g.op, why, g.text.Len())
+	return engine.Public(fmt.Errorf("llamaserver: %s: %s (after %d bytes of text): the answer is cut short", g.op, why, g.text.Len()),
+		fmt.Sprintf("the backend's answer broke off after %d bytes of text (%s): the answer is cut short", g.text.Len(), why)+seeLog)
 }
 
 // broken is the error of a failed connection or read: the caller's context
@@ -277,11 +284,13 @@ func (g *generation) broken(err error) error {
 	case !g.started && isTimeout(err):
 		return fmt.Errorf("llamaserver: %s: %w: %w", g.op, engine.ErrTimeout, err)
 	case g.dog.Fired():
-		return fmt.Errorf("llamaserver: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle)
+		return engine.Public(fmt.Errorf("llamaserver: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle),
+			fmt.Sprintf("the backend sent nothing for %v mid-stream: the answer is cut short", g.idle))
 	case !g.started:
 		return fmt.Errorf("llamaserver: %s: %w (%w)", g.op, engine.ErrUnavailable, err)
 	default:
-		return fmt.Errorf("llamaserver: %s: the connection broke mid-stream: %w", g.op, err)
+		return engine.Public(fmt.Errorf("llamaserver: %s: the connection broke mid-stream: %w", g.op, err),
+			"the connection to the backend broke mid-stream: the answer is cut short"+seeLog)
 	}
 }
 

@@ -155,7 +155,8 @@ func (g *generation) finish(err error) (engine.Result, error) {
 	case status == 0 && !g.started && isTimeout(err):
 		return engine.Result{}, fmt.Errorf("ollama: %s: %w: %w", g.op, engine.ErrTimeout, err)
 	case g.probe.dog.Fired():
-		return engine.Result{}, fmt.Errorf("ollama: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle)
+		return engine.Result{}, engine.Public(fmt.Errorf("ollama: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle),
+			fmt.Sprintf("the backend sent nothing for %v mid-stream: the answer is cut short", g.idle))
 	case status == 0 && err != nil:
 		// No response at all: refused, reset, DNS, TLS.
 		return engine.Result{}, fmt.Errorf("ollama: %s: %w (%w)", g.op, engine.ErrUnavailable, err)
@@ -170,7 +171,8 @@ func (g *generation) finish(err error) (engine.Result, error) {
 		// should start: nothing was generated, another backend may serve.
 		return engine.Result{}, unavailable(g.op, "%v", err)
 	}
-	return engine.Result{}, fmt.Errorf("ollama: %s: the answer is cut short after %d bytes of text: %w", g.op, g.text.Len(), err)
+	return engine.Result{}, engine.Public(fmt.Errorf("ollama: %s: the answer is cut short after %d bytes of text: %w", g.op, g.text.Len(), err),
+		fmt.Sprintf("the backend's answer broke off after %d bytes of text: the answer is cut short (the gateway's log has the details under this request's X-Request-Id)", g.text.Len()))
 }
 
 // finishReason maps Ollama's done_reason.
