@@ -122,6 +122,14 @@ func TestReplayCompletions(t *testing.T) {
 					}
 					return nil
 				})
+				if p := b.Info(); in.IDSlot >= p.Slots {
+					// A slot the server does not have: refused before
+					// sending (a server may wrap it around, or wait forever).
+					if !errors.Is(err, engine.ErrInvalidRequest) || len(f.requests("/completion")) != 0 {
+						t.Errorf("slot %d of %d: %v, %d requests sent; want it refused before sending", in.IDSlot, p.Slots, err, len(f.requests("/completion")))
+					}
+					return
+				}
 				if err != nil {
 					t.Fatalf("Generate: %v", err)
 				}
@@ -233,10 +241,21 @@ func TestReplayMetadata(t *testing.T) {
 					if err != nil || len(got) != len(raw) {
 						t.Fatalf("%s: %d slots, %v; recorded %d", ex.Name, len(got), err, len(raw))
 					}
+					counts := false
+					for _, s := range raw {
+						_, ok := s["n_prompt_tokens"]
+						counts = counts || ok
+					}
 					for i, s := range got {
 						prompt, hasPrompt := raw[i]["prompt"].(string)
 						n, hasCount := raw[i]["n_prompt_tokens"].(float64)
 						switch {
+						case !hasPrompt && !hasCount && counts:
+							// A server that counts leaves the count out of a
+							// slot that served nothing: it holds nothing.
+							if s.Count != 0 {
+								t.Errorf("slot %d: count %d, want 0 (it served nothing)", i, s.Count)
+							}
 						case s.Processing:
 						case hasPrompt && prompt != "":
 							if len(s.Tokens) == 0 || s.Count != len(s.Tokens) && !hasCount {
