@@ -90,7 +90,10 @@ func (l *loop) choose(t *task) (int, error) {
 		}
 		t.con = c
 		n, _, ok := c.close(-1)
-		if ok && n > t.maxNew {
+		if !ok {
+			return 0, engine.Invalid("the output format's shortest completion is not found within %d characters of printable ASCII, so its token limit cannot be kept", maxClose)
+		}
+		if n > t.maxNew {
 			return 0, engine.Invalid("the token limit (max_tokens; num_predict on the Ollama API, n_predict on /completion) is %d but the shortest output the format allows takes %d tokens", t.maxNew, n)
 		}
 	}
