@@ -1,5 +1,7 @@
 package llamacpp
 
+import "time"
+
 // Limits on constrained decoding, checked in Go before llama.cpp sees a
 // grammar or a schema (gbnf.go, schema.go). Each is set so that schemas of
 // ordinary size (hundreds of properties, nesting 64 to 100 deep, enums of
@@ -56,3 +58,11 @@ const (
 	// maxPatternBytes bounds one pattern.
 	maxPatternBytes = 64 << 10
 )
+
+// maxTokenGrammarWork bounds the grammar work one token of a constrained
+// task does on the engine loop (the sampler's grammar and the budget
+// keeper's checks; closes are computed off the loop). The limits above
+// keep it to milliseconds; a grammar that still takes longer is ended
+// rather than let slow every other slot. A quarter second is about fifty
+// times an ordinary constrained token on one thread.
+const maxTokenGrammarWork = 250 * time.Millisecond

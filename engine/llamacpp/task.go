@@ -29,10 +29,12 @@ type task struct {
 	// (embed.go); embedding holds it when done.
 	embed     bool
 	embedding []float32
-	// outGrammar is the grammar of an engine.Output, kept by con, the
-	// budget keeper made on the first sample (constrain.go).
+	// outGrammar is the grammar of an engine.Output, kept by con, its
+	// budget keeper (constrain.go); deferred is a sampled token waiting
+	// for its close, computed off the loop.
 	outGrammar string
 	con        *constraint
+	deferred   *deferredToken
 
 	slot       int
 	nPrompt    int // prompt tokens whose KV the slot holds
@@ -93,6 +95,12 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 	if err != nil {
 		return nil, fmt.Errorf("sampler: %w", err)
 	}
+	var con *constraint
+	if outGrammar != "" {
+		if con, err = newConstraint(ctx, e, outGrammar, maxNewTokens(e, req, prompt)); err != nil { // constrain.go
+			return nil, err
+		}
+	}
 	if s.RepeatPenalty != 0 && s.RepeatPenalty != 1 {
 		// Penalties look back over the prompt too, as in llama-server.
 		for _, tok := range prompt[max(0, len(prompt)-s.RepeatLastN):] {
@@ -103,7 +111,7 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 	tctx, cancel := context.WithCancel(ctx)
 	return &task{
 		ctx: tctx, cancel: cancel, req: req, prompt: prompt, maxNew: maxNew, arrived: arrived,
-		sampler: sampler, slot: -1, pending: -1, logitsAt: -1, outGrammar: outGrammar,
+		sampler: sampler, slot: -1, pending: -1, logitsAt: -1, outGrammar: outGrammar, con: con,
 		stop:   stopMatcher{stops: nonEmpty(req.Stop)},
 		notify: make(chan struct{}, 1), closed: e.stopped,
 	}, nil
