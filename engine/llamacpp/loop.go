@@ -48,6 +48,7 @@ type loop struct {
 	// worked receives the closes computed off the loop for constrained
 	// tasks (constrain.go); workers counts the goroutines computing them.
 	worked  chan closeResult
+	ready   []closeResult // received, to settle
 	workers sync.WaitGroup
 }
 
@@ -92,15 +93,22 @@ func (l *loop) run() {
 				drained = true
 			}
 		}
+		// A client gone is seen before its task's close is settled: the
+		// task then ends without another token.
+		l.reap()
 		for drained := false; !drained; {
 			select {
 			case r := <-l.worked:
-				l.settle(r)
+				l.ready = append(l.ready, r)
 			default:
 				drained = true
 			}
 		}
-		l.reap()
+		for _, r := range l.ready {
+			l.settle(r)
+		}
+		clear(l.ready)
+		l.ready = l.ready[:0]
 		l.admit()
 		if l.active() > 0 && !l.step() && l.awaiting() > 0 {
 			// Every active task waits for a close computed off the loop:
@@ -109,7 +117,7 @@ func (l *loop) run() {
 			case t := <-e.incoming:
 				l.waiting = append(l.waiting, t)
 			case r := <-l.worked:
-				l.settle(r)
+				l.ready = append(l.ready, r) // settled after the next reap
 			case <-e.quit:
 				l.shutdown()
 				return
