@@ -50,6 +50,7 @@ type constraint struct {
 	text    []byte
 	full    *llama.Grammar // over the whole vocabulary, in step with history
 	all     []llama.TokenData
+	applied bool // all holds full's verdicts for the current state
 	// closeSeq is the close from the current state, as tokens; nil when
 	// not known (after a forced token that is not its first).
 	closeSeq []int
@@ -163,10 +164,7 @@ func (c *constraint) free() {
 // forced returns the one token the grammar allows next, if exactly one
 // is allowed and it is not end-of-generation.
 func (c *constraint) forced() (int, bool) {
-	for i := range c.all {
-		c.all[i] = llama.TokenData{ID: int32(i)}
-	}
-	c.full.Apply(c.all)
+	c.applyAll()
 	only := -1
 	for _, td := range c.all {
 		if td.Logit > -1e30 {
@@ -185,16 +183,27 @@ func (c *constraint) forced() (int, bool) {
 // complete reports whether the output is whole: the grammar allows
 // nothing but end-of-generation.
 func (c *constraint) complete() bool {
-	for i := range c.all {
-		c.all[i] = llama.TokenData{ID: int32(i)}
-	}
-	c.full.Apply(c.all)
+	c.applyAll()
 	for _, td := range c.all {
 		if td.Logit > -1e30 && !c.isEOG(int(td.ID)) {
 			return false
 		}
 	}
 	return true
+}
+
+// applyAll marks in c.all the tokens the grammar allows now: one pass
+// over the vocabulary per state, shared by complete (after a token) and
+// forced (before the next).
+func (c *constraint) applyAll() {
+	if c.applied {
+		return
+	}
+	for i := range c.all {
+		c.all[i] = llama.TokenData{ID: int32(i)}
+	}
+	c.full.Apply(c.all)
+	c.applied = true
 }
 
 func (c *constraint) isEOG(tok int) bool {
@@ -211,6 +220,7 @@ func (c *constraint) accept(tok int) {
 	c.history = append(c.history, tok)
 	c.text = append(c.text, c.pieces[tok]...)
 	c.full.Accept(int32(tok))
+	c.applied = false
 }
 
 // maxClose bounds a close's length: no schema kvwin accepts needs more,
