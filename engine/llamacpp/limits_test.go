@@ -42,6 +42,30 @@ func propsSchema(n int) string {
 	return b.String()
 }
 
+func requiredSchema(n int) string {
+	var b, req strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+			req.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d":{"type":"integer"}`, i)
+		fmt.Fprintf(&req, `"p%d"`, i)
+	}
+	b.WriteString(`},"required":[` + req.String() + `]}`)
+	return b.String()
+}
+
+// requiredShortest is the length of {"p0":0,"p1":0,…} with n keys.
+func requiredShortest(n int) int {
+	total := 2 + n - 1 // braces and commas
+	for i := range n {
+		total += len(fmt.Sprintf(`"p%d":0`, i))
+	}
+	return total
+}
+
 // asciiGrammar initialises a grammar over printable ASCII the way the
 // budget keeper does (llama.NewGrammar), to show llama.cpp accepts what
 // kvwin's checks let through.
@@ -87,7 +111,9 @@ func TestSchemaLimits(t *testing.T) {
 		{"array depth 100", nested(`{"type":"array","items":`, `{"type":"string"}`, `}`, 100), "", 2},
 		{"object depth 64", nested(`{"type":"object","required":["a"],"properties":{"a":`, `{"type":"integer"}`, `}}`, 64), "", 64*6 + 1},
 		{"enum 100000", enumSchema(100000), "", len(`"value0"`)},
-		{"300 optional properties", propsSchema(300), "", 2},
+		{"200 optional properties", propsSchema(200), "", 2},
+		{"300 optional properties", propsSchema(300), "limit on grammar ambiguity", 0},
+		{"1000 required properties", requiredSchema(1000), "", requiredShortest(1000)},
 		{"pattern [a-z]{3,8}", `{"type":"string","pattern":"^[a-z]{3,8}$"}`, "", 5},
 		{"maxLength 1000", `{"type":"string","minLength":10,"maxLength":1000}`, "", 12},
 	} {
