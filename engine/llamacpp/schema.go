@@ -232,6 +232,9 @@ func (w *schemaWalk) walk(v *jv, at string) error {
 				return engine.Invalid("%s is %s; the limit on repetition counts is %d", k, c.str, maxRepeat)
 			}
 		}
+		if err := checkEnforceable(v); err != nil {
+			return err
+		}
 		if p := v.get("pattern"); p != nil && p.kind == 's' {
 			if err := checkPattern(p.str); err != nil {
 				return err
@@ -258,6 +261,49 @@ func (w *schemaWalk) walk(v *jv, at string) error {
 			if err := w.walk(v.vals[i], at); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// checkEnforceable refuses bounds llama.cpp's converter drops without a
+// word: the output would not validate. It enforces minimum and maximum on
+// integers only, never minProperties or maxProperties, and no item count
+// on a tuple (prefixItems, or items as an array).
+func checkEnforceable(v *jv) error {
+	isNum := func(k string) bool { c := v.get(k); return c != nil && c.kind == 'n' }
+	integer := func() bool {
+		t := v.get("type")
+		if t == nil {
+			return false
+		}
+		if t.kind == 's' {
+			return t.str == "integer"
+		}
+		if t.kind != 'a' {
+			return false
+		}
+		for _, x := range t.vals {
+			if x.kind != 's' || (x.str != "integer" && x.str != "null") {
+				return false
+			}
+		}
+		return true
+	}
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		if isNum(k) && !integer() {
+			return engine.Invalid("the JSON schema bounds a non-integer with %q, which kvwin's grammar-constrained decoding cannot enforce (only on \"type\": \"integer\")", k)
+		}
+	}
+	for _, k := range []string{"minProperties", "maxProperties"} {
+		if isNum(k) {
+			return engine.Invalid("the JSON schema uses %q, which kvwin's grammar-constrained decoding cannot enforce", k)
+		}
+	}
+	tuple := v.get("prefixItems") != nil || (v.get("items") != nil && v.get("items").kind == 'a')
+	for _, k := range []string{"minItems", "maxItems"} {
+		if tuple && isNum(k) {
+			return engine.Invalid("the JSON schema bounds a tuple (prefixItems) with %q, which kvwin's grammar-constrained decoding cannot enforce", k)
 		}
 	}
 	return nil
