@@ -72,7 +72,7 @@ func (l *loop) sample(t *task) (int, *engine.TokenLogprob, error) {
 	}
 	start := time.Now()
 	tok, err := l.choose(t)
-	if t.req.Sampling.Grammar != "" {
+	if t.req.Sampling.Grammar != "" || t.con != nil {
 		if took := time.Since(start); took > maxTokenGrammarWork && err == nil {
 			return 0, nil, engine.Invalid("the grammar took %v of work for one token; the limit on per-token grammar work is %v", took.Round(time.Millisecond), maxTokenGrammarWork)
 		}
