@@ -46,6 +46,10 @@ type Engine struct {
 	render renderer
 	vocab  int
 	kv     *kv
+	// pieces is every token's text (pieceTable), set before the loop
+	// starts and read-only after: the loop detokenizes with it and
+	// callers prepare output constraints with it (constrain.go).
+	pieces []string
 
 	admit    chan struct{} // a token per admitted request: Slots + Queue
 	incoming chan *task
@@ -349,6 +353,9 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request, stream engine
 	select {
 	case e.admit <- struct{}{}:
 	default:
+		if t.con != nil {
+			t.con.free()
+		}
 		return engine.Result{}, engine.ErrQueueFull
 	}
 	defer func() { <-e.admit }()
