@@ -19,10 +19,12 @@ import (
 
 // Under --log-format json every line a kvwin serve process prints, on
 // standard error and standard output, from start to shutdown, is one JSON
-// object: kvwin's own, llama.cpp's callback messages (the context warning
-// at start) and what llama.cpp prints past it with fprintf (a grammar that
-// does not parse is printed whole). A forged line inside a grammar stays a
-// quoted message, and a large grammar is logged only as a short prefix.
+// object: kvwin's own and llama.cpp's callback messages (the context
+// warning at start). A grammar that does not parse is refused in Go before
+// llama.cpp (which printed it whole with fprintf) sees it; what llama.cpp
+// still prints past the callback is captured (TestCaptureStdioLogsRawWrites
+// in app). A forged line inside a grammar stays a quoted message, and a
+// large grammar is never logged whole.
 func TestJSONLogsEveryLineOfTheProcess(t *testing.T) {
 	for _, verbose := range []bool{false, true} {
 		t.Run(map[bool]string{false: "quiet", true: "verbose"}[verbose], func(t *testing.T) {
@@ -99,14 +101,11 @@ func TestJSONLogsEveryLineOfTheProcess(t *testing.T) {
 					sources["msg:"+firstWord(rec["msg"])]++
 				}
 			}
-			if printed == 0 || printed > 5_000 {
-				t.Fatalf("%d bytes of records for %d bytes of grammar printed: want a few short lines", printed, len(big))
+			if printed > 5_000 {
+				t.Fatalf("%d bytes of records for %d bytes of grammar printed: want at most a few short lines", printed, len(big))
 			}
 			if sources["llama.cpp"] == 0 {
 				t.Fatalf("no llama.cpp record (the n_ctx_per_seq warning at start): %v", sources)
-			}
-			if sources["stderr"] == 0 {
-				t.Fatalf("no record of what llama.cpp printed to standard error (the grammar parse error): %v", sources)
 			}
 			if sources["msg:stopped"] != 1 {
 				t.Fatalf("the shutdown's last line is missing: %v", sources)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -70,5 +71,32 @@ func TestCapturedLinesBecomeShortRecords(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// What is written straight to file descriptors 1 and 2 (as llama.cpp's
+// fprintf and printf do, past every Go writer) comes back as records of
+// the logger, each with its stream, and nothing of it reaches the
+// original descriptors.
+func TestCaptureStdioLogsRawWrites(t *testing.T) {
+	s, err := CaptureStdio()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	s.Start(slog.New(slog.NewJSONHandler(&out, nil)))
+	syscall.Write(2, []byte("ggml: printed past the callback\n"))
+	syscall.Write(1, []byte("printf to stdout\n"))
+	s.Close()
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec struct{ Msg, Source string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		got[rec.Source] = rec.Msg
+	}
+	if got["stderr"] != "ggml: printed past the callback" || got["stdout"] != "printf to stdout" {
+		t.Fatalf("records %v from %q", got, out.String())
 	}
 }
