@@ -149,7 +149,7 @@ func (c *catalog) Ready() error {
 		if e.remote == nil {
 			return nil
 		}
-		r, ok := e.remote.(interface{ Ready() error })
+		r, ok := engine.As[engine.Readier](e.remote)
 		if !ok {
 			return nil
 		}
@@ -174,7 +174,7 @@ func (c *catalog) ForgetConversation(ctx context.Context, tenant, conversation s
 		for {
 			b, release, err := e.peek()
 			if err == nil && b != nil {
-				if f, ok := b.(engine.ConversationForgetter); ok {
+				if f, ok := engine.As[engine.ConversationForgetter](b); ok {
 					k, err := f.ForgetConversation(ctx, tenant, conversation)
 					n += k
 					errs = append(errs, err)
@@ -459,10 +459,8 @@ func (e *entry) CountMessage(m engine.Message) int {
 		return window.ApproxCount(m)
 	}
 	defer release()
-	if rm, ok := b.(remoteModel); ok {
-		b = rm.Backend // the router counts with a backend's tokenizer
-	}
-	if mc, ok := b.(engine.MessageCounter); ok {
+	if mc, ok := engine.As[engine.MessageCounter](b); ok { // a router counts with a backend's tokenizer
+
 		return mc.CountMessage(m)
 	}
 	return window.ApproxCount(m)
@@ -471,7 +469,7 @@ func (e *entry) CountMessage(m engine.Message) int {
 // Describe describes the model's file without loading it.
 func (e *entry) Describe() (engine.ModelCard, error) {
 	if e.remote != nil {
-		if d, ok := e.remote.(engine.ModelDescriber); ok {
+		if d, ok := engine.As[engine.ModelDescriber](e.remote); ok {
 			return d.Describe()
 		}
 		return engine.ModelCard{}, errors.New("remote model: no card")
@@ -491,10 +489,8 @@ func (e *entry) Embed(ctx context.Context, req engine.EmbedRequest) (engine.Embe
 		return engine.Embeddings{}, err
 	}
 	defer release()
-	if rm, ok := b.(remoteModel); ok {
-		b, req.Model = rm.Backend, ""
-	}
-	emb, ok := b.(engine.Embedder)
+	emb, ok := engine.As[engine.Embedder](b) // a remote model's embeds under the backends' name
+
 	if !ok {
 		return engine.Embeddings{}, fmt.Errorf("model %q cannot compute embeddings: %w", e.spec.Name, engine.ErrNotSupported)
 	}
@@ -509,9 +505,6 @@ func (e *entry) TemplateTools() bool {
 		return false
 	}
 	defer release()
-	if rm, ok := b.(remoteModel); ok {
-		b = rm.Backend
-	}
-	tt, ok := b.(engine.ToolTemplater)
+	tt, ok := engine.As[engine.ToolTemplater](b)
 	return ok && tt.TemplateTools()
 }

@@ -203,16 +203,26 @@ func (m *modelWindows) For(model string) web.Windower {
 // without the entry's name, which is kvwin's, not the backends'.
 type remoteModel struct{ engine.Backend }
 
+var (
+	_ engine.Unwrapper = remoteModel{}
+	_ engine.Embedder  = remoteModel{}
+)
+
 // Generate serves req with the backends' own model.
 func (r remoteModel) Generate(ctx context.Context, req engine.Request, fn engine.StreamFunc) (engine.Result, error) {
 	req.Model = ""
 	return r.Backend.Generate(ctx, req, fn)
 }
 
-// Ready is the router's readiness.
-func (r remoteModel) Ready() error {
-	if rd, ok := r.Backend.(interface{ Ready() error }); ok {
-		return rd.Ready()
+// Unwrap is the router: its abilities are the entry's (engine.As).
+func (r remoteModel) Unwrap() engine.Backend { return r.Backend }
+
+// Embed embeds with the backends' own model.
+func (r remoteModel) Embed(ctx context.Context, req engine.EmbedRequest) (engine.Embeddings, error) {
+	emb, ok := engine.As[engine.Embedder](r.Backend)
+	if !ok {
+		return engine.Embeddings{}, fmt.Errorf("remote model: embeddings: %w", engine.ErrNotSupported)
 	}
-	return nil
+	req.Model = ""
+	return emb.Embed(ctx, req)
 }

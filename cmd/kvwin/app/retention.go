@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"kvwin/engine"
-	"kvwin/engine/llamacpp"
 	"kvwin/kvcache"
 	"kvwin/web"
+	"kvwin/window"
 	"kvwin/window/memory"
 )
 
@@ -20,13 +20,6 @@ import (
 // expire what has not been used for the TTL, each on its own sweep (at
 // start, then every TTL/4, at least hourly); and when the memory store
 // expires a named conversation, its snapshots go with it, as on DELETE.
-
-// snapshotExpirer is a backend that expires its own KV snapshots.
-type snapshotExpirer interface {
-	ExpireSnapshots() int
-}
-
-var _ snapshotExpirer = (*llamacpp.Engine)(nil)
 
 // expiryHook is the memory store's Expired function: it deletes an expired
 // conversation's snapshots through the current generation's backend. It is
@@ -82,9 +75,7 @@ func (a *App) Expire(ctx context.Context) (Expiry, error) {
 	cur := a.current()
 	var out Expiry
 	var err error
-	if st, ok := cur.store.(interface {
-		Expire(context.Context) (int, error)
-	}); ok {
+	if st, ok := cur.store.(window.StoreExpirer); ok {
 		before := a.shared.hook.snapshots.Load()
 		out.Conversations, err = st.Expire(ctx)
 		out.ConversationSnapshots = int(a.shared.hook.snapshots.Load() - before)
@@ -93,7 +84,7 @@ func (a *App) Expire(ctx context.Context) (Expiry, error) {
 	case cur.catalog != nil:
 		out.IdleSnapshots = cur.catalog.expireSnapshots()
 	case cur.backend != nil:
-		if e, ok := cur.backend.(snapshotExpirer); ok {
+		if e, ok := cur.backend.(engine.SnapshotExpirer); ok {
 			out.IdleSnapshots = e.ExpireSnapshots()
 		}
 	}
@@ -109,7 +100,7 @@ func (c *catalog) expireSnapshots() int {
 		if err != nil || b == nil {
 			continue
 		}
-		if x, ok := b.(snapshotExpirer); ok {
+		if x, ok := engine.As[engine.SnapshotExpirer](b); ok {
 			n += x.ExpireSnapshots()
 		}
 		release()

@@ -323,7 +323,7 @@ func (a *App) openStore() error {
 			}
 			return 1
 		}))
-	if c, ok := a.store.(interface{ Collector() prometheus.Collector }); ok {
+	if c, ok := a.store.(window.StoreMetrics); ok {
 		a.metrics.MustRegister(c.Collector()) // kvwin_memory_store_errors_total
 	}
 	return nil

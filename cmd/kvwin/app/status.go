@@ -107,10 +107,7 @@ func backendViews(ctx context.Context, model string, b engine.Backend, reg *kvca
 		}
 		return v
 	}
-	if rm, ok := b.(remoteModel); ok {
-		b = rm.Backend
-	}
-	r, ok := b.(*router.Router)
+	r, ok := engine.As[*router.Router](b) // a remote model's router
 	if !ok {
 		return []BackendView{view(b.Info().Name, "embedded", b)}
 	}
