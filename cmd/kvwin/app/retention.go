@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"kvwin/engine"
-	"kvwin/kvcache"
-	"kvwin/web"
 	"kvwin/window"
 	"kvwin/window/memory"
 )
@@ -82,54 +80,11 @@ func (a *App) Expire(ctx context.Context) (Expiry, error) {
 	}
 	switch {
 	case cur.catalog != nil:
-		out.IdleSnapshots = cur.catalog.expireSnapshots()
+		out.IdleSnapshots = cur.catalog.ExpireSnapshots()
 	case cur.backend != nil:
 		if e, ok := cur.backend.(engine.SnapshotExpirer); ok {
 			out.IdleSnapshots = e.ExpireSnapshots()
 		}
 	}
 	return out, err
-}
-
-// expireSnapshots expires the snapshots of every model: a loaded one's
-// engine sweeps its store, a model not loaded has its directory swept.
-func (c *catalog) expireSnapshots() int {
-	n := 0
-	for _, e := range c.entries {
-		b, release, err := e.peek()
-		if err != nil || b == nil {
-			continue
-		}
-		if x, ok := engine.As[engine.SnapshotExpirer](b); ok {
-			n += x.ExpireSnapshots()
-		}
-		release()
-	}
-	return n + c.expireUnloaded()
-}
-
-// expireUnloaded deletes the snapshot files idle past the TTL of the
-// embedded models not loaded (no store is open on their directories; a
-// loaded model's engine expires its own). The catalog's lock is held so
-// no model loads meanwhile and indexes a file being removed.
-func (c *catalog) expireUnloaded() int {
-	if c.snapshotTTL <= 0 || c.snapshotDir == nil {
-		return 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cutoff := c.snapshotNow().Add(-c.snapshotTTL)
-	n := 0
-	for _, e := range c.entries {
-		dir := c.snapshotDir(e)
-		if dir == "" || e.state == web.ModelLoaded || e.state == web.ModelLoading {
-			continue
-		}
-		k, err := kvcache.ExpireDir(dir, cutoff)
-		if err != nil {
-			c.log.Warn("expired snapshots of a model not loaded not all deleted", "model", e.spec.Name, "err", err)
-		}
-		n += k
-	}
-	return n
 }
