@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,6 +13,9 @@ import (
 
 	"kvwin/engine"
 )
+
+// quiet discards the catalog's logs.
+var quiet = slog.New(slog.DiscardHandler)
 
 // fake is a backend without optional abilities that records what it was
 // asked and whether it was closed.
@@ -147,6 +151,20 @@ var abilities = []struct {
 		}
 		return strconv.Itoa(n), true
 	}},
+	{"Embedder", func(b engine.Backend) (string, bool) {
+		e, ok := engine.As[engine.Embedder](b)
+		if !ok {
+			return "", false
+		}
+		emb, err := e.Embed(context.Background(), engine.EmbedRequest{Model: "m", Inputs: []string{"x"}})
+		if errors.Is(err, engine.ErrNotSupported) {
+			return "not supported", true
+		}
+		if err != nil {
+			return "error", true
+		}
+		return strconv.Itoa(len(emb.Vectors)), true
+	}},
 	{"Prompter", func(b engine.Backend) (string, bool) {
 		_, ok := engine.As[engine.Prompter](b)
 		return "", ok
@@ -161,15 +179,22 @@ func TestEntryExposesAbilities(t *testing.T) {
 		name    string
 		backend Engine
 		remote  bool
+		openErr error
 		want    map[string]string // ability → what its call answers; absent: not found
 	}{
-		{"embedded tokenizer", &tokenizing{fake{name: "e"}}, false,
-			map[string]string{"Tokenizer": "165", "SlotReporter": "7", "ChatTemplater": "tmpl-e"}},
-		{"remote slot reader", &reading{fake{name: "r"}}, true,
-			map[string]string{"SlotReader": "42"}},
-		{"remote with every kind", &rich{tokenizing: tokenizing{fake{name: "x"}}}, true,
-			map[string]string{"Tokenizer": "165", "SlotReporter": "7", "ChatTemplater": "tmpl-x", "SlotReader": "42", "ConversationForgetter": "5"}},
-		{"embedded without abilities", &fake{name: "bare"}, false, map[string]string{}},
+		// The entry embeds itself (loading the model), so Embedder is
+		// always found: without the backend's, it answers ErrNotSupported.
+		{"embedded tokenizer", &tokenizing{fake{name: "e"}}, false, nil,
+			map[string]string{"Tokenizer": "165", "SlotReporter": "7", "ChatTemplater": "tmpl-e", "Embedder": "not supported"}},
+		{"remote slot reader and embedder", &reading{fake{name: "r"}}, true, nil,
+			map[string]string{"SlotReader": "42", "Embedder": "1"}},
+		{"remote with every kind", &rich{tokenizing: tokenizing{fake{name: "x"}}}, true, nil,
+			map[string]string{"Tokenizer": "165", "SlotReporter": "7", "ChatTemplater": "tmpl-x", "SlotReader": "42", "ConversationForgetter": "5", "Embedder": "not supported"}},
+		{"embedded without abilities", &fake{name: "bare"}, false, nil, map[string]string{"Embedder": "not supported"}},
+		// A model that cannot load has no ability but the entry's own,
+		// which reports the load's failure.
+		{"embedded failing to load", &tokenizing{fake{name: "f"}}, false, errors.New("no such file"),
+			map[string]string{"Embedder": "error"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opens := 0
@@ -177,8 +202,11 @@ func TestEntryExposesAbilities(t *testing.T) {
 			if tc.remote {
 				m.Remote = tc.backend
 			}
-			c, err := New(Config{Models: []Model{m}, Open: func(Model) (Engine, error) {
+			c, err := New(Config{Log: quiet, Models: []Model{m}, Open: func(Model) (Engine, error) {
 				opens++
+				if tc.openErr != nil {
+					return nil, tc.openErr
+				}
 				return tc.backend, nil
 			}})
 			if err != nil {
@@ -195,8 +223,11 @@ func TestEntryExposesAbilities(t *testing.T) {
 					t.Errorf("%s through the entry: %q, found %v; want %q, found %v", a.name, got, ok, want, wantOK)
 				}
 			}
-			if wantOpens := map[bool]int{true: 0, false: 1}[tc.remote]; opens != wantOpens {
-				t.Errorf("the backend was opened %d times, want %d", opens, wantOpens)
+			if tc.remote && opens != 0 {
+				t.Errorf("a remote backend was opened %d times", opens)
+			}
+			if !tc.remote && tc.openErr == nil && opens != 1 {
+				t.Errorf("the embedded backend was opened %d times, want once (loaded on the first ability asked, kept)", opens)
 			}
 		})
 	}
@@ -206,7 +237,7 @@ func TestEntryExposesAbilities(t *testing.T) {
 // backend without the entry's name, and its embeddings too.
 func TestRemoteServedUnderBackendsName(t *testing.T) {
 	r := &reading{fake{name: "r"}}
-	c, err := New(Config{Models: []Model{{Name: "alias", Remote: r}}})
+	c, err := New(Config{Log: quiet, Models: []Model{{Name: "alias", Remote: r}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +280,7 @@ func TestLoadUnload(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}
 	engines := map[string][]*fake{}
 	reg := prometheus.NewRegistry()
-	c, err := New(Config{
+	c, err := New(Config{Log: quiet,
 		Models: []Model{{Name: "a", TTL: time.Minute}, {Name: "b"}, {Name: "c"}}, MaxLoaded: 2, Now: clk.now, Metrics: reg,
 		Open: func(m Model) (Engine, error) {
 			f := &fake{name: m.Name}
@@ -347,7 +378,7 @@ func counters(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 func TestInFlightNotUnloaded(t *testing.T) {
 	started, finish := make(chan struct{}), make(chan struct{})
 	fail := true
-	c, err := New(Config{
+	c, err := New(Config{Log: quiet,
 		Models: []Model{{Name: "a"}, {Name: "b"}}, MaxLoaded: 1,
 		Open: func(m Model) (Engine, error) {
 			if m.Name == "a" {
