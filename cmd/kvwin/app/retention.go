@@ -78,13 +78,9 @@ func (a *App) Expire(ctx context.Context) (Expiry, error) {
 		out.Conversations, err = st.Expire(ctx)
 		out.ConversationSnapshots = int(a.shared.hook.snapshots.Load() - before)
 	}
-	switch {
-	case cur.catalog != nil:
-		out.IdleSnapshots = cur.catalog.ExpireSnapshots()
-	case cur.backend != nil:
-		if e, ok := cur.backend.(engine.SnapshotExpirer); ok {
-			out.IdleSnapshots = e.ExpireSnapshots()
-		}
+	// The embedded engine, or a catalog (which sweeps every model's).
+	if e, ok := cur.backend.(engine.SnapshotExpirer); ok {
+		out.IdleSnapshots = e.ExpireSnapshots()
 	}
 	return out, err
 }
