@@ -108,7 +108,8 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// Catalog serves the models of a configuration under their names.
+// Catalog serves the models of a configuration under their names. Its
+// methods and its entries' are safe for concurrent use.
 //
 // Invariants (under mu): an entry is idle, failed, loading or loaded; only
 // a loaded entry has an engine; loaded plus loading entries never exceed

@@ -3,8 +3,10 @@ package catalog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -433,4 +435,48 @@ func (b *blocking) Generate(ctx context.Context, req engine.Request, fn engine.S
 	close(b.started)
 	<-b.finish
 	return b.fake.Generate(ctx, req, fn)
+}
+
+// readied is a remote backend that says whether it is ready.
+type readied struct {
+	fake
+	err error
+}
+
+func (r *readied) Ready() error { return r.err }
+
+var _ engine.Readier = (*readied)(nil)
+
+// TestReady: a catalog is ready while one model can be served: an
+// embedded one always (a failed load is retried), a remote one while its
+// backend says so (found below the entry's wrapper).
+func TestReady(t *testing.T) {
+	down := fmt.Errorf("%w: no healthy backend", engine.ErrUnavailable)
+	for _, tc := range []struct {
+		name   string
+		models []Model
+		ready  bool
+	}{
+		{"one embedded", []Model{{Name: "e"}}, true},
+		{"remote ready", []Model{{Name: "r", Remote: &readied{}}}, true},
+		{"remote down", []Model{{Name: "r", Remote: &readied{err: down}}}, false},
+		{"every remote down", []Model{{Name: "r1", Remote: &readied{err: down}}, {Name: "r2", Remote: &readied{err: down}}}, false},
+		{"one remote down, one up", []Model{{Name: "r1", Remote: &readied{err: down}}, {Name: "r2", Remote: &readied{}}}, true},
+		{"remote down, embedded", []Model{{Name: "r", Remote: &readied{err: down}}, {Name: "e"}}, true},
+		{"remote without a readiness", []Model{{Name: "r", Remote: &fake{}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(Config{Log: quiet, Models: tc.models, Open: func(Model) (Engine, error) { return &fake{}, nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Ready()
+			if (err == nil) != tc.ready {
+				t.Fatalf("Ready() = %v, want ready %v", err, tc.ready)
+			}
+			if err != nil && (!errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), tc.models[0].Name+":")) {
+				t.Fatalf("Ready() = %v: want ErrUnavailable naming the models", err)
+			}
+		})
+	}
 }
