@@ -48,6 +48,10 @@ type member struct {
 	seq    uint64
 	freed  chan struct{} // closed and replaced at each settled claim
 
+	// runs counts the router's turns pinned to each slot of a backend it
+	// plans slots for (placement.go).
+	runs slotRuns
+
 	// Owned by the running check (see checking).
 	backoff time.Duration
 	next    time.Time
