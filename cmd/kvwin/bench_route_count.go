@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +44,28 @@ func startCountingProxy(ctx context.Context, target string) (*countingProxy, err
 	p := &countingProxy{url: "http://" + ln.Addr().String(), done: make(chan struct{})}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1 // streams pass at once: the gateway times first tokens
+	direct := rp.Director
+	rp.Director = func(req *http.Request) {
+		direct(req)
+		// As the adapter's own requests are: replayable, so a request
+		// sent on a keep-alive connection the server had just closed is
+		// sent again instead of failing (and the backend being taken for
+		// down).
+		if req.Body != nil && req.Body != http.NoBody {
+			data, err := io.ReadAll(req.Body)
+			req.Body.Close()
+			if err == nil {
+				req.Body = io.NopCloser(bytes.NewReader(data))
+				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+				req.ContentLength = int64(len(data))
+			}
+		}
+		req.Header["X-Idempotency-Key"] = nil
+	}
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		fmt.Fprintf(os.Stderr, "\nproxy to %s: %s %s: %v\n", target, r.Method, r.URL.Path, err)
+		w.WriteHeader(http.StatusBadGateway)
+	}
 	rp.ModifyResponse = func(resp *http.Response) error {
 		if resp.Request.URL.Path == "/completion" && resp.StatusCode == http.StatusOK {
 			resp.Body = &countingBody{rc: resp.Body, p: p}

@@ -16,7 +16,9 @@
 //     the build's threshold (Rules), else the idle slot used longest ago
 //     (a never-used one first); all busy, the request waits.
 //   - The answer reports timings.prompt_n (computed) and, as the build
-//     does, timings.cache_n (reused) or only tokens_evaluated.
+//     does, timings.cache_n (reused) or only tokens_evaluated. Streamed
+//     chunks carry the id_slot asked for (−1 unpinned), the final object
+//     the slot that ran it.
 //
 // The vocabulary is a byte per token (id 100+b), BOS 1, <|im_start|> 2 and
 // <|im_end|> 3 when parsed, the chat template ChatML. A generation is
@@ -239,6 +241,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte) {
 	if in.IDSlot != nil {
 		id = *in.IDSlot
 	}
+	asked := id // streamed chunks before the last echo it, as both builds do
 	if id >= len(s.slots) {
 		fail(w, http.StatusBadRequest, "Invalid slot ID")
 		return
@@ -305,7 +308,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte) {
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriter(w)
 	for i := range gen {
-		writeEvent(bw, map[string]any{"index": 0, "content": string(text[i : i+1]), "tokens": []int{gen[i]}, "stop": false, "id_slot": id,
+		writeEvent(bw, map[string]any{"index": 0, "content": string(text[i : i+1]), "tokens": []int{gen[i]}, "stop": false, "id_slot": asked,
 			"tokens_predicted": i + 1, "tokens_evaluated": len(in.Prompt), "timings": timings})
 	}
 	writeEvent(bw, final)
