@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"kvwin/engine"
@@ -24,7 +25,7 @@ type placementRun struct {
 // runConversations sends convs conversations (two per system prompt) of
 // turns turns each, turn by turn in interleaved order, through a router
 // with policy over servers fake llama-servers of slots slots each.
-func runConversations(t *testing.T, policy string, rules llamaservertest.Rules, servers, slots, convs, turns int) placementRun {
+func runConversations(t *testing.T, policy string, rules llamaservertest.Rules, servers, slots, convs, turns, inflight int) placementRun {
 	t.Helper()
 	ctx := context.Background()
 	var fakes []*llamaservertest.Server
@@ -50,34 +51,56 @@ func runConversations(t *testing.T, policy string, rules llamaservertest.Rules, 
 	tok := backends[0].(*llamaserver.Backend)
 
 	system := func(g int) string { return strings.Repeat(fmt.Sprintf("system prompt of group %d. ", g), 32)[:800] }
-	history := make([][]engine.Message, convs)
 	run := placementRun{backends: make([][]string, convs)}
-	var prompts, held [][]int
-	for turn := 1; turn <= turns; turn++ {
-		for c := range convs {
-			if turn == 1 {
-				history[c] = []engine.Message{{Role: "system", Content: system(c / 2)}}
+	var (
+		mu            sync.Mutex
+		prompts, held [][]int // in the order the turns ended
+		wg            sync.WaitGroup
+		errs          = make(chan error, inflight)
+	)
+	// Each of inflight goroutines runs its share of the conversations,
+	// turn by turn, interleaved.
+	for g := range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			history := map[int][]engine.Message{}
+			for turn := 1; turn <= turns; turn++ {
+				for c := g; c < convs; c += inflight {
+					if turn == 1 {
+						history[c] = []engine.Message{{Role: "system", Content: system(c / 2)}}
+					}
+					user := strings.Repeat(fmt.Sprintf("[%d.%d] question ", c, turn), 20)[:200]
+					history[c] = append(history[c], engine.Message{Role: "user", Content: user})
+					req := engine.Request{Messages: history[c], MaxTokens: 120, Slot: -1, Keep: -1}
+					p, err := tok.Prompt(ctx, req)
+					if err != nil {
+						errs <- err
+						return
+					}
+					res, err := r.Generate(ctx, req, nil)
+					if err != nil {
+						errs <- fmt.Errorf("conversation %d turn %d: %w", c, turn, err)
+						return
+					}
+					history[c] = append(history[c], engine.Message{Role: "assistant", Content: res.Text})
+					mu.Lock()
+					run.backends[c] = append(run.backends[c], res.Backend)
+					if turn >= 3 {
+						run.prompt += res.Timings.PromptTokens
+						run.cached += res.Timings.CachedTokens
+					}
+					prompts = append(prompts, p)
+					held = append(held, append(append([]int(nil), p...), llamaservertest.Encode(res.Text, false, false)...))
+					mu.Unlock()
+				}
 			}
-			user := strings.Repeat(fmt.Sprintf("[%d.%d] question ", c, turn), 20)[:200]
-			history[c] = append(history[c], engine.Message{Role: "user", Content: user})
-			req := engine.Request{Messages: history[c], MaxTokens: 120, Slot: -1, Keep: -1}
-			p, err := tok.Prompt(ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := r.Generate(ctx, req, nil)
-			if err != nil {
-				t.Fatalf("conversation %d turn %d: %v", c, turn, err)
-			}
-			run.backends[c] = append(run.backends[c], res.Backend)
-			if turn >= 3 {
-				run.prompt += res.Timings.PromptTokens
-				run.cached += res.Timings.CachedTokens
-			}
-			history[c] = append(history[c], engine.Message{Role: "assistant", Content: res.Text})
-			prompts = append(prompts, p)
-			held = append(held, append(append([]int(nil), p...), llamaservertest.Encode(res.Text, false, false)...))
-		}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 	for _, f := range fakes {
 		run.computed += f.Counts().Computed
@@ -102,9 +125,15 @@ func runConversations(t *testing.T, policy string, rules llamaservertest.Rules, 
 // nearly every prompt token from the third turn on, and they compute
 // little more than the oracle, and no more than under round-robin.
 func TestConversationsKeepASlotEachOnLlamaServers(t *testing.T) {
+	for _, inflight := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d in flight", inflight), func(t *testing.T) { conversationsKeepASlotEach(t, inflight) })
+	}
+}
+
+func conversationsKeepASlotEach(t *testing.T, inflight int) {
 	const servers, slots, convs, turns = 3, 2, 4, 8
-	prefix := runConversations(t, PolicyPrefix, llamaservertest.Rules2026, servers, slots, convs, turns)
-	rr := runConversations(t, PolicyRoundRobin, llamaservertest.Rules2026, servers, slots, convs, turns)
+	prefix := runConversations(t, PolicyPrefix, llamaservertest.Rules2026, servers, slots, convs, turns, inflight)
+	rr := runConversations(t, PolicyRoundRobin, llamaservertest.Rules2026, servers, slots, convs, turns, inflight)
 	for c, bs := range prefix.backends {
 		for turn, b := range bs[1:] {
 			if b != bs[0] {
@@ -124,4 +153,50 @@ func TestConversationsKeepASlotEachOnLlamaServers(t *testing.T) {
 	}
 	t.Logf("computed: prefix %d, round-robin %d, oracle %d (%.2f×, %.2f×)", prefix.computed, rr.computed, prefix.oracle,
 		float64(prefix.computed)/float64(prefix.oracle), float64(rr.computed)/float64(rr.oracle))
+}
+
+// Six conversations on two servers of two slots: some must share a slot,
+// and the least valuable one is taken; the servers still compute no more
+// than under round-robin, on either build's rules.
+func TestMoreConversationsThanSlots(t *testing.T) {
+	for _, rules := range []llamaservertest.Rules{llamaservertest.Rules2026, llamaservertest.Rules2025} {
+		prefix := runConversations(t, PolicyPrefix, rules, 2, 2, 6, 8, 2)
+		rr := runConversations(t, PolicyRoundRobin, rules, 2, 2, 6, 8, 2)
+		if prefix.computed > rr.computed {
+			t.Errorf("rules %d: prefix routing made the servers compute %d prompt tokens, round-robin %d", rules, prefix.computed, rr.computed)
+		}
+		t.Logf("rules %d: computed: prefix %d, round-robin %d, oracle %d", rules, prefix.computed, rr.computed, prefix.oracle)
+	}
+}
+
+// The slot a turn takes on a backend whose slots reuse only their own KV
+// (placement.go): a free slot before a sibling's sharing the system prompt
+// while any slot is free; once none is, the least valuable, where a
+// shared prefix outweighing twice the evicted suffix wins.
+func TestBestPlan(t *testing.T) {
+	const length = 1000
+	own := slotPlan{slot: 0, reuse: 900, held: 900}                    // this conversation's own chain
+	free := slotPlan{slot: 1}                                          // empty
+	sibling := slotPlan{slot: 2, reuse: 800, held: 1100, evicted: 300} // shares an 800-token system prompt
+	stranger := slotPlan{slot: 3, held: 2000, evicted: 2000}           // shares nothing
+	short := slotPlan{slot: 4, reuse: 100, held: 600, evicted: 500}
+	for _, tc := range []struct {
+		name  string
+		plans []slotPlan
+		room  bool
+		want  int
+	}{
+		{"own slot", []slotPlan{free, own, sibling}, true, 0},
+		{"free before a sibling", []slotPlan{sibling, free}, true, 1},
+		{"room elsewhere: a sibling before a stranger", []slotPlan{sibling, stranger}, true, 2},
+		{"none free: the shared prefix outweighs twice the suffix", []slotPlan{stranger, sibling, short}, false, 2},
+		{"none free: the least valuable", []slotPlan{stranger, short}, false, 4},
+		{"all busy", nil, false, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := bestPlan(tc.plans, length, tc.room); got.slot != tc.want {
+				t.Errorf("slot %d (cost %d), want %d", got.slot, got.cost(length, tc.room), tc.want)
+			}
+		})
+	}
 }
