@@ -42,6 +42,16 @@ import (
 // not planned for; with all of them busy the turn is not pinned, and the
 // server runs it on the first slot that frees.
 //
+// A backend that reports reusing more of a prompt than the slot it ran on
+// held (llama-server's host-memory prompt cache, --cache-ram, loads the
+// cached prompt continuing a request best into the slot it takes, pinned
+// or not, when the slot it takes would keep less than half of what it
+// holds) restores what its slots give up: from then on the chains its
+// slots give up count as held there (the registry's snapshot tier, as a
+// kvwin node's), evicting costs nothing, and the slot chosen is the one
+// where the server will reuse most: one it will swap with its cache
+// rather than a sibling's it keeps.
+//
 // A slot the registry says holds nothing counts as free. The registry
 // learns what each turn reused from the backend's own counts, so a slot
 // emptied behind the router's back (a restart, the server's prompt cache
@@ -56,7 +66,8 @@ const evictWeight = 2
 // slot's own KV.
 type slotPlan struct {
 	slot    int // -1: every slot is busy
-	reuse   int // prompt tokens the slot holds
+	own     int // prompt tokens the slot itself holds
+	reuse   int // prompt tokens the turn would reuse there: own, or what a prompt cache loads
 	held    int // tokens the slot holds
 	evicted int // of them, beyond reuse: overwritten by the turn
 }
@@ -99,22 +110,42 @@ func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPla
 		}
 		held := r.reg.Held(kvcache.Location{Backend: m.name, Slot: s})
 		shared := sharedKeys(held, chain.Keys)
-		out = append(out, slotPlan{slot: s, reuse: min(chain.Units(shared), max(length-1, 0)),
+		reuse := min(chain.Units(shared), max(length-1, 0))
+		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
 			held: chain.Units(len(held)), evicted: chain.Units(len(held) - shared)})
 	}
 	return out
 }
 
-// bestPlan is the plan of least cost, ties to the lowest slot; slot -1 if
-// plans is empty.
+// bestPlan is the plan of least cost, ties to the slot holding more of the
+// prompt itself, then to the lowest slot; slot -1 if plans is empty.
 func bestPlan(plans []slotPlan, length int, room bool) slotPlan {
 	best := slotPlan{slot: -1}
 	for _, p := range plans {
-		if best.slot < 0 || p.cost(length, room) < best.cost(length, room) {
+		c, b := p.cost(length, room), best.cost(length, room)
+		if best.slot < 0 || c < b || c == b && p.own > best.own {
 			best = p
 		}
 	}
 	return best
+}
+
+// restorable is plans on a backend that restores what its slots give up
+// (a prompt cache) for a prompt of length tokens, best of which the
+// backend holds anywhere: evicting costs nothing there, and a slot that
+// would keep less than half of what it holds (llama-server swaps such a
+// slot with its prompt cache, pinned or not; one keeping more it does not
+// touch) gets the best held prompt loaded.
+func restorable(plans []slotPlan, best, length int) []slotPlan {
+	out := make([]slotPlan, len(plans))
+	for i, p := range plans {
+		if 2*p.own < p.held || p.held == 0 {
+			p.reuse = max(p.reuse, min(best, length-1))
+		}
+		p.evicted = 0
+		out[i] = p
+	}
+	return out
 }
 
 // hasRoom reports whether some plan evicts nothing.

@@ -20,18 +20,24 @@ type placementRun struct {
 	cached   int        // of them, reported reused
 	computed int        // prompt tokens the servers computed, their own count
 	oracle   int        // the oracle's prefill for the same turns
+	restores int        // backends the router found restoring what their slots gave up
 }
 
 // runConversations sends convs conversations (two per system prompt) of
 // turns turns each, turn by turn in interleaved order, through a router
 // with policy over servers fake llama-servers of slots slots each.
 func runConversations(t *testing.T, policy string, rules llamaservertest.Rules, servers, slots, convs, turns, inflight int) placementRun {
+	return runConversationsOn(t, policy, llamaservertest.Config{Slots: slots, Rules: rules}, servers, convs, turns, inflight)
+}
+
+// runConversationsOn is runConversations over fakes of cfg.
+func runConversationsOn(t *testing.T, policy string, cfg llamaservertest.Config, servers, convs, turns, inflight int) placementRun {
 	t.Helper()
 	ctx := context.Background()
 	var fakes []*llamaservertest.Server
 	var backends []engine.Backend
 	for i := range servers {
-		f := llamaservertest.Start(llamaservertest.Config{Slots: slots, Rules: rules})
+		f := llamaservertest.Start(cfg)
 		t.Cleanup(f.Close)
 		b, err := llamaserver.New(llamaserver.Config{BaseURL: f.URL(), Name: fmt.Sprintf("ls%d", i)}, nil)
 		if err != nil {
@@ -105,6 +111,11 @@ func runConversations(t *testing.T, policy string, rules llamaservertest.Rules, 
 	for _, f := range fakes {
 		run.computed += f.Counts().Computed
 	}
+	for _, m := range r.members {
+		if m.restores.Load() {
+			run.restores++
+		}
+	}
 	for i, p := range prompts {
 		best := 0
 		for _, h := range held[:i] {
@@ -126,14 +137,18 @@ func runConversations(t *testing.T, policy string, rules llamaservertest.Rules, 
 // little more than the oracle, and no more than under round-robin.
 func TestConversationsKeepASlotEachOnLlamaServers(t *testing.T) {
 	for _, inflight := range []int{1, 2} {
-		t.Run(fmt.Sprintf("%d in flight", inflight), func(t *testing.T) { conversationsKeepASlotEach(t, inflight) })
+		for _, cache := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d in flight, prompt cache %v", inflight, cache), func(t *testing.T) {
+				conversationsKeepASlotEach(t, inflight, llamaservertest.Config{Slots: 2, PromptCache: cache})
+			})
+		}
 	}
 }
 
-func conversationsKeepASlotEach(t *testing.T, inflight int) {
-	const servers, slots, convs, turns = 3, 2, 4, 8
-	prefix := runConversations(t, PolicyPrefix, llamaservertest.Rules2026, servers, slots, convs, turns, inflight)
-	rr := runConversations(t, PolicyRoundRobin, llamaservertest.Rules2026, servers, slots, convs, turns, inflight)
+func conversationsKeepASlotEach(t *testing.T, inflight int, cfg llamaservertest.Config) {
+	const servers, convs, turns = 3, 4, 8
+	prefix := runConversationsOn(t, PolicyPrefix, cfg, servers, convs, turns, inflight)
+	rr := runConversationsOn(t, PolicyRoundRobin, cfg, servers, convs, turns, inflight)
 	for c, bs := range prefix.backends {
 		for turn, b := range bs[1:] {
 			if b != bs[0] {
@@ -155,18 +170,32 @@ func conversationsKeepASlotEach(t *testing.T, inflight int) {
 		float64(prefix.computed)/float64(prefix.oracle), float64(rr.computed)/float64(rr.oracle))
 }
 
-// Six conversations on two servers of two slots: some must share a slot,
-// and the least valuable one is taken; the servers still compute no more
-// than under round-robin, on either build's rules.
+// Six conversations on two servers of two slots, one turn at a time (so
+// the counts are the same every run): some must share a slot, and the
+// least valuable one is taken; the servers still compute no more than
+// under round-robin, on either build's rules.
 func TestMoreConversationsThanSlots(t *testing.T) {
 	for _, rules := range []llamaservertest.Rules{llamaservertest.Rules2026, llamaservertest.Rules2025} {
-		prefix := runConversations(t, PolicyPrefix, rules, 2, 2, 6, 8, 2)
-		rr := runConversations(t, PolicyRoundRobin, rules, 2, 2, 6, 8, 2)
+		prefix := runConversations(t, PolicyPrefix, rules, 2, 2, 6, 8, 1)
+		rr := runConversations(t, PolicyRoundRobin, rules, 2, 2, 6, 8, 1)
 		if prefix.computed > rr.computed {
 			t.Errorf("rules %d: prefix routing made the servers compute %d prompt tokens, round-robin %d", rules, prefix.computed, rr.computed)
 		}
-		t.Logf("rules %d: computed: prefix %d, round-robin %d, oracle %d", rules, prefix.computed, rr.computed, prefix.oracle)
+		t.Logf("rules %d: computed: prefix %d, round-robin %d, oracle %d; restoring %d", rules, prefix.computed, rr.computed, prefix.oracle, prefix.restores)
 	}
+	// With llama-server's prompt cache, what a slot gives up comes back:
+	// the router learns it from the reuse reported (a turn reusing more
+	// than its slot held) and counts on it from then on. (Round-robin,
+	// which the server's cache serves from the first turn, computes
+	// less here one turn at a time: the router learns the cache only on
+	// the third or fourth turn.)
+	cached := llamaservertest.Config{Slots: 2, PromptCache: true}
+	prefix := runConversationsOn(t, PolicyPrefix, cached, 2, 6, 8, 1)
+	rr := runConversationsOn(t, PolicyRoundRobin, cached, 2, 6, 8, 1)
+	if prefix.restores == 0 || float64(prefix.computed) > 1.5*float64(prefix.oracle) {
+		t.Errorf("prompt cache: %d backends found restoring; the servers computed %d prompt tokens, want ≤ 1.5× the oracle's %d", prefix.restores, prefix.computed, prefix.oracle)
+	}
+	t.Logf("prompt cache: computed: prefix %d, round-robin %d, oracle %d; restoring %d", prefix.computed, rr.computed, prefix.oracle, prefix.restores)
 }
 
 // The slot a turn takes on a backend whose slots reuse only their own KV

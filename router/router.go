@@ -568,6 +568,13 @@ func (r *Router) score(k key, live []*member) []candidate {
 		if plans, ok := plans[m.index]; ok {
 			// Its slots reuse only their own KV: the slot the turn would
 			// take, and what taking it destroys (placement.go).
+			if m.restores.Load() {
+				best := 0
+				if mt, ok := held[m.name]; ok && mt.Approximate != m.exact {
+					best = mt.Length
+				}
+				plans = restorable(plans, best, k.length)
+			}
 			p := bestPlan(plans, k.length, room)
 			c.cached, c.slot, c.planned = p.reuse, p.slot, true
 			if d := p.destroyed(room); d > 0 {
@@ -598,6 +605,13 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		if !m.exact && k.length > 0 {
 			cached = cached * chain.Length / k.length // tokens → bytes of text
 		}
+		if r.plansSlots(m) && !m.restores.Load() && cached >= chain.Units(sharedKeys(prev, chain.Keys)+2) {
+			// More than the slot held: the backend restored it from
+			// elsewhere (placement.go).
+			m.restores.Store(true)
+			r.log.Info("backend restores prompts its slots gave up (a prompt cache); counting them as held there",
+				"backend", m.name, "slot", slot, "reused", cached)
+		}
 		r.reg.Correct(loc, chain, cached)
 		held := chain
 		if !m.exact && res.Text != "" && k.text != "" {
@@ -609,7 +623,7 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 			// The last generated token was sampled, not computed into KV.
 			held = k.keyer.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
 		}
-		if m.snapshots && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
+		if (m.snapshots || m.restores.Load()) && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
 			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * held.BlockSize, BlockSize: held.BlockSize, Approximate: held.Approximate})
 		}
 		r.reg.Record(loc, held)

@@ -57,6 +57,13 @@ type Config struct {
 	Slots int   // default 2
 	Ctx   int   // tokens per slot; default 8192
 	Rules Rules // default Rules2026
+	// PromptCache keeps the August 2026 build's host-memory prompt cache
+	// (--cache-ram, with --cache-idle-slots): a request taking a slot
+	// whose held tokens it shares less than half of saves them, and loads
+	// the saved prompt sharing the longest prefix with it if that beats
+	// the slot's, pinned or not; and every slot idle when a request starts
+	// is saved too.
+	PromptCache bool
 }
 
 // Server is a running fake llama-server. Safe for concurrent use.
@@ -68,9 +75,10 @@ type Server struct {
 	cond     *sync.Cond
 	slots    []slot
 	clock    int64
-	computed int // prompt tokens computed (timings.prompt_n), summed
-	reused   int // prompt tokens reused (cache_n), summed
-	requests int // /completion requests answered
+	cache    [][]int // saved prompts (PromptCache)
+	computed int     // prompt tokens computed (timings.prompt_n), summed
+	reused   int     // prompt tokens reused (cache_n), summed
+	requests int     // /completion requests answered
 }
 
 type slot struct {
@@ -268,6 +276,26 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	sl := &s.slots[id]
 	sl.busy = true
+	if s.cfg.PromptCache && len(sl.held) > 0 && 2*common(sl.held, in.Prompt) < len(sl.held) {
+		s.cache = append(s.cache, sl.held)
+		best, bestN := -1, common(sl.held, in.Prompt)
+		for i, c := range s.cache {
+			if n := common(c, in.Prompt); n > bestN {
+				best, bestN = i, n
+			}
+		}
+		if best >= 0 {
+			sl.held = s.cache[best]
+			s.cache = append(s.cache[:best], s.cache[best+1:]...)
+		}
+	}
+	if s.cfg.PromptCache {
+		for i := range s.slots {
+			if o := s.slots[i]; i != id && !o.busy && len(o.held) > 0 && !s.cached(o.held) {
+				s.cache = append(s.cache, o.held)
+			}
+		}
+	}
 	reused := 0
 	if cache {
 		reused = min(common(sl.held, in.Prompt), len(in.Prompt)-1)
@@ -313,6 +341,16 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	writeEvent(bw, final)
 	_ = bw.Flush()
+}
+
+// cached reports whether the prompt cache holds tokens. s.mu is held.
+func (s *Server) cached(tokens []int) bool {
+	for _, c := range s.cache {
+		if len(c) == len(tokens) && common(c, tokens) == len(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // choose is the idle slot for a prompt that names none, -1 if all are
