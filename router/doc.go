@@ -39,7 +39,10 @@
 // new conversation takes a free slot rather than a sibling's that shares
 // its system prompt, and every turn there is pinned to the planned slot
 // (llama-server's own choice would be the sibling's: the slot sharing the
-// longest prefix, --slot-prompt-similarity).
+// longest prefix, --slot-prompt-similarity). A backend found restoring
+// what its slots gave up (a turn reusing more than its slot held:
+// llama-server's --cache-ram) has those chains counted as held there, as a
+// kvwin node's snapshots are.
 //
 // With Config.IsolateTenants (a gateway with keys), every turn on a backend
 // that does not keep tenants apart but runs a request on the slot it names

@@ -44,6 +44,10 @@ func startCountingProxy(ctx context.Context, target string) (*countingProxy, err
 	p := &countingProxy{url: "http://" + ln.Addr().String(), done: make(chan struct{})}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1 // streams pass at once: the gateway times first tokens
+	// A connection per request: the June 2025 build closes a keep-alive
+	// connection after a few requests, and a request written into one it
+	// is closing fails (broken pipe) and would take the backend for down.
+	rp.Transport = &http.Transport{DisableKeepAlives: true, Proxy: nil}
 	direct := rp.Director
 	rp.Director = func(req *http.Request) {
 		direct(req)
