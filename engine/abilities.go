@@ -94,3 +94,24 @@ type SlotFetcher interface {
 type SlotPinner interface {
 	PinsSlots() bool
 }
+
+// SlotReader is implemented by remote backends that can say what their
+// slots hold (llama-server's GET /slots): ReadSlots asks now and blocks on
+// the backend. A backend whose server does not serve it (llama-server
+// without --slots) returns an error wrapping ErrNotSupported.
+type SlotReader interface {
+	ReadSlots(ctx context.Context) ([]SlotContent, error)
+}
+
+// SlotContent is what one slot of a backend holds, as far as the server
+// says.
+type SlotContent struct {
+	ID         int
+	Processing bool
+	// Tokens are the token ids of the slot's last prompt, when the server
+	// gives its text (older llama-server builds); nil when it does not.
+	Tokens []int
+	// Count is the tokens the slot's KV holds (n_prompt_tokens, a kvwin
+	// node's n_tokens), or len(Tokens); -1 when the server says neither.
+	Count int
+}

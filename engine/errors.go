@@ -46,3 +46,26 @@ func (e *ContextLengthError) Error() string {
 func Invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
 }
+
+// Public wraps err with msg, what a server may tell its client of it. A
+// remote backend's error names its internal address and quotes what the
+// backend said, which belong in the server's log (the web layer logs err
+// whole, with the request id) but not in the answer, which gets msg.
+// The result unwraps to err, so its sentinels still decide the status.
+func Public(err error, msg string) error {
+	if err == nil {
+		return nil
+	}
+	return &publicError{err: err, msg: msg}
+}
+
+type publicError struct {
+	err error
+	msg string
+}
+
+func (e *publicError) Error() string { return e.err.Error() }
+func (e *publicError) Unwrap() error { return e.err }
+
+// ClientMessage is what the client is told.
+func (e *publicError) ClientMessage() string { return e.msg }

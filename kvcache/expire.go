@@ -1,8 +1,10 @@
 package kvcache
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,4 +120,61 @@ func removeFile(path string) error {
 		return err
 	}
 	return nil
+}
+
+// DeleteOwnedDir deletes the snapshot files in dir owned by owner (a
+// deleted conversation) and returns how many. Like ExpireDir it is for a
+// directory whose Store is not open (a model not loaded); an open Store
+// deletes with DeleteOwned. A file whose header cannot be read is left to
+// the Store that opens the directory (it deletes bad files). A missing dir
+// holds nothing.
+func DeleteOwnedDir(dir string, owner Owner) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("kvcache: delete snapshots in %s: %w", dir, err)
+	}
+	want := owner.encode()
+	n := 0
+	var errs []error
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), snapExt) || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		got, err := readOwner(p)
+		if err != nil || !bytes.Equal(got, want) {
+			continue
+		}
+		if err := removeFile(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// readOwner reads the owner field of the snapshot file at p.
+func readOwner(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	hb := make([]byte, snapHeader)
+	if _, err := io.ReadFull(f, hb); err != nil {
+		return nil, err
+	}
+	h, err := parseHead(hb)
+	if err != nil {
+		return nil, err
+	}
+	ob := make([]byte, int(h.owner))
+	if _, err := io.ReadFull(f, ob); err != nil {
+		return nil, err
+	}
+	return ob, nil
 }

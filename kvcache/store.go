@@ -62,6 +62,9 @@ var (
 	ErrSnapshotCorrupt  = errors.New("snapshot corrupt")
 	ErrSnapshotMismatch = errors.New("snapshot from another model")
 	ErrSnapshotMissing  = errors.New("snapshot not found")
+	// ErrSaveCancelled: the snapshot's conversation was deleted while its
+	// save was queued or being written; nothing of it is on disk.
+	ErrSaveCancelled = errors.New("snapshot save cancelled: its conversation was deleted")
 )
 
 const (
@@ -143,6 +146,10 @@ type Store struct {
 	bytes   int64
 	onEvict func(id string)
 	pending map[string]chan struct{} // saves queued or being written; closed when done
+	queued  map[string]Owner         // the owner of each queued save
+	// cancelled: queued saves whose owner was deleted (DeleteOwned); they
+	// are not written, or removed if written meanwhile.
+	cancelled map[string]bool
 
 	stop chan struct{} // closed by Close: ends the expiry loop
 
@@ -170,7 +177,7 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 	if cfg.Dir == "" || cfg.MaxBytes < 0 || cfg.Queue < 0 || cfg.TTL < 0 {
 		return nil, nil, fmt.Errorf("kvcache: snapshot store %+v: %w", cfg, ErrInvalidConfig)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := mkdirPrivate(cfg.Dir); err != nil {
 		return nil, nil, fmt.Errorf("kvcache: snapshot dir: %w", err)
 	}
 	dec, err := newSnapshotDecoder()
@@ -178,7 +185,8 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 		return nil, nil, err
 	}
 	s := &Store{cfg: cfg, log: cfg.Log, jobs: make(chan saveJob, cfg.Queue), dec: dec,
-		files: map[string]*storeFile{}, pending: map[string]chan struct{}{}, createTemp: os.CreateTemp,
+		files: map[string]*storeFile{}, pending: map[string]chan struct{}{},
+		queued: map[string]Owner{}, cancelled: map[string]bool{}, createTemp: os.CreateTemp,
 		stop: make(chan struct{})}
 	existing := s.index()
 	if gone := s.Expire(); len(gone) > 0 {
@@ -191,6 +199,19 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 		go s.expireLoop()
 	}
 	return s, existing, nil
+}
+
+// mkdirPrivate creates dir and its missing parents, readable by kvwin's
+// user only (0700) whatever the umask: what is under --data-dir holds
+// conversations. A directory that exists keeps its mode.
+func mkdirPrivate(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
 }
 
 func (s *Store) path(id string) string { return filepath.Join(s.cfg.Dir, id+snapExt) }
@@ -349,11 +370,15 @@ func (s *Store) Save(owner Owner, tokens []int, state []byte, done func(SavedSna
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending[id] != nil {
-		return true // the same content is being saved already
+		// The same content is being saved already; a save asked for after
+		// its owner was deleted (the conversation came back) stands.
+		delete(s.cancelled, id)
+		return true
 	}
 	select {
 	case s.jobs <- saveJob{id: id, owner: owner, tokens: tokens, state: state, done: done}:
 		s.pending[id] = make(chan struct{})
+		s.queued[id] = owner
 		return true
 	default:
 		return false
@@ -403,8 +428,15 @@ func (s *Store) writer() {
 	}
 	defer enc.Close()
 	for job := range s.jobs {
-		saved, err := s.write(enc, job)
-		if err != nil {
+		s.mu.Lock()
+		cancelled := s.cancelled[job.id]
+		s.mu.Unlock()
+		var saved SavedSnapshot
+		err := ErrSaveCancelled
+		if !cancelled {
+			saved, err = s.write(enc, job)
+		}
+		if err != nil && !errors.Is(err, ErrSaveCancelled) {
 			s.log.Warn("snapshot not saved", "id", job.id, "tokens", len(job.tokens), "err", err)
 		}
 		// The save is no longer pending when done is called: done is the
@@ -412,6 +444,8 @@ func (s *Store) writer() {
 		s.mu.Lock()
 		close(s.pending[job.id])
 		delete(s.pending, job.id)
+		delete(s.queued, job.id)
+		delete(s.cancelled, job.id)
 		s.mu.Unlock()
 		if job.done != nil {
 			job.done(saved, err)
@@ -469,6 +503,11 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 		return SavedSnapshot{}, err
 	}
 	s.mu.Lock()
+	if s.cancelled[job.id] { // its owner was deleted while it was written
+		s.mu.Unlock()
+		os.Remove(s.path(job.id))
+		return SavedSnapshot{}, ErrSaveCancelled
+	}
 	if old := s.files[job.id]; old != nil {
 		s.bytes -= old.bytes
 	}
@@ -601,12 +640,20 @@ func decodeSnapshot(dec *zstd.Decoder, b []byte, fingerprint uint64) (Loaded, er
 }
 
 // DeleteOwned removes every snapshot of owner (a deleted conversation) and
-// returns their ids, so the caller can drop them from the registry. A save
-// of owner still queued is written afterwards; callers that must not keep
-// one delete after the conversation's last request ended.
+// returns their ids, so the caller can drop them from the registry. Saves
+// of owner still queued or being written are cancelled: they are not
+// written, or removed once written, and their done gets ErrSaveCancelled;
+// their ids are returned too. Safe for concurrent use; it blocks on file
+// removal.
 func (s *Store) DeleteOwned(owner Owner) []string {
 	s.mu.Lock()
 	var ids []string
+	for id, o := range s.queued {
+		if o == owner && !s.cancelled[id] {
+			s.cancelled[id] = true
+			ids = append(ids, id)
+		}
+	}
 	for id, f := range s.files {
 		if f.owner == owner {
 			ids = append(ids, id)
@@ -616,6 +663,7 @@ func (s *Store) DeleteOwned(owner Owner) []string {
 	}
 	s.mu.Unlock()
 	slices.Sort(ids)
+	ids = slices.Compact(ids) // a file and a save of it queued again
 	for _, id := range ids {
 		os.Remove(s.path(id))
 	}

@@ -253,3 +253,57 @@ func TestStoreOwnersKeepSnapshotsApart(t *testing.T) {
 		t.Fatalf("reindexed owners %v", owners)
 	}
 }
+
+// Deleting an owner cancels its saves: one being written (its file is
+// removed once written) and one still queued (never written), each done
+// with ErrSaveCancelled; another owner's queued save is written.
+func TestStoreDeleteOwnedCancelsQueuedSaves(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openTestStore(t, dir, 9, 0)
+	entered, release := make(chan struct{}), make(chan struct{})
+	first := true
+	s.createTemp = func(dir, pattern string) (*os.File, error) {
+		if first { // the writer goroutine only
+			first = false
+			close(entered)
+			<-release
+		}
+		return os.CreateTemp(dir, pattern)
+	}
+	a, b := Owner{Tenant: "t", Conversation: "deleted"}, Owner{Tenant: "t", Conversation: "kept"}
+	type res struct {
+		id  string
+		err error
+	}
+	done := make(chan res, 3)
+	save := func(o Owner, seed int) string {
+		toks := tokens(uint64(seed), 64)
+		id := SnapshotID(o, toks)
+		if !s.Save(o, toks, fakeState(512, byte(seed)), func(_ SavedSnapshot, err error) { done <- res{id, err} }) {
+			t.Fatal("save queue full")
+		}
+		return id
+	}
+	writing := save(a, 1)
+	<-entered // the first save is being written
+	queued, other := save(a, 2), save(b, 3)
+	gone := s.DeleteOwned(a)
+	want := []string{writing, queued}
+	slices.Sort(want)
+	if !slices.Equal(gone, want) {
+		t.Fatalf("DeleteOwned: %v, want the two saves of the deleted owner %v", gone, want)
+	}
+	close(release)
+	got := map[string]error{}
+	for range 3 {
+		r := <-done
+		got[r.id] = r.err
+	}
+	if !errors.Is(got[writing], ErrSaveCancelled) || !errors.Is(got[queued], ErrSaveCancelled) || got[other] != nil {
+		t.Fatalf("results: being written %v, queued %v, other owner's %v", got[writing], got[queued], got[other])
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(files) != 1 || filepath.Base(files[0]) != other+snapExt || s.Has(writing) || s.Has(queued) {
+		t.Fatalf("on disk %v: want only %s", files, other)
+	}
+}

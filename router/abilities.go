@@ -43,7 +43,7 @@ func delegate[A any, T any](r *Router, fn func(A) (T, error)) (T, error) {
 				return out, nil
 			}
 			if !retryable(err) {
-				return zero, err
+				return zero, public(err)
 			}
 			errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
 		}
@@ -51,7 +51,7 @@ func delegate[A any, T any](r *Router, fn func(A) (T, error)) (T, error) {
 	if len(errs) == 0 {
 		return zero, errNoAbility
 	}
-	return zero, errors.Join(errs...)
+	return zero, public(errors.Join(errs...))
 }
 
 // Tokenize tokenizes with the first healthy backend that can. It blocks on

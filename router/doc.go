@@ -82,5 +82,15 @@
 // the next candidate tried; only when none holds the prompt does the client
 // get the context-length error. Usage a backend reports is checked against the prompt the
 // router sent (usage.go); a count that cannot be true is logged and
-// replaced by the router's own.
+// replaced by the router's own. The errors the router returns tell a
+// client what kind of failure it was, never a backend's URL or words,
+// which are in the error's text for the log (public.go).
+//
+// # Slot state
+//
+// Residency is learned from what the router sent and corrected by the
+// reuse each backend reports; where a backend can say what its slots hold
+// (llama-server's /slots), the router also reads it at join, when a turn
+// reuses less than the registry believed, and every SlotsInterval, and
+// makes the registry agree (slots.go).
 package router

@@ -35,7 +35,7 @@ func (r *Router) checkHealth(ctx context.Context) {
 			for _, m := range r.members {
 				// checking orders the check's writes of next and backoff
 				// before this read.
-				if m.checking.Load() || now.Before(m.next) {
+				if m.checking.Load() || now.Before(m.next) && !(m.wantRead.Load() && m.healthy.Load()) {
 					continue
 				}
 				m.checking.Store(true)
@@ -68,6 +68,9 @@ func (r *Router) check(ctx context.Context, m *member) {
 	}
 	if ctx.Err() != nil {
 		return // the router is closing: the check says nothing
+	}
+	if err == nil && r.readDue(m, rejoin) {
+		r.readSlots(ctx, m)
 	}
 	if err == nil {
 		m.suspect.Store(false)
@@ -158,6 +161,11 @@ type BackendStatus struct {
 	Slots       int  `json:"slots"`
 	ContextSlot int  `json:"ctx_per_slot"`
 	InFlight    int  `json:"in_flight"`
+	// Residency is how the registry knows what the backend holds:
+	// ResidencyRead (its /slots, corrected by turns), ResidencyLearned
+	// (turns alone: it does not serve /slots), or "" (not read yet, or a
+	// backend that cannot say).
+	Residency string `json:"residency,omitempty"`
 }
 
 // Status returns every backend's state, in configuration order. It does not
@@ -166,7 +174,7 @@ func (r *Router) Status() []BackendStatus {
 	out := make([]BackendStatus, len(r.members))
 	for i, m := range r.members {
 		out[i] = BackendStatus{Name: m.name, Healthy: m.healthy.Load(), Suspect: m.suspect.Load(),
-			Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load())}
+			Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load()), Residency: m.residency()}
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 // key is the prompt of one request as the registry sees it.
 type key struct {
+	tenant string
 	keyer  *kvcache.Keyer // exact keys of the request's tenant
 	tokens []int          // exact prompt tokens; nil when no backend could render them
 	exact  kvcache.Chain  // block keys of tokens
@@ -62,7 +63,7 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 	}
 	// Keys are salted by tenant: a tenant's lookups find only its own
 	// prefixes, so routing and cached-token counts say nothing of others'.
-	k.keyer = r.exact.ForTenant(req.Tenant)
+	k.tenant, k.keyer = req.Tenant, r.exact.ForTenant(req.Tenant)
 	text := r.promptText(req)
 	k.text, k.approxKeyer = text, r.approx.ForTenant(req.Tenant)
 	k.approx = k.approxKeyer.Text(text)

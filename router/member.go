@@ -32,6 +32,19 @@ type member struct {
 	snapIDs   []string
 	cal       *attention.Calibration
 
+	// reader reads what the backend's slots hold (slots.go), nil if it
+	// cannot; resMode says whether it does (residency*); wantRead asks
+	// the next check to read them (a turn disagreed with the registry).
+	reader   engine.SlotReader
+	resMode  atomic.Int32
+	wantRead atomic.Bool
+	// learned is what the router's own turns left in each slot.
+	slotMu  sync.Mutex
+	learned map[int]slotLearned
+	// lastRead is when the slots were last read; owned by the running
+	// check (see checking).
+	lastRead time.Time
+
 	healthy atomic.Bool
 	// suspect: the backend timed out; it is not trusted again until a
 	// probe generation succeeds (answering /health is not enough).
@@ -72,6 +85,7 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 	}
 	_, exact := b.(engine.Prompter)
 	m := &member{index: i, name: info.Name, backend: b, exact: exact, cal: cal, snapshots: info.Snapshots}
+	m.reader, _ = b.(engine.SlotReader)
 	m.slots.Store(int64(info.Slots))
 	m.ctx.Store(int64(info.ContextSlot))
 	m.healthy.Store(true)

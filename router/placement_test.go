@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,20 @@ type placementRun struct {
 	computed int        // prompt tokens the servers computed, their own count
 	oracle   int        // the oracle's prefill for the same turns
 	restores int        // backends the router found restoring what their slots gave up
+	warnings []string   // the router's warnings
+}
+
+// logLines is a log destination keeping its lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.Split(strings.TrimSpace(string(p)), "\n")...)
+	return len(p), nil
 }
 
 // runConversations sends convs conversations (two per system prompt) of
@@ -49,7 +64,8 @@ func runConversationsOn(t *testing.T, policy string, cfg llamaservertest.Config,
 		}
 		fakes, backends = append(fakes, f), append(backends, b)
 	}
-	r, err := New(Config{Policy: policy}, backends, nil)
+	logs := &logLines{}
+	r, err := New(Config{Policy: policy}, backends, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +132,9 @@ func runConversationsOn(t *testing.T, policy string, cfg llamaservertest.Config,
 			run.restores++
 		}
 	}
+	logs.mu.Lock()
+	run.warnings = append([]string(nil), logs.lines...)
+	logs.mu.Unlock()
 	for i, p := range prompts {
 		best := 0
 		for _, h := range held[:i] {
@@ -133,13 +152,22 @@ func runConversationsOn(t *testing.T, policy string, cfg llamaservertest.Config,
 // Over llama-servers, whose slots reuse only their own KV, four
 // conversations (two per system prompt) on three servers of two slots each
 // keep a slot each: none moves after its first turn, the servers reuse
-// nearly every prompt token from the third turn on, and they compute
+// nearly every prompt token from the third turn on, the router warns of
+// nothing (no usage that cannot be true), and they compute
 // little more than the oracle, and no more than under round-robin.
 func TestConversationsKeepASlotEachOnLlamaServers(t *testing.T) {
+	builds := []struct {
+		name string
+		cfg  llamaservertest.Config
+	}{
+		{"2026-08 --cache-ram 0", llamaservertest.Config{Slots: 2, Rules: llamaservertest.Rules2026}},
+		{"2026-08", llamaservertest.Config{Slots: 2, Rules: llamaservertest.Rules2026, PromptCache: true}},
+		{"2025-06", llamaservertest.Config{Slots: 2, Rules: llamaservertest.Rules2025}}, // no timings.cache_n
+	}
 	for _, inflight := range []int{1, 2} {
-		for _, cache := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%d in flight, prompt cache %v", inflight, cache), func(t *testing.T) {
-				conversationsKeepASlotEach(t, inflight, llamaservertest.Config{Slots: 2, PromptCache: cache})
+		for _, b := range builds {
+			t.Run(fmt.Sprintf("%s, %d in flight", b.name, inflight), func(t *testing.T) {
+				conversationsKeepASlotEach(t, inflight, b.cfg)
 			})
 		}
 	}
@@ -156,6 +184,9 @@ func conversationsKeepASlotEach(t *testing.T, inflight int, cfg llamaservertest.
 				break
 			}
 		}
+	}
+	if len(prefix.warnings) > 0 {
+		t.Errorf("the router warned: %q", prefix.warnings)
 	}
 	if share := float64(prefix.cached) / float64(prefix.prompt); share < 0.85 {
 		t.Errorf("reported cached share from the third turn on is %.3f (%d of %d), want ≥ 0.85", share, prefix.cached, prefix.prompt)

@@ -38,6 +38,16 @@ type Config struct {
 	HealthInterval   time.Duration // default 2s
 	HealthMaxBackoff time.Duration // default 30s
 	HealthTimeout    time.Duration // default 2s
+	// SlotsInterval is the longest the router goes without reading what
+	// the slots of a backend that can say hold (llama-server's /slots);
+	// it also reads them when a backend joins and when a turn's reported
+	// reuse disagrees with the registry (slots.go). Default 5s.
+	SlotsInterval time.Duration
+	// SoleTenant is the one tenant of a gateway without keys: a prompt a
+	// backend's slot holds that the router did not send there is keyed as
+	// this tenant's. Empty (a gateway with keys): such a slot holds
+	// nothing as far as the registry is concerned.
+	SoleTenant string
 	// PrefillTokensPerSecond seeds each backend's cost model until it has
 	// measured its own; default 2000.
 	PrefillTokensPerSecond float64
@@ -72,7 +82,7 @@ type Decision struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Name: "gateway", Policy: PolicyPrefix, BlockTokens: kvcache.DefaultBlockTokens, BalanceAbs: 4, BalanceRel: 2,
-		TieTolerance: 0.1, TieTokens: 64, HealthInterval: 2 * time.Second, HealthMaxBackoff: 30 * time.Second, HealthTimeout: 2 * time.Second,
+		TieTolerance: 0.1, TieTokens: 64, HealthInterval: 2 * time.Second, SlotsInterval: 5 * time.Second, HealthMaxBackoff: 30 * time.Second, HealthTimeout: 2 * time.Second,
 		PrefillTokensPerSecond: 2000}
 }
 
@@ -101,6 +111,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HealthInterval == 0 {
 		c.HealthInterval = d.HealthInterval
+	}
+	if c.SlotsInterval == 0 {
+		c.SlotsInterval = d.SlotsInterval
 	}
 	if c.HealthMaxBackoff == 0 {
 		c.HealthMaxBackoff = d.HealthMaxBackoff
@@ -247,8 +260,15 @@ func (r *Router) Info() engine.Info {
 }
 
 // Generate routes req; see the package doc. It blocks like the backend it
-// chose.
-func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (_ engine.Result, err error) {
+// chose. Its errors tell a client only what kind of failure it was
+// (public.go); their text has the details.
+func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	res, err := r.generate(ctx, req, stream)
+	return res, public(err)
+}
+
+// generate is Generate with the backends' errors as they are.
+func (r *Router) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (_ engine.Result, err error) {
 	serves := func(m *member) bool {
 		mm := m.backend.Info().Model
 		return req.Model == "" || mm == "" || req.Model == mm
@@ -351,8 +371,9 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 		// A backend that does not keep tenants apart (llama-server,
 		// Ollama, a node without our admin key) may reuse another tenant's
 		// prefix and say so; what the tenant is told is capped at its own
-		// registry prefix there.
-		sstream, capped := stream, !m.backend.Info().Tenants
+		// registry prefix there (whole blocks). A gateway of one tenant
+		// has no other to tell of: it reports the backend's count exactly.
+		sstream, capped := stream, !m.backend.Info().Tenants && r.cfg.SoleTenant == ""
 		if capped {
 			sstream = capStream(stream, c)
 		}
@@ -623,10 +644,18 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 			// The last generated token was sampled, not computed into KV.
 			held = k.keyer.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
 		}
+		if disagrees(prev, chain, cached) {
+			m.wantRead.Store(true) // the slot lost what the registry believed: read the others too
+		}
 		if (m.snapshots || m.restores.Load()) && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
 			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * held.BlockSize, BlockSize: held.BlockSize, Approximate: held.Approximate})
 		}
 		r.reg.Record(loc, held)
+		count := -1 // what the slot's KV holds now, if the answer's tokens say
+		if m.exact && len(res.Tokens) > 1 {
+			count = held.Length
+		}
+		m.noteTurn(slot, k.tenant, count)
 	}
 	t := res.Timings
 	if t.PromptEval > 0 {

@@ -48,7 +48,8 @@ func conversationOf(c *gin.Context, promptCacheKey string) (string, error) {
 
 // deleteConversation serves DELETE /kvwin/v1/conversations/{id}: 204 when
 // the caller's tenant (the owner's key, or the admin key's ?tenant=) had the
-// conversation, 404 when it did not. Another tenant's conversation of the
+// conversation, 404 when it did not, 503 when the memory store is
+// unavailable (whatever else it held is deleted first). Another tenant's conversation of the
 // same name is never touched: it is another conversation.
 func (s *Server) deleteConversation(c *gin.Context) {
 	id := strings.TrimPrefix(c.Param("id"), "/")
@@ -58,6 +59,13 @@ func (s *Server) deleteConversation(c *gin.Context) {
 	}
 	tenant := s.tenant(c)
 	found, err := s.cfg.Forget.Forget(c.Request.Context(), tenant, id)
+	if err == nil && s.cfg.MemoryUnavailable != nil {
+		// Its KV and snapshots went; its stored turns may be in a store that
+		// cannot be opened. Never a 404: the text may still be on disk.
+		s.log.WarnContext(c.Request.Context(), "conversation's stored turns not deleted: the memory store is unavailable",
+			"tenant", tenant, "err", s.cfg.MemoryUnavailable)
+		err = fmt.Errorf("%w: the conversation's stored turns cannot be deleted now; its cached KV was", errMemoryUnavailable)
+	}
 	if err != nil {
 		s.fail(c, fmt.Errorf("delete conversation: %w", err))
 		return

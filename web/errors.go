@@ -39,6 +39,7 @@ const (
 	CodeForbiddenHost        = "forbidden_host"             // the Host header is not this server's (DNS rebinding)
 	CodeUnsupportedMedia     = "unsupported_media_type"     // a body that is not application/json
 	CodeConversationNotFound = "conversation_not_found"     // DELETE of a conversation the tenant does not have
+	CodeMemoryUnavailable    = "memory_store_unavailable"   // the memory store failed to open or verify: stored turns cannot be reached
 	CodeRequestTimeout       = "request_timeout"            // the body did not arrive in time
 	CodeBackendUnavailable   = "backend_unavailable"        // the backend cannot serve now
 	CodeBackendTimeout       = "backend_timeout"            // no backend connected or sent a first token in time
@@ -88,6 +89,7 @@ var (
 	errUnsupportedMediaType = errors.New("unsupported media type")
 	errTenantLimit          = errors.New("too many requests for this tenant")
 	errConversationNotFound = errors.New("no such conversation")
+	errMemoryUnavailable    = errors.New("the memory store is unavailable")
 	errBodyTimeout          = errors.New("the request body did not arrive in time")
 	// errClientGone is recorded (never written) when the client went away,
 	// so the access log can tell a dropped request from a served one.
@@ -102,7 +104,7 @@ func classify(err error) (int, apiError) {
 		tooBig  *http.MaxBytesError
 		ctxLen  *engine.ContextLengthError
 		invalid = func(code string) apiError {
-			return apiError{Message: err.Error(), Type: typeInvalidRequest, Code: code}
+			return apiError{Message: message(err), Type: typeInvalidRequest, Code: code}
 		}
 	)
 	switch {
@@ -120,50 +122,57 @@ func classify(err error) (int, apiError) {
 	case errors.Is(err, engine.ErrNoLogprobs):
 		// The backend (every backend of a gateway) cannot report them: the
 		// client must ask without, so it is told which parameter to drop.
-		return http.StatusBadRequest, apiError{Message: err.Error(), Type: typeInvalidRequest, Param: "logprobs", Code: CodeInvalidValue}
+		return http.StatusBadRequest, apiError{Message: message(err), Type: typeInvalidRequest, Param: "logprobs", Code: CodeInvalidValue}
 	case errors.Is(err, engine.ErrUnknownModel):
-		return http.StatusNotFound, apiError{Message: err.Error(), Type: typeInvalidRequest, Param: "model", Code: CodeModelNotFound}
+		return http.StatusNotFound, apiError{Message: message(err), Type: typeInvalidRequest, Param: "model", Code: CodeModelNotFound}
 	case errors.Is(err, engine.ErrInvalidRequest):
-		// A remote backend's rejection names the backend's URL in its
-		// error; the client gets the backend's own words only.
-		var remote interface{ ClientMessage() string }
-		if errors.As(err, &remote) {
-			return http.StatusBadRequest, apiError{Message: remote.ClientMessage(), Type: typeInvalidRequest, Code: CodeInvalidRequest}
-		}
 		return http.StatusBadRequest, invalid(CodeInvalidRequest)
 	case errors.Is(err, errUnknownRoute):
 		return http.StatusNotFound, invalid(CodeUnknownURL)
 	case errors.Is(err, errMethodNotAllowed):
 		return http.StatusMethodNotAllowed, invalid(CodeMethodNotAllowed)
 	case errors.Is(err, errUnauthorized):
-		return http.StatusUnauthorized, apiError{Message: err.Error(), Type: typeInvalidRequest, Code: CodeInvalidAPIKey}
+		return http.StatusUnauthorized, apiError{Message: message(err), Type: typeInvalidRequest, Code: CodeInvalidAPIKey}
 	case errors.Is(err, errForbiddenHost):
-		return http.StatusForbidden, apiError{Message: err.Error(), Type: typePermission, Code: CodeForbiddenHost}
+		return http.StatusForbidden, apiError{Message: message(err), Type: typePermission, Code: CodeForbiddenHost}
 	case errors.Is(err, errForbidden):
-		return http.StatusForbidden, apiError{Message: err.Error(), Type: typePermission, Code: CodeForbidden}
+		return http.StatusForbidden, apiError{Message: message(err), Type: typePermission, Code: CodeForbidden}
 	case errors.Is(err, errUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType, invalid(CodeUnsupportedMedia)
+	case errors.Is(err, errMemoryUnavailable):
+		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: typeServer, Code: CodeMemoryUnavailable}
 	case errors.Is(err, errConversationNotFound):
 		return http.StatusNotFound, invalid(CodeConversationNotFound)
 	case errors.Is(err, errBodyTimeout):
 		return http.StatusRequestTimeout, invalid(CodeRequestTimeout)
 	case errors.Is(err, errTenantLimit):
-		return http.StatusTooManyRequests, apiError{Message: err.Error(), Type: typeRateLimit, Code: CodeTenantLimit}
+		return http.StatusTooManyRequests, apiError{Message: message(err), Type: typeRateLimit, Code: CodeTenantLimit}
 	case errors.Is(err, engine.ErrNotSupported):
-		return http.StatusNotImplemented, apiError{Message: err.Error(), Type: typeInvalidRequest, Code: "not_supported"}
+		return http.StatusNotImplemented, apiError{Message: message(err), Type: typeInvalidRequest, Code: "not_supported"}
 	case errors.Is(err, engine.ErrQueueFull):
-		return http.StatusTooManyRequests, apiError{Message: err.Error(), Type: typeRateLimit, Code: CodeQueueFull}
+		return http.StatusTooManyRequests, apiError{Message: message(err), Type: typeRateLimit, Code: CodeQueueFull}
 	case errors.Is(err, engine.ErrClosed):
-		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: typeServer, Code: CodeShuttingDown}
+		return http.StatusServiceUnavailable, apiError{Message: message(err), Type: typeServer, Code: CodeShuttingDown}
 	// Before ErrUnavailable: a router that also tried a dead backend
 	// still says the one that took the time timed out.
 	case errors.Is(err, engine.ErrTimeout):
-		return http.StatusGatewayTimeout, apiError{Message: err.Error(), Type: typeServer, Code: CodeBackendTimeout}
+		return http.StatusGatewayTimeout, apiError{Message: message(err), Type: typeServer, Code: CodeBackendTimeout}
 	case errors.Is(err, engine.ErrUnavailable):
-		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: typeServer, Code: CodeBackendUnavailable}
+		return http.StatusServiceUnavailable, apiError{Message: message(err), Type: typeServer, Code: CodeBackendUnavailable}
 	default:
-		return http.StatusInternalServerError, apiError{Message: err.Error(), Type: typeServer, Code: CodeInternal}
+		return http.StatusInternalServerError, apiError{Message: message(err), Type: typeServer, Code: CodeInternal}
 	}
+}
+
+// message is what the client is told of err: its client message where it
+// has one (a remote backend's error, whose text names the backend's URL
+// and quotes the backend: that text goes to the log), else its text.
+func message(err error) string {
+	var remote interface{ ClientMessage() string }
+	if errors.As(err, &remote) {
+		return remote.ClientMessage()
+	}
+	return err.Error()
 }
 
 // clientGone reports whether the client has left, so err need not be

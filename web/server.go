@@ -98,6 +98,12 @@ type Config struct {
 	// Forget, if set, serves DELETE /kvwin/v1/conversations/{id}: it
 	// deletes a tenant's conversation (stored turns and KV snapshots).
 	Forget Forgetter `json:"-"`
+	// MemoryUnavailable, if set, is why the memory store failed to open or
+	// verify: chats are served without it, DELETE of a conversation
+	// answers 503 (its stored turns cannot be reached; its KV is deleted
+	// all the same), and /health answers 200 with "status": "degraded".
+	// It is logged, never sent to clients.
+	MemoryUnavailable error `json:"-"`
 }
 
 // withDefaults fills in defaults and checks ranges.
@@ -278,7 +284,8 @@ type readiness interface {
 // route llama-server clients probe: {"status":"ok"} with 200 is
 // llama-server's "ready" answer. It is 503 (an OpenAI-shaped error) while
 // nothing could be served: no model known, or a backend that says it is
-// not ready (a gateway with no healthy backend).
+// not ready (a gateway with no healthy backend). A server that serves
+// without its memory store answers 200 with "status": "degraded".
 func (s *Server) health(c *gin.Context) {
 	err := error(nil)
 	if r, ok := s.backend.(readiness); ok {
@@ -289,6 +296,10 @@ func (s *Server) health(c *gin.Context) {
 	}
 	if err != nil {
 		s.fail(c, err) // 503 with Retry-After, as every 503
+		return
+	}
+	if s.cfg.MemoryUnavailable != nil {
+		writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "degraded", "memory_store": "unavailable"})
 		return
 	}
 	writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})

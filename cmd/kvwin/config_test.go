@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"kvwin/cmd/kvwin/app/apptest"
 	"kvwin/cmd/kvwin/config"
 )
 
@@ -64,9 +65,14 @@ func TestConfigFileUnderCommandLine(t *testing.T) {
 }
 
 // TestCheck: --check prints ok for a valid file and fails naming the line
-// of an unknown key.
+// of an unknown key, and fails for what a load would fail on: a model file
+// that is missing, or slots × ctx whose KV cache cannot be allocated.
 func TestCheck(t *testing.T) {
-	good := writeConfig(t, "max_loaded_models: 1\nmodels:\n  - name: a\n    model: a.gguf\n  - name: b\n    model: b.gguf\n    ttl: 5m\n")
+	model, err := ensureTinyModel(apptest.ModelDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := writeConfig(t, "max_loaded_models: 1\nmodels:\n  - name: a\n    model: "+model+"\n  - name: b\n    model: "+model+"\n    ttl: 5m\n")
 	var out bytes.Buffer
 	root := newRootCmd()
 	root.SetOut(&out)
@@ -81,8 +87,28 @@ func TestCheck(t *testing.T) {
 	bad := writeConfig(t, "slots: 2\nbogus_key: 1\n")
 	root = newRootCmd()
 	root.SetArgs([]string{"serve", "--config", bad, "--check"})
-	err := root.Execute()
+	err = root.Execute()
 	if err == nil || err.Error() != bad+`:2:1: unknown key "bogus_key"` {
 		t.Fatalf("err = %v", err)
+	}
+
+	for _, tc := range []struct{ name, file, want string }{
+		{"missing model", "model: " + filepath.Join(t.TempDir(), "gone.gguf") + "\n", "gone.gguf"},
+		{"missing model of models", "models:\n  - name: a\n    model: " + model + "\n  - name: b\n    model: /nonexistent/b.gguf\n", "models[1] (b)"},
+		{"impossible ctx", "model: " + model + "\nctx: 100000000\n", "does not fit"},
+		{"impossible ctx, test model", "data_dir: " + t.TempDir() + "\nctx: 100000000\nslots: 4\n", "does not fit"},
+		{"impossible ctx of models", "models:\n  - name: a\n    model: " + model + "\n    ctx: 100000000\n", "does not fit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := writeConfig(t, tc.file)
+			var out bytes.Buffer
+			root := newRootCmd()
+			root.SetOut(&out)
+			root.SetArgs([]string{"serve", "--config", p, "--check"})
+			err := root.Execute()
+			if err == nil || !strings.Contains(err.Error(), tc.want) || out.Len() != 0 {
+				t.Fatalf("--check: err %v, output %q; want an error naming %q", err, out.String(), tc.want)
+			}
+		})
 	}
 }

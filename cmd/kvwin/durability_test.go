@@ -34,6 +34,13 @@ func init() {
 // serverProcess starts kvwin serve as a child process on a free port.
 func serverProcess(t *testing.T, args ...string) (*exec.Cmd, string) {
 	t.Helper()
+	return serverProcessTo(t, nil, nil, args...)
+}
+
+// serverProcessTo starts kvwin serve as serverProcess does, its standard
+// output and error going to stdout and stderr (nil: discarded).
+func serverProcessTo(t *testing.T, stdout, stderr io.Writer, args ...string) (*exec.Cmd, string) {
+	t.Helper()
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +49,7 @@ func serverProcess(t *testing.T, args ...string) (*exec.Cmd, string) {
 	args = append([]string{"serve", "--addr", "127.0.0.1:" + strconv.Itoa(port)}, args...)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "KVWIN_TEST_MAIN=1", "KVWIN_TEST_ARGS="+strings.Join(args, "\x1f"))
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -21,7 +22,9 @@ func main() {
 	// chatter at warnings. kvwin's own loggers are passed explicitly.
 	slog.SetDefault(newLogger(slog.LevelWarn))
 	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "kvwin:", err)
+		if !errors.Is(err, errLogged) {
+			fmt.Fprintln(os.Stderr, "kvwin:", err)
+		}
 		os.Exit(1)
 	}
 }

@@ -43,6 +43,11 @@ will answer it soonest.`,
 			if configPath != "" {
 				file, err := applyConfig(cmd.Flags(), configPath)
 				if err != nil {
+					if !check && f.LogFormat == app.LogJSON { // --log-format json on the command line
+						log, _ := app.NewLoggerTo(cmd.ErrOrStderr(), app.LogJSON, slog.LevelInfo)
+						log.Error("kvwin serve", "err", err)
+						return errLogged
+					}
 					return err
 				}
 				f.Models, f.MaxLoadedModels = file.Models, file.MaxLoadedModels
@@ -51,12 +56,15 @@ will answer it soonest.`,
 				return errors.New("--check needs --config FILE")
 			}
 			if check {
+				if err := app.Check(f); err != nil {
+					return fmt.Errorf("%s: %w", configPath, err)
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d models)\n", configPath, len(f.Models))
 				return nil
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, f, func() (app.Config, error) { return reloadConfig(given, configPath) })
+			return serveLogged(ctx, f, func() (app.Config, error) { return reloadConfig(given, configPath) })
 		},
 	}
 	bindServeFlags(cmd.Flags(), &f, &configPath, &check)
@@ -66,7 +74,7 @@ will answer it soonest.`,
 // bindServeFlags defines kvwin serve's flags on fl, bound to f.
 func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check *bool) {
 	fl.StringVar(configPath, "config", "", "YAML file of settings: each flag as a snake_case key (--window-budget: window_budget), plus models: and max_loaded_models:; flags on the command line win")
-	fl.BoolVar(check, "check", false, "with --config: validate the file, print ok and exit 0, or the error and exit 1")
+	fl.BoolVar(check, "check", false, "with --config: validate the file and what it asks for (model files readable, slots × ctx allocatable here), print ok and exit 0, or the error and exit 1; nothing is loaded")
 	fl.StringVar(&f.Addr, "addr", "127.0.0.1:8080", "listen address HOST:PORT")
 	fl.StringVar(&f.DataDir, "data-dir", "./data", "directory for kvwin's state (the generated test model, later the memory store and KV snapshots)")
 	fl.StringVar(&f.Model, "model", "", "GGUF model to serve (default: the generated test model under --data-dir)")
@@ -164,6 +172,39 @@ func applyConfig(fl *pflag.FlagSet, path string) (*config.File, error) {
 	return file, nil
 }
 
+// errLogged is an error serve already logged; main only exits 1.
+var errLogged = errors.New("kvwin serve failed (logged)")
+
+// serveLogged serves f with standard output and error taken over
+// (app.Stdio): from here to the end, every line the process prints —
+// kvwin's, llama.cpp's, a library's — is one record of the server's logger,
+// in --log-format. Its own error is logged too, then errLogged returned.
+func serveLogged(ctx context.Context, f app.Config, reload func() (app.Config, error)) error {
+	if f.LogFormat != "" && f.LogFormat != app.LogText && f.LogFormat != app.LogJSON {
+		_, err := app.NewLoggerTo(os.Stderr, f.LogFormat, slog.LevelInfo)
+		return err
+	}
+	stdio, err := app.CaptureStdio()
+	if err != nil {
+		return err
+	}
+	defer stdio.Close() // last: the lines printed up to here are logged first
+	level := f.LogLevel
+	if f.Verbose {
+		level = slog.LevelDebug
+	}
+	log, _ := app.NewLoggerTo(stdio.Real(), f.LogFormat, level)
+	stdio.Start(log)
+	slog.SetDefault(log)
+	llamacpp.SetLogger(log, app.LlamaLogLevel(f.Verbose))
+	f.Logger = log
+	if err := serve(ctx, f, reload); err != nil {
+		log.Error("kvwin serve", "err", err)
+		return errLogged
+	}
+	return nil
+}
+
 // serve runs the server until ctx ends; each SIGHUP serves what reload
 // returns from then on (keys, backends, models), or keeps the running
 // configuration and logs why not.
@@ -185,11 +226,11 @@ func serve(ctx context.Context, f app.Config, reload func() (app.Config, error))
 			case <-hup:
 				nf, err := reload()
 				if err == nil {
-					nf.LogLevel = f.LogLevel
+					nf.LogLevel, nf.Logger = f.LogLevel, f.Logger
 					err = a.Reload(nf)
 				}
 				if err != nil {
-					app.NewLogger(slog.LevelInfo).Error("SIGHUP: configuration not reloaded; the running one stays", "err", err)
+					a.Logger().Error("SIGHUP: configuration not reloaded; the running one stays", "err", err)
 				}
 			}
 		}

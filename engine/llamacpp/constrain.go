@@ -1,6 +1,8 @@
 package llamacpp
 
 import (
+	"context"
+	"errors"
 	"sync"
 
 	"github.com/ollama/ollama/llama"
@@ -30,8 +32,13 @@ import (
 //
 // The grammar state cannot be copied through the binding, so a close is
 // computed on a fresh grammar replaying the tokens so far, over a small
-// vocabulary (those tokens and the single-character ones): cheap next to a
-// decode.
+// vocabulary (those tokens and the single-character ones). That costs a
+// parse of the grammar, so it is done as little as possible and never on
+// the engine loop: the close from the current state is kept (closeSeq), a
+// token that follows it needs no new one, and the close after any other
+// sampled token is computed by a worker goroutine while the loop decodes
+// the other slots (sample.go). The constraint and the first close are
+// made when the request arrives, on the caller's goroutine (newTask).
 
 // constraint is one task's budget keeper. Loop-owned.
 type constraint struct {
@@ -43,6 +50,33 @@ type constraint struct {
 	text    []byte
 	full    *llama.Grammar // over the whole vocabulary, in step with history
 	all     []llama.TokenData
+	applied bool // all holds full's verdicts for the current state
+	// closeSeq is the close from the current state, as tokens; nil when
+	// not known (after a forced token that is not its first).
+	closeSeq []int
+}
+
+// deferredToken is a sampled token waiting for its close, with what its
+// log-probabilities are computed from.
+type deferredToken struct {
+	tok    int
+	before []float32
+	logZ   float32
+}
+
+// closeResult is a close computed off the loop for t's deferred token.
+type closeResult struct {
+	t   *task
+	seq []int
+	ok  bool
+}
+
+// errDeferred: the token is settled when its close is ready.
+var errDeferred = errors.New("llamacpp: token deferred")
+
+// follows reports whether tok is the first token of the known close.
+func (c *constraint) follows(tok int) bool {
+	return len(c.closeSeq) > 0 && c.closeSeq[0] == tok
 }
 
 // closers are the characters a close prefers, outside and inside a string.
@@ -69,11 +103,12 @@ func eogTokens(m *llama.Model, vocab int) []int {
 }
 
 // newConstraint prepares the budget keeper of a grammar built from an
-// Output. Loop-owned (it needs the piece table).
-func newConstraint(l *loop, grammar string) (*constraint, error) {
-	c := &constraint{grammar: grammar, pieces: l.pieces, eog: eogTokens(l.e.model, l.e.vocab)}
+// Output, with its first close: a 400 when that does not fit maxNew.
+// Called with the model in use (newTask).
+func newConstraint(ctx context.Context, e *Engine, grammar string, maxNew int) (*constraint, error) {
+	c := &constraint{grammar: grammar, pieces: e.pieces, eog: eogTokens(e.model, e.vocab)}
 	byPiece := map[string]int{}
-	for i, p := range l.pieces {
+	for i, p := range e.pieces {
 		if len(p) == 1 {
 			if _, dup := byPiece[p]; !dup {
 				byPiece[p] = i
@@ -85,15 +120,28 @@ func newConstraint(l *loop, grammar string) (*constraint, error) {
 			c.chars = append(c.chars, id)
 		}
 	}
-	ids := make([]uint32, len(l.pieces))
+	ids := make([]uint32, len(e.pieces))
 	for i := range ids {
 		ids[i] = uint32(i)
 	}
-	c.full = llama.NewGrammar(grammar, ids, l.pieces, int32s(c.eog))
+	c.full = llama.NewGrammar(grammar, ids, e.pieces, int32s(c.eog))
 	if c.full == nil {
 		return nil, engine.Invalid("the output grammar does not parse")
 	}
-	c.all = make([]llama.TokenData, len(l.pieces))
+	c.all = make([]llama.TokenData, len(e.pieces))
+	seq, ok := c.closeFrom(ctx, nil, nil, -1)
+	if !ok {
+		c.free()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, engine.Invalid("the output format's shortest completion is not found within %d characters of printable ASCII, so its token limit cannot be kept", maxClose)
+	}
+	if len(seq) > maxNew {
+		c.free()
+		return nil, engine.Invalid("the token limit (max_tokens; num_predict on the Ollama API, n_predict on /completion) is %d but the shortest output the format allows takes %d tokens", maxNew, len(seq))
+	}
+	c.closeSeq = seq
 	return c, nil
 }
 
@@ -116,10 +164,7 @@ func (c *constraint) free() {
 // forced returns the one token the grammar allows next, if exactly one
 // is allowed and it is not end-of-generation.
 func (c *constraint) forced() (int, bool) {
-	for i := range c.all {
-		c.all[i] = llama.TokenData{ID: int32(i)}
-	}
-	c.full.Apply(c.all)
+	c.applyAll()
 	only := -1
 	for _, td := range c.all {
 		if td.Logit > -1e30 {
@@ -138,16 +183,27 @@ func (c *constraint) forced() (int, bool) {
 // complete reports whether the output is whole: the grammar allows
 // nothing but end-of-generation.
 func (c *constraint) complete() bool {
-	for i := range c.all {
-		c.all[i] = llama.TokenData{ID: int32(i)}
-	}
-	c.full.Apply(c.all)
+	c.applyAll()
 	for _, td := range c.all {
 		if td.Logit > -1e30 && !c.isEOG(int(td.ID)) {
 			return false
 		}
 	}
 	return true
+}
+
+// applyAll marks in c.all the tokens the grammar allows now: one pass
+// over the vocabulary per state, shared by complete (after a token) and
+// forced (before the next).
+func (c *constraint) applyAll() {
+	if c.applied {
+		return
+	}
+	for i := range c.all {
+		c.all[i] = llama.TokenData{ID: int32(i)}
+	}
+	c.full.Apply(c.all)
+	c.applied = true
 }
 
 func (c *constraint) isEOG(tok int) bool {
@@ -164,17 +220,18 @@ func (c *constraint) accept(tok int) {
 	c.history = append(c.history, tok)
 	c.text = append(c.text, c.pieces[tok]...)
 	c.full.Accept(int32(tok))
+	c.applied = false
 }
 
 // maxClose bounds a close's length: no schema kvwin accepts needs more,
 // and a grammar that would is reported as no close.
 const maxClose = 4096
 
-// close returns the length in tokens of the close after the history plus
-// extra (if ≥ 0), and the close's first token; ok is false when no close
-// was found (then nothing is forced).
-func (c *constraint) close(extra int) (n, first int, ok bool) {
-	hist := c.history
+// closeFrom returns the close after hist (whose text is text) plus extra
+// (if ≥ 0), as tokens; ok is false when no close was found within
+// maxClose, or ctx ended. It reads only what never changes after
+// newConstraint, so a worker goroutine may run it.
+func (c *constraint) closeFrom(ctx context.Context, hist []int, text []byte, extra int) (seq []int, ok bool) {
 	if extra >= 0 {
 		hist = append(hist[:len(hist):len(hist)], extra)
 	}
@@ -196,13 +253,13 @@ func (c *constraint) close(extra int) (n, first int, ok bool) {
 	}
 	g := llama.NewGrammar(c.grammar, ids, pieces, int32s(c.eog))
 	if g == nil {
-		return 0, -1, false
+		return nil, false
 	}
 	defer g.Free()
 	var s jsonScan
-	s.feed(c.text)
-	for _, t := range hist[len(c.history):] {
-		s.feed([]byte(c.pieces[t]))
+	s.feed(text)
+	if extra >= 0 {
+		s.feed([]byte(c.pieces[extra]))
 	}
 	for _, t := range hist {
 		g.Accept(int32(t))
@@ -212,22 +269,23 @@ func (c *constraint) close(extra int) (n, first int, ok bool) {
 		g.Apply(td)
 		return td[0].Logit > -1e30
 	}
-	first = -1
-	for n = 0; n < maxClose; n++ {
+	seq = []int{}
+	for range maxClose {
+		if ctx.Err() != nil {
+			return nil, false
+		}
 		if len(c.eog) > 0 && allowed(c.eog[0]) {
-			return n, first, true
+			return seq, true
 		}
 		tok := c.pick(&s, allowed)
 		if tok < 0 {
-			return 0, -1, false
+			return nil, false
 		}
-		if first < 0 {
-			first = tok
-		}
+		seq = append(seq, tok)
 		g.Accept(int32(tok))
 		s.feed([]byte(c.pieces[tok]))
 	}
-	return 0, -1, false
+	return nil, false
 }
 
 // pick chooses a close's next token: a closer if the grammar allows one,

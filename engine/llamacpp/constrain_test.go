@@ -72,3 +72,35 @@ func TestConstrainedOutputCompletesWithinTheBudget(t *testing.T) {
 		t.Errorf("budget 62 for a 63-token minimum: %v, want invalid naming 63", err)
 	}
 }
+
+// A constrained request whose client leaves stops within a token, though
+// its closes are computed off the loop, and its slot serves the next one.
+func TestConstrainedCancelStopsWithinAToken(t *testing.T) {
+	e := newTestEngine(t, Config{Slots: 1, Ctx: 2048})
+	ctx, cancel := context.WithCancel(context.Background())
+	req := engine.Request{Messages: []engine.Message{{Role: engine.RoleUser, Content: "Hello!"}}, MaxTokens: 1800, Sampling: engine.DefaultSampling(), Slot: -1}
+	req.Sampling.Seed = 4
+	req.Sampling.Output = &engine.Output{Schema: []byte(`{"type":"string","minLength":1500,"maxLength":1600}`)}
+	var atCancel int64 = -1
+	events := 0
+	_, err := e.Generate(ctx, req, func(ev engine.Event) error {
+		if events++; events == 20 {
+			atCancel = e.Stats().GeneratedTokens.Load()
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if n := e.Stats().GeneratedTokens.Load(); atCancel < 0 || n > atCancel+1 {
+		t.Fatalf("%d tokens generated, %d when the client left: more than one after", n, atCancel)
+	}
+	if s := e.Slots()[0]; s.Processing {
+		t.Fatalf("slot still processing: %+v", s)
+	}
+	res := chat(t, e, []engine.Message{{Role: "user", Content: "next"}}, 4)
+	if res.Slot != 0 {
+		t.Fatalf("next request: %+v", res)
+	}
+}

@@ -46,9 +46,14 @@ type Engine struct {
 	render renderer
 	vocab  int
 	kv     *kv
+	// pieces is every token's text (pieceTable), set before the loop
+	// starts and read-only after: the loop detokenizes with it and
+	// callers prepare output constraints with it (constrain.go).
+	pieces []string
 
 	admit    chan struct{} // a token per admitted request: Slots + Queue
 	incoming chan *task
+	forgets  chan forgetOp // conversations deleted (forget.go)
 	quit     chan struct{}
 	stopped  chan struct{}
 	closeMu  sync.Once
@@ -102,6 +107,9 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := fits(cfg, shape, availableMemory); err != nil {
+		return nil, err
+	}
 	if cfg.ModelID == "" {
 		cfg.ModelID = strings.TrimSuffix(filepath.Base(cfg.ModelPath), ".gguf")
 	}
@@ -141,6 +149,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		vocab:    model.NumVocab(),
 		admit:    make(chan struct{}, cfg.Slots+max(cfg.Queue, 0)),
 		incoming: make(chan *task, cfg.Slots+max(cfg.Queue, 0)),
+		forgets:  make(chan forgetOp),
 		quit:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		views:    make([]engine.SlotState, cfg.Slots),
@@ -345,6 +354,9 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request, stream engine
 	select {
 	case e.admit <- struct{}{}:
 	default:
+		if t.con != nil {
+			t.con.free()
+		}
 		return engine.Result{}, engine.ErrQueueFull
 	}
 	defer func() { <-e.admit }()

@@ -4,8 +4,6 @@ import (
 	"regexp"
 	"strconv"
 
-	"github.com/ollama/ollama/llama"
-
 	"kvwin/engine"
 )
 
@@ -22,17 +20,30 @@ var spaceRule = regexp.MustCompile(`(?m)^space ::= .*$`)
 
 // outputGrammar turns an output constraint into a GBNF grammar: the
 // pinned binding's JSON Schema converter (llama.cpp's) for the value, with
-// the fixed prefix and suffix around it as literals.
-func outputGrammar(o *engine.Output) (string, error) {
+// the fixed prefix and suffix around it as literals. The schema is checked
+// and prepared first (schema.go), the grammar after (gbnf.go); shortest is
+// the length in characters of the shortest output the grammar allows, -1
+// when it allows no finite one.
+func outputGrammar(o *engine.Output) (grammar string, shortest int, err error) {
 	schema := o.Schema
 	if len(schema) == 0 {
 		schema = []byte(anyObject)
 	}
-	g := llama.SchemaToGrammar(schema)
-	if g == nil {
-		return "", engine.Invalid("the JSON schema could not be turned into a grammar (llama.cpp's converter rejected it)")
+	prep, err := prepareSchema(schema)
+	if err != nil {
+		return "", 0, err
 	}
-	body := rootRule.ReplaceAllString(string(g), "json-value ::=")
+	g, ok, cut := convertSchema(prep.text, maxGrammarBytes)
+	switch {
+	case cut:
+		return "", 0, engine.Invalid("the JSON schema converts to a grammar of more than %d bytes (the limit on grammar size)", maxGrammarBytes)
+	case !ok:
+		return "", 0, engine.Invalid("the JSON schema could not be turned into a grammar (llama.cpp's converter rejected it)")
+	}
+	if g, err = placeEnums(g, prep.enums); err != nil {
+		return "", 0, err
+	}
+	body := rootRule.ReplaceAllString(g, "json-value ::=")
 	body = spaceRule.ReplaceAllString(body, `space ::= ""`)
 	root := "root ::= "
 	if o.Prefix != "" {
@@ -42,5 +53,9 @@ func outputGrammar(o *engine.Output) (string, error) {
 	if o.Suffix != "" {
 		root += " " + strconv.Quote(o.Suffix)
 	}
-	return root + "\n" + body, nil
+	grammar = root + "\n" + body
+	if shortest, err = checkGrammar(grammar); err != nil {
+		return "", 0, err
+	}
+	return grammar, shortest, nil
 }

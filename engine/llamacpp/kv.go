@@ -1,8 +1,8 @@
 package llamacpp
 
 import (
-	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -122,14 +122,6 @@ func (k *kv) close() {
 	}
 }
 
-// ForgetConversation deletes the KV snapshots saved for a tenant's
-// conversation (when it is deleted) and returns how many there were. KV a
-// slot still holds is left to be overwritten: only the same tenant can
-// reuse it. Safe for concurrent use; it blocks on file removal.
-func (e *Engine) ForgetConversation(_ context.Context, tenant, conversation string) (int, error) {
-	return e.kv.forget(kvcache.Owner{Tenant: tenant, Conversation: conversation}), nil
-}
-
 // ExpireSnapshots deletes the KV snapshots not used for the configured
 // SnapshotTTL (the engine also does so on its own, every TTL/4, at least
 // hourly) and returns how many it deleted. It first waits for the saves
@@ -144,8 +136,9 @@ func (e *Engine) ExpireSnapshots() int {
 	return len(e.kv.store.Expire()) // OnEvict drops them from the registry
 }
 
-// forget deletes the snapshots saved for a conversation and drops them from
-// the registry; it returns how many there were.
+// forget deletes the snapshots saved for a conversation, and cancels its
+// saves still queued, and drops them from the registry; it returns how many
+// files there were.
 func (k *kv) forget(owner kvcache.Owner) int {
 	if k.store == nil {
 		return 0
@@ -216,6 +209,10 @@ func (k *kv) save(owner kvcache.Owner, tokens []int, state []byte) {
 	// turn finds it even while it is being written (Load waits for the write).
 	k.reg.AddSnapshot(k.name, id, chain, int64(len(state)))
 	ok := k.store.Save(owner, owned, state, func(s kvcache.SavedSnapshot, err error) {
+		if errors.Is(err, kvcache.ErrSaveCancelled) {
+			k.reg.RemoveSnapshot(k.name, id) // its conversation was deleted
+			return
+		}
 		if err != nil {
 			k.reg.RemoveSnapshot(k.name, id) // the store logged why
 			k.saveFailures.Add(1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ollama/ollama/llama"
@@ -30,6 +31,9 @@ type slot struct {
 	// owner is whose tokens the slot holds: set when a request takes it.
 	// Another tenant's request never reuses them (reusable).
 	owner kvcache.Owner
+	// forget: the owner's conversation was deleted while this slot
+	// generated for it; the slot is cleared when the generation ends.
+	forget bool
 }
 
 // loop owns the llama.cpp context, the batch and the slots. Only run and
@@ -44,6 +48,11 @@ type loop struct {
 	limit   int // tokens per decode now; shrinks when the KV cache has no room
 	// lastTokens: the last step was a token step (see step).
 	lastTokens bool
+	// worked receives the closes computed off the loop for constrained
+	// tasks (constrain.go); workers counts the goroutines computing them.
+	worked  chan closeResult
+	ready   []closeResult // received, to settle
+	workers sync.WaitGroup
 }
 
 func newLoop(e *Engine) (*loop, error) {
@@ -51,7 +60,9 @@ func newLoop(e *Engine) (*loop, error) {
 	if err != nil {
 		return nil, fmt.Errorf("llamacpp: %w", err)
 	}
-	l := &loop{e: e, batch: b, pieces: pieceTable(e.model, e.vocab), limit: e.cfg.Batch}
+	e.pieces = pieceTable(e.model, e.vocab)
+	l := &loop{e: e, batch: b, pieces: e.pieces, limit: e.cfg.Batch,
+		worked: make(chan closeResult, 2*e.cfg.Slots)}
 	for i := range e.cfg.Slots {
 		l.slots = append(l.slots, &slot{id: i, shiftedAt: -1})
 	}
@@ -63,11 +74,14 @@ func (l *loop) run() {
 	defer close(e.stopped)
 	defer e.free()
 	defer l.batch.Free()
+	defer l.workers.Wait() // each ends at its task's cancellation
 	for {
 		if !l.busy() {
 			select {
 			case t := <-e.incoming:
 				l.waiting = append(l.waiting, t)
+			case op := <-e.forgets:
+				l.forget(op)
 			case <-e.quit:
 				l.shutdown()
 				return
@@ -77,6 +91,8 @@ func (l *loop) run() {
 			select {
 			case t := <-e.incoming:
 				l.waiting = append(l.waiting, t)
+			case op := <-e.forgets:
+				l.forget(op)
 			case <-e.quit:
 				l.shutdown()
 				return
@@ -84,13 +100,49 @@ func (l *loop) run() {
 				drained = true
 			}
 		}
+		// A client gone is seen before its task's close is settled: the
+		// task then ends without another token.
 		l.reap()
+		for drained := false; !drained; {
+			select {
+			case r := <-l.worked:
+				l.ready = append(l.ready, r)
+			default:
+				drained = true
+			}
+		}
+		for _, r := range l.ready {
+			l.settle(r)
+		}
+		clear(l.ready)
+		l.ready = l.ready[:0]
 		l.admit()
-		if l.active() > 0 {
-			l.step()
+		if l.active() > 0 && !l.step() && l.awaiting() > 0 {
+			// Every active task waits for a close computed off the loop:
+			// sleep until one is ready, or a request or quit arrives.
+			select {
+			case t := <-e.incoming:
+				l.waiting = append(l.waiting, t)
+			case r := <-l.worked:
+				l.ready = append(l.ready, r) // settled after the next reap
+			case <-e.quit:
+				l.shutdown()
+				return
+			}
 		}
 		l.publish()
 	}
+}
+
+// awaiting counts the active tasks waiting for a close.
+func (l *loop) awaiting() int {
+	n := 0
+	for _, s := range l.slots {
+		if s.task != nil && s.task.deferred != nil {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *loop) busy() bool { return len(l.waiting) > 0 || l.active() > 0 }
@@ -108,8 +160,9 @@ func (l *loop) active() int {
 // shutdown fails every task, including those still in the channel.
 func (l *loop) shutdown() {
 	for _, s := range l.slots {
-		if s.task != nil {
-			l.finish(s.task, "", engine.ErrClosed)
+		if t := s.task; t != nil {
+			l.finish(t, "", engine.ErrClosed)
+			t.cancel() // ends its close worker, if any
 		}
 	}
 	for _, t := range l.waiting {
@@ -323,13 +376,14 @@ func (l *loop) record(s *slot) {
 	}
 }
 
-// step runs one llama_decode over the active slots. A step is either a
+// step runs one llama_decode over the active slots; false when no slot had
+// work for it. A step is either a
 // token step — the pending token of each generating slot — or a prefill step
 // of prompt chunks, the last of which carries the prompt's last token and
 // yields the logits of its first generated token. The two kinds never share
 // a batch: a token step stays short, and a generating slot's token is always
 // computed in a batch of generated tokens only.
-func (l *loop) step() {
+func (l *loop) step() bool {
 	type entry struct {
 		t      *task
 		n      int
@@ -388,7 +442,7 @@ func (l *loop) step() {
 	}
 	l.lastTokens = tokenStep
 	if len(entries) == 0 {
-		return
+		return false
 	}
 	start := time.Now()
 	err := l.e.lctx.Decode(l.batch)
@@ -402,7 +456,7 @@ func (l *loop) step() {
 		for _, en := range entries {
 			en.t.logitsAt = -1
 		}
-		return
+		return true
 	}
 	if err != nil {
 		for _, en := range entries {
@@ -411,7 +465,7 @@ func (l *loop) step() {
 			s.tokens, s.prompt, s.shared, s.shiftedAt = s.tokens[:0], 0, 0, -1
 			l.finish(en.t, "", fmt.Errorf("llamacpp: decode: %w", err))
 		}
-		return
+		return true
 	}
 	l.limit = l.e.cfg.Batch
 	l.e.stats.Decodes.Add(1)
@@ -439,6 +493,9 @@ func (l *loop) step() {
 			}
 			tok, lp, err := l.sample(t) // sample.go
 			t.logitsAt = -1
+			if errors.Is(err, errDeferred) {
+				continue // settle takes it from here (constrain.go)
+			}
 			if err != nil {
 				l.finish(t, "", err)
 				continue
@@ -446,6 +503,7 @@ func (l *loop) step() {
 			l.accept(t, tok, lp)
 		}
 	}
+	return true
 }
 
 // firstLogits, when set (by tests), sees the logits each request's first
@@ -530,6 +588,9 @@ func (l *loop) finish(t *task, reason string, err error) {
 			l.e.views[s.id].Tokens = len(s.tokens)
 			l.e.views[s.id].Tenant = s.owner.Tenant
 			l.e.mu.Unlock()
+			if s.forget {
+				l.clear(s)
+			}
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

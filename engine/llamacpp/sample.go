@@ -8,7 +8,9 @@ float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
 import "C"
 
 import (
+	"errors"
 	"math"
+	"time"
 	"unsafe"
 
 	"github.com/ollama/ollama/llama"
@@ -47,6 +49,7 @@ func checkLogitBias(bias map[int]float32, vocab int) error {
 // logit bias first, and returns the token's log-probabilities when the
 // request asked for them (nil otherwise). The sampler's penalties and
 // grammar rewrite the buffer as they sample, so the row is read before.
+// errDeferred: the choice is settled later, off the loop (constrain.go).
 // Loop-owned.
 func (l *loop) sample(t *task) (int, *engine.TokenLogprob, error) {
 	bias, want := t.req.Sampling.LogitBias, t.req.Logprobs
@@ -67,33 +70,40 @@ func (l *loop) sample(t *task) (int, *engine.TokenLogprob, error) {
 		before = append([]float32(nil), row...)
 		logZ = logSumExp(before)
 	}
+	start := time.Now()
 	tok, err := l.choose(t)
+	if t.req.Sampling.Grammar != "" || t.con != nil {
+		if took := time.Since(start); took > maxTokenGrammarWork && err == nil {
+			return 0, nil, engine.Invalid("the grammar took %v of work for one token; the limit on per-token grammar work is %v", took.Round(time.Millisecond), maxTokenGrammarWork)
+		}
+	}
+	if errors.Is(err, errDeferred) {
+		t.deferred.before, t.deferred.logZ = before, logZ
+		return 0, nil, err
+	}
 	if err != nil {
 		return 0, nil, err
 	}
+	return tok, l.logprob(t, tok, before, logZ), nil
+}
+
+// logprob is tok's log-probability entry, from the row before sampling.
+func (l *loop) logprob(t *task, tok int, before []float32, logZ float32) *engine.TokenLogprob {
 	if before == nil {
-		return tok, nil, nil
+		return nil
 	}
-	return tok, &engine.TokenLogprob{
+	return &engine.TokenLogprob{
 		Token: l.pieces[tok], Bytes: []byte(l.pieces[tok]), Logprob: before[tok] - logZ,
 		Top: topLogprobs(before, t.req.TopLogprobs, logZ, l.pieces),
-	}, nil
+	}
 }
 
 // choose samples t's next token, or inserts it where its output
 // constraint forces it (constrain.go), and advances the sampler's grammar.
+// A sampled token whose close is not known yet has it computed by a
+// worker goroutine (errDeferred): the loop goes on with other slots and
+// settles the token when the close is ready.
 func (l *loop) choose(t *task) (int, error) {
-	if t.outGrammar != "" && t.con == nil {
-		c, err := newConstraint(l, t.outGrammar)
-		if err != nil {
-			return 0, err
-		}
-		t.con = c
-		n, _, ok := c.close(-1)
-		if ok && n > t.maxNew {
-			return 0, engine.Invalid("the token limit (max_tokens; num_predict on the Ollama API, n_predict on /completion) is %d but the shortest output the format allows takes %d tokens", t.maxNew, n)
-		}
-	}
 	c := t.con
 	if c == nil {
 		tok := t.sampler.Sample(l.e.lctx, t.logitsAt)
@@ -103,20 +113,66 @@ func (l *loop) choose(t *task) (int, error) {
 	tok, forced := c.forced()
 	if !forced {
 		tok = t.sampler.Sample(l.e.lctx, t.logitsAt)
-		left := t.maxNew - len(t.generated) // tokens left, this one included
-		if !c.isEOG(tok) {
-			if n, _, ok := c.close(tok); ok && 1+n > left {
-				if _, first, ok := c.close(-1); ok && first >= 0 {
-					tok = first // only the close fits now
+		if !c.isEOG(tok) && !c.follows(tok) {
+			t.deferred = &deferredToken{tok: tok}
+			hist, text := c.history[:len(c.history):len(c.history)], c.text[:len(c.text):len(c.text)]
+			ctx := t.ctx
+			l.workers.Add(1)
+			go func() {
+				defer l.workers.Done()
+				seq, ok := c.closeFrom(ctx, hist, text, tok)
+				select {
+				case l.worked <- closeResult{t: t, seq: seq, ok: ok}:
+				case <-ctx.Done():
 				}
-			}
+			}()
+			return 0, errDeferred
 		}
+	}
+	return l.commit(t, tok, nil), nil
+}
+
+// commit keeps tok, or the close's first token when tok's close (res)
+// does not fit the tokens left, and advances the grammars. Loop-owned.
+func (l *loop) commit(t *task, tok int, res *closeResult) int {
+	c := t.con
+	left := t.maxNew - len(t.generated) // tokens left, this one included
+	switch {
+	case c.isEOG(tok):
+	case res != nil && res.ok && 1+len(res.seq) > left:
+		if c.closeSeq == nil { // unknown since a forced token left the close
+			c.closeSeq, _ = c.closeFrom(t.ctx, c.history, c.text, -1)
+		}
+		if len(c.closeSeq) > 0 {
+			tok, c.closeSeq = c.closeSeq[0], c.closeSeq[1:] // only the close fits now
+		}
+	case res != nil:
+		c.closeSeq = nil
+		if res.ok {
+			c.closeSeq = res.seq
+		}
+	case c.follows(tok):
+		c.closeSeq = c.closeSeq[1:]
+	default:
+		c.closeSeq = nil
 	}
 	t.sampler.Accept(tok, true)
 	if !c.isEOG(tok) {
 		c.accept(tok)
 	}
-	return tok, nil
+	return tok
+}
+
+// settle finishes a token whose close a worker computed. Loop-owned.
+func (l *loop) settle(r closeResult) {
+	t := r.t
+	if t.slot < 0 || l.slots[t.slot].task != t || t.deferred == nil {
+		return // the task ended meanwhile
+	}
+	d := t.deferred
+	t.deferred = nil
+	tok := l.commit(t, d.tok, &r)
+	l.accept(t, tok, l.logprob(t, tok, d.before, d.logZ))
 }
 
 // logSumExp is log Σ exp(x), computed stably.

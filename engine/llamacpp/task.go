@@ -29,10 +29,12 @@ type task struct {
 	// (embed.go); embedding holds it when done.
 	embed     bool
 	embedding []float32
-	// outGrammar is the grammar of an engine.Output, kept by con, the
-	// budget keeper made on the first sample (constrain.go).
+	// outGrammar is the grammar of an engine.Output, kept by con, its
+	// budget keeper (constrain.go); deferred is a sampled token waiting
+	// for its close, computed off the loop.
 	outGrammar string
 	con        *constraint
+	deferred   *deferredToken
 
 	slot       int
 	nPrompt    int // prompt tokens whose KV the slot holds
@@ -68,12 +70,19 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 		if s.Grammar != "" {
 			return nil, engine.Invalid("a grammar and a JSON output format cannot be combined")
 		}
-		g, err := outputGrammar(s.Output) // grammar.go
+		g, shortest, err := outputGrammar(s.Output) // grammar.go
 		if err != nil {
+			return nil, err
+		}
+		if err := checkBudget(shortest, maxNewTokens(e, req, prompt)); err != nil {
 			return nil, err
 		}
 		s.Grammar = g
 		outGrammar = g
+	} else if s.Grammar != "" {
+		if _, err := checkGrammar(s.Grammar); err != nil { // gbnf.go
+			return nil, err
+		}
 	}
 	sampler, err := llama.NewSamplingContext(e.model, llama.SamplingParams{
 		TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, TypicalP: 1, Temp: s.Temperature,
@@ -86,23 +95,49 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 	if err != nil {
 		return nil, fmt.Errorf("sampler: %w", err)
 	}
+	var con *constraint
+	if outGrammar != "" {
+		if con, err = newConstraint(ctx, e, outGrammar, maxNewTokens(e, req, prompt)); err != nil { // constrain.go
+			return nil, err
+		}
+	}
 	if s.RepeatPenalty != 0 && s.RepeatPenalty != 1 {
 		// Penalties look back over the prompt too, as in llama-server.
 		for _, tok := range prompt[max(0, len(prompt)-s.RepeatLastN):] {
 			sampler.Accept(tok, false)
 		}
 	}
+	maxNew := maxNewTokens(e, req, prompt)
+	tctx, cancel := context.WithCancel(ctx)
+	return &task{
+		ctx: tctx, cancel: cancel, req: req, prompt: prompt, maxNew: maxNew, arrived: arrived,
+		sampler: sampler, slot: -1, pending: -1, logitsAt: -1, outGrammar: outGrammar, con: con,
+		stop:   stopMatcher{stops: nonEmpty(req.Stop)},
+		notify: make(chan struct{}, 1), closed: e.stopped,
+	}, nil
+}
+
+// maxNewTokens is how many tokens a request may generate: its max_tokens,
+// within the context left after the prompt.
+func maxNewTokens(e *Engine, req engine.Request, prompt []int) int {
 	maxNew := e.cfg.Ctx - len(prompt)
 	if req.MaxTokens > 0 && req.MaxTokens < maxNew {
 		maxNew = req.MaxTokens
 	}
-	tctx, cancel := context.WithCancel(ctx)
-	return &task{
-		ctx: tctx, cancel: cancel, req: req, prompt: prompt, maxNew: maxNew, arrived: arrived,
-		sampler: sampler, slot: -1, pending: -1, logitsAt: -1, outGrammar: outGrammar,
-		stop:   stopMatcher{stops: nonEmpty(req.Stop)},
-		notify: make(chan struct{}, 1), closed: e.stopped,
-	}, nil
+	return maxNew
+}
+
+// checkBudget refuses an output format whose shortest output cannot fit
+// the token limit, before any work: counted in characters, as the budget
+// keeper counts a close (constrain.go).
+func checkBudget(shortest, maxNew int) error {
+	if shortest < 0 {
+		return engine.Invalid("the output format allows no finite output (a required property refers back to its own schema)")
+	}
+	if shortest > maxNew {
+		return engine.Invalid("the token limit (max_tokens; num_predict on the Ollama API, n_predict on /completion) is %d but the shortest output the format allows takes %d tokens", maxNew, shortest)
+	}
+	return nil
 }
 
 func nonEmpty(ss []string) []string {

@@ -44,16 +44,21 @@ type Backend struct {
 
 	ownClient, ownTokens bool
 	closed               atomic.Bool
-	closeOnce            sync.Once
+	// slotCounts: the server counts its slots' tokens in /slots
+	// (n_prompt_tokens; /props has endpoint_slots), so a slot without a
+	// count holds nothing.
+	slotCounts atomic.Bool
+	closeOnce  sync.Once
 
 	// load is a token held while fetching the server's state, so that
 	// concurrent first requests fetch it once; waiting for it watches the
 	// caller's context, which a mutex could not.
 	load chan struct{}
 
-	mu    sync.Mutex // guards st and slots; held only to copy them
-	st    *state     // nil until /props was read; never modified once published
-	slots []engine.SlotState
+	mu      sync.Mutex // guards st, slots and slotIDs; held only to copy them
+	st      *state     // nil until /props was read; never modified once published
+	slots   []engine.SlotState
+	slotIDs map[uint64][]int // slot prompt texts tokenized, by hash (slots.go)
 }
 
 // state is what kvwin knows about the server: its props and, once a chat
@@ -190,7 +195,13 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	if len(tokens) >= p.ContextSlot {
 		return engine.Result{}, &engine.ContextLengthError{PromptTokens: len(tokens), Limit: p.ContextSlot}
 	}
-	return b.complete(ctx, b.completionBody(req, tokens), owner{tenant: req.Tenant, conversation: req.Conversation}, p.ContextSlot, req.TopLogprobs, stream)
+	// What the server may generate: max tokens, or what the slot has room
+	// for; counted here too, for a server that generates past n_predict.
+	budget := req.MaxTokens
+	if budget == 0 {
+		budget = p.ContextSlot - len(tokens)
+	}
+	return b.complete(ctx, b.completionBody(req, tokens), owner{tenant: req.Tenant, conversation: req.Conversation}, p.ContextSlot, budget, req.TopLogprobs, stream)
 }
 
 // Prompt returns the prompt tokens Generate would send for req: the chat

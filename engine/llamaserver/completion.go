@@ -125,6 +125,7 @@ type chunk struct {
 	StopType        string       `json:"stop_type"` // final: none, eos, word, limit
 	Truncated       bool         `json:"truncated"`
 	Timings         *timings     `json:"timings"`
+	Usage           *usage       `json:"usage"` // OpenAI's, where a server adds it
 	Error           *errorObject `json:"error"`
 	// Probs are the probabilities of the chunk's tokens (n_probs), or of
 	// all of them in a final object that was not streamed.
@@ -132,18 +133,65 @@ type chunk struct {
 }
 
 // timings is llama-server's timings object (the fields kvwin reads).
+// CacheN is a pointer: servers before mid-2025 do not send it, and its
+// absence is not a reuse of 0.
 type timings struct {
-	CacheN      int     `json:"cache_n"`   // prompt tokens reused from the slot's KV
+	CacheN      *int    `json:"cache_n"`   // prompt tokens reused from the slot's KV
 	PromptN     int     `json:"prompt_n"`  // prompt tokens computed
 	PromptMS    float64 `json:"prompt_ms"` // time computing them
 	PredictedN  int     `json:"predicted_n"`
 	PredictedMS float64 `json:"predicted_ms"`
 }
 
-// promptSide maps the prompt half of the timings: the prompt is what was
-// reused plus what was computed, and what was reused is cache_n exactly.
-func (t *timings) promptSide() engine.Timings {
-	return engine.Timings{PromptTokens: t.CacheN + t.PromptN, CachedTokens: t.CacheN, PromptEval: ms(t.PromptMS)}
+// usage is OpenAI's usage object, which llama-server's OpenAI routes send
+// (and a proxy in front of /completion may add).
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens *int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// Reading reuse. Servers have said how many prompt tokens they reused in
+// three ways since early 2025, all read, the most direct first:
+//
+//	timings.cache_n                          newer servers and kvwin nodes: the count itself
+//	usage.prompt_tokens_details.cached_tokens OpenAI's usage, where present
+//	tokens_evaluated − timings.prompt_n      older servers (June 2025): the prompt's tokens
+//	                                         less those computed (usage.prompt_tokens −
+//	                                         timings.prompt_n on their OpenAI routes)
+//
+// The prompt's length is tokens_evaluated where sent (every server since
+// 2024 sends it), else usage.prompt_tokens, else cache_n + prompt_n. A
+// chunk that says none of it reports what it can; the router checks the
+// counts against what it sent and replaces those that cannot be true.
+
+// promptSide maps the prompt half of what c reports: the prompt's length,
+// the tokens reused of it and the time computing the rest. ok is false
+// when c says nothing of the prompt.
+func (c *chunk) promptSide() (t engine.Timings, ok bool) {
+	tm, u := c.Timings, c.Usage
+	switch {
+	case c.TokensEvaluated > 0:
+		t.PromptTokens = c.TokensEvaluated
+	case u != nil && u.PromptTokens > 0:
+		t.PromptTokens = u.PromptTokens
+	case tm != nil && tm.CacheN != nil:
+		t.PromptTokens = *tm.CacheN + tm.PromptN
+	}
+	switch {
+	case tm != nil && tm.CacheN != nil:
+		t.CachedTokens = *tm.CacheN
+	case u != nil && u.PromptTokensDetails != nil && u.PromptTokensDetails.CachedTokens != nil:
+		t.CachedTokens = *u.PromptTokensDetails.CachedTokens
+	case tm != nil && t.PromptTokens > 0:
+		t.CachedTokens = max(t.PromptTokens-tm.PromptN, 0)
+	}
+	if tm != nil {
+		t.PromptEval = ms(tm.PromptMS)
+	}
+	return t, t.PromptTokens > 0 || tm != nil
 }
 
 // ms converts llama-server's float milliseconds, to the nearest nanosecond

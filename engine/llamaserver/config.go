@@ -26,6 +26,14 @@ const (
 	// first: a token comes every few tens of milliseconds on a healthy
 	// server, so a minute of nothing means it hung.
 	DefaultIdleTimeout = 60 * time.Second
+	// DefaultMaxChunkBytes bounds one streamed chunk (one SSE line) or a
+	// whole answer that is not streamed. A chunk carries one token's
+	// text; the final one more: llama-server repeats the prompt as text
+	// (some MB for a context of a million tokens), a kvwin node lists the
+	// generated ids.
+	DefaultMaxChunkBytes = 16 << 20
+	// DefaultMaxAnswerBytes bounds the text of one answer.
+	DefaultMaxAnswerBytes = 16 << 20
 )
 
 // Config configures a Backend. Zero fields take the defaults; New validates
@@ -57,6 +65,16 @@ type Config struct {
 	// server may move by KV shifting (llama-server's --cache-reuse). 0, the
 	// default, disables it: shifted KV is approximate (DESIGN.md).
 	CacheReuse int `json:"cache_reuse"`
+	// MaxChunkBytes bounds one chunk of an answer (see
+	// DefaultMaxChunkBytes); default DefaultMaxChunkBytes. A larger chunk
+	// is not read into memory: the answer fails (before any event: the
+	// server is unavailable, and a router tries another).
+	MaxChunkBytes int `json:"max_chunk_bytes"`
+	// MaxAnswerBytes bounds the text of one answer; default
+	// DefaultMaxAnswerBytes. The answer is cut there, finishing with
+	// "length", as it is at the request's max tokens, which the backend
+	// counts itself: a server that generates past n_predict is cut off.
+	MaxAnswerBytes int `json:"max_answer_bytes"`
 
 	// APIKey, if set, is sent as "Authorization: Bearer KEY" with every
 	// request: llama-server's --api-key, or a kvwin node's admin key (with
@@ -102,6 +120,8 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 		return c, nil, fmt.Errorf("llamaserver: connect timeout %v is negative", c.ConnectTimeout)
 	case c.FirstTokenTimeout < 0:
 		return c, nil, fmt.Errorf("llamaserver: first-token timeout %v is negative", c.FirstTokenTimeout)
+	case c.MaxChunkBytes < 0 || c.MaxAnswerBytes < 0:
+		return c, nil, fmt.Errorf("llamaserver: byte limits %d (chunk) and %d (answer) must not be negative", c.MaxChunkBytes, c.MaxAnswerBytes)
 	case c.CacheReuse < 0:
 		return c, nil, fmt.Errorf("llamaserver: cache reuse %d is negative", c.CacheReuse)
 	case c.HTTPClient != nil && c.HTTPClient.Timeout != 0:
@@ -121,6 +141,12 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 	}
 	if c.FirstTokenTimeout == 0 {
 		c.FirstTokenTimeout = DefaultFirstTokenTimeout
+	}
+	if c.MaxChunkBytes == 0 {
+		c.MaxChunkBytes = DefaultMaxChunkBytes
+	}
+	if c.MaxAnswerBytes == 0 {
+		c.MaxAnswerBytes = DefaultMaxAnswerBytes
 	}
 	return c, u, nil
 }

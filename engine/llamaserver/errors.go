@@ -39,14 +39,29 @@ func (e *StatusError) Error() string {
 	return b.String()
 }
 
-// ClientMessage is what a gateway may tell its client of a rejected
-// request: the server's own message, without the call (which names an
-// internal URL).
+// ClientMessage is what a gateway may tell its client of the answer: its
+// status and error type, not the call (which names an internal URL) nor
+// the server's message (its own text, for the gateway's log).
 func (e *StatusError) ClientMessage() string {
-	if e.Message != "" {
-		return e.Message
+	msg := fmt.Sprintf("the backend answered %d %s", e.Status, http.StatusText(e.Status))
+	if isIdentifier(e.Type) {
+		msg += " (" + e.Type + ")"
 	}
-	return http.StatusText(e.Status)
+	return msg + "; the gateway's log has its message under this request's X-Request-Id"
+}
+
+// isIdentifier reports whether s is a short snake_case word, as
+// llama-server's error types are: safe to repeat to a client.
+func isIdentifier(s string) bool {
+	if s == "" || len(s) > 40 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // Unwrap returns the engine sentinel of the status (see StatusError).

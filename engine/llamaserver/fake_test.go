@@ -21,6 +21,7 @@ type fakeServer struct {
 	props      string           // fixture served by /props
 	completion http.HandlerFunc // nil: replay testdata/completion_stream.sse
 	noBOS      bool             // the vocabulary adds no BOS
+	slots      string           // fixture served by /slots; "" slots.json, "501" not served
 
 	mu    sync.Mutex
 	calls []call
@@ -105,7 +106,15 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	case "GET /props":
 		serveFile(w, http.StatusOK, f.props)
 	case "GET /slots":
-		serveFile(w, http.StatusOK, "slots.json")
+		switch f.slots {
+		case "":
+			serveFile(w, http.StatusOK, "slots.json")
+		case "501":
+			writeJSON(w, http.StatusNotImplemented, map[string]any{"error": map[string]any{"code": 501,
+				"message": "This server does not support slots endpoint. Start it with `--slots`", "type": "not_supported_error"}})
+		default:
+			serveFile(w, http.StatusOK, f.slots)
+		}
 	case "GET /health":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	case "POST /tokenize":

@@ -22,6 +22,11 @@ type Props struct {
 
 // propsBody is the part of llama-server's /props answer kvwin reads.
 type propsBody struct {
+	// EndpointSlots is sent by servers whose /slots counts each slot's
+	// tokens (llama-server since mid-2025); its value says whether /slots
+	// is on.
+	EndpointSlots *bool `json:"endpoint_slots"`
+
 	TotalSlots                int `json:"total_slots"`
 	DefaultGenerationSettings struct {
 		NCtx int `json:"n_ctx"`
@@ -68,6 +73,9 @@ func (b *Backend) loadProps(ctx context.Context) (Props, error) {
 		return Props{}, unavailable(op, "total_slots is %d", p.Slots)
 	case p.ContextSlot < 1:
 		return Props{}, unavailable(op, "default_generation_settings.n_ctx is %d", p.ContextSlot)
+	}
+	if body.EndpointSlots != nil {
+		b.slotCounts.Store(true)
 	}
 	st := &state{props: p}
 	if old := b.snapshot(); old != nil && old.chat != nil &&

@@ -142,10 +142,11 @@ func TestConfig(t *testing.T) {
 	}{
 		{"defaults", Config{BaseURL: "http://gpu-1:8080/"},
 			Config{BaseURL: "http://gpu-1:8080", Name: "gpu-1:8080", Timeout: DefaultTimeout, IdleTimeout: DefaultIdleTimeout,
-				ConnectTimeout: DefaultConnectTimeout, FirstTokenTimeout: DefaultFirstTokenTimeout}, ""},
-		{"path prefix kept", Config{BaseURL: "https://proxy/llama/a/", Name: "a", Timeout: time.Second, IdleTimeout: time.Minute, CacheReuse: 256},
+				ConnectTimeout: DefaultConnectTimeout, FirstTokenTimeout: DefaultFirstTokenTimeout,
+				MaxChunkBytes: DefaultMaxChunkBytes, MaxAnswerBytes: DefaultMaxAnswerBytes}, ""},
+		{"path prefix kept", Config{BaseURL: "https://proxy/llama/a/", Name: "a", Timeout: time.Second, IdleTimeout: time.Minute, CacheReuse: 256, MaxChunkBytes: 1 << 10},
 			Config{BaseURL: "https://proxy/llama/a", Name: "a", Timeout: time.Second, IdleTimeout: time.Minute, CacheReuse: 256,
-				ConnectTimeout: DefaultConnectTimeout, FirstTokenTimeout: DefaultFirstTokenTimeout}, ""},
+				ConnectTimeout: DefaultConnectTimeout, FirstTokenTimeout: DefaultFirstTokenTimeout, MaxChunkBytes: 1 << 10, MaxAnswerBytes: DefaultMaxAnswerBytes}, ""},
 		{"no URL", Config{}, Config{}, "no base URL"},
 		{"no scheme", Config{BaseURL: "gpu-1:8080"}, Config{}, "scheme"},
 		{"no host", Config{BaseURL: "http:///x"}, Config{}, "no host"},
@@ -154,6 +155,7 @@ func TestConfig(t *testing.T) {
 		{"negative idle timeout", Config{BaseURL: "http://gpu-1", IdleTimeout: -1}, Config{}, "idle timeout"},
 		{"negative first-token timeout", Config{BaseURL: "http://gpu-1", FirstTokenTimeout: -1}, Config{}, "first-token timeout"},
 		{"negative connect timeout", Config{BaseURL: "http://gpu-1", ConnectTimeout: -1}, Config{}, "connect timeout"},
+		{"negative chunk limit", Config{BaseURL: "http://gpu-1", MaxChunkBytes: -1}, Config{}, "byte limits"},
 		{"negative cache reuse", Config{BaseURL: "http://gpu-1", CacheReuse: -1}, Config{}, "cache reuse"},
 		{"client with a timeout", Config{BaseURL: "http://gpu-1", HTTPClient: &http.Client{Timeout: time.Second}}, Config{}, "would cut long generations"},
 	}

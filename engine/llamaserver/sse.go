@@ -19,21 +19,24 @@ import (
 // first chunk arrives as `data: {"error":{…}}` (older servers: `error: {…}`).
 // Lines starting with ":" are keep-alive comments.
 
-// maxLineBytes bounds one SSE line. A final chunk repeats the prompt as text
-// (llama-server's "prompt" field), so a long conversation makes a long line.
-const maxLineBytes = 64 << 20
-
 // errLineCut says the body ended inside a line: the stream was cut.
 var errLineCut = errors.New("the stream ended in the middle of a line")
 
-// lineReader reads the lines of an SSE body. Not safe for concurrent use.
+// errLineLong says a line is longer than the reader's limit. The line is
+// not read to its end: a server sending one huge chunk costs the gateway
+// the limit, not the chunk.
+var errLineLong = errors.New("a chunk is longer than the limit")
+
+// lineReader reads the lines of an SSE body, none longer than max bytes.
+// Not safe for concurrent use.
 type lineReader struct {
 	r   *bufio.Reader
+	max int
 	buf []byte
 }
 
-func newLineReader(r io.Reader) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, min(64<<10, max+2)), max: max}
 }
 
 // next returns the next line without its end of line. The slice is valid
@@ -44,8 +47,8 @@ func (l *lineReader) next() ([]byte, error) {
 	for {
 		frag, err := l.r.ReadSlice('\n')
 		l.buf = append(l.buf, frag...)
-		if len(l.buf) > maxLineBytes {
-			return nil, fmt.Errorf("a line is longer than %d bytes", maxLineBytes)
+		if len(bytes.TrimRight(l.buf, "\r\n")) > l.max {
+			return nil, fmt.Errorf("%w of %d bytes", errLineLong, l.max)
 		}
 		switch {
 		case err == nil:

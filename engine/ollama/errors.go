@@ -36,6 +36,13 @@ func (e *StatusError) Error() string {
 	return b.String()
 }
 
+// ClientMessage is what a gateway may tell its client of the answer: its
+// status, not the call (which names an internal URL) nor Ollama's message
+// (for the gateway's log).
+func (e *StatusError) ClientMessage() string {
+	return fmt.Sprintf("the backend answered %d %s; the gateway's log has its message under this request's X-Request-Id", e.Status, http.StatusText(e.Status))
+}
+
 // Unwrap returns the engine sentinel of the status (see StatusError).
 func (e *StatusError) Unwrap() error {
 	switch {

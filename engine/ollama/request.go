@@ -123,14 +123,7 @@ func (b *Backend) options(req engine.Request, p plan) map[string]any {
 	opts := make(map[string]any, len(b.cfg.Options)+len(managedOptions))
 	maps.Copy(opts, b.cfg.Options)
 
-	predict := req.MaxTokens
-	if predict == 0 {
-		// "Until the context is full", without letting Ollama shift the
-		// context when it is: the room left after the prompt, or the answer
-		// reserve if the bound leaves none (Ollama truncates then; kvwin's
-		// window is meant to prevent that).
-		predict = max(p.numCtx-p.upper, min(b.cfg.AnswerTokens, p.numCtx))
-	}
+	predict := b.predict(req, p)
 	keep := req.Keep
 	if keep == 0 {
 		keep = max(systemTokens(req), defaultNumKeep)
@@ -197,4 +190,16 @@ func format(req engine.Request) json.RawMessage {
 		return json.RawMessage(`"json"`)
 	}
 	return json.RawMessage(o.Schema)
+}
+
+// predict is the num_predict of req: MaxTokens, or "until the context is
+// full" without letting Ollama shift the context when it is: the room left
+// after the prompt, or the answer reserve if the bound leaves none (Ollama
+// truncates then; kvwin's window is meant to prevent that). The answer is
+// also cut there by kvwin (stream.go), for a server that goes on.
+func (b *Backend) predict(req engine.Request, p plan) int {
+	if req.MaxTokens > 0 {
+		return req.MaxTokens
+	}
+	return max(p.numCtx-p.upper, min(b.cfg.AnswerTokens, p.numCtx))
 }

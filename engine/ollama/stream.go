@@ -27,6 +27,10 @@ import (
 // {"error":"…"}. Contents are JSON strings, which Ollama's encoder and Go's
 // decoder keep valid UTF-8, so no event splits a character.
 
+// maxAnswerBytes bounds the text of one answer (as llama-server
+// backends' Config.MaxAnswerBytes; Ollama's client bounds each line).
+const maxAnswerBytes = 16 << 20
+
 // errStop ends the reading of a stream after its final object.
 var errStop = errors.New("final response read")
 
@@ -45,6 +49,11 @@ type generation struct {
 	likely      int // likely prompt tokens
 	textBytes   int // bytes of the canonical rendering
 	cachedBytes int // of them, held by a slot of the server
+
+	// maxTokens bounds the streamed objects with text relayed (Ollama
+	// streams one a token), maxText their text: a server that goes on
+	// past num_predict is cut there, the answer finishing with "length".
+	maxTokens, maxText, pieces int
 
 	streamErr error          // what the caller's StreamFunc returned
 	started   bool           // the first event was produced: something was generated
@@ -87,6 +96,13 @@ func (g *generation) timings() engine.Timings {
 // the First event) and, for the final one, keeps the metrics and returns
 // errStop.
 func (g *generation) add(content string, done bool, reason string, m api.Metrics) error {
+	if !done && content != "" {
+		if g.pieces++; g.pieces > g.maxTokens || g.text.Len()+len(content) > g.maxText {
+			// Past the bounds: not relayed, and the answer ends here.
+			content, done, reason = "", true, "length"
+			m = api.Metrics{EvalCount: g.pieces - 1}
+		}
+	}
 	ev := engine.Event{Text: content, Slot: -1}
 	if done {
 		g.done, g.reason, g.metrics = true, reason, m
@@ -139,7 +155,8 @@ func (g *generation) finish(err error) (engine.Result, error) {
 	case status == 0 && !g.started && isTimeout(err):
 		return engine.Result{}, fmt.Errorf("ollama: %s: %w: %w", g.op, engine.ErrTimeout, err)
 	case g.probe.dog.Fired():
-		return engine.Result{}, fmt.Errorf("ollama: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle)
+		return engine.Result{}, engine.Public(fmt.Errorf("ollama: %s: the server sent nothing for %v mid-stream: the answer is cut short", g.op, g.idle),
+			fmt.Sprintf("the backend sent nothing for %v mid-stream: the answer is cut short", g.idle))
 	case status == 0 && err != nil:
 		// No response at all: refused, reset, DNS, TLS.
 		return engine.Result{}, fmt.Errorf("ollama: %s: %w (%w)", g.op, engine.ErrUnavailable, err)
@@ -154,7 +171,8 @@ func (g *generation) finish(err error) (engine.Result, error) {
 		// should start: nothing was generated, another backend may serve.
 		return engine.Result{}, unavailable(g.op, "%v", err)
 	}
-	return engine.Result{}, fmt.Errorf("ollama: %s: the answer is cut short after %d bytes of text: %w", g.op, g.text.Len(), err)
+	return engine.Result{}, engine.Public(fmt.Errorf("ollama: %s: the answer is cut short after %d bytes of text: %w", g.op, g.text.Len(), err),
+		fmt.Sprintf("the backend's answer broke off after %d bytes of text: the answer is cut short (the gateway's log has the details under this request's X-Request-Id)", g.text.Len()))
 }
 
 // finishReason maps Ollama's done_reason.

@@ -134,12 +134,17 @@ func Open(cfg StoreConfig) (*Store, error) {
 		cfg.Now = time.Now
 	}
 	path := filepath.Join(cfg.Dir, cfg.File)
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := mkdirPrivate(cfg.Dir); err != nil {
 		return nil, classify(path, err)
 	}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o222 == 0 {
 		// Root may write anyway; the operator marked it read-only, so honour that.
 		return nil, fmt.Errorf("memory store %s: %w: file mode %v", path, ErrReadOnly, fi.Mode().Perm())
+	}
+	if !cfg.readOnly {
+		if err := privateFiles(path); err != nil {
+			return nil, classify(path, err)
+		}
 	}
 	lock, err := lockFile(path + ".lock")
 	if err != nil {
@@ -234,10 +239,41 @@ func (s *Store) migrate() (err error) {
 	return tx.Commit()
 }
 
+// privateFiles makes the database file, created empty if missing, and its
+// -wal and -shm files (SQLite creates them with the database's mode)
+// readable by kvwin's user only: they hold conversations' text. An older
+// kvwin created them 0644; they are tightened too.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + ".lock"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// mkdirPrivate creates dir and its missing parents, readable by kvwin's
+// user only (0700) whatever the umask: what is under --data-dir holds
+// conversations. A directory that exists keeps its mode.
+func mkdirPrivate(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
+}
+
 // lockFile takes an exclusive, non-blocking lock on path. The kernel drops
 // it when the process dies, so a kill -9 never leaves the store locked.
 func lockFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -162,24 +162,66 @@ func (c *catalog) Ready() error {
 	return fmt.Errorf("%w: no configured model can be served: %w", engine.ErrUnavailable, errors.Join(errs...))
 }
 
-// ForgetConversation deletes a tenant's conversation from every model
-// that holds state for it now (loaded engines and remote backends).
+// ForgetConversation deletes a tenant's conversation from every model: a
+// loaded engine (or remote backend) forgets it, and the snapshot files of
+// a model not loaded are deleted from its directory. A model loading now
+// is waited for, then forgets it like a loaded one. It blocks on disk and
+// on the loads, until ctx ends.
 func (c *catalog) ForgetConversation(ctx context.Context, tenant, conversation string) (int, error) {
 	n := 0
 	var errs []error
 	for _, e := range c.entries {
-		b, release, err := e.peek()
-		if err != nil || b == nil {
-			continue
+		for {
+			b, release, err := e.peek()
+			if err == nil && b != nil {
+				if f, ok := b.(engine.ConversationForgetter); ok {
+					k, err := f.ForgetConversation(ctx, tenant, conversation)
+					n += k
+					errs = append(errs, err)
+				}
+				release()
+				break
+			}
+			k, wait, err := c.forgetUnloaded(e, kvcache.Owner{Tenant: tenant, Conversation: conversation})
+			if wait == nil {
+				n += k
+				errs = append(errs, err)
+				break
+			}
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return n, fmt.Errorf("forget conversation: waiting for model %q: %w", e.spec.Name, ctx.Err())
+			}
 		}
-		if f, ok := b.(engine.ConversationForgetter); ok {
-			k, err := f.ForgetConversation(ctx, tenant, conversation)
-			n += k
-			errs = append(errs, err)
-		}
-		release()
 	}
 	return n, errors.Join(errs...)
+}
+
+// forgetUnloaded deletes owner's snapshot files of e, an embedded model
+// not loaded, under mu so that no load starts meanwhile. If e is loading
+// (or was loaded meanwhile) it deletes nothing and returns the channel to
+// wait on before trying again.
+func (c *catalog) forgetUnloaded(e *entry, owner kvcache.Owner) (int, <-chan struct{}, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch e.state {
+	case web.ModelLoading:
+		return 0, c.changed, nil
+	case web.ModelLoaded: // since peek: try it again now
+		now := make(chan struct{})
+		close(now)
+		return 0, now, nil
+	}
+	dir := ""
+	if c.snapshotDir != nil {
+		dir = c.snapshotDir(e)
+	}
+	if dir == "" {
+		return 0, nil, nil
+	}
+	n, err := kvcache.DeleteOwnedDir(dir, owner)
+	return n, nil, err
 }
 
 // acquire returns e's backend, loading it if needed, and the function that

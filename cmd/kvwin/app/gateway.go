@@ -13,6 +13,7 @@ import (
 	"kvwin/engine/ollama"
 	"kvwin/kvcache"
 	"kvwin/router"
+	"kvwin/web"
 )
 
 // remoteBackend is a backend kvwin holds a connection pool for.
@@ -125,7 +126,11 @@ func (a *App) openRouter(specs []string) (*router.Router, *kvcache.Registry, err
 		a.closers = append(a.closers, func() { b.Close() })
 		backends = append(backends, b)
 	}
-	r, err := router.New(router.Config{Policy: a.f.Route, Registry: reg, IsolateTenants: a.tenants, Observe: a.decisions.observe}, backends, a.log)
+	cfg := router.Config{Policy: a.f.Route, Registry: reg, IsolateTenants: a.tenants, Observe: a.decisions.observe}
+	if !a.tenants {
+		cfg.SoleTenant = web.DefaultTenant // what a backend's slots hold is this one tenant's
+	}
+	r, err := router.New(cfg, backends, a.log)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"kvwin/engine"
 	"kvwin/engine/llamacpp"
 	"kvwin/kvcache"
+	"kvwin/router"
 	"kvwin/web"
 	"kvwin/window"
 )
@@ -37,13 +38,14 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 			Help: "Embedded models unloaded (idle TTL, room for another under max_loaded_models, shutdown), by model."}, []string{"model"}),
 	}
 	a.metrics.MustRegister(c.loads, c.unloads)
-	wins := &modelWindows{by: map[string]*window.Window{}}
+	wins := &modelWindows{by: map[string]web.Windower{}}
 	cols := map[*entry]prometheus.Collector{} // each loaded engine's collector; guarded by c.mu's hand-offs
 	for i, spec := range a.f.Models {
 		if _, dup := c.byName[spec.Name]; dup || spec.Name == "" {
 			return nil, nil, fmt.Errorf("models[%d]: name %q is empty or used twice", i, spec.Name)
 		}
 		e := &entry{cat: c, spec: spec, state: web.ModelIdle}
+		var fleet *router.Router // a remote entry's
 		slots, ctx := firstNonZero(spec.Slots, a.f.Slots), firstNonZero(spec.Ctx, a.f.Ctx)
 		if spec.Model != "" {
 			abs, err := filepath.Abs(spec.Model)
@@ -51,6 +53,12 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
 			}
 			e.spec.Model = abs
+			// Loaded on first use, but checked now: a configuration whose
+			// model cannot load is refused at start and by a reload, not
+			// reported as served and then answered 503.
+			if err := checkEmbedded(a.f, abs, slots, ctx); err != nil {
+				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
+			}
 			if e.reg, err = kvcache.New(kvcache.Config{Logger: a.log}); err != nil {
 				return nil, nil, err
 			}
@@ -60,11 +68,11 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
 			}
-			e.remote, e.reg = remoteModel{r}, reg
+			e.remote, e.reg, fleet = remoteModel{r}, reg, r
 			e.info = r.Info()
 			e.info.Model = spec.Name
-			if e.info.ContextSlot > 0 {
-				ctx = e.info.ContextSlot
+			if c := fleetContext(r.Backends()); c > 0 {
+				ctx = c
 			}
 		}
 		if err := modelRegisterer(a.metrics, spec.Name).Register(kvcache.NewCollector(e.reg)); err != nil {
@@ -77,10 +85,14 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 		}
 		e.win = w
 		wins.by[spec.Name] = w
+		if fleet != nil && spec.WindowBudget == 0 && a.f.WindowBudget == 0 {
+			// Backends unreachable now report their context when they join.
+			wins.by[spec.Name] = a.followWindow(w, firstNonEmpty(spec.Window, a.f.Window), func() int { return fleetContext(fleet.Backends()) })
+		}
 		c.entries = append(c.entries, e)
 		c.byName[spec.Name] = e
 	}
-	wins.def = c.entries[0].win
+	wins.def = wins.by[c.entries[0].spec.Name]
 
 	queue := a.f.Queue
 	if queue == 0 {
@@ -138,7 +150,7 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 		c.close()
 	})
 	a.catalog, a.backend, a.reg = c, c, c.entries[0].reg
-	return wins, wins.def, nil
+	return wins, c.entries[0].win, nil
 }
 
 // modelRegisterer registers a model's collectors with its model label.
@@ -167,8 +179,8 @@ func firstNonEmpty(vals ...string) string {
 
 // modelWindows keeps each model's window (web.ModelWindows).
 type modelWindows struct {
-	def *window.Window
-	by  map[string]*window.Window
+	def web.Windower
+	by  map[string]web.Windower
 }
 
 var _ web.ModelWindows = (*modelWindows)(nil)

@@ -20,6 +20,7 @@ type sharedState struct {
 	mu     sync.Mutex
 	opened bool
 	store  window.Store
+	err    error // why the store could not be opened; nil when it is open
 	closer func()
 	hook   expiryHook // deletes the snapshots of conversations the store expires (retention.go)
 }
@@ -40,11 +41,20 @@ func (s *sharedState) open(f Config, log *slog.Logger, backend engine.Backend) w
 	st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(f.DataDir, "memory"), TTL: f.MemoryTTL,
 		Now: f.Now, Expired: s.hook.expired})
 	if err != nil {
-		log.Error("memory store unavailable; named conversations get packets from their own turns only", "err", err)
+		s.err = err
+		log.Error("memory store unavailable: serving degraded (named conversations get packets from their own turns only; DELETE of a conversation answers 503; /health says degraded)", "err", err)
 		return nil
 	}
 	s.store, s.closer = st, func() { st.Close() } // not a typed nil: window.New checks for nil
 	return s.store
+}
+
+// unavailable is why the memory store could not be opened (nil: it is
+// open, or not opened yet).
+func (s *sharedState) unavailable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }
 
 func (s *sharedState) close() {

@@ -59,6 +59,10 @@ type Config struct {
 	// the process-wide default logger (llama.cpp's messages) follows
 	// LogFormat too. Tests capture a server's lines here.
 	LogOutput io.Writer
+	// Logger, if set, is the server's logger, and LogOutput, LogFormat and
+	// LogLevel are not read: kvwin serve builds one logger over the
+	// standard error it took over (Stdio) and logs llama.cpp through it.
+	Logger *slog.Logger
 
 	// Who may call (auth.go).
 	APIKeys             []string // TENANT=KEY
@@ -121,21 +125,12 @@ type App struct {
 // New builds the backend and binds the listen address; Run serves. On
 // error nothing is left running.
 func New(f Config) (*App, error) {
-	level, defaultLevel := f.LogLevel, slog.LevelWarn
-	if f.Verbose {
-		level, defaultLevel = slog.LevelDebug, slog.LevelInfo // llama.cpp's loader messages too
-	}
-	out := f.LogOutput
-	if out == nil {
-		out = os.Stderr
-	}
-	log, err := NewLoggerTo(out, f.LogFormat, level)
-	if err != nil {
-		return nil, err
-	}
-	if f.LogOutput == nil && (f.Verbose || f.LogFormat == LogJSON) {
-		def, _ := NewLoggerTo(os.Stderr, f.LogFormat, defaultLevel)
-		slog.SetDefault(def)
+	log := f.Logger
+	if log == nil {
+		var err error
+		if log, err = newProcessLogger(f); err != nil {
+			return nil, err
+		}
 	}
 	shared := &sharedState{}
 	a, err := build(f, log, shared, nil)
@@ -154,6 +149,38 @@ func New(f Config) (*App, error) {
 		IdleTimeout:       2 * time.Minute,
 	}
 	return a, nil
+}
+
+// newProcessLogger builds the logger of f's LogOutput, LogFormat and
+// LogLevel. Without a LogOutput (standard error), llama.cpp's messages go
+// there too: at warnings and above, or all of them with --verbose.
+func newProcessLogger(f Config) (*slog.Logger, error) {
+	level := f.LogLevel
+	if f.Verbose {
+		level = slog.LevelDebug
+	}
+	out := f.LogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	log, err := NewLoggerTo(out, f.LogFormat, level)
+	if err != nil {
+		return nil, err
+	}
+	if f.LogOutput == nil {
+		slog.SetDefault(log)
+		llamacpp.SetLogger(log, LlamaLogLevel(f.Verbose))
+	}
+	return log, nil
+}
+
+// LlamaLogLevel is the lowest level of llama.cpp's messages a server logs:
+// warnings, or everything with --verbose.
+func LlamaLogLevel(verbose bool) slog.Level {
+	if verbose {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // build assembles one generation: the backend, windows and routes of f.
@@ -184,6 +211,9 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		a.metrics.MustRegister(kvcache.NewCollector(a.reg))
 		forgetWin, err = a.startWindow()
 		win = forgetWin
+		if err == nil && a.router != nil && f.WindowBudget == 0 {
+			win = a.followWindow(forgetWin, f.Window, func() int { return fleetContext(a.router.Backends()) })
+		}
 	}
 	if err != nil {
 		a.Close()
@@ -201,7 +231,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		Status:  func(ctx context.Context) any { return a.status(ctx) },
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
-		Forget: a.forgetter(forgetWin),
+		Forget: a.forgetter(forgetWin), MemoryUnavailable: a.shared.unavailable(),
 	}, a.backend, a.log)
 	if err != nil {
 		if ln == nil {
@@ -247,10 +277,13 @@ func (a *App) startWindow() (*window.Window, error) {
 	budget := a.f.WindowBudget
 	if budget == 0 {
 		ctx := a.backend.Info().ContextSlot
-		if ctx == 0 {
-			ctx = 4096 // a remote backend not reached yet; its context is unknown
+		if a.router != nil {
+			ctx = fleetContext(a.router.Backends())
 		}
-		budget = ctx - OutputReserve(ctx)
+		if ctx == 0 {
+			ctx = unknownContext // no backend reached yet; the window follows them when they join (followWindow)
+		}
+		budget = defaultBudget(ctx)
 	}
 	if err := a.openStore(); err != nil {
 		return nil, err
@@ -270,10 +303,26 @@ func (a *App) startWindow() (*window.Window, error) {
 	return w, nil
 }
 
+// followWindow returns a window whose budget follows context (the fleet's
+// smallest per-slot context), starting from w, built for the context
+// known now.
+func (a *App) followWindow(w *window.Window, policy string, context func() int) web.Windower {
+	return &followingWindow{context: context, log: a.log, ctx: context(), cur: w,
+		build: func(budget int) (*window.Window, error) { return a.newWindow(policy, budget) }}
+}
+
 // openStore opens the memory store under the data dir, once. A store that
 // cannot be opened is logged, and windows work without it.
 func (a *App) openStore() error {
 	a.store = a.shared.open(a.f, a.log, a.backend)
+	a.metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kvwin_memory_store_up",
+		Help: "1 while the memory store is open; 0 when it failed to open or verify (the server runs degraded: see /health)."},
+		func() float64 {
+			if a.shared.unavailable() != nil {
+				return 0
+			}
+			return 1
+		}))
 	if c, ok := a.store.(interface{ Collector() prometheus.Collector }); ok {
 		a.metrics.MustRegister(c.Collector()) // kvwin_memory_store_errors_total
 	}
@@ -333,6 +382,9 @@ func (a *App) Abort() {
 	a.hs.Close()
 	a.Close()
 }
+
+// Logger is the server's logger.
+func (a *App) Logger() *slog.Logger { return a.log }
 
 // URL is the server's base URL.
 func (a *App) URL() string { return "http://" + a.ln.Addr().String() }

@@ -38,6 +38,12 @@ type BackendView struct {
 	BlocksHeld     int                `json:"blocks_held"`
 	CapacityBlocks int                `json:"capacity_blocks"`
 	CachedShare    float64            `json:"cached_share"`
+	// Residency says how a remote backend's KV residency is known:
+	// "read" from its /slots, "learned" from turns alone (it does not
+	// serve /slots), "" not read yet.
+	Residency string `json:"residency,omitempty"`
+	// ResidencyNote says it in words where it is learned, not read.
+	ResidencyNote string `json:"residency_note,omitempty"`
 }
 
 // slotsTimeout bounds asking remote backends for their slots: the
@@ -125,7 +131,10 @@ func backendViews(ctx context.Context, model string, b engine.Backend, reg *kvca
 	var out []BackendView
 	for i, s := range r.Status() {
 		v := view(s.Name, "remote", members[i])
-		v.Healthy, v.Suspect, v.InFlight = s.Healthy, s.Suspect, s.InFlight
+		v.Healthy, v.Suspect, v.InFlight, v.Residency = s.Healthy, s.Suspect, s.InFlight, s.Residency
+		if s.Residency == router.ResidencyLearned {
+			v.ResidencyNote = "residency learned, not read: the backend does not serve /slots"
+		}
 		out = append(out, v)
 	}
 	return out

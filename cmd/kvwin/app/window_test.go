@@ -158,6 +158,32 @@ func TestCorruptMemoryStoreLeavesTheServerServing(t *testing.T) {
 	if tr.Status != 200 || apptest.Atoi(apptest.WindowHeader(t, tr.Header)["packet_turns"]) == 0 {
 		t.Fatalf("status %d, window %q: the request's own turns must serve as memory", tr.Status, tr.Header.Get("X-Kvwin-Window"))
 	}
+	// It says so: /health 200 but degraded, a metric, and DELETE answers
+	// 503 (the text may still be in the file), not 404.
+	status, _, body := send(t, "GET", a.URL()+"/health", "", "", nil)
+	if status != 200 || !strings.Contains(body, `"status":"degraded"`) {
+		t.Fatalf("/health: %d %s, want 200 degraded", status, body)
+	}
+	if v := metricValue(t, a, "kvwin_memory_store_up"); v != 0 {
+		t.Fatalf("kvwin_memory_store_up %v, want 0", v)
+	}
+	for _, conv := range []string{"c", "never-seen"} {
+		status, _, body = send(t, "DELETE", a.URL()+"/kvwin/v1/conversations/"+conv, "", "", nil)
+		if status != 503 || apptest.DecodeError(t, []byte(body)).Error.Code != "memory_store_unavailable" {
+			t.Fatalf("DELETE %s: %d %s, want 503 memory_store_unavailable", conv, status, body)
+		}
+		if strings.Contains(body, f.DataDir) {
+			t.Fatalf("DELETE %s: the error names a path: %s", conv, body)
+		}
+	}
+	// A healthy store: ok, 1.
+	ok := apptest.Start(t, nil)
+	if status, _, body := send(t, "GET", ok.URL()+"/health", "", "", nil); status != 200 || !strings.Contains(body, `"status":"ok"`) {
+		t.Fatalf("/health of a healthy server: %d %s", status, body)
+	}
+	if v := metricValue(t, ok, "kvwin_memory_store_up"); v != 1 {
+		t.Fatalf("kvwin_memory_store_up %v with a healthy store, want 1", v)
+	}
 }
 
 // With --shift an eviction step moves the kept turns' KV instead of

@@ -1,0 +1,74 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// What a captured stream carries becomes records: one a line, cut to a
+// prefix, at most stdioLinesPerRead from one read (the rest counted), a
+// line split across reads joined, a last line without a newline kept.
+func TestCapturedLinesBecomeShortRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reads  []string
+		want   []string // msgs, in order
+		counts []int    // "lines" of the summary records, in order
+	}{
+		{"one line", []string{"hello\n"}, []string{"hello"}, nil},
+		{"split across reads", []string{"hel", "lo\nwor", "ld\n"}, []string{"hello", "world"}, nil},
+		{"no final newline", []string{"last words"}, []string{"last words"}, nil},
+		{"blank lines dropped", []string{"\n\r\n  \na\n"}, []string{"a"}, nil},
+		{"a burst", []string{"1\n2\n3\n4\n5\n6\n7\n"}, []string{"1", "2", "3", "4", "process output: more lines not shown"}, []int{3}},
+		{"forged JSON stays a message", []string{`{"level":"ERROR","forged":true}` + "\n"}, []string{`{"level":"ERROR","forged":true}`}, nil},
+		{"long line cut", []string{strings.Repeat("x", 100_000) + "\n"}, []string{strings.Repeat("x", StdioPrefixBytes)}, nil},
+		{"cut inside a rune", []string{strings.Repeat("x", StdioPrefixBytes-1) + "é\n"}, []string{strings.Repeat("x", StdioPrefixBytes-1)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			log := slog.New(slog.NewJSONHandler(&out, nil))
+			l := lineLog{log: log, stream: "stderr"}
+			for _, r := range tc.reads {
+				l.chunk([]byte(r))
+			}
+			l.end()
+			var msgs []string
+			var counts []int
+			for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				if line == "" {
+					continue
+				}
+				var rec struct {
+					Msg    string
+					Source string
+					Lines  int
+					Bytes  int
+				}
+				if err := json.Unmarshal([]byte(line), &rec); err != nil {
+					t.Fatalf("%q: %v", line, err)
+				}
+				if rec.Source != "stderr" {
+					t.Fatalf("record without its source: %s", line)
+				}
+				msgs = append(msgs, rec.Msg)
+				if rec.Lines > 0 {
+					counts = append(counts, rec.Lines)
+				}
+				if len(rec.Msg) > StdioPrefixBytes+1 {
+					t.Fatalf("a %d-byte message", len(rec.Msg))
+				}
+			}
+			if strings.Join(msgs, "|") != strings.Join(tc.want, "|") || len(counts) != len(tc.counts) {
+				t.Fatalf("records %q (counts %v), want %q (counts %v)", msgs, counts, tc.want, tc.counts)
+			}
+			for i := range counts {
+				if counts[i] != tc.counts[i] {
+					t.Fatalf("counts %v, want %v", counts, tc.counts)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,620 @@
+package llamacpp
+
+import (
+	"container/heap"
+	"fmt"
+	"unicode/utf8"
+
+	"kvwin/engine"
+)
+
+// checkGrammar reads a GBNF grammar the way llama.cpp's parser does, in Go
+// and in time linear in its size, before llama.cpp sees it: llama.cpp's
+// parser and its grammar engine recurse on nesting (a grammar of 100,000
+// nested parentheses overflowed the C stack and killed the process), expand
+// every {m,n} repetition into rules (memory grows with the count), and keep
+// one stack per way the text read so far can continue, deduplicated in
+// quadratic time (an ambiguous grammar stalls every token). Each limit
+// broken is an engine.Invalid error naming it. On success it returns the
+// length in characters of the shortest text the grammar accepts, or -1 when
+// it accepts no finite text (a required recursion).
+func checkGrammar(src string) (shortest int, err error) {
+	if len(src) > maxGrammarBytes {
+		return 0, engine.Invalid("the grammar is %d bytes; the limit on grammar size is %d", len(src), maxGrammarBytes)
+	}
+	for i := 0; i < len(src); i++ {
+		if src[i] == 0 {
+			return 0, engine.Invalid("the grammar contains a NUL byte at offset %d", i)
+		}
+	}
+	p := &gParser{src: src, names: map[string]int{}}
+	if err := p.parse(); err != nil {
+		return 0, err
+	}
+	return p.analyze()
+}
+
+// gItem is one symbol of a sequence with its repetition.
+type gItem struct {
+	rule  int // referenced rule, or -1 for a terminal
+	chars int // a terminal's length in characters
+	min   int
+	max   int // -1: unbounded
+}
+
+type gRule struct {
+	name    string
+	alts    [][]gItem
+	defined bool
+}
+
+type gParser struct {
+	src      string
+	pos      int
+	names    map[string]int
+	rules    []gRule
+	elements int // llama.cpp grammar elements after expansion, so far
+}
+
+func (p *gParser) fail(format string, args ...any) error {
+	return engine.Invalid("the grammar does not parse (GBNF, root rule \"root\") at byte %d: %s", p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *gParser) ruleID(name string) int {
+	if id, ok := p.names[name]; ok {
+		return id
+	}
+	p.rules = append(p.rules, gRule{name: name})
+	p.names[name] = len(p.rules) - 1
+	return len(p.rules) - 1
+}
+
+func (p *gParser) newRule(name string) int {
+	p.rules = append(p.rules, gRule{name: name, defined: true})
+	return len(p.rules) - 1
+}
+
+func (p *gParser) peek() byte {
+	if p.pos < len(p.src) {
+		return p.src[p.pos]
+	}
+	return 0
+}
+
+func (p *gParser) space(newlineOK bool) {
+	for p.pos < len(p.src) {
+		c := p.src[p.pos]
+		switch {
+		case c == '#':
+			for p.pos < len(p.src) && p.src[p.pos] != '\r' && p.src[p.pos] != '\n' {
+				p.pos++
+			}
+		case c == ' ' || c == '\t' || (newlineOK && (c == '\r' || c == '\n')):
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func isWordChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '-' || '0' <= c && c <= '9'
+}
+
+func (p *gParser) name() (string, error) {
+	start := p.pos
+	for p.pos < len(p.src) && isWordChar(p.src[p.pos]) {
+		p.pos++
+	}
+	if p.pos == start {
+		return "", p.fail("expecting a rule name")
+	}
+	return p.src[start:p.pos], nil
+}
+
+// char reads one character of a literal or a class, escapes included.
+func (p *gParser) char() error {
+	if p.pos >= len(p.src) {
+		return p.fail("unexpected end of input")
+	}
+	if p.src[p.pos] != '\\' {
+		_, n := utf8.DecodeRuneInString(p.src[p.pos:])
+		p.pos += n
+		return nil
+	}
+	if p.pos+1 >= len(p.src) {
+		return p.fail("unexpected end of input")
+	}
+	hex := 0
+	switch p.src[p.pos+1] {
+	case 'x':
+		hex = 2
+	case 'u':
+		hex = 4
+	case 'U':
+		hex = 8
+	case 't', 'r', 'n', '\\', '"', '[', ']':
+	default:
+		return p.fail("unknown escape")
+	}
+	p.pos += 2
+	for range hex {
+		c := p.peek()
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return p.fail("expecting %d hex digits", hex)
+		}
+		p.pos++
+	}
+	return nil
+}
+
+func (p *gParser) parse() error {
+	p.space(true)
+	for p.pos < len(p.src) {
+		name, err := p.name()
+		if err != nil {
+			return err
+		}
+		id := p.ruleID(name)
+		p.space(false)
+		if len(p.src)-p.pos < 3 || p.src[p.pos:p.pos+3] != "::=" {
+			return p.fail("expecting ::=")
+		}
+		p.pos += 3
+		p.space(true)
+		alts, err := p.alternates(name, false, 0)
+		if err != nil {
+			return err
+		}
+		p.rules[id].alts, p.rules[id].defined = alts, true
+		switch p.peek() {
+		case '\r':
+			p.pos++
+			if p.peek() == '\n' {
+				p.pos++
+			}
+		case '\n':
+			p.pos++
+		case 0:
+		default:
+			return p.fail("expecting newline or end")
+		}
+		p.space(true)
+	}
+	if _, ok := p.names["root"]; !ok {
+		return p.fail("no rule named root")
+	}
+	return nil
+}
+
+func (p *gParser) alternates(name string, nested bool, depth int) ([][]gItem, error) {
+	if depth > maxGrammarNesting {
+		return nil, engine.Invalid("the grammar nests groups more than %d deep (the limit on grammar nesting)", maxGrammarNesting)
+	}
+	var alts [][]gItem
+	for {
+		seq, err := p.sequence(name, nested, depth)
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, seq)
+		p.elements += 1
+		if p.peek() != '|' {
+			return alts, nil
+		}
+		p.pos++
+		p.space(true)
+	}
+}
+
+func (p *gParser) sequence(name string, nested bool, depth int) ([]gItem, error) {
+	var seq []gItem
+	last := -1 // index in seq of the symbol a quantifier applies to
+	for p.pos < len(p.src) {
+		c := p.src[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			n := 0
+			for p.peek() != '"' {
+				if err := p.char(); err != nil {
+					return nil, err
+				}
+				n++
+			}
+			p.pos++
+			seq = append(seq, gItem{rule: -1, chars: n, min: 1, max: 1})
+			p.elements += n
+		case c == '[':
+			p.pos++
+			if p.peek() == '^' {
+				p.pos++
+			}
+			for p.peek() != ']' {
+				if err := p.char(); err != nil {
+					return nil, err
+				}
+				p.elements++
+				if p.peek() == '-' && p.pos+1 < len(p.src) && p.src[p.pos+1] != ']' {
+					p.pos++
+					if err := p.char(); err != nil {
+						return nil, err
+					}
+					p.elements++
+				}
+			}
+			p.pos++
+			seq = append(seq, gItem{rule: -1, chars: 1, min: 1, max: 1})
+		case isWordChar(c):
+			n, _ := p.name()
+			seq = append(seq, gItem{rule: p.ruleID(n), min: 1, max: 1})
+			p.elements++
+		case c == '(':
+			p.pos++
+			p.space(true)
+			id := p.newRule(name)
+			alts, err := p.alternates(name, true, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			p.rules[id].alts = alts
+			if p.peek() != ')' {
+				return nil, p.fail("expecting )")
+			}
+			p.pos++
+			seq = append(seq, gItem{rule: id, min: 1, max: 1})
+			p.elements++
+		case c == '.':
+			p.pos++
+			seq = append(seq, gItem{rule: -1, chars: 1, min: 1, max: 1})
+			p.elements++
+		case c == '*' || c == '+' || c == '?' || c == '{':
+			if last != len(seq)-1 || last < 0 {
+				return nil, p.fail("expecting an item before */+/?/{")
+			}
+			p.pos++
+			lo, hi := 0, -1
+			switch c {
+			case '+':
+				lo = 1
+			case '?':
+				hi = 1
+			case '{':
+				p.space(nested)
+				var err error
+				if lo, err = p.count(); err != nil {
+					return nil, err
+				}
+				p.space(nested)
+				switch p.peek() {
+				case '}':
+					hi = lo
+				case ',':
+					p.pos++
+					p.space(nested)
+					if c := p.peek(); '0' <= c && c <= '9' {
+						if hi, err = p.count(); err != nil {
+							return nil, err
+						}
+						p.space(nested)
+					}
+					if p.peek() != '}' {
+						return nil, p.fail("expecting }")
+					}
+				default:
+					return nil, p.fail("expecting , or }")
+				}
+				p.pos++
+			}
+			if err := p.repeat(&seq[last], lo, hi, name); err != nil {
+				return nil, err
+			}
+			p.space(nested)
+			continue
+		default:
+			return seq, nil
+		}
+		last = len(seq) - 1
+		p.space(nested)
+	}
+	return seq, nil
+}
+
+// count reads a repetition count, at most maxRepeat.
+func (p *gParser) count() (int, error) {
+	start, n := p.pos, 0
+	for c := p.peek(); '0' <= c && c <= '9'; c = p.peek() {
+		n = n*10 + int(c-'0')
+		if n > maxRepeat {
+			return 0, engine.Invalid("a grammar repetition count (%s…) exceeds %d (the limit on repetition counts)", p.src[start:p.pos+1], maxRepeat)
+		}
+		p.pos++
+	}
+	if p.pos == start {
+		return 0, p.fail("expecting an integer")
+	}
+	return n, nil
+}
+
+// repeat applies {lo,hi} to an item as llama.cpp does: lo copies and hi-lo
+// optional rules, each a copy of the item. A quantifier on a quantified
+// item applies to the expansion: the item is wrapped in a rule first.
+func (p *gParser) repeat(it *gItem, lo, hi int, name string) error {
+	if hi >= 0 && hi < lo {
+		return p.fail("repetition {%d,%d} has its maximum below its minimum", lo, hi)
+	}
+	if it.min != 1 || it.max != 1 {
+		id := p.newRule(name)
+		p.rules[id].alts = [][]gItem{{*it}}
+		*it = gItem{rule: id, min: 1, max: 1}
+	}
+	size := 1
+	if it.rule < 0 {
+		size = max(1, it.chars)
+	}
+	opt := 1
+	if hi >= 0 {
+		opt = hi - lo
+	}
+	p.elements += size*max(lo-1, 0) + opt*(size+3)
+	if p.elements > maxGrammarElements {
+		return engine.Invalid("the grammar expands to more than %d elements (the limit on expanded grammar size)", maxGrammarElements)
+	}
+	it.min, it.max = lo, hi
+	return nil
+}
+
+// saturating arithmetic: grammar measures are capped well above every limit.
+const gInf = 1 << 40
+
+func sadd(a, b int) int { return min(a+b, gInf) }
+func smul(a, b int) int {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a >= gInf/b {
+		return gInf
+	}
+	return a * b
+}
+
+// analyze checks the parsed grammar: every rule defined, no left
+// recursion, the recursion depth and the number of parse stacks llama.cpp
+// would keep within limits; and computes the shortest accepted text.
+func (p *gParser) analyze() (int, error) {
+	if p.elements > maxGrammarElements {
+		return 0, engine.Invalid("the grammar expands to more than %d elements (the limit on expanded grammar size)", maxGrammarElements)
+	}
+	for _, r := range p.rules {
+		if !r.defined {
+			return 0, engine.Invalid("the grammar does not parse (GBNF, root rule \"root\"): rule %q is used but not defined", r.name)
+		}
+	}
+	short := p.shortest()
+	n := len(p.rules)
+	// depth: how deep llama.cpp's advance recursion goes entering a rule
+	// (through every item that can be empty, to the first that cannot);
+	// width: how many stacks it can produce; states: how many positions
+	// the rule's expansion has (a skippable repeated item can leave any of
+	// them live at once).
+	depth, width, states := make([]int, n), make([]int, n), make([]int, n)
+	const (
+		unvisited = iota
+		inProgress
+		done
+	)
+	mark := make([]uint8, n)
+	nullable := func(it gItem) bool {
+		return it.min == 0 || (it.rule >= 0 && short[it.rule] == 0) || (it.rule < 0 && it.chars == 0)
+	}
+	reps := func(it gItem) int {
+		if it.max < 0 {
+			return max(it.min, 1)
+		}
+		return max(it.max, 1)
+	}
+	// item measures, given the referenced rule's
+	itemDW := func(it gItem) (d, w int) {
+		if it.rule < 0 {
+			return 0, 1
+		}
+		r := it.rule
+		if short[r] == 0 && reps(it) > 1 {
+			// every position of every repeat can be live at once
+			return smul(reps(it), depth[r]+1), smul(reps(it), states[r])
+		}
+		return depth[r] + 1, width[r]
+	}
+	var maxWidth int
+	for root := range n {
+		if mark[root] != unvisited {
+			continue
+		}
+		stack := []gFrame{{rule: root}}
+		mark[root] = inProgress
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			r := &p.rules[f.rule]
+			// descend into the next referenced rule not yet measured:
+			// leading items (for depth and width) and every item (states).
+			descended := false
+			for f.alt < len(r.alts) && !descended {
+				alt := r.alts[f.alt]
+				for f.item < len(alt) {
+					it := alt[f.item]
+					f.item++
+					if it.rule < 0 || mark[it.rule] == done {
+						continue
+					}
+					if mark[it.rule] == inProgress {
+						// A cycle. Through leading items that can be
+						// empty it is left recursion, which llama.cpp
+						// refuses; elsewhere it is ordinary recursion.
+						if p.leading(it.rule, short, stack) {
+							return 0, engine.Invalid("the grammar does not parse (GBNF, root rule \"root\"): rule %q is left-recursive", p.rules[it.rule].name)
+						}
+						continue
+					}
+					mark[it.rule] = inProgress
+					stack = append(stack, gFrame{rule: it.rule})
+					descended = true
+					break
+				}
+				if !descended {
+					f.alt++
+					f.item = 0
+				}
+			}
+			if descended {
+				continue
+			}
+			// every referenced rule is measured (or on the stack: recursion
+			// counts as one level and one state)
+			d, w, s := 0, 0, 0
+			for _, alt := range r.alts {
+				ad, aw := 0, 0
+				sufD, sufW := 0, 0
+				for i := len(alt) - 1; i >= 0; i-- {
+					id, iw := itemDW(alt[i])
+					if nullable(alt[i]) {
+						sufD, sufW = sadd(id, sufD), sadd(iw, sufW)
+					} else {
+						sufD, sufW = id, iw
+					}
+					maxWidth = max(maxWidth, sufW)
+					ad, aw = sufD, sufW
+					if alt[i].rule >= 0 {
+						s = sadd(s, smul(reps(alt[i]), max(states[alt[i].rule], 1)))
+					} else {
+						s = sadd(s, reps(alt[i]))
+					}
+				}
+				d, w = max(d, ad), sadd(w, max(aw, 1))
+			}
+			depth[f.rule], width[f.rule], states[f.rule] = d, w, max(s, 1)
+			maxWidth = max(maxWidth, w)
+			mark[f.rule] = done
+			if d > maxGrammarDepth {
+				return 0, engine.Invalid("the grammar's rules nest more than %d deep through items that can be empty or start a rule (the limit on grammar nesting)", maxGrammarDepth)
+			}
+			if maxWidth > maxGrammarWidth {
+				return 0, engine.Invalid("the grammar can be matched more than %d ways at once (the limit on grammar ambiguity: an alternation of that many branches, or a repetition of an item that can be empty)", maxGrammarWidth)
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+	root := short[p.names["root"]]
+	if root >= gInf {
+		return -1, nil
+	}
+	return root, nil
+}
+
+// gFrame is a step of analyze's depth-first walk: the rule, and the
+// alternative and item it goes on from.
+type gFrame struct{ rule, alt, item int }
+
+// leading reports whether rule to is reached from rule from through items
+// that can be empty only, along the DFS stack: a left recursion.
+func (p *gParser) leading(to int, short []int, stack []gFrame) bool {
+	// The DFS went from each frame into the next through item index
+	// item-1 of alternative alt; the cycle is from `to`'s frame to the top.
+	start := -1
+	for i, f := range stack {
+		if f.rule == to {
+			start = i
+		}
+	}
+	if start < 0 {
+		return false
+	}
+	for i := start; i < len(stack); i++ {
+		f := stack[i]
+		alt := p.rules[f.rule].alts[f.alt]
+		for j := 0; j < f.item-1; j++ {
+			it := alt[j]
+			if !(it.min == 0 || (it.rule >= 0 && short[it.rule] == 0) || (it.rule < 0 && it.chars == 0)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// shortest computes each rule's shortest text in characters (gInf for
+// none) by Knuth's generalisation of Dijkstra's algorithm: a rule is
+// settled at the smallest value among its alternatives whose referenced
+// rules are all settled. Linear in the grammar, times a log.
+func (p *gParser) shortest() []int {
+	n := len(p.rules)
+	type altRef struct{ rule, alt int }
+	var (
+		pending = make([][]int, n) // per rule, per alternative: references not yet settled
+		users   = make([][]altRef, n)
+	)
+	val := make([]int, n)
+	settled := make([]bool, n)
+	for i := range val {
+		val[i] = gInf
+	}
+	h := &minHeap{}
+	for r := range p.rules {
+		pending[r] = make([]int, len(p.rules[r].alts))
+		for a, alt := range p.rules[r].alts {
+			sum := 0
+			for _, it := range alt {
+				if it.min == 0 {
+					continue
+				}
+				if it.rule < 0 {
+					sum = sadd(sum, smul(it.chars, it.min))
+					continue
+				}
+				pending[r][a]++
+				users[it.rule] = append(users[it.rule], altRef{r, a})
+			}
+			if pending[r][a] == 0 {
+				heap.Push(h, [2]int{sum, r})
+			}
+		}
+	}
+	for h.Len() > 0 {
+		top := heap.Pop(h).([2]int)
+		v, r := top[0], top[1]
+		if settled[r] {
+			continue
+		}
+		settled[r], val[r] = true, v
+		for _, u := range users[r] {
+			pending[u.rule][u.alt]--
+			if pending[u.rule][u.alt] == 0 {
+				sum := 0
+				for _, it := range p.rules[u.rule].alts[u.alt] {
+					if it.min == 0 {
+						continue
+					}
+					if it.rule < 0 {
+						sum = sadd(sum, smul(it.chars, it.min))
+					} else {
+						sum = sadd(sum, smul(val[it.rule], it.min))
+					}
+				}
+				heap.Push(h, [2]int{sum, u.rule})
+			}
+		}
+	}
+	return val
+}
+
+type minHeap [][2]int
+
+func (h minHeap) Len() int           { return len(h) }
+func (h minHeap) Less(i, j int) bool { return h[i][0] < h[j][0] }
+func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *minHeap) Push(x any)        { *h = append(*h, x.([2]int)) }
+func (h *minHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,199 @@
+package llamacpp
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ollama/ollama/llama"
+
+	"kvwin/engine"
+)
+
+// nested returns open×n + inner + close×n.
+func nested(open, inner, close string, n int) string {
+	return strings.Repeat(open, n) + inner + strings.Repeat(close, n)
+}
+
+func enumSchema(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"enum":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"value%d"`, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+func propsSchema(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d":{"type":"integer"}`, i)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
+func requiredSchema(n int) string {
+	var b, req strings.Builder
+	b.WriteString(`{"type":"object","properties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+			req.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"p%d":{"type":"integer"}`, i)
+		fmt.Fprintf(&req, `"p%d"`, i)
+	}
+	b.WriteString(`},"required":[` + req.String() + `]}`)
+	return b.String()
+}
+
+// requiredShortest is the length of {"p0":0,"p1":0,…} with n keys.
+func requiredShortest(n int) int {
+	total := 2 + n - 1 // braces and commas
+	for i := range n {
+		total += len(fmt.Sprintf(`"p%d":0`, i))
+	}
+	return total
+}
+
+// asciiGrammar initialises a grammar over printable ASCII the way the
+// budget keeper does (llama.NewGrammar), to show llama.cpp accepts what
+// kvwin's checks let through.
+func asciiGrammar(t *testing.T, g string) {
+	t.Helper()
+	var ids []uint32
+	var pieces []string
+	for c := byte(' '); c <= '~'; c++ {
+		ids, pieces = append(ids, uint32(c)), append(pieces, string(c))
+	}
+	gr := llama.NewGrammar(g, ids, pieces, []int32{0})
+	if gr == nil {
+		t.Fatalf("llama.cpp refused the grammar kvwin accepted")
+	}
+	gr.Free()
+}
+
+// Every hostile schema of the issue, at its size and ten times it, is
+// refused naming the limit it breaks; ordinary schemas of the sizes the
+// limits were chosen for convert, initialise and report their shortest
+// output.
+func TestSchemaLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		refuse       string // part of the error; "" to accept
+		shortest     int    // when accepted; -1 for none finite
+	}{
+		{"maxLength 10^6", `{"type":"string","maxLength":1000000}`, "limit on repetition counts", 0},
+		{"maxLength 10^8", `{"type":"string","maxLength":100000000}`, "limit on repetition counts", 0},
+		{"maxItems 10^7", `{"type":"array","items":{"type":"integer"},"maxItems":10000000}`, "limit on repetition counts", 0},
+		{"minLength negative", `{"type":"string","minLength":-1}`, "non-negative integer", 0},
+		{"array depth 5000", nested(`{"type":"array","items":`, `{"type":"string"}`, `}`, 5000), "limit on schema depth", 0},
+		{"array depth 50000", nested(`{"type":"array","items":`, `{"type":"string"}`, `}`, 50000), "limit on schema depth", 0},
+		{"pattern 50000 groups", `{"type":"string","pattern":"` + nested("(", "a", ")", 50000) + `"}`, "limit on pattern size", 0},
+		{"pattern 500000 groups", `{"type":"string","pattern":"` + nested("(", "a", ")", 500000) + `"}`, "limit on pattern size", 0},
+		{"pattern 300 groups", `{"type":"string","pattern":"` + nested("(", "a", ")", 300) + `"}`, "limit on grammar nesting", 0},
+		{"pattern {100000}", `{"type":"string","pattern":"^[a-z]{100000}$"}`, "limit on repetition counts", 0},
+		{"pattern nested {0,100}", `{"type":"string","pattern":"^((a|b){0,100}){0,100}$"}`, "limit on grammar ambiguity", 0},
+		{"pattern nested {0,500}", `{"type":"string","pattern":"^((a|b){0,500}){0,500}$"}`, "limit on grammar ambiguity", 0},
+		{"required recursion", `{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}},"required":["next"]}},"$ref":"#/$defs/n"}`, "", -1},
+		{"root ref to ref", `{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"type":"string"}}}`, "", 2},
+		{"root ref cycle", `{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}`, "cycle", 0},
+		{"number minimum", `{"type":"number","minimum":0.5}`, "cannot enforce", 0},
+		{"untyped maximum", `{"maximum":3}`, "cannot enforce", 0},
+		{"minProperties", `{"type":"object","additionalProperties":{"type":"string"},"minProperties":3}`, "cannot enforce", 0},
+		{"tuple minItems", `{"type":"array","prefixItems":[{"type":"string"}],"minItems":3}`, "cannot enforce", 0},
+		{"integer bounds", `{"type":["integer","null"],"minimum":-5,"maximum":300}`, "", 1},
+		{"a property named minimum", `{"type":"object","properties":{"minimum":{"type":"integer"}},"required":["minimum"]}`, "", len(`{"minimum":0}`)},
+		{"array depth 100", nested(`{"type":"array","items":`, `{"type":"string"}`, `}`, 100), "", 2},
+		{"object depth 64", nested(`{"type":"object","required":["a"],"properties":{"a":`, `{"type":"integer"}`, `}}`, 64), "", 64*6 + 1},
+		{"enum 100000", enumSchema(100000), "", len(`"value0"`)},
+		{"200 optional properties", propsSchema(200), "", 2},
+		{"300 optional properties", propsSchema(300), "limit on grammar ambiguity", 0},
+		{"1000 required properties", requiredSchema(1000), "", requiredShortest(1000)},
+		{"pattern [a-z]{3,8}", `{"type":"string","pattern":"^[a-z]{3,8}$"}`, "", 5},
+		{"maxLength 1000", `{"type":"string","minLength":10,"maxLength":1000}`, "", 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, short, err := outputGrammar(&engine.Output{Schema: []byte(tc.schema)})
+			if tc.refuse != "" {
+				if !errors.Is(err, engine.ErrInvalidRequest) || !strings.Contains(err.Error(), tc.refuse) {
+					t.Fatalf("err %v, want invalid naming %q", err, tc.refuse)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if short != tc.shortest {
+				t.Errorf("shortest output %d characters, want %d", short, tc.shortest)
+			}
+			asciiGrammar(t, g)
+		})
+	}
+}
+
+// The raw grammar field is read before llama.cpp sees it: the inputs that
+// crashed or stalled it are refused naming the limit, at the issue's size
+// and ten times it.
+func TestGrammarLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name, grammar string
+		refuse        string
+		shortest      int
+	}{
+		{"100000 nested parentheses", `root ::= ` + nested("(", `"a"`, ")", 100000), "limit on grammar nesting", 0},
+		{"1000000 nested parentheses", `root ::= ` + nested("(", `"a"`, ")", 1000000), "limit on grammar nesting", 0},
+		{"5 MB grammar", `root ::= "` + strings.Repeat("a", 5<<20) + `"`, "limit on grammar size", 0},
+		{"huge repetition", `root ::= "a"{0,4294967297}`, "limit on repetition counts", 0},
+		{"nested optional repetitions", `root ::= (("a" | "b"){0,100}){0,100}`, "limit on grammar ambiguity", 0},
+		{"long rule chain", chain(100000), "limit on grammar nesting", 0},
+		{"left recursion", `root ::= root "a" | "b"`, "left-recursive", 0},
+		{"undefined rule", `root ::= other`, "not defined", 0},
+		{"NUL byte", "root ::= \"a\x00\"", "NUL", 0},
+		{"unterminated", `root ::= "a`, "does not parse", 0},
+		{"no root", `other ::= "a"`, "root", 0},
+		{"ordinary", `root ::= "yes" | "no" | [0-9]{3,8}`, "", 2},
+		{"recursion", `root ::= "(" root ")" | "x"`, "", 1},
+		{"infinite", `root ::= "(" root ")"`, "", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			short, err := checkGrammar(tc.grammar)
+			if tc.refuse != "" {
+				if !errors.Is(err, engine.ErrInvalidRequest) || !strings.Contains(err.Error(), tc.refuse) {
+					t.Fatalf("err %v, want invalid naming %q", err, tc.refuse)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if short != tc.shortest {
+				t.Errorf("shortest %d, want %d", short, tc.shortest)
+			}
+			if short >= 0 {
+				asciiGrammar(t, tc.grammar)
+			}
+		})
+	}
+}
+
+// chain is a grammar of n rules, each starting with the next.
+func chain(n int) string {
+	var b strings.Builder
+	b.WriteString("root ::= r0\n")
+	for i := range n {
+		fmt.Fprintf(&b, "r%d ::= r%d \"a\"\n", i, i+1)
+	}
+	fmt.Fprintf(&b, "r%d ::= \"a\"\n", n)
+	return b.String()
+}
