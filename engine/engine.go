@@ -252,6 +252,12 @@ type Info struct {
 	// for a tenant are that tenant's own. A router caps what other
 	// backends report at the tenant's own registry prefix.
 	Tenants bool
+	// SharesPrefixes: a prefix computed in one slot seeds another slot
+	// without being computed again (a kvwin node copies it between slots).
+	// A backend without it (llama-server) reuses only the KV a slot itself
+	// holds, so a router placing a turn there weighs what the slot's
+	// present chain is worth to the conversation that computed it.
+	SharesPrefixes bool
 }
 
 // Backend generates completions. Implementations are safe for concurrent use.

@@ -24,8 +24,25 @@
 // block) with the backend's name, so replicas of the gateway agree without
 // talking to each other.
 //
-// When the registry knows the slot holding the prefix, the request is
-// pinned to it (llama-server's id_slot).
+// When the registry knows the slot holding most of the prompt, the request
+// is pinned to it (id_slot).
+//
+// # Backends whose slots reuse only their own KV
+//
+// A kvwin node copies a shared prefix into a free slot
+// (engine.Info.SharesPrefixes); a llama-server cannot, and a request
+// overwrites whatever its slot held past the common prefix. For such a
+// backend the router plans the slot (placement.go): a slot's cost is what
+// the turn computes there plus what it destroys, a slot holding another
+// conversation's chain being worth that chain to it: all of it while some
+// slot of the fleet is free, twice its evicted suffix once none is. So a
+// new conversation takes a free slot rather than a sibling's that shares
+// its system prompt, and every turn there is pinned to the planned slot
+// (llama-server's own choice would be the sibling's: the slot sharing the
+// longest prefix, --slot-prompt-similarity). A backend found restoring
+// what its slots gave up (a turn reusing more than its slot held:
+// llama-server's --cache-ram) has those chains counted as held there, as a
+// kvwin node's snapshots are.
 //
 // With Config.IsolateTenants (a gateway with keys), every turn on a backend
 // that does not keep tenants apart but runs a request on the slot it names

@@ -61,6 +61,15 @@ type member struct {
 	seq    uint64
 	freed  chan struct{} // closed and replaced at each settled claim
 
+	// runs counts the router's turns pinned to each slot of a backend it
+	// plans slots for (placement.go).
+	runs slotRuns
+	// restores: a backend whose slots reuse only their own KV reported
+	// reusing more of a prompt than the slot held (llama-server's
+	// host-memory prompt cache, --cache-ram); what its slots give up is
+	// then counted as held there, as a kvwin node's snapshots are.
+	restores atomic.Bool
+
 	// Owned by the running check (see checking).
 	backoff time.Duration
 	next    time.Time

@@ -35,6 +35,7 @@ type candidate struct {
 	cached     int           // prompt tokens it holds (registry)
 	own, ownOf int           // units (tokens, or bytes of text) of the prompt's chain of ownOf units the registry says it holds for the request's tenant
 	slot       int           // slot holding them; -1 unknown
+	planned    bool          // slot is the router's plan for a backend whose slots reuse only their own KV (placement.go)
 	predicted  time.Duration // predicted time to first token
 	slack      time.Duration // predicted time of TieTokens tokens: differences below it are ties
 }

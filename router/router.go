@@ -356,8 +356,17 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 			}
 			claimed = &p
 			sub.Slot, sub.NoCache, sub.SlotOnly = p.slot, req.NoCache || !p.reuse, true
-		} else if c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
+		} else if c.planned && c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 {
+			// A backend whose slots reuse only their own KV runs the
+			// turn on the slot the router planned, whether it continues
+			// the slot or starts in a free one (placement.go).
 			sub.Slot = c.slot
+		} else if !c.planned && c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
+			sub.Slot = c.slot
+		}
+		endRun := func() {}
+		if claimed == nil && sub.Slot >= 0 && r.plansSlots(m) {
+			endRun = m.startRun(sub.Slot)
 		}
 		// A backend that does not keep tenants apart (llama-server,
 		// Ollama, a node without our admin key) may reuse another tenant's
@@ -378,6 +387,7 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 			// only the tenant is told less.
 			r.learn(m, k, res)
 		}
+		endRun() // after learn: the slot is planned for again as it now is
 		if capped {
 			res.Timings.CachedTokens = c.capCached(res.Timings)
 		}
@@ -548,6 +558,16 @@ func (r *Router) score(k key, live []*member) []candidate {
 			peer, most = m.cal, st.Observations
 		}
 	}
+	// Backends whose slots reuse only their own KV: each idle slot's hold,
+	// and whether any slot of them is free (placement.go).
+	plans := map[int][]slotPlan{}
+	room := false
+	for _, m := range live {
+		if r.plansSlots(m) && len(k.exact.Keys) > 0 {
+			plans[m.index] = r.slotPlans(m, k.exact, k.length)
+			room = room || hasRoom(plans[m.index])
+		}
+	}
 	cands := make([]candidate, 0, len(live))
 	for _, m := range live {
 		var cost attention.Predictor = m.cal
@@ -565,7 +585,24 @@ func (r *Router) score(k key, live []*member) []candidate {
 				c.slot = mt.Slot
 			}
 		}
-		c.predicted = m.wait() + cost.Predict(max(k.length-c.cached, 1), c.cached)
+		extra := time.Duration(0)
+		if plans, ok := plans[m.index]; ok {
+			// Its slots reuse only their own KV: the slot the turn would
+			// take, and what taking it destroys (placement.go).
+			if m.restores.Load() {
+				best := 0
+				if mt, ok := held[m.name]; ok && mt.Approximate != m.exact {
+					best = mt.Length
+				}
+				plans = restorable(plans, best, k.length)
+			}
+			p := bestPlan(plans, k.length, room)
+			c.cached, c.slot, c.planned = p.reuse, p.slot, true
+			if d := p.destroyed(room); d > 0 {
+				extra = cost.Predict(d, 0)
+			}
+		}
+		c.predicted = m.wait() + cost.Predict(max(k.length-c.cached, 1), c.cached) + extra
 		c.slack = cost.Predict(r.cfg.TieTokens, 0)
 		cands = append(cands, c)
 	}
@@ -589,6 +626,13 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		if !m.exact && k.length > 0 {
 			cached = cached * chain.Length / k.length // tokens → bytes of text
 		}
+		if r.plansSlots(m) && !m.restores.Load() && cached >= chain.Units(sharedKeys(prev, chain.Keys)+2) {
+			// More than the slot held: the backend restored it from
+			// elsewhere (placement.go).
+			m.restores.Store(true)
+			r.log.Info("backend restores prompts its slots gave up (a prompt cache); counting them as held there",
+				"backend", m.name, "slot", slot, "reused", cached)
+		}
 		r.reg.Correct(loc, chain, cached)
 		held := chain
 		if !m.exact && res.Text != "" && k.text != "" {
@@ -603,7 +647,7 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		if disagrees(prev, chain, cached) {
 			m.wantRead.Store(true) // the slot lost what the registry believed: read the others too
 		}
-		if m.snapshots && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
+		if (m.snapshots || m.restores.Load()) && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
 			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * held.BlockSize, BlockSize: held.BlockSize, Approximate: held.Approximate})
 		}
 		r.reg.Record(loc, held)

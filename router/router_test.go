@@ -383,6 +383,7 @@ type tenantFake struct{ *fake }
 func (f tenantFake) Info() engine.Info {
 	info := f.fake.Info()
 	info.Tenants = true
+	info.SharesPrefixes = true // a kvwin node
 	return info
 }
 

@@ -94,20 +94,23 @@ func TestTenantsNeverReuseEachOthersKV(t *testing.T) {
 }
 
 // TestIsolationLeavesOthersAsTheyWere: without keys (one tenant) the router
-// pins and reuses as before; a backend that cannot be pinned (Ollama) and
+// pins and reuses as before (on a llama-server, whose slots reuse only
+// their own KV, every turn goes to the slot it planned, the first one
+// too: placement.go); a backend that cannot be pinned (Ollama) and
 // one that keeps tenants apart (a kvwin node with our key) are not pinned
 // for isolation and never sent NoCache (Ollama refuses it).
 func TestIsolationLeavesOthersAsTheyWere(t *testing.T) {
 	secret := conv(3, 2)
 	for _, tc := range []struct {
-		name    string
-		isolate bool
-		backend func(*fake) engine.Backend
-		tenants []string
+		name      string
+		isolate   bool
+		backend   func(*fake) engine.Backend
+		tenants   []string
+		firstSlot int // the slot the first turn is sent to
 	}{
-		{"no keys", false, func(f *fake) engine.Backend { return pinFake{f} }, []string{"default", "default", "default"}},
-		{"not pinnable", true, func(f *fake) engine.Backend { return f }, []string{"alice", "bob", "alice"}},
-		{"keeps tenants apart", true, func(f *fake) engine.Backend { return pinTenantFake{tenantFake{f}} }, []string{"alice", "bob", "alice"}},
+		{"no keys", false, func(f *fake) engine.Backend { return pinFake{f} }, []string{"default", "default", "default"}, 0},
+		{"not pinnable", true, func(f *fake) engine.Backend { return f }, []string{"alice", "bob", "alice"}, -1},
+		{"keeps tenants apart", true, func(f *fake) engine.Backend { return pinTenantFake{tenantFake{f}} }, []string{"alice", "bob", "alice"}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake("b")
@@ -119,7 +122,7 @@ func TestIsolationLeavesOthersAsTheyWere(t *testing.T) {
 			t.Cleanup(func() { r.Close() })
 			for i, tenant := range tc.tenants {
 				got := turn(t, r, f, tenant, secret)
-				if req := f.last(); req.NoCache || req.SlotOnly || (i == 0 && req.Slot != -1) {
+				if req := f.last(); req.NoCache || req.SlotOnly || (i == 0 && req.Slot != tc.firstSlot) {
 					t.Fatalf("turn %d: sent slot %d, no_cache %v; want the router's old choice", i, req.Slot, req.NoCache)
 				}
 				// The backend reuses the secret from the second turn on,

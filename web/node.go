@@ -563,6 +563,10 @@ type nodeProps struct {
 	// KvwinTenants says the node keeps apart the tenants this caller names
 	// (X-Kvwin-Tenant): it has keys and the caller holds the admin key.
 	KvwinTenants bool `json:"kvwin_tenants"`
+	// KvwinSharesPrefixes says a prefix one slot holds seeds another slot
+	// without being computed again (engine.Info.SharesPrefixes), which
+	// llama-server's slots cannot do.
+	KvwinSharesPrefixes bool `json:"kvwin_shares_prefixes"`
 }
 
 // nodeProps serves GET /props.
@@ -572,6 +576,7 @@ func (s *Server) nodeProps(c *gin.Context) {
 	p.DefaultGenerationSettings.NCtx = info.ContextSlot
 	p.TotalSlots, p.ModelAlias, p.ModelPath, p.KvwinSnapshots = info.Slots, info.Model, info.Model, info.Snapshots
 	p.KvwinTenants = s.keys.enabled() && isAdmin(c)
+	p.KvwinSharesPrefixes = info.SharesPrefixes
 	if t, ok := s.backend.(engine.ChatTemplater); ok {
 		p.ChatTemplate = t.ChatTemplate()
 	}

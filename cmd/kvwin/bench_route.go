@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,6 +34,7 @@ func newBenchRouteCmd() *cobra.Command {
 		asJSON      bool
 		snapshots   bool
 		nodeThreads int
+		backends    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "route",
@@ -46,10 +49,21 @@ workload (its longest prompt, its answer and the output reservation), so
 every turn is answered whole. Reports per policy: cached-token share,
 prefill tokens (prompt − cached, summed), TTFT p50/p90, requests/s, errors,
 and the oracle: the prefill a perfect router with an unbounded cache would
-pay for the same turns, with the policy's ratio to it.`,
+pay for the same turns, with the policy's ratio to it. "computed" is what the
+backends themselves say they computed (timings.prompt_n of every answer,
+summed by a proxy in front of each), whatever the gateway made of it.
+
+With --backend llamaserver=URL (repeatable) it starts no nodes and runs the
+workload against servers you started (llama-server, or kvwin nodes), on
+127.0.0.1 or wherever they are: a fresh gateway per policy, and per policy
+the conversations' text drawn anew (same lengths, same order), so that what
+one policy left in the servers' slots or prompt caches is no help to the
+next. Size the servers' slots for the workload: at least the context a node
+would get (printed), e.g. llama-server -np 2 -c 2×that (the June 2025 build
+divides -c among the slots) or --ctx-size that × slots.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			exe, err := os.Executable()
+			urls, err := routeBackendURLs(backends)
 			if err != nil {
 				return err
 			}
@@ -58,18 +72,35 @@ pay for the same turns, with the policy's ratio to it.`,
 				return err
 			}
 			defer os.RemoveAll(dir)
-			model, err := ensureTinyModel(dir)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
 			var results []routeResult
-			for _, policy := range policies {
-				res, err := benchRoutePolicy(ctx, exe, model, dir, policy, nodes, nodeThreads, snapshots, w)
-				if err != nil {
-					return fmt.Errorf("policy %s: %w", policy, err)
+			if len(urls) > 0 {
+				fmt.Fprintf(os.Stderr, "backends: %s (a node would get ctx %d per slot)\n", strings.Join(urls, ", "), w.nodeContext())
+				for i, policy := range policies {
+					pw := w
+					pw.TextSalt = uint64(i + 1)
+					res, err := benchRouteRun(ctx, dir, policy, urls, pw)
+					if err != nil {
+						return fmt.Errorf("policy %s: %w", policy, err)
+					}
+					results = append(results, res)
 				}
-				results = append(results, res)
+			} else {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				model, err := ensureTinyModel(dir)
+				if err != nil {
+					return err
+				}
+				for _, policy := range policies {
+					res, err := benchRoutePolicy(ctx, exe, model, dir, policy, nodes, nodeThreads, snapshots, w)
+					if err != nil {
+						return fmt.Errorf("policy %s: %w", policy, err)
+					}
+					results = append(results, res)
+				}
 			}
 			printRouteTable(os.Stderr, results)
 			if asJSON {
@@ -80,6 +111,7 @@ pay for the same turns, with the policy's ratio to it.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&nodes, "nodes", 3, "kvwin nodes")
+	f.StringArrayVar(&backends, "backend", nil, "llamaserver=URL of a server to run against instead of starting nodes (repeatable)")
 	f.StringSliceVar(&policies, "policies", router.Policies(), "routing policies to compare")
 	f.BoolVar(&asJSON, "json", false, "print JSON on standard output")
 	f.BoolVar(&snapshots, "snapshots", true, "nodes keep KV snapshots of evicted conversations (kvwin's default)")
@@ -94,10 +126,23 @@ pay for the same turns, with the policy's ratio to it.`,
 	return cmd
 }
 
+// routeBackendURLs checks the --backend specs: llamaserver=URL each.
+func routeBackendURLs(specs []string) ([]string, error) {
+	var out []string
+	for _, s := range specs {
+		u, ok := strings.CutPrefix(s, "llamaserver=")
+		if !ok || u == "" {
+			return nil, fmt.Errorf("--backend %q: want llamaserver=URL (a llama-server or a kvwin node)", s)
+		}
+		out = append(out, strings.TrimSuffix(u, "/"))
+	}
+	return out, nil
+}
+
 // benchRoutePolicy runs the workload once through a gateway with policy
 // over fresh nodes.
 func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, threads int, snapshots bool, w routeWorkload) (routeResult, error) {
-	var specs []string
+	var urls []string
 	nodeCtx := w.nodeContext()
 	for i := range n {
 		node, err := startNodeProcess(ctx, exe, model, filepath.Join(dir, fmt.Sprintf("%s-node%d", policy, i)), threads, nodeCtx, snapshots)
@@ -105,10 +150,29 @@ func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, th
 			return routeResult{}, err
 		}
 		defer node.stop()
-		specs = append(specs, "llamaserver="+node.url)
+		urls = append(urls, node.url)
 	}
+	fmt.Fprintf(os.Stderr, "policy %s: %d nodes (ctx %d per slot), %d conversations × %d turns\n", policy, n, nodeCtx, w.Groups*w.PerGroup, w.Turns)
+	return benchRouteRun(ctx, dir, policy, urls, w)
+}
+
+// benchRouteRun runs the workload once through a fresh gateway with policy
+// over the backends at urls, each behind a proxy counting what it computed.
+func benchRouteRun(ctx context.Context, dir, policy string, urls []string, w routeWorkload) (routeResult, error) {
+	var specs []string
+	var proxies []*countingProxy
+	for _, u := range urls {
+		p, err := startCountingProxy(ctx, u)
+		if err != nil {
+			return routeResult{}, err
+		}
+		defer p.stop()
+		proxies = append(proxies, p)
+		specs = append(specs, "llamaserver="+p.url)
+	}
+	logs := &lineCounter{match: "cannot be true"}
 	f := app.Config{Addr: "127.0.0.1:0", DataDir: dir, Window: "full", MaxBody: 8 << 20, ShutdownTimeout: 5 * time.Second,
-		Backends: specs, Route: policy, LogLevel: slog.LevelWarn}
+		Backends: specs, Route: policy, LogLevel: slog.LevelWarn, LogOutput: io.MultiWriter(os.Stderr, logs)}
 	gw, err := app.New(f)
 	if err != nil {
 		return routeResult{}, err
@@ -117,7 +181,6 @@ func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, th
 	done := make(chan error, 1)
 	go func() { done <- gw.Run(gctx) }()
 	defer func() { cancel(); <-done }()
-	fmt.Fprintf(os.Stderr, "policy %s: %d nodes (ctx %d per slot), %d conversations × %d turns\n", policy, n, nodeCtx, w.Groups*w.PerGroup, w.Turns)
 	count := 0
 	res := w.run(ctx, gw.URL(), policy, func(t routeTurn) {
 		count++
@@ -129,8 +192,12 @@ func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, th
 			count, w.Groups*w.PerGroup*w.Turns, t.Conv, t.Turn, t.Backend, t.Prompt, t.Cached, float64(t.TTFT.Microseconds())/1000, status)
 	})
 	fmt.Fprintln(os.Stderr)
-	// The oracle tokenizes with a node, as the nodes computed.
-	tok, err := llamaserver.New(llamaserver.Config{BaseURL: strings.TrimPrefix(specs[0], "llamaserver=")}, nil)
+	for _, p := range proxies {
+		res.Computed += int(p.computed.Load())
+	}
+	res.Implausible = logs.count()
+	// The oracle tokenizes with a backend, as the backends computed.
+	tok, err := llamaserver.New(llamaserver.Config{BaseURL: urls[0]}, nil)
 	if err != nil {
 		return res, err
 	}
@@ -140,8 +207,39 @@ func benchRoutePolicy(ctx context.Context, exe, model, dir, policy string, n, th
 	}
 	if res.OraclePrefill > 0 {
 		res.PrefillVsOracle = float64(res.PrefillTokens) / float64(res.OraclePrefill)
+		res.ComputedVsOracle = float64(res.Computed) / float64(res.OraclePrefill)
 	}
 	return res, nil
+}
+
+// lineCounter counts the lines written to it that contain match.
+type lineCounter struct {
+	match string
+	mu    sync.Mutex
+	n     int
+	part  []byte // a line not yet ended
+}
+
+func (l *lineCounter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.part = append(l.part, p...)
+	for {
+		i := bytes.IndexByte(l.part, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if bytes.Contains(l.part[:i], []byte(l.match)) {
+			l.n++
+		}
+		l.part = l.part[i+1:]
+	}
+}
+
+func (l *lineCounter) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
 }
 
 // nodeProcess is a kvwin node running as a subprocess.
@@ -221,16 +319,22 @@ func freePort() (int, error) {
 }
 
 func printRouteTable(w io.Writer, results []routeResult) {
-	fmt.Fprintf(w, "%-13s %8s %10s %10s %9s %10s %10s %8s %7s\n", "policy", "cached", "prefill", "oracle", "/oracle", "ttft p50", "ttft p90", "req/s", "errors")
+	fmt.Fprintf(w, "%-13s %8s %9s %10s %10s %10s %9s %9s %6s %10s %10s %8s %7s %9s\n", "policy", "cached", "cached≥t3", "prefill",
+		"computed", "oracle", "/oracle", "comp/orc", "moved", "ttft p50", "ttft p90", "req/s", "errors", "implaus.")
 	for _, r := range results {
-		fmt.Fprintf(w, "%-13s %7.1f%% %10d %10d %8.2fx %8.0fms %8.0fms %8.2f %7d\n", r.Policy, 100*r.CachedShare, r.PrefillTokens,
-			r.OraclePrefill, r.PrefillVsOracle, r.TTFTP50, r.TTFTP90, r.RequestsPerS, r.Errors)
+		fmt.Fprintf(w, "%-13s %7.1f%% %8.1f%% %10d %10d %10d %8.2fx %8.2fx %6d %8.0fms %8.0fms %8.2f %7d %9d\n", r.Policy, 100*r.CachedShare,
+			100*r.CachedShareFrom3, r.PrefillTokens, r.Computed, r.OraclePrefill, r.PrefillVsOracle, r.ComputedVsOracle, r.Moved,
+			r.TTFTP50, r.TTFTP90, r.RequestsPerS, r.Errors, r.Implausible)
 	}
 	for _, r := range results {
 		if r.Policy == router.PolicyRoundRobin && r.PrefillTokens > 0 {
 			for _, p := range results {
 				if p.Policy == router.PolicyPrefix {
-					fmt.Fprintf(w, "prefix / round-robin prefill tokens: %.2f\n", float64(p.PrefillTokens)/float64(r.PrefillTokens))
+					fmt.Fprintf(w, "prefix / round-robin prefill tokens: %.2f", float64(p.PrefillTokens)/float64(r.PrefillTokens))
+					if r.Computed > 0 {
+						fmt.Fprintf(w, ", computed (backends' own count): %.2f", float64(p.Computed)/float64(r.Computed))
+					}
+					fmt.Fprintln(w)
 				}
 			}
 		}

@@ -197,7 +197,8 @@ func (e *Engine) Registry() *kvcache.Registry { return e.kv.reg }
 
 // Info describes the engine.
 func (e *Engine) Info() engine.Info {
-	return engine.Info{Name: e.cfg.Name, Model: e.cfg.ModelID, ContextSlot: e.cfg.Ctx, Slots: e.cfg.Slots, Snapshots: e.kv.store != nil}
+	return engine.Info{Name: e.cfg.Name, Model: e.cfg.ModelID, ContextSlot: e.cfg.Ctx, Slots: e.cfg.Slots, Snapshots: e.kv.store != nil,
+		SharesPrefixes: true} // placement forks a shared prefix into a free slot (KvCacheSeqCp)
 }
 
 // CountMessage returns a chat message's tokens as the engine renders it

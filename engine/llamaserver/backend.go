@@ -140,7 +140,7 @@ func (b *Backend) Info() engine.Info {
 	info := engine.Info{Name: b.cfg.Name, Model: b.cfg.Model}
 	if st := b.snapshot(); st != nil {
 		info.ContextSlot, info.Slots, info.Snapshots = st.props.ContextSlot, st.props.Slots, st.props.Snapshots
-		info.Tenants = st.props.Tenants
+		info.Tenants, info.SharesPrefixes = st.props.Tenants, st.props.SharesPrefixes
 		info.Model = b.modelID(st.props)
 	}
 	return info

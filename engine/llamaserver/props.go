@@ -16,6 +16,10 @@ type Props struct {
 	ModelAlias   string // model_alias: the --alias, if the server has one
 	Snapshots    bool   // kvwin_snapshots: a kvwin node restoring evicted slots from disk
 	Tenants      bool   // kvwin_tenants: a kvwin node keeping the tenants this caller names apart
+	// SharesPrefixes (kvwin_shares_prefixes): a kvwin node seeding a slot
+	// with a prefix another slot holds. llama-server does not say it, and
+	// cannot: its slots reuse only their own KV.
+	SharesPrefixes bool
 }
 
 // propsBody is the part of llama-server's /props answer kvwin reads.
@@ -34,6 +38,7 @@ type propsBody struct {
 	ModelAlias   string `json:"model_alias"`
 	Snapshots    bool   `json:"kvwin_snapshots"`
 	Tenants      bool   `json:"kvwin_tenants"`
+	Shares       bool   `json:"kvwin_shares_prefixes"`
 }
 
 // LoadProps reads the server's /props and makes them the backend's: Info
@@ -60,7 +65,7 @@ func (b *Backend) loadProps(ctx context.Context) (Props, error) {
 	p := Props{
 		Slots: body.TotalSlots, ContextSlot: body.DefaultGenerationSettings.NCtx,
 		ChatTemplate: body.ChatTemplate, ModelPath: body.ModelPath, ModelAlias: body.ModelAlias,
-		Snapshots: body.Snapshots, Tenants: body.Tenants,
+		Snapshots: body.Snapshots, Tenants: body.Tenants, SharesPrefixes: body.Shares,
 	}
 	// A server that reports no slots or no context cannot be planned for;
 	// treat it as one that did not answer rather than divide by its zeros.

@@ -191,3 +191,28 @@ func TestClosed(t *testing.T) {
 		t.Errorf("Generate after Close: %v", err)
 	}
 }
+
+// Whether a server's slots can seed each other is read from the server: a
+// kvwin node says so in its /props, a llama-server (the recorded build's
+// /props) says nothing and cannot.
+func TestSharesPrefixesIsReadFromProps(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+		want bool
+	}{
+		{"llama-server 2025-06", fileAnswer(http.StatusOK, "llama-server-2025-06/props.response.json"), false},
+		{"kvwin node", jsonAnswer(http.StatusOK, `{"default_generation_settings":{"n_ctx":512},"total_slots":2,"model_path":"tiny","kvwin_shares_prefixes":true}`), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := answering(t, tc.h, Config{})
+			p, err := b.LoadProps(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.SharesPrefixes != tc.want || b.Info().SharesPrefixes != tc.want {
+				t.Errorf("props say shares prefixes %v, Info %v; want %v", p.SharesPrefixes, b.Info().SharesPrefixes, tc.want)
+			}
+		})
+	}
+}

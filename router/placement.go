@@ -1,0 +1,202 @@
+package router
+
+import (
+	"sync"
+
+	"kvwin/engine"
+	"kvwin/kvcache"
+)
+
+// Placement on backends whose slots reuse only their own KV.
+//
+// A kvwin node copies a prefix one slot holds into another slot
+// (engine.Info.SharesPrefixes), so where a turn runs costs only what the
+// backend holds of it: the registry's best match. A llama-server cannot: a
+// slot reuses the longest common prefix of what it itself holds, and a
+// request run on a slot overwrites everything there past that prefix. On
+// such a backend the cost of a slot includes what it destroys:
+//
+//	cost(slot) = (prompt − reuse) + destroyed
+//
+// where reuse is the prefix of the prompt the slot holds (registry). A slot
+// holding another conversation's longer chain is worth its reuse to that
+// conversation too, and what that is depends on where it can go next:
+//
+//   - While some slot of the fleet is free (holds nothing, or a prefix of
+//     this prompt), the conversation evicted here would compute its whole
+//     chain again, in a free slot or by evicting this one back: destroyed
+//     is all the slot holds. So a new conversation takes a free slot, and
+//     two conversations sharing a system prompt do not take turns in one
+//     slot, recomputing each other's suffix every turn, while slots stand
+//     empty.
+//   - Once none is, every placement evicts someone: destroyed is the suffix
+//     beyond what the prompt shares with the slot, counted twice (its owner
+//     computes it again, and coming back evicts this one), and the least
+//     valuable slot is taken; the shared prefix wins where it outweighs
+//     that suffix.
+//
+// The backend's score is its best slot's, and the turn is pinned to that
+// slot (id_slot): llama-server's own choice, unpinned, would give a
+// newcomer the slot whose prompt it shares most (--slot-prompt-similarity),
+// which is exactly a sibling's. Slots the router has a turn running on are
+// not planned for; with all of them busy the turn is not pinned, and the
+// server runs it on the first slot that frees.
+//
+// A backend that reports reusing more of a prompt than the slot it ran on
+// held (llama-server's host-memory prompt cache, --cache-ram, loads the
+// cached prompt continuing a request best into the slot it takes, pinned
+// or not, when the slot it takes would keep less than half of what it
+// holds) restores what its slots give up: from then on the chains its
+// slots give up count as held there (the registry's snapshot tier, as a
+// kvwin node's), evicting costs nothing, and the slot chosen is the one
+// where the server will reuse most: one it will swap with its cache
+// rather than a sibling's it keeps.
+//
+// A slot the registry says holds nothing counts as free. The registry
+// learns what each turn reused from the backend's own counts, so a slot
+// emptied behind the router's back (a restart, the server's prompt cache
+// swapping it) is corrected by the first turn that finds it so.
+
+// evictWeight is how many times an evicted suffix counts once no slot is
+// free: once for its conversation, which must compute it again, once for
+// the turn in which it comes back and evicts this one.
+const evictWeight = 2
+
+// slotPlan is the slot a turn would take on a backend that reuses only a
+// slot's own KV.
+type slotPlan struct {
+	slot    int // -1: every slot is busy
+	own     int // prompt tokens the slot itself holds
+	reuse   int // prompt tokens the turn would reuse there: own, or what a prompt cache loads
+	held    int // tokens the slot holds
+	evicted int // of them, beyond reuse: overwritten by the turn
+}
+
+// destroyed is what taking the slot costs other conversations (see the
+// file comment): room says some slot of the fleet is free.
+func (p slotPlan) destroyed(room bool) int {
+	switch {
+	case p.evicted == 0:
+		return 0
+	case room:
+		return p.held
+	default:
+		return evictWeight * p.evicted
+	}
+}
+
+// cost is the plan's cost in tokens.
+func (p slotPlan) cost(length int, room bool) int { return length - p.reuse + p.destroyed(room) }
+
+// plansSlots reports whether the router plans m's slots itself: m keys
+// exactly (its prompt tokens are the router's), runs a request on the slot
+// it names, cannot seed one slot from another, and is not a backend the
+// router isolates tenants on (tenancy.go claims those slots).
+func (r *Router) plansSlots(m *member) bool {
+	if !m.exact || m.backend.Info().SharesPrefixes || r.isolates(m) {
+		return false
+	}
+	p, ok := m.backend.(engine.SlotPinner)
+	return ok && p.PinsSlots()
+}
+
+// slotPlans lists the idle slots of m and what a prompt of chain (length
+// tokens) would find in each.
+func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPlan {
+	var out []slotPlan
+	for s := range m.slotCount() {
+		if m.running(s) {
+			continue
+		}
+		held := r.reg.Held(kvcache.Location{Backend: m.name, Slot: s})
+		shared := sharedKeys(held, chain.Keys)
+		reuse := min(chain.Units(shared), max(length-1, 0))
+		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
+			held: chain.Units(len(held)), evicted: chain.Units(len(held) - shared)})
+	}
+	return out
+}
+
+// bestPlan is the plan of least cost, ties to the slot holding more of the
+// prompt itself, then to the lowest slot; slot -1 if plans is empty.
+func bestPlan(plans []slotPlan, length int, room bool) slotPlan {
+	best := slotPlan{slot: -1}
+	for _, p := range plans {
+		c, b := p.cost(length, room), best.cost(length, room)
+		if best.slot < 0 || c < b || c == b && p.own > best.own {
+			best = p
+		}
+	}
+	return best
+}
+
+// restorable is plans on a backend that restores what its slots give up
+// (a prompt cache) for a prompt of length tokens, best of which the
+// backend holds anywhere: evicting costs nothing there, and a slot that
+// would keep less than half of what it holds (llama-server swaps such a
+// slot with its prompt cache, pinned or not; one keeping more it does not
+// touch) gets the best held prompt loaded.
+func restorable(plans []slotPlan, best, length int) []slotPlan {
+	out := make([]slotPlan, len(plans))
+	for i, p := range plans {
+		if 2*p.own < p.held || p.held == 0 {
+			p.reuse = max(p.reuse, min(best, length-1))
+		}
+		p.evicted = 0
+		out[i] = p
+	}
+	return out
+}
+
+// hasRoom reports whether some plan evicts nothing.
+func hasRoom(plans []slotPlan) bool {
+	for _, p := range plans {
+		if p.evicted == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedKeys is the length of the common prefix of two chains' keys.
+func sharedKeys(a, b []kvcache.Key) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// slotRuns counts the router's turns running on each slot of a backend it
+// plans slots for; planSlot leaves those slots out.
+type slotRuns struct {
+	mu  sync.Mutex
+	ran map[int]int
+}
+
+// running reports whether a turn of the router's runs on slot s of m.
+func (m *member) running(s int) bool {
+	m.runs.mu.Lock()
+	defer m.runs.mu.Unlock()
+	return m.runs.ran[s] > 0
+}
+
+// startRun counts a turn pinned to slot s of m until the returned func is
+// called.
+func (m *member) startRun(s int) func() {
+	m.runs.mu.Lock()
+	defer m.runs.mu.Unlock()
+	if m.runs.ran == nil {
+		m.runs.ran = map[int]int{}
+	}
+	m.runs.ran[s]++
+	return func() {
+		m.runs.mu.Lock()
+		defer m.runs.mu.Unlock()
+		if m.runs.ran[s]--; m.runs.ran[s] <= 0 {
+			delete(m.runs.ran, s)
+		}
+	}
+}

@@ -1,0 +1,262 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"kvwin/engine"
+	"kvwin/engine/llamaserver"
+	"kvwin/engine/llamaserver/llamaservertest"
+)
+
+// placementRun is one policy's run of the conversations over fake
+// llama-servers.
+type placementRun struct {
+	backends [][]string // per conversation, the backend of each turn
+	prompt   int        // prompt tokens from the third turn on, as reported
+	cached   int        // of them, reported reused
+	computed int        // prompt tokens the servers computed, their own count
+	oracle   int        // the oracle's prefill for the same turns
+	restores int        // backends the router found restoring what their slots gave up
+	warnings []string   // the router's warnings
+}
+
+// logLines is a log destination keeping its lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.Split(strings.TrimSpace(string(p)), "\n")...)
+	return len(p), nil
+}
+
+// runConversations sends convs conversations (two per system prompt) of
+// turns turns each, turn by turn in interleaved order, through a router
+// with policy over servers fake llama-servers of slots slots each.
+func runConversations(t *testing.T, policy string, rules llamaservertest.Rules, servers, slots, convs, turns, inflight int) placementRun {
+	return runConversationsOn(t, policy, llamaservertest.Config{Slots: slots, Rules: rules}, servers, convs, turns, inflight)
+}
+
+// runConversationsOn is runConversations over fakes of cfg.
+func runConversationsOn(t *testing.T, policy string, cfg llamaservertest.Config, servers, convs, turns, inflight int) placementRun {
+	t.Helper()
+	ctx := context.Background()
+	var fakes []*llamaservertest.Server
+	var backends []engine.Backend
+	for i := range servers {
+		f := llamaservertest.Start(cfg)
+		t.Cleanup(f.Close)
+		b, err := llamaserver.New(llamaserver.Config{BaseURL: f.URL(), Name: fmt.Sprintf("ls%d", i)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		if _, err := b.LoadProps(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fakes, backends = append(fakes, f), append(backends, b)
+	}
+	logs := &logLines{}
+	r, err := New(Config{Policy: policy}, backends, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	tok := backends[0].(*llamaserver.Backend)
+
+	system := func(g int) string { return strings.Repeat(fmt.Sprintf("system prompt of group %d. ", g), 32)[:800] }
+	run := placementRun{backends: make([][]string, convs)}
+	var (
+		mu            sync.Mutex
+		prompts, held [][]int // in the order the turns ended
+		wg            sync.WaitGroup
+		errs          = make(chan error, inflight)
+	)
+	// Each of inflight goroutines runs its share of the conversations,
+	// turn by turn, interleaved.
+	for g := range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			history := map[int][]engine.Message{}
+			for turn := 1; turn <= turns; turn++ {
+				for c := g; c < convs; c += inflight {
+					if turn == 1 {
+						history[c] = []engine.Message{{Role: "system", Content: system(c / 2)}}
+					}
+					user := strings.Repeat(fmt.Sprintf("[%d.%d] question ", c, turn), 20)[:200]
+					history[c] = append(history[c], engine.Message{Role: "user", Content: user})
+					req := engine.Request{Messages: history[c], MaxTokens: 120, Slot: -1, Keep: -1}
+					p, err := tok.Prompt(ctx, req)
+					if err != nil {
+						errs <- err
+						return
+					}
+					res, err := r.Generate(ctx, req, nil)
+					if err != nil {
+						errs <- fmt.Errorf("conversation %d turn %d: %w", c, turn, err)
+						return
+					}
+					history[c] = append(history[c], engine.Message{Role: "assistant", Content: res.Text})
+					mu.Lock()
+					run.backends[c] = append(run.backends[c], res.Backend)
+					if turn >= 3 {
+						run.prompt += res.Timings.PromptTokens
+						run.cached += res.Timings.CachedTokens
+					}
+					prompts = append(prompts, p)
+					held = append(held, append(append([]int(nil), p...), llamaservertest.Encode(res.Text, false, false)...))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, f := range fakes {
+		run.computed += f.Counts().Computed
+	}
+	for _, m := range r.members {
+		if m.restores.Load() {
+			run.restores++
+		}
+	}
+	logs.mu.Lock()
+	run.warnings = append([]string(nil), logs.lines...)
+	logs.mu.Unlock()
+	for i, p := range prompts {
+		best := 0
+		for _, h := range held[:i] {
+			n := 0
+			for n < min(len(p), len(h)) && p[n] == h[n] {
+				n++
+			}
+			best = max(best, n)
+		}
+		run.oracle += len(p) - best
+	}
+	return run
+}
+
+// Over llama-servers, whose slots reuse only their own KV, four
+// conversations (two per system prompt) on three servers of two slots each
+// keep a slot each: none moves after its first turn, the servers reuse
+// nearly every prompt token from the third turn on, the router warns of
+// nothing (no usage that cannot be true), and they compute
+// little more than the oracle, and no more than under round-robin.
+func TestConversationsKeepASlotEachOnLlamaServers(t *testing.T) {
+	builds := []struct {
+		name string
+		cfg  llamaservertest.Config
+	}{
+		{"2026-08 --cache-ram 0", llamaservertest.Config{Slots: 2, Rules: llamaservertest.Rules2026}},
+		{"2026-08", llamaservertest.Config{Slots: 2, Rules: llamaservertest.Rules2026, PromptCache: true}},
+		{"2025-06", llamaservertest.Config{Slots: 2, Rules: llamaservertest.Rules2025}}, // no timings.cache_n
+	}
+	for _, inflight := range []int{1, 2} {
+		for _, b := range builds {
+			t.Run(fmt.Sprintf("%s, %d in flight", b.name, inflight), func(t *testing.T) {
+				conversationsKeepASlotEach(t, inflight, b.cfg)
+			})
+		}
+	}
+}
+
+func conversationsKeepASlotEach(t *testing.T, inflight int, cfg llamaservertest.Config) {
+	const servers, convs, turns = 3, 4, 8
+	prefix := runConversationsOn(t, PolicyPrefix, cfg, servers, convs, turns, inflight)
+	rr := runConversationsOn(t, PolicyRoundRobin, cfg, servers, convs, turns, inflight)
+	for c, bs := range prefix.backends {
+		for turn, b := range bs[1:] {
+			if b != bs[0] {
+				t.Errorf("conversation %d moved from %s to %s on turn %d: %v", c, bs[0], b, turn+2, bs)
+				break
+			}
+		}
+	}
+	if len(prefix.warnings) > 0 {
+		t.Errorf("the router warned: %q", prefix.warnings)
+	}
+	if share := float64(prefix.cached) / float64(prefix.prompt); share < 0.85 {
+		t.Errorf("reported cached share from the third turn on is %.3f (%d of %d), want ≥ 0.85", share, prefix.cached, prefix.prompt)
+	}
+	if ratio := float64(prefix.computed) / float64(prefix.oracle); ratio > 1.25 {
+		t.Errorf("servers computed %d prompt tokens, %.2f× the oracle's %d, want ≤ 1.25×", prefix.computed, ratio, prefix.oracle)
+	}
+	if prefix.computed > rr.computed {
+		t.Errorf("prefix routing made the servers compute %d prompt tokens, round-robin %d", prefix.computed, rr.computed)
+	}
+	t.Logf("computed: prefix %d, round-robin %d, oracle %d (%.2f×, %.2f×)", prefix.computed, rr.computed, prefix.oracle,
+		float64(prefix.computed)/float64(prefix.oracle), float64(rr.computed)/float64(rr.oracle))
+}
+
+// Six conversations on two servers of two slots, one turn at a time (so
+// the counts are the same every run): some must share a slot, and the
+// least valuable one is taken; the servers still compute no more than
+// under round-robin, on either build's rules.
+func TestMoreConversationsThanSlots(t *testing.T) {
+	for _, rules := range []llamaservertest.Rules{llamaservertest.Rules2026, llamaservertest.Rules2025} {
+		prefix := runConversations(t, PolicyPrefix, rules, 2, 2, 6, 8, 1)
+		rr := runConversations(t, PolicyRoundRobin, rules, 2, 2, 6, 8, 1)
+		if prefix.computed > rr.computed {
+			t.Errorf("rules %d: prefix routing made the servers compute %d prompt tokens, round-robin %d", rules, prefix.computed, rr.computed)
+		}
+		t.Logf("rules %d: computed: prefix %d, round-robin %d, oracle %d; restoring %d", rules, prefix.computed, rr.computed, prefix.oracle, prefix.restores)
+	}
+	// With llama-server's prompt cache, what a slot gives up comes back:
+	// the router learns it from the reuse reported (a turn reusing more
+	// than its slot held) and counts on it from then on. (Round-robin,
+	// which the server's cache serves from the first turn, computes
+	// less here one turn at a time: the router learns the cache only on
+	// the third or fourth turn.)
+	cached := llamaservertest.Config{Slots: 2, PromptCache: true}
+	prefix := runConversationsOn(t, PolicyPrefix, cached, 2, 6, 8, 1)
+	rr := runConversationsOn(t, PolicyRoundRobin, cached, 2, 6, 8, 1)
+	if prefix.restores == 0 || float64(prefix.computed) > 1.5*float64(prefix.oracle) {
+		t.Errorf("prompt cache: %d backends found restoring; the servers computed %d prompt tokens, want ≤ 1.5× the oracle's %d", prefix.restores, prefix.computed, prefix.oracle)
+	}
+	t.Logf("prompt cache: computed: prefix %d, round-robin %d, oracle %d; restoring %d", prefix.computed, rr.computed, prefix.oracle, prefix.restores)
+}
+
+// The slot a turn takes on a backend whose slots reuse only their own KV
+// (placement.go): a free slot before a sibling's sharing the system prompt
+// while any slot is free; once none is, the least valuable, where a
+// shared prefix outweighing twice the evicted suffix wins.
+func TestBestPlan(t *testing.T) {
+	const length = 1000
+	own := slotPlan{slot: 0, reuse: 900, held: 900}                    // this conversation's own chain
+	free := slotPlan{slot: 1}                                          // empty
+	sibling := slotPlan{slot: 2, reuse: 800, held: 1100, evicted: 300} // shares an 800-token system prompt
+	stranger := slotPlan{slot: 3, held: 2000, evicted: 2000}           // shares nothing
+	short := slotPlan{slot: 4, reuse: 100, held: 600, evicted: 500}
+	for _, tc := range []struct {
+		name  string
+		plans []slotPlan
+		room  bool
+		want  int
+	}{
+		{"own slot", []slotPlan{free, own, sibling}, true, 0},
+		{"free before a sibling", []slotPlan{sibling, free}, true, 1},
+		{"room elsewhere: a sibling before a stranger", []slotPlan{sibling, stranger}, true, 2},
+		{"none free: the shared prefix outweighs twice the suffix", []slotPlan{stranger, sibling, short}, false, 2},
+		{"none free: the least valuable", []slotPlan{stranger, short}, false, 4},
+		{"all busy", nil, false, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := bestPlan(tc.plans, length, tc.room); got.slot != tc.want {
+				t.Errorf("slot %d (cost %d), want %d", got.slot, got.cost(length, tc.room), tc.want)
+			}
+		})
+	}
+}
