@@ -1,0 +1,342 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"kvwin/engine"
+)
+
+// Options tunes Run to a backend.
+type Options struct {
+	// Request is a request the backend answers in at least two events;
+	// zero: one user message, greedy, MaxTokens 8, IgnoreEOS.
+	Request engine.Request
+	// Long is a request the backend is still generating when the suite
+	// cancels it at its first event; zero: Request with MaxTokens 0 (until
+	// the slot is full).
+	Long engine.Request
+	// Caches: the backend reuses KV, so the second of two identical
+	// requests reports cached tokens.
+	Caches bool
+	// Unreachable, if set, returns the backend configured for a server
+	// that is not there: Generate fails before any event with
+	// engine.ErrUnavailable or engine.ErrTimeout.
+	Unreachable func(t *testing.T) engine.Backend
+	// NoLeakCheck skips counting the process's goroutines after a
+	// cancellation (for backends whose background goroutines come and go).
+	NoLeakCheck bool
+}
+
+// wait bounds how long the suite waits for something that should happen
+// at once (a cancelled Generate returning, goroutines ending): a failure
+// bound, not a measurement.
+const wait = 30 * time.Second
+
+// Run is the conformance suite of engine.Backend: every adapter and the
+// router pass it. newBackend returns a fresh backend for each subtest and
+// arranges its cleanup. It checks:
+//   - streaming: exactly the first event has First and carries the prompt
+//     timings, later events carry text, the text adds up to Result.Text in
+//     valid UTF-8, nothing is streamed after Generate returns;
+//   - cancellation: a context cancelled before or during a generation
+//     ends Generate with the context's error, leaving no goroutine behind;
+//     a StreamFunc's error ends it with that error;
+//   - errors: a request with no prompt or two is engine.ErrInvalidRequest
+//     before any event; an unreachable backend is ErrUnavailable or
+//     ErrTimeout;
+//   - timings: 0 ≤ cached ≤ prompt tokens, the same in the first event
+//     and the result, generated tokens within MaxTokens, cached tokens on
+//     a repeated prompt where the backend caches;
+//   - abilities: each optional interface the backend implements works.
+func Run(t *testing.T, newBackend func(t *testing.T) engine.Backend, opts Options) {
+	if opts.Request.CheckPrompt() != nil {
+		s := engine.DefaultSampling()
+		s.Temperature, s.Seed = 0, 42
+		opts.Request = engine.Request{Messages: []engine.Message{{Role: engine.RoleUser, Content: "Tell me about the cache."}},
+			MaxTokens: 8, IgnoreEOS: true, Sampling: s, Slot: -1}
+	}
+	if opts.Long.CheckPrompt() != nil {
+		opts.Long = opts.Request
+		opts.Long.MaxTokens = 0
+		opts.Long.IgnoreEOS = true
+	}
+	t.Run("Info", func(t *testing.T) {
+		info := newBackend(t).Info()
+		if info.Name == "" || info.Slots < 0 || info.ContextSlot < 0 {
+			t.Fatalf("Info() = %+v: want a name and no negative sizes", info)
+		}
+	})
+	t.Run("Streaming", func(t *testing.T) { testStreaming(t, newBackend(t), opts) })
+	t.Run("NoStream", func(t *testing.T) { testNoStream(t, newBackend(t), opts) })
+	t.Run("StreamError", func(t *testing.T) { testStreamError(t, newBackend(t), opts) })
+	t.Run("CancelledBefore", func(t *testing.T) { testCancelledBefore(t, newBackend(t), opts) })
+	t.Run("CancelledDuring", func(t *testing.T) { testCancelledDuring(t, newBackend(t), opts) })
+	t.Run("InvalidPrompt", func(t *testing.T) { testInvalidPrompt(t, newBackend(t), opts) })
+	if opts.Unreachable != nil {
+		t.Run("Unreachable", func(t *testing.T) { testUnreachable(t, opts.Unreachable(t), opts) })
+	}
+	if opts.Caches {
+		t.Run("Cached", func(t *testing.T) { testCached(t, newBackend(t), opts) })
+	}
+	t.Run("Abilities", func(t *testing.T) { testAbilities(t, newBackend(t), opts) })
+}
+
+// recorder is a StreamFunc that keeps the events and notices any call
+// after Generate returned.
+type recorder struct {
+	mu     sync.Mutex
+	events []engine.Event
+	done   bool
+	late   int
+	onEv   func(engine.Event) error
+}
+
+func (r *recorder) stream(ev engine.Event) error {
+	r.mu.Lock()
+	if r.done {
+		r.late++
+		r.mu.Unlock()
+		return errors.New("enginetest: streamed after Generate returned")
+	}
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+	if r.onEv != nil {
+		return r.onEv(ev)
+	}
+	return nil
+}
+
+// generate runs b.Generate on its own goroutine and waits for it, failing
+// if it does not return within wait.
+func generate(t *testing.T, ctx context.Context, b engine.Backend, req engine.Request, r *recorder) (engine.Result, error) {
+	t.Helper()
+	type out struct {
+		res engine.Result
+		err error
+	}
+	done := make(chan out, 1)
+	var stream engine.StreamFunc
+	if r != nil {
+		stream = r.stream
+	}
+	go func() {
+		res, err := b.Generate(ctx, req, stream)
+		if r != nil {
+			r.mu.Lock()
+			r.done = true
+			r.mu.Unlock()
+		}
+		done <- out{res, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-time.After(wait):
+		t.Fatalf("Generate did not return within %v", wait)
+		return engine.Result{}, nil
+	}
+}
+
+// checkResult checks a finished generation against its request.
+func checkResult(t *testing.T, req engine.Request, res engine.Result) {
+	t.Helper()
+	tm := res.Timings
+	if tm.PromptTokens <= 0 || tm.CachedTokens < 0 || tm.CachedTokens > tm.PromptTokens {
+		t.Errorf("result timings %+v: want prompt tokens > 0 and 0 ≤ cached ≤ prompt", tm)
+	}
+	if tm.GeneratedTokens <= 0 || (req.MaxTokens > 0 && tm.GeneratedTokens > req.MaxTokens) {
+		t.Errorf("generated %d tokens, want 1..%d", tm.GeneratedTokens, req.MaxTokens)
+	}
+	if len(res.Tokens) > tm.GeneratedTokens {
+		t.Errorf("%d token ids for %d generated tokens", len(res.Tokens), tm.GeneratedTokens)
+	}
+	if res.FinishReason != engine.FinishStop && res.FinishReason != engine.FinishLength {
+		t.Errorf("finish reason %q, want %q or %q", res.FinishReason, engine.FinishStop, engine.FinishLength)
+	}
+	if req.MaxTokens > 0 && tm.GeneratedTokens == req.MaxTokens && !req.IgnoreEOS && res.FinishReason == "" {
+		t.Errorf("MaxTokens reached without a finish reason")
+	}
+	if !utf8.ValidString(res.Text) {
+		t.Errorf("result text %q is not valid UTF-8", res.Text)
+	}
+}
+
+func testStreaming(t *testing.T, b engine.Backend, opts Options) {
+	r := &recorder{}
+	res, err := generate(t, context.Background(), b, opts.Request, r)
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	checkResult(t, opts.Request, res)
+	if len(r.events) == 0 {
+		t.Fatal("no event streamed")
+	}
+	var text strings.Builder
+	for i, ev := range r.events {
+		if ev.First != (i == 0) {
+			t.Errorf("event %d: First = %v; only the first event has it", i, ev.First)
+		}
+		if i > 0 && ev.Text == "" {
+			t.Errorf("event %d carries no text; every later event does", i)
+		}
+		if !utf8.ValidString(ev.Text) {
+			t.Errorf("event %d: text %q splits a UTF-8 character", i, ev.Text)
+		}
+		text.WriteString(ev.Text)
+	}
+	if text.String() != res.Text {
+		t.Errorf("streamed text %q, result text %q: they must be the same", text.String(), res.Text)
+	}
+	first := r.events[0].Timings
+	if first.PromptTokens != res.Timings.PromptTokens || first.CachedTokens != res.Timings.CachedTokens {
+		t.Errorf("first event's prompt/cached tokens %d/%d, result's %d/%d: the first event carries the prompt timings",
+			first.PromptTokens, first.CachedTokens, res.Timings.PromptTokens, res.Timings.CachedTokens)
+	}
+	if first.CachedEstimated != res.Timings.CachedEstimated {
+		t.Errorf("first event's CachedEstimated %v, result's %v", first.CachedEstimated, res.Timings.CachedEstimated)
+	}
+	if r.late > 0 {
+		t.Errorf("%d events streamed after Generate returned", r.late)
+	}
+}
+
+func testNoStream(t *testing.T, b engine.Backend, opts Options) {
+	res, err := generate(t, context.Background(), b, opts.Request, nil)
+	if err != nil {
+		t.Fatalf("Generate without a StreamFunc: %v", err)
+	}
+	checkResult(t, opts.Request, res)
+	if res.Text == "" {
+		t.Errorf("no text generated without a StreamFunc")
+	}
+}
+
+func testStreamError(t *testing.T, b engine.Backend, opts Options) {
+	stop := errors.New("enginetest: the client went away")
+	r := &recorder{onEv: func(engine.Event) error { return stop }}
+	_, err := generate(t, context.Background(), b, opts.Long, r)
+	if !errors.Is(err, stop) {
+		t.Fatalf("StreamFunc failed with %v, Generate returned %v: want the StreamFunc's error", stop, err)
+	}
+	if len(r.events) != 1 {
+		t.Errorf("%d events streamed, want 1: the StreamFunc's error ends the generation", len(r.events))
+	}
+	if r.late > 0 {
+		t.Errorf("%d events streamed after Generate returned", r.late)
+	}
+}
+
+func testCancelledBefore(t *testing.T, b engine.Backend, opts Options) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := &recorder{}
+	_, err := generate(t, ctx, b, opts.Request, r)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Generate with a cancelled context returned %v, want context.Canceled", err)
+	}
+	if len(r.events) > 0 {
+		t.Errorf("%d events streamed for a request cancelled before it began", len(r.events))
+	}
+}
+
+func testCancelledDuring(t *testing.T, b engine.Backend, opts Options) {
+	// A first generation warms connections and pools, so the baseline
+	// counts what a serving backend keeps.
+	if _, err := generate(t, context.Background(), b, opts.Request, nil); err != nil {
+		t.Fatalf("warm-up Generate: %v", err)
+	}
+	base := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &recorder{onEv: func(ev engine.Event) error {
+		if ev.First {
+			cancel()
+		}
+		return nil
+	}}
+	_, err := generate(t, ctx, b, opts.Long, r)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Generate cancelled at its first event returned %v, want context.Canceled", err)
+	}
+	if len(r.events) == 0 {
+		t.Fatal("no event streamed before the cancellation")
+	}
+	if r.late > 0 {
+		t.Errorf("%d events streamed after Generate returned", r.late)
+	}
+	if opts.NoLeakCheck {
+		return
+	}
+	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for n := runtime.NumGoroutine(); n > base; n = runtime.NumGoroutine() {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines %v after the cancellation, %d before it:\n%s", n, wait, base, buf[:runtime.Stack(buf, true)])
+		}
+		<-tick.C
+	}
+}
+
+func testInvalidPrompt(t *testing.T, b engine.Backend, opts Options) {
+	none := opts.Request
+	none.Messages, none.Prompt, none.Tokens = nil, "", nil
+	two := opts.Request
+	two.Messages, two.Prompt, two.Tokens = []engine.Message{{Role: engine.RoleUser, Content: "hi"}}, "hi", nil
+	for _, c := range []struct {
+		name string
+		req  engine.Request
+	}{{"none", none}, {"two", two}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &recorder{}
+			_, err := generate(t, context.Background(), b, c.req, r)
+			if !errors.Is(err, engine.ErrInvalidRequest) {
+				t.Fatalf("Generate with %s prompt forms returned %v, want engine.ErrInvalidRequest", c.name, err)
+			}
+			if len(r.events) > 0 {
+				t.Errorf("%d events streamed for an invalid request", len(r.events))
+			}
+		})
+	}
+}
+
+func testUnreachable(t *testing.T, b engine.Backend, opts Options) {
+	r := &recorder{}
+	_, err := generate(t, context.Background(), b, opts.Request, r)
+	if !errors.Is(err, engine.ErrUnavailable) && !errors.Is(err, engine.ErrTimeout) {
+		t.Fatalf("Generate on an unreachable backend returned %v, want engine.ErrUnavailable or engine.ErrTimeout", err)
+	}
+	if len(r.events) > 0 {
+		t.Errorf("%d events streamed by an unreachable backend", len(r.events))
+	}
+}
+
+func testCached(t *testing.T, b engine.Backend, opts Options) {
+	first, err := generate(t, context.Background(), b, opts.Request, nil)
+	if err != nil {
+		t.Fatalf("first Generate: %v", err)
+	}
+	r := &recorder{}
+	second, err := generate(t, context.Background(), b, opts.Request, r)
+	if err != nil {
+		t.Fatalf("second Generate: %v", err)
+	}
+	checkResult(t, opts.Request, second)
+	if second.Timings.PromptTokens != first.Timings.PromptTokens {
+		t.Errorf("the same prompt counted %d then %d tokens", first.Timings.PromptTokens, second.Timings.PromptTokens)
+	}
+	if second.Timings.CachedTokens <= 0 {
+		t.Errorf("the repeated prompt of %d tokens reused %d: want some reuse", second.Timings.PromptTokens, second.Timings.CachedTokens)
+	}
+	if len(r.events) > 0 && r.events[0].Timings.CachedTokens != second.Timings.CachedTokens {
+		t.Errorf("first event says %d cached, result %d", r.events[0].Timings.CachedTokens, second.Timings.CachedTokens)
+	}
+}
