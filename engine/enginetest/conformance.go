@@ -16,7 +16,8 @@ import (
 // Options tunes Run to a backend.
 type Options struct {
 	// Request is a request the backend answers in at least two events;
-	// zero: one user message, greedy, MaxTokens 8, IgnoreEOS.
+	// zero: one user message of about 200 bytes (whole blocks of any
+	// registry's keys), greedy, MaxTokens 8, IgnoreEOS.
 	Request engine.Request
 	// Long is a request the backend is still generating when the suite
 	// cancels it at its first event; zero: Request with MaxTokens 0 (until
@@ -59,12 +60,15 @@ const wait = 30 * time.Second
 //   - timings: 0 ≤ cached ≤ prompt tokens, the same in the first event
 //     and the result, generated tokens within MaxTokens, cached tokens on
 //     a repeated prompt where the backend caches;
-//   - abilities: each optional interface the backend implements works.
+//   - abilities: each optional interface the backend implements works,
+//     or answers engine.ErrNotSupported (a router none of whose backends
+//     has it), or lists no slots (the same, for SlotReporter).
 func Run(t *testing.T, newBackend func(t *testing.T) engine.Backend, opts Options) {
 	if opts.Request.CheckPrompt() != nil {
 		s := engine.DefaultSampling()
 		s.Temperature, s.Seed = 0, 42
-		opts.Request = engine.Request{Messages: []engine.Message{{Role: engine.RoleUser, Content: "Tell me about the cache."}},
+		msg := strings.Repeat("Tell me about the cache, the window and the slots. ", 4)
+		opts.Request = engine.Request{Messages: []engine.Message{{Role: engine.RoleUser, Content: msg}},
 			MaxTokens: 8, IgnoreEOS: true, Sampling: s, Slot: -1}
 	}
 	if opts.Long.CheckPrompt() != nil {
@@ -210,6 +214,12 @@ func testStreaming(t *testing.T, b engine.Backend, opts Options) {
 	} else if first.PromptTokens != res.Timings.PromptTokens || first.CachedTokens != res.Timings.CachedTokens {
 		t.Errorf("first event's prompt/cached tokens %d/%d, result's %d/%d: the first event carries the prompt timings",
 			first.PromptTokens, first.CachedTokens, res.Timings.PromptTokens, res.Timings.CachedTokens)
+	}
+	if ev := r.events[0]; ev.Backend != res.Backend {
+		t.Errorf("first event names backend %q, result %q", ev.Backend, res.Backend)
+	}
+	if ev := r.events[0]; ev.Slot >= 0 && res.Slot >= 0 && ev.Slot != res.Slot {
+		t.Errorf("first event's slot %d, result's %d", ev.Slot, res.Slot)
 	}
 	if first.CachedEstimated != res.Timings.CachedEstimated {
 		t.Errorf("first event's CachedEstimated %v, result's %v", first.CachedEstimated, res.Timings.CachedEstimated)

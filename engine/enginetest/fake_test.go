@@ -11,7 +11,7 @@ import (
 // The fakes pass the suite themselves: a plain Backend, and Full with
 // every ability.
 func TestFakesConform(t *testing.T) {
-	info := engine.Info{Name: "fake-0", Model: "tiny", ContextSlot: 256, Slots: 2}
+	info := engine.Info{Name: "fake-0", Model: "tiny", ContextSlot: 1024, Slots: 2}
 	t.Run("Backend", func(t *testing.T) {
 		Run(t, func(t *testing.T) engine.Backend { return New(info) }, Options{Caches: true})
 	})
