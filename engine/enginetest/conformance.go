@@ -52,8 +52,13 @@ const wait = 30 * time.Second
 //     timings, later events carry text, the text adds up to Result.Text in
 //     valid UTF-8, nothing is streamed after Generate returns;
 //   - cancellation: a context cancelled before or during a generation
-//     ends Generate with the context's error, leaving no goroutine behind;
-//     a StreamFunc's error ends it with that error;
+//     (or past its deadline) ends Generate with the context's error,
+//     leaving no goroutine behind; a StreamFunc's error ends it with that
+//     error;
+//   - concurrency: concurrent generations each stream their own answer;
+//   - logprobs: asked for, they come one per generated token at most, in
+//     the events and the result alike, or the request is refused with
+//     engine.ErrNoLogprobs before any event;
 //   - errors: a request with no prompt or two is engine.ErrInvalidRequest
 //     before any event; an unreachable backend is ErrUnavailable or
 //     ErrTimeout;
@@ -87,6 +92,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) engine.Backend, opts Option
 	t.Run("StreamError", func(t *testing.T) { testStreamError(t, newBackend(t), opts) })
 	t.Run("CancelledBefore", func(t *testing.T) { testCancelledBefore(t, newBackend(t), opts) })
 	t.Run("CancelledDuring", func(t *testing.T) { testCancelledDuring(t, newBackend(t), opts) })
+	t.Run("DeadlineBefore", func(t *testing.T) { testDeadlineBefore(t, newBackend(t), opts) })
+	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newBackend(t), opts) })
+	t.Run("Logprobs", func(t *testing.T) { testLogprobs(t, newBackend(t), opts) })
 	t.Run("InvalidPrompt", func(t *testing.T) { testInvalidPrompt(t, newBackend(t), opts) })
 	if opts.Unreachable != nil {
 		t.Run("Unreachable", func(t *testing.T) { testUnreachable(t, opts.Unreachable(t), opts) })
@@ -162,6 +170,10 @@ func checkResult(t *testing.T, req engine.Request, res engine.Result) {
 	}
 	if tm.GeneratedTokens <= 0 || (req.MaxTokens > 0 && tm.GeneratedTokens > req.MaxTokens) {
 		t.Errorf("generated %d tokens, want 1..%d", tm.GeneratedTokens, req.MaxTokens)
+	}
+	if req.IgnoreEOS && req.MaxTokens > 0 && (tm.GeneratedTokens != req.MaxTokens || res.FinishReason != engine.FinishLength) {
+		t.Errorf("ignoring end-of-generation, generated %d tokens (finish %q), want MaxTokens %d (%q)",
+			tm.GeneratedTokens, res.FinishReason, req.MaxTokens, engine.FinishLength)
 	}
 	if len(res.Tokens) > tm.GeneratedTokens {
 		t.Errorf("%d token ids for %d generated tokens", len(res.Tokens), tm.GeneratedTokens)
@@ -360,5 +372,86 @@ func testCached(t *testing.T, b engine.Backend, opts Options) {
 	}
 	if len(r.events) > 0 && !opts.EstimatedFirst && r.events[0].Timings.CachedTokens != second.Timings.CachedTokens {
 		t.Errorf("first event says %d cached, result %d", r.events[0].Timings.CachedTokens, second.Timings.CachedTokens)
+	}
+}
+
+func testDeadlineBefore(t *testing.T, b engine.Backend, opts Options) {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	r := &recorder{}
+	_, err := generate(t, ctx, b, opts.Request, r)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Generate past its context's deadline returned %v, want context.DeadlineExceeded", err)
+	}
+	if len(r.events) > 0 {
+		t.Errorf("%d events streamed past the deadline", len(r.events))
+	}
+}
+
+func testConcurrent(t *testing.T, b engine.Backend, opts Options) {
+	const n = 3
+	type out struct {
+		res    engine.Result
+		err    error
+		events []engine.Event
+	}
+	outs := make(chan out, n)
+	for range n {
+		go func() {
+			r := &recorder{}
+			res, err := b.Generate(context.Background(), opts.Request, r.stream)
+			outs <- out{res, err, r.events}
+		}()
+	}
+	deadline := time.After(wait)
+	for i := 0; i < n; i++ {
+		select {
+		case o := <-outs:
+			if o.err != nil {
+				t.Errorf("concurrent Generate: %v", o.err)
+				continue
+			}
+			checkResult(t, opts.Request, o.res)
+			var text strings.Builder
+			for _, ev := range o.events {
+				text.WriteString(ev.Text)
+			}
+			if len(o.events) == 0 || !o.events[0].First || text.String() != o.res.Text {
+				t.Errorf("concurrent Generate streamed %q (%d events), result %q", text.String(), len(o.events), o.res.Text)
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d concurrent generations did not return within %v", n-i, n, wait)
+		}
+	}
+}
+
+func testLogprobs(t *testing.T, b engine.Backend, opts Options) {
+	req := opts.Request
+	req.Logprobs, req.TopLogprobs = true, 2
+	r := &recorder{}
+	res, err := generate(t, context.Background(), b, req, r)
+	if errors.Is(err, engine.ErrNoLogprobs) {
+		if len(r.events) > 0 {
+			t.Errorf("%d events streamed before refusing logprobs", len(r.events))
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("Generate with logprobs: %v", err)
+	}
+	var streamed []engine.TokenLogprob
+	for _, ev := range r.events {
+		streamed = append(streamed, ev.Logprobs...)
+	}
+	if len(res.Logprobs) == 0 || len(res.Logprobs) > res.Timings.GeneratedTokens {
+		t.Errorf("%d logprobs for %d generated tokens: want one per token at most, and some", len(res.Logprobs), res.Timings.GeneratedTokens)
+	}
+	if len(streamed) != len(res.Logprobs) {
+		t.Errorf("%d logprobs streamed, %d in the result", len(streamed), len(res.Logprobs))
+	}
+	for i, lp := range res.Logprobs {
+		if lp.Logprob > 0 || len(lp.Top) > req.TopLogprobs {
+			t.Errorf("logprob %d: %+v: want ≤ 0 and at most %d alternatives", i, lp, req.TopLogprobs)
+		}
 	}
 }

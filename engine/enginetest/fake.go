@@ -224,8 +224,17 @@ func (b *Backend) answer(ctx context.Context, req engine.Request, stream engine.
 		w := words[i%len(words)]
 		text.WriteString(w)
 		res.Tokens = append(res.Tokens, 1000+i)
+		var lps []engine.TokenLogprob
+		if req.Logprobs {
+			lp := engine.TokenLogprob{Token: w, Bytes: []byte(w), Logprob: -0.5}
+			for k := range req.TopLogprobs {
+				lp.Top = append(lp.Top, engine.TopLogprob{Token: w, Bytes: []byte(w), Logprob: -0.5 - float32(k)})
+			}
+			lps = []engine.TokenLogprob{lp}
+			res.Logprobs = append(res.Logprobs, lp)
+		}
 		if stream != nil {
-			ev := engine.Event{Text: w}
+			ev := engine.Event{Text: w, Logprobs: lps}
 			if i == 0 {
 				ev.First, ev.Timings = true, t
 			}
