@@ -1,44 +1,34 @@
 package llamaserver_test
 
 import (
-	"log/slog"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"kvwin/engine"
 	"kvwin/engine/enginetest"
-	"kvwin/engine/llamacpp"
 	"kvwin/engine/llamaserver"
-	"kvwin/gguf"
 	"kvwin/web"
 )
 
 // TestConformance runs the engine.Backend conformance suite on the adapter
-// talking to a real kvwin node: kvwin's own node routes (web) over the
-// embedded engine with the test model, on a loopback httptest server.
+// talking to kvwin's own node routes (web, on a loopback httptest server)
+// over enginetest's fake with every ability. The package stays pure Go,
+// so it runs under the race detector; cmd/kvwin/app runs the suite on the
+// adapter against a node with the embedded engine.
 func TestConformance(t *testing.T) {
-	model := filepath.Join(t.TempDir(), "tiny.gguf")
-	if err := gguf.WriteTiny(model, gguf.DefaultTinyConfig()); err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	node := func(t *testing.T) string {
-		e, err := llamacpp.New(llamacpp.Config{ModelPath: model, Threads: 1, Slots: 2, Ctx: 512}, quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := web.New(web.Config{}, e, quiet)
+		f := enginetest.New(engine.Info{Name: "node", Model: "tiny", ContextSlot: 1024, Slots: 2})
+		s, err := web.New(web.Config{}, enginetest.NewFull(f), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ts := httptest.NewServer(s.Handler())
-		t.Cleanup(func() { ts.Close(); e.Close() })
+		t.Cleanup(ts.Close)
+		t.Cleanup(f.Release)
 		return ts.URL
 	}
 	backend := func(t *testing.T, url string) engine.Backend {
-		b, err := llamaserver.New(llamaserver.Config{BaseURL: url}, quiet)
+		b, err := llamaserver.New(llamaserver.Config{BaseURL: url}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
