@@ -13,11 +13,13 @@ import (
 // Set its script before it serves; it is then only read, and Backend is
 // safe for concurrent use.
 //
-// Without a script (Events nil and Err nil) it answers like a small model:
-// Reply word by word (repeated up to MaxTokens when the request ignores
-// end-of-generation), one token per word, with the prompt counted by
-// ByteTokens and the prefix it shares with the previous prompt reported
-// as cached.
+// Without a script (Events nil and Err nil) it answers like a small model
+// that passes Run: Reply word by word, one token per word (repeated up to
+// MaxTokens or the slot's end when the request ignores end-of-generation),
+// with logprobs when asked; the prompt counted in the fake vocabulary
+// (Encode, messages rendered by ChatML), a prompt that fills ContextSlot
+// refused with *engine.ContextLengthError, and the prefix it shares with
+// the previous prompt reported as cached (none with NoCache).
 type Backend struct {
 	About engine.Info // what Info returns
 
