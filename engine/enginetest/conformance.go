@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -35,6 +36,11 @@ type Options struct {
 	// counts (Ollama reports them only with its last chunk). They must
 	// still be consistent, and CachedEstimated set on both.
 	EstimatedFirst bool
+	// LateContextLength: the backend learns that a prompt did not fit
+	// only when its server's answer ends (Ollama cuts the prompt and
+	// reports its count last), so the *engine.ContextLengthError may
+	// follow events.
+	LateContextLength bool
 	// NoLeakCheck skips counting the process's goroutines after a
 	// cancellation (for backends whose background goroutines come and go).
 	NoLeakCheck bool
@@ -60,8 +66,8 @@ const wait = 30 * time.Second
 //     the events and the result alike, or the request is refused with
 //     engine.ErrNoLogprobs before any event;
 //   - errors: a request with no prompt or two is engine.ErrInvalidRequest
-//     before any event; an unreachable backend is ErrUnavailable or
-//     ErrTimeout;
+//     before any event, one longer than a slot *engine.ContextLengthError;
+//     an unreachable backend is ErrUnavailable or ErrTimeout;
 //   - timings: 0 ≤ cached ≤ prompt tokens, the same in the first event
 //     and the result, generated tokens within MaxTokens, cached tokens on
 //     a repeated prompt where the backend caches;
@@ -96,6 +102,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) engine.Backend, opts Option
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newBackend(t), opts) })
 	t.Run("Logprobs", func(t *testing.T) { testLogprobs(t, newBackend(t), opts) })
 	t.Run("InvalidPrompt", func(t *testing.T) { testInvalidPrompt(t, newBackend(t), opts) })
+	t.Run("TooLong", func(t *testing.T) { testTooLong(t, newBackend(t), opts) })
 	if opts.Unreachable != nil {
 		t.Run("Unreachable", func(t *testing.T) { testUnreachable(t, opts.Unreachable(t), opts) })
 	}
@@ -253,17 +260,54 @@ func testNoStream(t *testing.T, b engine.Backend, opts Options) {
 }
 
 func testStreamError(t *testing.T, b engine.Backend, opts Options) {
-	stop := errors.New("enginetest: the client went away")
-	r := &recorder{onEv: func(engine.Event) error { return stop }}
-	_, err := generate(t, context.Background(), b, opts.Long, r)
-	if !errors.Is(err, stop) {
-		t.Fatalf("StreamFunc failed with %v, Generate returned %v: want the StreamFunc's error", stop, err)
+	for _, at := range []int{1, 2} {
+		t.Run(fmt.Sprintf("at event %d", at), func(t *testing.T) {
+			stop := errors.New("enginetest: the client went away")
+			r := &recorder{}
+			r.onEv = func(engine.Event) error {
+				if len(r.events) == at {
+					return stop
+				}
+				return nil
+			}
+			_, err := generate(t, context.Background(), b, opts.Long, r)
+			if !errors.Is(err, stop) {
+				t.Fatalf("StreamFunc failed with %v, Generate returned %v: want the StreamFunc's error", stop, err)
+			}
+			if len(r.events) != at {
+				t.Errorf("%d events streamed, want %d: the StreamFunc's error ends the generation", len(r.events), at)
+			}
+			if r.late > 0 {
+				t.Errorf("%d events streamed after Generate returned", r.late)
+			}
+		})
 	}
-	if len(r.events) != 1 {
-		t.Errorf("%d events streamed, want 1: the StreamFunc's error ends the generation", len(r.events))
+}
+
+// testTooLong sends a prompt of more tokens than a slot holds in any
+// vocabulary (a word a token at least).
+func testTooLong(t *testing.T, b engine.Backend, opts Options) {
+	// A remote backend learns its context at its first request.
+	if _, err := generate(t, context.Background(), b, opts.Request, nil); err != nil {
+		t.Fatalf("Generate: %v", err)
 	}
-	if r.late > 0 {
-		t.Errorf("%d events streamed after Generate returned", r.late)
+	limit := b.Info().ContextSlot
+	if limit <= 0 {
+		t.Skip("Info names no context per slot")
+	}
+	req := opts.Request
+	req.Messages = []engine.Message{{Role: engine.RoleUser, Content: strings.Repeat("cache ", limit+16)}}
+	r := &recorder{}
+	_, err := generate(t, context.Background(), b, req, r)
+	var cl *engine.ContextLengthError
+	if !errors.As(err, &cl) {
+		t.Fatalf("a prompt of over %d tokens for slots of %d: Generate returned %v, want *engine.ContextLengthError", limit+16, limit, err)
+	}
+	if cl.Limit != limit || cl.PromptTokens <= limit {
+		t.Errorf("%v: want the limit %d and the prompt's tokens over it", cl, limit)
+	}
+	if len(r.events) > 0 && !opts.LateContextLength {
+		t.Errorf("%d events streamed for a prompt that does not fit", len(r.events))
 	}
 }
 
