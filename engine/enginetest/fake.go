@@ -25,7 +25,7 @@ type Backend struct {
 
 	Events    []engine.Event // streamed, when the caller streams
 	Result    engine.Result  // returned on success with Events
-	Err       error          // returned before any event
+	Err       error          // returned before any event (ctx's error first, if it ended)
 	ErrAfter  error          // returned after the events
 	Block     bool           // after the events, wait for the context to end
 	PanicWith any            // panic on entry with this value
@@ -131,6 +131,9 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	}
 	if b.PanicWith != nil {
 		panic(b.PanicWith)
+	}
+	if err := ctx.Err(); err != nil {
+		return engine.Result{}, err // as a real backend's call would end
 	}
 	if b.Err != nil {
 		return engine.Result{}, b.Err
