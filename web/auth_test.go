@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
+	"kvwin/engine/enginetest"
 	"kvwin/kvcache"
 )
 
@@ -126,7 +127,7 @@ func TestAuthRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake().script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
+			f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
 			ts := startServer(t, f, keyedConfig(nil), nil)
 			resp, body := send(t, ts, tt.method, tt.path, tt.body, tt.headers)
 			if tt.code != "" {
@@ -142,7 +143,7 @@ func TestAuthRules(t *testing.T) {
 			if strings.Contains(string(body), aliceKey) || strings.Contains(string(body), adminKey) {
 				t.Errorf("a key is echoed in the answer: %s", body)
 			}
-			reqs := f.requests()
+			reqs := f.Requests()
 			switch {
 			case tt.tenant == "" && len(reqs) > 0:
 				t.Errorf("the backend was called: %+v", reqs)
@@ -184,11 +185,11 @@ func TestAuthErrorShapeFollowsTheRouteAPI(t *testing.T) {
 // TestNoKeysEverythingOpen: without keys, Authorization is ignored, every
 // request is tenant default, and admin routes are open.
 func TestNoKeysEverythingOpen(t *testing.T) {
-	f := newFake().script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
+	f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
 	ts := startServer(t, f, Config{Registry: fakeRegistry{}}, nil)
 	resp, body := send(t, ts, "POST", chatPath, `{`+hi+`}`, jsonWith("whatever", HeaderTenant, "bob"))
-	if resp.StatusCode != 200 || len(f.requests()) != 1 || f.requests()[0].Tenant != DefaultTenant {
-		t.Fatalf("status %d %s; requests %+v", resp.StatusCode, body, f.requests())
+	if resp.StatusCode != 200 || len(f.Requests()) != 1 || f.Requests()[0].Tenant != DefaultTenant {
+		t.Fatalf("status %d %s; requests %+v", resp.StatusCode, body, f.Requests())
 	}
 	if resp, body := send(t, ts, "GET", "/kvwin/v1/registry", "", nil); resp.StatusCode != 200 {
 		t.Fatalf("registry: %d %s", resp.StatusCode, body)
@@ -280,15 +281,20 @@ func TestCORS(t *testing.T) {
 }
 
 // slotsFake reports slots of two tenants.
-type slotsFake struct{ *fakeBackend }
+type slotsFake struct {
+	*fakeBackend
+	enginetest.SlotList
+}
 
-func (slotsFake) Slots() []engine.SlotState {
-	return []engine.SlotState{{ID: 0, Context: 512, Tokens: 40, Tenant: "alice"}, {ID: 1, Context: 512, Tokens: 90, Tenant: "bob"}, {ID: 2, Context: 512}}
+// newSlotsFake gives f slotsFake's slots.
+func newSlotsFake(f *fakeBackend) slotsFake {
+	return slotsFake{f, enginetest.SlotList{B: f, List: []engine.SlotState{
+		{ID: 0, Context: 512, Tokens: 40, Tenant: "alice"}, {ID: 1, Context: 512, Tokens: 90, Tenant: "bob"}, {ID: 2, Context: 512}}}}
 }
 
 func TestSlotsShowOnlyTheCallersSlots(t *testing.T) {
 	f := newFake()
-	s, err := New(keyedConfig(nil), slotsFake{f}, nil)
+	s, err := New(keyedConfig(nil), newSlotsFake(f), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

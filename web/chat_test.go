@@ -25,7 +25,7 @@ func TestChatNonStream(t *testing.T) {
 	}{
 		{
 			name: "cached tokens and HTML-like text",
-			fake: newFake().script("length", engineTimings(12, 8, 3), firstEvent(12, 8), textEvent("Hel"), textEvent("lo <b>&")),
+			fake: newFake().Script("length", engineTimings(12, 8, 3), firstEvent(12, 8), textEvent("Hel"), textEvent("lo <b>&")),
 			want: `{"id":"chatcmpl-test","object":"chat.completion","created":1700000000,"model":"tiny",` +
 				`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello <b>&"},"logprobs":null,"finish_reason":"length"}],` +
 				`"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":8}}}`,
@@ -33,7 +33,7 @@ func TestChatNonStream(t *testing.T) {
 		},
 		{
 			name: "nothing cached still reports cached_tokens 0",
-			fake: newFake().script("stop", engineTimings(5, 0, 1), firstEvent(5, 0), textEvent("é")),
+			fake: newFake().Script("stop", engineTimings(5, 0, 1), firstEvent(5, 0), textEvent("é")),
 			want: `{"id":"chatcmpl-test","object":"chat.completion","created":1700000000,"model":"tiny",` +
 				`"choices":[{"index":0,"message":{"role":"assistant","content":"é"},"logprobs":null,"finish_reason":"stop"}],` +
 				`"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6,"prompt_tokens_details":{"cached_tokens":0}}}`,
@@ -42,9 +42,9 @@ func TestChatNonStream(t *testing.T) {
 		{
 			name: "estimated reuse and empty finish reason",
 			fake: func() *fakeBackend {
-				f := newFake().script("", engine.Timings{PromptTokens: 40, CachedTokens: 32, CachedEstimated: true}, textEvent("ok"))
-				f.info.Name = "ollama-a"
-				f.result.Tokens = []int{7, 9} // no GeneratedTokens: counted from the tokens
+				f := newFake().Script("", engine.Timings{PromptTokens: 40, CachedTokens: 32, CachedEstimated: true}, textEvent("ok"))
+				f.About.Name = "ollama-a"
+				f.Result.Tokens = []int{7, 9} // no GeneratedTokens: counted from the tokens
 				return f
 			}(),
 			want: `{"id":"chatcmpl-test","object":"chat.completion","created":1700000000,"model":"tiny",` +
@@ -77,7 +77,7 @@ func TestChatNonStream(t *testing.T) {
 
 func TestChatStreamBytes(t *testing.T) {
 	script := func() *fakeBackend {
-		return newFake().script("length", engineTimings(12, 8, 3), firstEvent(12, 8), textEvent("Hel"), textEvent("lo <b>&"))
+		return newFake().Script("length", engineTimings(12, 8, 3), firstEvent(12, 8), textEvent("Hel"), textEvent("lo <b>&"))
 	}
 	choices := func(delta, finish string) string {
 		return chunkHead + `"choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + finish + `}]}`
@@ -121,7 +121,7 @@ func TestChatStreamBytes(t *testing.T) {
 }
 
 func TestStreamHeadersEstimated(t *testing.T) {
-	f := newFake().script("stop", engineTimings(40, 32, 1),
+	f := newFake().Script("stop", engineTimings(40, 32, 1),
 		engine.Event{First: true, Text: "a", Timings: engine.Timings{PromptTokens: 40, CachedTokens: 32, CachedEstimated: true}})
 	ts := startServer(t, f, Config{}, nil)
 	for _, path := range []string{chatPath, completionPath} {
@@ -191,28 +191,28 @@ func TestStreamMatchesNonStream(t *testing.T) {
 		want string
 	}{
 		{"plain", func() *fakeBackend {
-			return newFake().script("stop", engineTimings(3, 0, 3), firstEvent(3, 0), textEvent("a"), textEvent("b"), textEvent("c"))
+			return newFake().Script("stop", engineTimings(3, 0, 3), firstEvent(3, 0), textEvent("a"), textEvent("b"), textEvent("c"))
 		}, "abc"},
 		{"multi-byte, escapes and markup", func() *fakeBackend {
-			return newFake().script("stop", engineTimings(3, 0, 5), firstEvent(3, 0),
+			return newFake().Script("stop", engineTimings(3, 0, 5), firstEvent(3, 0),
 				textEvent("日本"), textEvent("\n\t\"q\"\\"), textEvent("<b>&amp;</b>"), textEvent("🙂\u2028"))
 		}, "日本\n\t\"q\"\\<b>&amp;</b>🙂\u2028"},
 		{"text in the first event and empty events", func() *fakeBackend {
-			return newFake().script("stop", engineTimings(3, 1, 2),
+			return newFake().Script("stop", engineTimings(3, 1, 2),
 				engine.Event{First: true, Text: "x", Timings: engine.Timings{PromptTokens: 3}}, textEvent(""), textEvent("y"))
 		}, "xy"},
 		{"no events at all", func() *fakeBackend {
 			f := newFake()
-			f.result = engine.Result{Text: "whole", FinishReason: "stop", Timings: engineTimings(2, 0, 1)}
+			f.Result = engine.Result{Text: "whole", FinishReason: "stop", Timings: engineTimings(2, 0, 1)}
 			return f
 		}, "whole"},
 		{"backend streamed only a prefix", func() *fakeBackend {
-			f := newFake().script("stop", engineTimings(2, 0, 2), firstEvent(2, 0), textEvent("hea"))
-			f.result.Text = "head"
+			f := newFake().Script("stop", engineTimings(2, 0, 2), firstEvent(2, 0), textEvent("hea"))
+			f.Result.Text = "head"
 			return f
 		}, "head"},
 		{"nothing generated", func() *fakeBackend {
-			return newFake().script("length", engineTimings(2, 0, 0), firstEvent(2, 0))
+			return newFake().Script("length", engineTimings(2, 0, 0), firstEvent(2, 0))
 		}, ""},
 	}
 	for _, tt := range tests {
@@ -304,7 +304,7 @@ func TestRequestTranslation(t *testing.T) {
 	for _, tt := range tests {
 		for _, stream := range []bool{false, true} {
 			t.Run(tt.name+map[bool]string{false: "", true: "/stream"}[stream], func(t *testing.T) {
-				f := newFake().script("stop", engineTimings(1, 0, 1), firstEvent(1, 0), textEvent("x"))
+				f := newFake().Script("stop", engineTimings(1, 0, 1), firstEvent(1, 0), textEvent("x"))
 				ts := startServer(t, f, Config{}, nil)
 				body := tt.body
 				if stream {
@@ -314,7 +314,7 @@ func TestRequestTranslation(t *testing.T) {
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("status = %d, body %s", resp.StatusCode, b)
 				}
-				reqs := f.requests()
+				reqs := f.Requests()
 				if len(reqs) != 1 {
 					t.Fatalf("backend got %d requests, want 1", len(reqs))
 				}

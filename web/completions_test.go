@@ -29,7 +29,7 @@ func TestCompletionsBytes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake().script("stop", engineTimings(9, 4, 2), firstEvent(9, 4), textEvent("Once"), textEvent(" upon"))
+			f := newFake().Script("stop", engineTimings(9, 4, 2), firstEvent(9, 4), textEvent("Once"), textEvent(" upon"))
 			ts := startServer(t, f, Config{}, nil)
 			resp, got := do(t, ts, http.MethodPost, completionPath, tt.body)
 			if resp.StatusCode != http.StatusOK {

@@ -86,14 +86,14 @@ func TestBadInput(t *testing.T) {
 				body = `{"stream":true,` + body[1:]
 			}
 			t.Run(fmt.Sprintf("%s/stream=%v", tt.name, stream), func(t *testing.T) {
-				f := newFake().script("stop", engineTimings(1, 0, 1), firstEvent(1, 0), textEvent("x"))
+				f := newFake().Script("stop", engineTimings(1, 0, 1), firstEvent(1, 0), textEvent("x"))
 				ts := startServer(t, f, Config{}, nil)
 				resp, b := do(t, ts, http.MethodPost, tt.path, body)
 				e := wantError(t, resp, b, tt.status, typeInvalidRequest, tt.code)
 				if e.Param != tt.param {
 					t.Errorf("param = %q, want %q", e.Param, tt.param)
 				}
-				if n := len(f.requests()); n != 0 {
+				if n := len(f.Requests()); n != 0 {
 					t.Errorf("the backend got %d requests, want none", n)
 				}
 			})
@@ -120,20 +120,20 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake().script("stop", engineTimings(1, 0, 1), textEvent("x"))
+			f := newFake().Script("stop", engineTimings(1, 0, 1), textEvent("x"))
 			ts := startServer(t, f, Config{MaxBodyBytes: limit}, nil)
 			resp, b := do(t, ts, http.MethodPost, chatPath, tt.body)
 			if tt.status == http.StatusOK {
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("status = %d, body %s", resp.StatusCode, b)
 				}
-				if got := f.requests()[0].Messages[0].Content; len(got) != limit-len(`{"messages":[{"role":"user","content":""}]}`) {
+				if got := f.Requests()[0].Messages[0].Content; len(got) != limit-len(`{"messages":[{"role":"user","content":""}]}`) {
 					t.Errorf("content has %d bytes", len(got))
 				}
 				return
 			}
 			wantError(t, resp, b, tt.status, typeInvalidRequest, CodeRequestTooLarge)
-			if n := len(f.requests()); n != 0 {
+			if n := len(f.Requests()); n != 0 {
 				t.Errorf("the backend got %d requests, want none", n)
 			}
 		})
@@ -168,7 +168,7 @@ func TestBackendErrors(t *testing.T) {
 			for _, stream := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s%s/stream=%v", tt.name, path, stream), func(t *testing.T) {
 					f := newFake()
-					f.err = tt.err
+					f.Err = tt.err
 					ts := startServer(t, f, Config{}, nil)
 					body := `{"stream":` + jsonBool(stream) + `,` + hi + `}`
 					if path == completionPath {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"kvwin/engine"
+	"kvwin/engine/enginetest"
 )
 
 // Fuzz targets for request decoding, one per API, through the real handler:
@@ -19,9 +20,15 @@ import (
 // panic (the recovery middleware's 500) and never a request the backend
 // contract forbids. CI runs each for 30 s (.ci/fuzz).
 
-// fuzzBackend serves every request with "ok" and fails (500) any request
-// the engine contract forbids, so the fuzzer reports it.
-type fuzzBackend struct{}
+// fuzzBackend serves every request with "ok" (enginetest's fake, which
+// keeps no record of the fuzzer's millions of requests) and fails (500)
+// any request the engine contract forbids, so the fuzzer reports it. It
+// tokenizes in enginetest's byte-level vocabulary.
+type fuzzBackend struct {
+	*enginetest.Backend
+	enginetest.Tokens
+	embeds enginetest.Embeds
+}
 
 var (
 	_ engine.Backend   = fuzzBackend{}
@@ -31,11 +38,16 @@ var (
 
 var errContract = errors.New("the web layer passed a request the engine contract forbids")
 
-func (fuzzBackend) Info() engine.Info {
-	return engine.Info{Name: "fuzz", Model: "tiny", ContextSlot: 512, Slots: 2}
+// newFuzzBackend returns the fuzz targets' backend.
+func newFuzzBackend() fuzzBackend {
+	t := engine.Timings{PromptTokens: 3, GeneratedTokens: 1}
+	b := enginetest.New(engine.Info{Name: "fuzz", Model: "tiny", ContextSlot: 512, Slots: 2}).
+		Script(engine.FinishStop, t, engine.Event{First: true, Text: "ok", Timings: t})
+	b.Result.Tokens, b.NoRecord = []int{'o'}, true
+	return fuzzBackend{b, enginetest.Tokens{B: b}, enginetest.Embeds{B: b, Width: 2}}
 }
 
-func (fuzzBackend) Generate(_ context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+func (f fuzzBackend) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
 	switch {
 	case req.CheckPrompt() != nil:
 		return engine.Result{}, fmt.Errorf("%w: %v", errContract, req.CheckPrompt())
@@ -49,53 +61,21 @@ func (fuzzBackend) Generate(_ context.Context, req engine.Request, stream engine
 			return engine.Result{}, fmt.Errorf("%w: role %q", errContract, m.Role)
 		}
 	}
-	t := engine.Timings{PromptTokens: 3, GeneratedTokens: 1}
-	if stream != nil {
-		if err := stream(engine.Event{First: true, Text: "ok", Timings: t}); err != nil {
-			return engine.Result{}, err
-		}
-	}
-	return engine.Result{Text: "ok", Tokens: []int{'o'}, FinishReason: engine.FinishStop, Slot: 0, Timings: t}, nil
+	return f.Backend.Generate(ctx, req, stream)
 }
 
 // Embed answers a unit vector per input, and fails any request the
 // contract forbids: no inputs, an empty one, more than the web layer's cap.
-func (fuzzBackend) Embed(_ context.Context, req engine.EmbedRequest) (engine.Embeddings, error) {
+func (f fuzzBackend) Embed(ctx context.Context, req engine.EmbedRequest) (engine.Embeddings, error) {
 	if len(req.Inputs) == 0 || len(req.Inputs) > maxEmbedInputs {
 		return engine.Embeddings{}, fmt.Errorf("%w: %d inputs", errContract, len(req.Inputs))
 	}
-	out := engine.Embeddings{Vectors: make([][]float32, len(req.Inputs))}
 	for i, in := range req.Inputs {
 		if in == "" {
 			return engine.Embeddings{}, fmt.Errorf("%w: input %d is empty", errContract, i)
 		}
-		out.Vectors[i] = []float32{1, 0}
-		out.PromptTokens += len(in) + 1
 	}
-	return out, nil
-}
-
-// Tokenize is byte-level, with BOS 1 when special.
-func (fuzzBackend) Tokenize(_ context.Context, text string, special bool) ([]int, error) {
-	var out []int
-	if special {
-		out = append(out, 1)
-	}
-	for i := range len(text) {
-		out = append(out, int(text[i]))
-	}
-	return out, nil
-}
-
-func (fuzzBackend) Detokenize(_ context.Context, tokens []int) (string, error) {
-	var b strings.Builder
-	for _, t := range tokens {
-		if t < 0 || t > 255 {
-			return "", engine.Invalid("token %d out of the vocabulary", t)
-		}
-		b.WriteByte(byte(t))
-	}
-	return b.String(), nil
+	return f.embeds.Embed(ctx, req)
 }
 
 // fuzzRoute fuzzes the body of POST path, starting from seeds.
@@ -122,7 +102,7 @@ func fuzzRoute(f *testing.F, path string, node bool, seeds ...string) {
 // must answer 200 or a client error (400, 404, 413) that checkError
 // accepts; anything else (a 5xx, a panic) fails.
 func fuzzWith(f *testing.F, path string, checkError func(t *testing.T, body []byte, w *httptest.ResponseRecorder), seeds ...string) {
-	s, err := New(Config{MaxBodyBytes: 1 << 16}, fuzzBackend{}, nil)
+	s, err := New(Config{MaxBodyBytes: 1 << 16}, newFuzzBackend(), nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestHealthSaysWhetherAnythingCanServe(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
-			f.info.Model = tt.model
+			f.About.Model = tt.model
 			b := &readyFake{fakeBackend: f}
 			b.down.Store(tt.down)
 			s, err := New(Config{}, b, nil)

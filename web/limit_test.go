@@ -18,9 +18,9 @@ import (
 // tenant's third request is 429 with Retry-After at once, while another
 // tenant is admitted; the queued one runs when the first ends.
 func TestTenantLimits(t *testing.T) {
-	f := newFake().script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
-	f.entered = make(chan engine.Request, 8)
-	f.hold = make(chan struct{})
+	f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
+	f.Entered = make(chan engine.Request, 8)
+	f.Hold = make(chan struct{})
 	cfg := keyedConfig(nil)
 	cfg.TenantMaxConcurrent, cfg.TenantMaxQueued = 1, 1
 	s, err := New(cfg, f, nil)
@@ -31,7 +31,7 @@ func TestTenantLimits(t *testing.T) {
 	s.limits.queued = queued
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	t.Cleanup(func() { close(f.release) })
+	t.Cleanup(func() { f.Release() })
 
 	type answer struct {
 		status int
@@ -59,7 +59,7 @@ func TestTenantLimits(t *testing.T) {
 	entered := func(want string) {
 		t.Helper()
 		select {
-		case r := <-f.entered:
+		case r := <-f.Entered:
 			if r.Tenant != want {
 				t.Fatalf("backend entered by %q, want %q", r.Tenant, want)
 			}
@@ -85,7 +85,7 @@ func TestTenantLimits(t *testing.T) {
 	}
 	bob := async(bobKey)
 	entered("bob") // another tenant is not held back by alice's
-	close(f.hold)  // every held generation finishes
+	close(f.Hold)  // every held generation finishes
 	for name, ch := range map[string]<-chan answer{"first": first, "second": second, "bob": bob} {
 		if a := <-ch; a.status != 200 {
 			t.Errorf("%s: %d %s", name, a.status, a.body)
@@ -119,13 +119,13 @@ func TestBodyTimeoutAnswers408(t *testing.T) {
 // body is read, so a stream lasting many times longer ends normally.
 func TestLongStreamOutlivesTheBodyTimeout(t *testing.T) {
 	const timeout = 20 * time.Millisecond
-	f := newFake().script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("Hello"))
-	f.hold = make(chan struct{})
+	f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("Hello"))
+	f.Hold = make(chan struct{})
 	ts := startServer(t, f, Config{BodyTimeout: timeout}, nil)
 	go func() {
-		<-f.started
+		<-f.Started
 		<-time.After(10 * timeout) // the stream stays open past the deadline
-		close(f.hold)
+		close(f.Hold)
 	}()
 	resp, body := do(t, ts, "POST", chatPath, `{"stream":true,`+hi+`}`)
 	if resp.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") || !strings.Contains(string(body), "Hello") {
@@ -160,8 +160,8 @@ func TestParameterRanges(t *testing.T) {
 			f := newFake()
 			ts := startServer(t, f, Config{}, nil)
 			resp, body := do(t, ts, "POST", tt.path, tt.body)
-			if resp.StatusCode != 400 || len(f.requests()) != 0 {
-				t.Fatalf("status %d (backend called %d times): %s", resp.StatusCode, len(f.requests()), body)
+			if resp.StatusCode != 400 || len(f.Requests()) != 0 {
+				t.Fatalf("status %d (backend called %d times): %s", resp.StatusCode, len(f.Requests()), body)
 			}
 			msg := string(body)
 			if !strings.Contains(msg, tt.param) || strings.Contains(msg, "int") && !strings.Contains(msg, "integer") || strings.Contains(msg, "float") || strings.Contains(msg, "*") {
@@ -180,8 +180,8 @@ func TestStalledReaderEndsTheStream(t *testing.T) {
 	for range 512 { // 32 MiB: more than any socket buffers
 		events = append(events, textEvent(big))
 	}
-	f := newFake().script("stop", engineTimings(3, 0, len(events)), events...)
-	f.streamErr = make(chan error, 1)
+	f := newFake().Script("stop", engineTimings(3, 0, len(events)), events...)
+	f.StreamErr = make(chan error, 1)
 	ts := startServer(t, f, Config{StallTimeout: 50 * time.Millisecond}, nil)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL, "http://"))
 	if err != nil {
@@ -192,7 +192,7 @@ func TestStalledReaderEndsTheStream(t *testing.T) {
 	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", chatPath, len(body), body)
 	// Read nothing.
 	select {
-	case err := <-f.streamErr:
+	case err := <-f.StreamErr:
 		if err == nil {
 			t.Fatal("nil error")
 		}
@@ -207,7 +207,7 @@ func TestStalledReaderEndsTheStream(t *testing.T) {
 // the stall timeout, is answered.
 func TestKeptAliveConnectionOutlivesTheStallDeadline(t *testing.T) {
 	const stall = 20 * time.Millisecond
-	f := newFake().script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("Hello"))
+	f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("Hello"))
 	ts := startServer(t, f, Config{StallTimeout: stall}, nil)
 	resp, body := do(t, ts, "POST", chatPath, `{"stream":true,`+hi+`}`)
 	if resp.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {

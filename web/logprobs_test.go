@@ -26,14 +26,14 @@ func TestLogprobsOnTheWire(t *testing.T) {
 			`"text":"Hi","index":0,"logprobs":{"tokens":["Hi"],"token_logprobs":[-0.5],"top_logprobs":[{"Hi":-0.5,"Yo":-1.5}],"text_offset":[0]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake().script(engine.FinishStop, engine.Timings{PromptTokens: 3}, events...)
-			f.result.Logprobs = []engine.TokenLogprob{hi}
+			f := newFake().Script(engine.FinishStop, engine.Timings{PromptTokens: 3}, events...)
+			f.Result.Logprobs = []engine.TokenLogprob{hi}
 			ts := startServer(t, f, Config{}, nil)
 			resp, body := do(t, ts, "POST", tc.path, tc.body)
 			if resp.StatusCode != 200 || !strings.Contains(string(body), tc.want) {
 				t.Fatalf("status %d, body\n%s\nwant it to hold\n%s", resp.StatusCode, body, tc.want)
 			}
-			if r := f.reqs[0]; !r.Logprobs || r.TopLogprobs != 2 {
+			if r := f.Requests()[0]; !r.Logprobs || r.TopLogprobs != 2 {
 				t.Errorf("backend asked for logprobs %v, top %d; want true, 2", r.Logprobs, r.TopLogprobs)
 			}
 		})

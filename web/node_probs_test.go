@@ -48,11 +48,11 @@ func TestNodeRoundTripLogprobs(t *testing.T) {
 
 	f := newFake()
 	first := engine.Event{First: true, Slot: 0, Timings: engine.Timings{PromptTokens: 3}}
-	f.script(engine.FinishLength, engine.Timings{PromptTokens: 3, GeneratedTokens: 3}, first,
+	f.Script(engine.FinishLength, engine.Timings{PromptTokens: 3, GeneratedTokens: 3}, first,
 		engine.Event{Logprobs: all[:1]},             // the first byte of é: no text yet
 		engine.Event{Text: "é!", Logprobs: all[1:]}) // the rest of é, and !
-	f.result.Logprobs = all
-	b := adapterFor(t, startNode(t, f, tokFake{f}))
+	f.Result.Logprobs = all
+	b := adapterFor(t, startNode(t, f, newTokFake(f)))
 	req := engine.Request{Tokens: []int{1, 2, 3}, Sampling: engine.DefaultSampling(), Slot: -1, MaxTokens: 3, Logprobs: true, TopLogprobs: 2}
 	var streamed []engine.TokenLogprob
 	res, err := b.Generate(context.Background(), req, func(ev engine.Event) error {
@@ -62,7 +62,7 @@ func TestNodeRoundTripLogprobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.requests()[0]; !got.Logprobs || got.TopLogprobs != 2 {
+	if got := f.Requests()[0]; !got.Logprobs || got.TopLogprobs != 2 {
 		t.Errorf("the node's backend was asked logprobs %v, top %d", got.Logprobs, got.TopLogprobs)
 	}
 	if res.Text != "é!" || !reflect.DeepEqual(res.Logprobs, all) || !reflect.DeepEqual(streamed, all) {

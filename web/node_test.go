@@ -9,19 +9,23 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"kvwin/engine"
+	"kvwin/engine/enginetest"
 	"kvwin/engine/llamaserver"
 )
 
 // tokFake is a fakeBackend with the abilities the node routes look for:
-// a byte-level vocabulary (see fakeEncode), slots and a ChatML template.
-// It has engine.Tokenizer's one flag, as the embedded engine does.
+// enginetest's byte-level vocabulary (enginetest.Encode), slots and a
+// ChatML template. It has engine.Tokenizer's one flag, as the embedded
+// engine does.
 type tokFake struct {
 	*fakeBackend
+	enginetest.Tokens
+	enginetest.SlotList
+	enginetest.Template
 }
 
 var (
@@ -30,73 +34,27 @@ var (
 	_ engine.ChatTemplater = tokFake{}
 )
 
+// newTokFake gives f tokFake's abilities.
+func newTokFake(f *fakeBackend) tokFake {
+	return tokFake{f, enginetest.Tokens{B: f},
+		enginetest.SlotList{B: f, List: []engine.SlotState{{ID: 0, Context: 512, Processing: true, Tokens: 300}, {ID: 1, Context: 512}}},
+		enginetest.Template{B: f}}
+}
+
 // chatMLTemplate is the chat template tokFake reports.
-const chatMLTemplate = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+const chatMLTemplate = enginetest.ChatMLTemplate
 
 // fakeEncode is tokFake's tokenizer: with special, BOS (1) first and the
 // ChatML markers as 2 and 3; every other byte b is 100+b.
-func fakeEncode(text string, special bool) []int {
-	var out []int
-	if special {
-		out = append(out, 1)
-	}
-	for len(text) > 0 {
-		switch {
-		case special && strings.HasPrefix(text, "<|im_start|>"):
-			out, text = append(out, 2), text[len("<|im_start|>"):]
-		case special && strings.HasPrefix(text, "<|im_end|>"):
-			out, text = append(out, 3), text[len("<|im_end|>"):]
-		default:
-			out, text = append(out, 100+int(text[0])), text[1:]
-		}
-	}
-	return out
-}
-
-func (tokFake) Tokenize(_ context.Context, text string, special bool) ([]int, error) {
-	return fakeEncode(text, special), nil
-}
-
-func (tokFake) Detokenize(_ context.Context, ids []int) (string, error) {
-	var b strings.Builder
-	for i, id := range ids {
-		switch {
-		case id == 1:
-			b.WriteString("<s>")
-		case id == 2:
-			b.WriteString("<|im_start|>")
-		case id == 3:
-			b.WriteString("<|im_end|>")
-		case id >= 100 && id < 356:
-			b.WriteByte(byte(id - 100))
-		default:
-			return "", engine.Invalid("tokens[%d]: id %d outside the vocabulary", i, id)
-		}
-	}
-	return b.String(), nil
-}
-
-func (tokFake) Slots() []engine.SlotState {
-	return []engine.SlotState{{ID: 0, Context: 512, Processing: true, Tokens: 300}, {ID: 1, Context: 512}}
-}
-
-func (tokFake) ChatTemplate() string { return chatMLTemplate }
+func fakeEncode(text string, special bool) []int { return enginetest.Encode(text, special) }
 
 // splitFake also tokenizes with the two flags apart, recording them.
 type splitFake struct {
 	tokFake
-	mu    sync.Mutex
-	flags [][2]bool
+	enginetest.SpecialTokens
 }
 
-var _ engine.SpecialTokenizer = (*splitFake)(nil)
-
-func (s *splitFake) TokenizeSpecial(_ context.Context, text string, add, parse bool) ([]int, error) {
-	s.mu.Lock()
-	s.flags = append(s.flags, [2]bool{add, parse})
-	s.mu.Unlock()
-	return []int{len(text)}, nil
-}
+var _ engine.SpecialTokenizer = splitFake{}
 
 // startNode serves backend b (built around f) with the node routes.
 func startNode(t *testing.T, f *fakeBackend, b engine.Backend) *httptest.Server {
@@ -107,7 +65,7 @@ func startNode(t *testing.T, f *fakeBackend, b engine.Backend) *httptest.Server 
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
-	t.Cleanup(func() { close(f.release) })
+	t.Cleanup(func() { f.Release() })
 	return ts
 }
 
@@ -115,9 +73,9 @@ func startNode(t *testing.T, f *fakeBackend, b engine.Backend) *httptest.Server 
 // reused, on slot 1.
 func nodeScript(f *fakeBackend) *fakeBackend {
 	first := engine.Event{First: true, Slot: 1, Timings: engine.Timings{PromptTokens: 12, CachedTokens: 8, PromptEval: 20 * time.Millisecond}}
-	f.script(engine.FinishStop, engine.Timings{PromptTokens: 12, CachedTokens: 8, PromptEval: 20 * time.Millisecond,
+	f.Script(engine.FinishStop, engine.Timings{PromptTokens: 12, CachedTokens: 8, PromptEval: 20 * time.Millisecond,
 		GeneratedTokens: 2, Decode: 10 * time.Millisecond}, first, textEvent("Hello"), textEvent(" world"))
-	f.result.Slot, f.result.Tokens = 1, []int{7, 8}
+	f.Result.Slot, f.Result.Tokens = 1, []int{7, 8}
 	return f
 }
 
@@ -176,7 +134,7 @@ func TestNodeCompletion(t *testing.T) {
 			}
 			want := tt.want
 			want.Tenant = DefaultTenant // a server without keys has one tenant
-			if got := f.requests(); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+			if got := f.Requests(); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 				t.Errorf("backend got %+v\nwant %+v", got, want)
 			}
 			if ct := resp.Header.Get("Content-Type"); ct != tt.ctype {
@@ -241,7 +199,7 @@ func TestNodeCompletionErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := nodeScript(newFake())
-			f.err, f.errAfter = tt.err, tt.errAfter
+			f.Err, f.ErrAfter = tt.err, tt.errAfter
 			ts := startNode(t, f, f)
 			resp, body := do(t, ts, http.MethodPost, "/completion", tt.body)
 			if resp.StatusCode != tt.status {
@@ -277,7 +235,7 @@ func TestNodeTokenize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
-			ts := startNode(t, f, tokFake{f})
+			ts := startNode(t, f, newTokFake(f))
 			resp, body := do(t, ts, http.MethodPost, "/tokenize", tt.body)
 			if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != tt.want {
 				t.Errorf("%d %s, want %s", resp.StatusCode, body, tt.want)
@@ -287,17 +245,19 @@ func TestNodeTokenize(t *testing.T) {
 
 	// A backend that tokenizes with both flags gets them as sent.
 	f := newFake()
-	split := &splitFake{tokFake: tokFake{f}}
+	flags := &enginetest.FlagLog{}
+	split := splitFake{newTokFake(f), enginetest.SpecialTokens{B: f, Flags: flags}}
 	ts := startNode(t, f, split)
-	for _, body := range []string{`{"content":"ab"}`, `{"content":"ab","add_special":true,"parse_special":false}`} {
-		if resp, got := do(t, ts, http.MethodPost, "/tokenize", body); strings.TrimSpace(string(got)) != `{"tokens":[2]}` {
-			t.Errorf("%s: %d %s", body, resp.StatusCode, got)
+	for _, c := range []struct{ body, want string }{
+		{`{"content":"ab"}`, `{"tokens":[197,198]}`},
+		{`{"content":"ab","add_special":true,"parse_special":false}`, `{"tokens":[1,197,198]}`},
+	} {
+		if resp, got := do(t, ts, http.MethodPost, "/tokenize", c.body); strings.TrimSpace(string(got)) != c.want {
+			t.Errorf("%s: %d %s, want %s", c.body, resp.StatusCode, got, c.want)
 		}
 	}
-	split.mu.Lock()
-	defer split.mu.Unlock()
-	if want := [][2]bool{{false, true}, {true, false}}; !reflect.DeepEqual(split.flags, want) {
-		t.Errorf("flags %v, want %v", split.flags, want)
+	if want := [][2]bool{{false, true}, {true, false}}; !reflect.DeepEqual(flags.All(), want) {
+		t.Errorf("flags %v, want %v", flags.All(), want)
 	}
 }
 
@@ -335,7 +295,7 @@ func TestNodeRoutes(t *testing.T) {
 			f := newFake()
 			var b engine.Backend = f
 			if tt.abilities {
-				b = tokFake{f}
+				b = newTokFake(f)
 			}
 			ts := startNode(t, f, b)
 			resp, body := do(t, ts, tt.method, tt.path, tt.body)
@@ -367,7 +327,7 @@ func TestNodeRoundTrip(t *testing.T) {
 
 	t.Run("generation", func(t *testing.T) {
 		f := nodeScript(newFake())
-		b := adapterFor(t, startNode(t, f, tokFake{f}))
+		b := adapterFor(t, startNode(t, f, newTokFake(f)))
 		var events []engine.Event
 		res, err := b.Generate(context.Background(), req, func(ev engine.Event) error {
 			ev.Timings.FirstToken = 0
@@ -377,7 +337,7 @@ func TestNodeRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := f.requests()
+		got := f.Requests()
 		want := req
 		want.Messages, want.Tokens, want.Model = nil, wantTokens, "tiny"
 		want.Tenant = DefaultTenant // a node without keys has one tenant
@@ -388,7 +348,7 @@ func TestNodeRoundTrip(t *testing.T) {
 			t.Errorf("FirstToken %v, want it measured", res.Timings.FirstToken)
 		}
 		res.Timings.FirstToken = 0
-		wantRes := f.result
+		wantRes := f.Result
 		if !reflect.DeepEqual(res, wantRes) {
 			t.Errorf("result %+v\nwant %+v", res, wantRes)
 		}
@@ -406,7 +366,7 @@ func TestNodeRoundTrip(t *testing.T) {
 
 	t.Run("metadata", func(t *testing.T) {
 		f := newFake()
-		b := adapterFor(t, startNode(t, f, tokFake{f}))
+		b := adapterFor(t, startNode(t, f, newTokFake(f)))
 		ctx := context.Background()
 		if ids, err := b.Tokenize(ctx, "<|im_end|>a", true); err != nil || !reflect.DeepEqual(ids, []int{1, 3, 197}) {
 			t.Errorf("Tokenize = %v, %v", ids, err)
@@ -414,7 +374,7 @@ func TestNodeRoundTrip(t *testing.T) {
 		if text, err := b.Detokenize(ctx, []int{2, 197}); err != nil || text != "<|im_start|>a" {
 			t.Errorf("Detokenize = %q, %v", text, err)
 		}
-		if slots, err := b.FetchSlots(ctx); err != nil || !reflect.DeepEqual(slots, tokFake{f}.Slots()) {
+		if slots, err := b.FetchSlots(ctx); err != nil || !reflect.DeepEqual(slots, newTokFake(f).Slots()) {
 			t.Errorf("FetchSlots = %+v, %v", slots, err)
 		}
 		if err := b.Health(ctx); err != nil {
@@ -439,8 +399,8 @@ func TestNodeRoundTrip(t *testing.T) {
 	for _, tt := range errs {
 		t.Run(tt.name, func(t *testing.T) {
 			f := nodeScript(newFake())
-			f.err, f.errAfter = tt.err, tt.errAfter
-			b := adapterFor(t, startNode(t, f, tokFake{f}))
+			f.Err, f.ErrAfter = tt.err, tt.errAfter
+			b := adapterFor(t, startNode(t, f, newTokFake(f)))
 			events := 0
 			_, err := b.Generate(context.Background(), req, func(engine.Event) error { events++; return nil })
 			if err == nil {

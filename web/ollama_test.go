@@ -50,7 +50,7 @@ func wantOllamaError(t *testing.T, resp *http.Response, body []byte, status int,
 func TestOllamaChatStream(t *testing.T) {
 	f := newFake()
 	tm := engine.Timings{PromptTokens: 10, CachedTokens: 4, PromptEval: 5 * time.Millisecond, GeneratedTokens: 2, Decode: 7 * time.Millisecond}
-	f.script(engine.FinishLength, tm, firstEvent(10, 4), textEvent("Hel"), textEvent("lo"))
+	f.Script(engine.FinishLength, tm, firstEvent(10, 4), textEvent("Hel"), textEvent("lo"))
 	ts := startServer(t, f, Config{}, nil)
 
 	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/api/chat", strings.NewReader(`{"model":"tiny:latest",
@@ -96,7 +96,7 @@ func TestOllamaChatStream(t *testing.T) {
 		t.Fatalf("total_duration %v", last["total_duration"])
 	}
 
-	got := f.requests()[0]
+	got := f.Requests()[0]
 	if got.MaxTokens != 2 || got.Sampling.Temperature != 0 || got.Sampling.TopK != 5 || got.Sampling.Seed != 7 ||
 		len(got.Stop) != 1 || got.Stop[0] != "\n\n" || got.Conversation != "conv-1" || got.Tenant != DefaultTenant {
 		t.Fatalf("backend got %+v", got)
@@ -109,7 +109,7 @@ func TestOllamaChatStream(t *testing.T) {
 // "stream": false answers one object with the whole text; /api/generate's
 // three prompt forms reach the backend as Ollama means them.
 func TestOllamaWholeAndGenerateForms(t *testing.T) {
-	f := newFake().script(engine.FinishStop, engineTimings(6, 0, 2), firstEvent(6, 0), textEvent("Hello"))
+	f := newFake().Script(engine.FinishStop, engineTimings(6, 0, 2), firstEvent(6, 0), textEvent("Hello"))
 	ts := startServer(t, f, Config{}, nil)
 
 	resp, body := do(t, ts, http.MethodPost, "/api/chat", `{"model":"tiny","stream":false,"messages":[{"role":"user","content":"hi"}]}`)
@@ -135,13 +135,13 @@ func TestOllamaWholeAndGenerateForms(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := len(f.requests())
+			n := len(f.Requests())
 			resp, body := do(t, ts, http.MethodPost, "/api/generate", tt.body)
 			var gen oapi.GenerateResponse
 			if err := json.Unmarshal(body, &gen); err != nil || resp.StatusCode != 200 || gen.Response != "Hello" || !gen.Done {
 				t.Fatalf("%d %s", resp.StatusCode, body)
 			}
-			got := f.requests()[n]
+			got := f.Requests()[n]
 			if got.Prompt != tt.want.Prompt || len(got.Messages) != len(tt.want.Messages) {
 				t.Fatalf("backend got prompt %q messages %+v", got.Prompt, got.Messages)
 			}
@@ -157,7 +157,7 @@ func TestOllamaWholeAndGenerateForms(t *testing.T) {
 // Errors are Ollama's {"error": "…"} with the right status, before the
 // backend is asked; a request with nothing to generate "loads" the model.
 func TestOllamaErrors(t *testing.T) {
-	f := newFake().script(engine.FinishStop, engineTimings(1, 0, 1), textEvent("x"))
+	f := newFake().Script(engine.FinishStop, engineTimings(1, 0, 1), textEvent("x"))
 	ts := startServer(t, f, Config{}, nil)
 	tests := []struct {
 		name, method, path, body string
@@ -187,7 +187,7 @@ func TestOllamaErrors(t *testing.T) {
 			wantOllamaError(t, resp, body, tt.status, tt.mentions)
 		})
 	}
-	if n := len(f.requests()); n != 0 {
+	if n := len(f.Requests()); n != 0 {
 		t.Fatalf("the backend got %d requests", n)
 	}
 
@@ -205,7 +205,7 @@ func TestOllamaErrors(t *testing.T) {
 			t.Fatalf("%s: done_reason %v, want %s", path, m["done_reason"], want)
 		}
 	}
-	if n := len(f.requests()); n != 0 {
+	if n := len(f.Requests()); n != 0 {
 		t.Fatalf("loading the model reached the backend %d times", n)
 	}
 }
@@ -214,7 +214,7 @@ func TestOllamaErrors(t *testing.T) {
 // stream ends with Ollama's in-stream error line.
 func TestOllamaBackendErrors(t *testing.T) {
 	f := newFake()
-	f.err = engine.ErrQueueFull
+	f.Err = engine.ErrQueueFull
 	ts := startServer(t, f, Config{}, nil)
 	resp, body := do(t, ts, http.MethodPost, "/api/chat", `{"model":"tiny","messages":[{"role":"user","content":"hi"}]}`)
 	wantOllamaError(t, resp, body, http.StatusTooManyRequests, "queue")
@@ -223,8 +223,8 @@ func TestOllamaBackendErrors(t *testing.T) {
 	}
 
 	f = newFake()
-	f.events = []engine.Event{firstEvent(3, 0), textEvent("Hel")}
-	f.errAfter = errors.New("the engine fell over")
+	f.Events = []engine.Event{firstEvent(3, 0), textEvent("Hel")}
+	f.ErrAfter = errors.New("the engine fell over")
 	ts = startServer(t, f, Config{}, nil)
 	resp, body = do(t, ts, http.MethodPost, "/api/generate", `{"model":"tiny","prompt":"hi"}`)
 	lines := ollamaLines(t, body)

@@ -28,7 +28,7 @@ func TestOllamaChatToolCall(t *testing.T) {
 	for _, p := range pieces {
 		events = append(events, textEvent(p))
 	}
-	f := newFake().script(engine.FinishStop, engineTimings(20, 0, 30), events...)
+	f := newFake().Script(engine.FinishStop, engineTimings(20, 0, 30), events...)
 	ts := startServer(t, f, Config{}, nil)
 	body := `{"model":"tiny","tools":` + ollamaWeatherTool + `,"options":{"tool_choice":"required"},
 		"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"Weather in Paris?"}]`
@@ -79,7 +79,7 @@ func TestOllamaChatToolCall(t *testing.T) {
 		}
 	})
 
-	got := f.requests()[0]
+	got := f.Requests()[0]
 	out := got.Sampling.Output
 	if out == nil || out.Prefix != callOpen || out.Suffix != callClose || !strings.Contains(string(out.Schema), `"const":"get_weather"`) &&
 		!strings.Contains(string(out.Schema), `"const": "get_weather"`) {
@@ -97,7 +97,7 @@ func TestOllamaChatToolCall(t *testing.T) {
 // Without tool_choice the call is the model's to make: no constraint, and
 // a plain answer stays content.
 func TestOllamaChatToolsAuto(t *testing.T) {
-	f := newFake().script(engine.FinishStop, engineTimings(5, 0, 2), firstEvent(5, 0), textEvent("<tool"), textEvent("box> hi"))
+	f := newFake().Script(engine.FinishStop, engineTimings(5, 0, 2), firstEvent(5, 0), textEvent("<tool"), textEvent("box> hi"))
 	ts := startServer(t, f, Config{}, nil)
 	resp, raw := do(t, ts, http.MethodPost, "/api/chat", `{"model":"tiny","tools":`+ollamaWeatherTool+`,"messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 200 {
@@ -113,7 +113,7 @@ func TestOllamaChatToolsAuto(t *testing.T) {
 	if content.String() != "<toolbox> hi" {
 		t.Fatalf("content %q", content.String())
 	}
-	if f.requests()[0].Sampling.Output != nil {
+	if f.Requests()[0].Sampling.Output != nil {
 		t.Fatalf("auto constrained the output")
 	}
 }
@@ -121,7 +121,7 @@ func TestOllamaChatToolsAuto(t *testing.T) {
 // An assistant's calls and a tool's result in the history reach the model
 // as the OpenAI route renders them.
 func TestOllamaToolHistory(t *testing.T) {
-	f := newFake().script(engine.FinishStop, engineTimings(5, 0, 1), firstEvent(5, 0), textEvent("ok"))
+	f := newFake().Script(engine.FinishStop, engineTimings(5, 0, 1), firstEvent(5, 0), textEvent("ok"))
 	ts := startServer(t, f, Config{}, nil)
 	resp, raw := do(t, ts, http.MethodPost, "/api/chat", `{"model":"tiny","stream":false,"tools":`+ollamaWeatherTool+`,"messages":[
 		{"role":"user","content":"Weather in Paris?"},
@@ -130,7 +130,7 @@ func TestOllamaToolHistory(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, raw)
 	}
-	msgs := f.requests()[0].Messages
+	msgs := f.Requests()[0].Messages
 	want := []engine.Message{
 		{Role: "user", Content: "Weather in Paris?"},
 		{Role: "assistant", Content: "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"},
@@ -144,7 +144,7 @@ func TestOllamaToolHistory(t *testing.T) {
 // format "json" and a schema constrain the output on both routes; a
 // format that is neither is Ollama's "invalid format", a 400.
 func TestOllamaFormat(t *testing.T) {
-	f := newFake().script(engine.FinishStop, engineTimings(5, 0, 2), firstEvent(5, 0), textEvent(`{"a":1}`))
+	f := newFake().Script(engine.FinishStop, engineTimings(5, 0, 2), firstEvent(5, 0), textEvent(`{"a":1}`))
 	ts := startServer(t, f, Config{}, nil)
 	schema := `{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}`
 	tests := []struct {
@@ -160,12 +160,12 @@ func TestOllamaFormat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n := len(f.requests())
+			n := len(f.Requests())
 			resp, raw := do(t, ts, http.MethodPost, tt.path, tt.body)
 			if resp.StatusCode != 200 || !strings.Contains(string(raw), `{\"a\":1}`) {
 				t.Fatalf("%d %s", resp.StatusCode, raw)
 			}
-			if got := f.requests()[n].Sampling.Output; !reflect.DeepEqual(got, tt.want) {
+			if got := f.Requests()[n].Sampling.Output; !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("output %+v, want %+v", got, tt.want)
 			}
 		})
@@ -175,7 +175,7 @@ func TestOllamaFormat(t *testing.T) {
 // Formats and tool choices kvwin cannot honour are 400s in Ollama's shape,
 // with the message naming the problem, before the backend is asked.
 func TestOllamaFormatAndToolErrors(t *testing.T) {
-	f := newFake().script(engine.FinishStop, engineTimings(1, 0, 1), textEvent("x"))
+	f := newFake().Script(engine.FinishStop, engineTimings(1, 0, 1), textEvent("x"))
 	ts := startServer(t, f, Config{}, nil)
 	user := `"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct {
@@ -210,7 +210,7 @@ func TestOllamaFormatAndToolErrors(t *testing.T) {
 			}
 		})
 	}
-	if n := len(f.requests()); n != 0 {
+	if n := len(f.Requests()); n != 0 {
 		t.Fatalf("the backend got %d requests", n)
 	}
 }

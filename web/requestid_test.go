@@ -37,7 +37,7 @@ func TestRequestID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			log := slog.New(requestid.NewHandler(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
-			f := newFake().script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
+			f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
 			cfg := Config{Registry: fakeRegistry{}}
 			if tt.keyed {
 				cfg = keyedConfig(nil)

@@ -31,7 +31,7 @@ func startServer(t *testing.T, f *fakeBackend, cfg Config, log *slog.Logger) *ht
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close) // blocks until every handler returned: a hung handler fails the test
 	// Cleanups run last-in first-out: this one runs before Close.
-	t.Cleanup(func() { close(f.release) })
+	t.Cleanup(func() { f.Release() })
 	return ts
 }
 
@@ -149,7 +149,7 @@ func TestPanicIsAnOpenAIError(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(map[bool]string{false: "non-stream", true: "stream"}[stream], func(t *testing.T) {
 			f := newFake()
-			f.panicWith = "boom"
+			f.PanicWith = "boom"
 			ts := startServer(t, f, Config{}, nil)
 			body := `{"messages":[{"role":"user","content":"hi"}],"stream":` + jsonBool(stream) + `}`
 			resp, b := do(t, ts, http.MethodPost, "/v1/chat/completions", body)
@@ -164,8 +164,8 @@ func TestPanicIsAnOpenAIError(t *testing.T) {
 	}
 	t.Run("mid-stream", func(t *testing.T) {
 		f := newFake()
-		f.events = []engine.Event{firstEvent(1, 0), textEvent("a")}
-		f.panicLate = true
+		f.Events = []engine.Event{firstEvent(1, 0), textEvent("a")}
+		f.PanicLate = true
 		ts := startServer(t, f, Config{}, nil)
 		resp, b := do(t, ts, http.MethodPost, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`)
 		// Too late for a status: the stream just ends, without [DONE].
@@ -243,7 +243,7 @@ func (l *lockedBuffer) String() string {
 func TestAccessLog(t *testing.T) {
 	var buf lockedBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f := newFake().script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
+	f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
 	ts := startServer(t, f, Config{}, log)
 
 	do(t, ts, http.MethodPost, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`)

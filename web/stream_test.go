@@ -39,8 +39,8 @@ func TestClientDisconnectCancelsBackend(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
-			f.events = []engine.Event{firstEvent(3, 0), textEvent("Hello")}
-			f.block = true
+			f.Events = []engine.Event{firstEvent(3, 0), textEvent("Hello")}
+			f.Block = true
 			ts := startServer(t, f, Config{}, nil)
 
 			ctx, cancel := context.WithCancel(context.Background())
@@ -87,13 +87,13 @@ func TestClientDisconnectCancelsBackend(t *testing.T) {
 					t.Fatal("timed out waiting for the first text chunk")
 				}
 			} else {
-				waitFor(t, f.started, "the backend to start")
+				waitFor(t, f.Started, "the backend to start")
 			}
 			cancel()
-			waitFor(t, f.cancelled, "the backend to see its context cancelled")
+			waitFor(t, f.Cancelled, "the backend to see its context cancelled")
 			if tt.stream {
 				select {
-				case err := <-f.lateErr:
+				case err := <-f.LateErr:
 					if err == nil {
 						t.Error("the StreamFunc accepted an event after the client left")
 					}
@@ -123,8 +123,8 @@ func TestErrorAfterFirstEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
-			f.events = []engine.Event{firstEvent(3, 1), textEvent("Hi")}
-			f.errAfter = tt.err
+			f.Events = []engine.Event{firstEvent(3, 1), textEvent("Hi")}
+			f.ErrAfter = tt.err
 			ts := startServer(t, f, Config{}, nil)
 			resp, got := do(t, ts, http.MethodPost, chatPath, `{"stream":true,`+hi+`}`)
 			if resp.StatusCode != http.StatusOK {

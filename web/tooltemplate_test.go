@@ -25,7 +25,7 @@ func (f toolTemplateFake) TemplateTools() bool { return f.renders }
 func TestToolsGoToATemplateThatRendersThem(t *testing.T) {
 	body := `{"model":"tiny","messages":[{"role":"user","content":"weather?"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`
 	for _, renders := range []bool{true, false} {
-		f := newFake().script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
+		f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
 		s, err := New(Config{}, toolTemplateFake{f, renders}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -33,14 +33,12 @@ func TestToolsGoToATemplateThatRendersThem(t *testing.T) {
 		s.now = func() time.Time { return time.Unix(testCreated, 0) }
 		ts := httptest.NewServer(s.Handler())
 		resp, out := do(t, ts, http.MethodPost, chatPath, body)
-		close(f.release)
+		f.Release()
 		ts.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d: %s", resp.StatusCode, out)
 		}
-		f.mu.Lock()
-		req := f.reqs[0]
-		f.mu.Unlock()
+		req := f.Requests()[0]
 		if renders {
 			tool, _ := req.Tools[0].(json.RawMessage)
 			if len(req.Tools) != 1 || string(tool) != `{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}` || len(req.Messages) != 1 || req.Messages[0].Role != engine.RoleUser {

@@ -215,7 +215,7 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 		b.res.reset()
 	}
 	g := &generation{
-		ctx: ctx, idle: b.cfg.IdleTimeout, firstWait: b.cfg.FirstTokenTimeout, stream: stream,
+		ctx: ctx, idle: b.cfg.IdleTimeout, firstWait: b.cfg.FirstTokenTimeout, stream: stream, numCtx: p.numCtx,
 		likely: b.ratio.tokens(len(p.text)), textBytes: len(p.text), maxTokens: b.predict(req, p), maxText: maxAnswerBytes,
 		cachedBytes: b.res.match(b.res.chain(req.Tenant, p.text), time.Now()),
 	}

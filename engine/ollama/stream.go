@@ -45,6 +45,8 @@ type generation struct {
 	probe     *probe
 	sent      time.Time
 
+	numCtx int // the num_ctx sent
+
 	// Estimates made before sending (see Backend.Generate).
 	likely      int // likely prompt tokens
 	textBytes   int // bytes of the canonical rendering
@@ -140,6 +142,14 @@ func (g *generation) finish(err error) (engine.Result, error) {
 		return engine.Result{}, err // the caller's own, returned as it is
 	}
 	if g.done {
+		if n := g.metrics.PromptEvalCount; g.numCtx > 0 && n >= g.numCtx {
+			// Ollama's runner cut a prompt longer than num_ctx to exactly
+			// num_ctx tokens (or it filled the context, leaving no room
+			// for an answer): what it answered is not the prompt sent. How
+			// long the prompt was is not reported; the estimate says.
+			return engine.Result{}, fmt.Errorf("ollama: %s: %w", g.op,
+				&engine.ContextLengthError{PromptTokens: max(g.likely, n), Limit: g.numCtx})
+		}
 		// Whatever came after the final object (nothing, or garbage) does
 		// not change the answer.
 		return engine.Result{
