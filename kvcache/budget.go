@@ -4,9 +4,10 @@ import "fmt"
 
 // Budget is a backend's KV room, from which its capacity in blocks follows.
 // Either Blocks is configured, or the room is Context × Slots tokens (what
-// the engine allocates: DESIGN.md's --ctx is per slot), optionally capped by
-// MaxBytes of KV at BytesPerToken (the attention package computes it from the
-// model's shape: 2 · layers · kv_heads · head_dim · bytes per element).
+// the engine allocates: --ctx is per slot, docs/architecture.md, "Flags"),
+// optionally capped by MaxBytes of KV at BytesPerToken (the attention package
+// computes it from the model's shape: 2 · layers · kv_heads · head_dim · bytes
+// per element).
 type Budget struct {
 	Blocks        int   `json:"blocks"`          // a configured count; wins when > 0
 	Context       int   `json:"context"`         // tokens per slot

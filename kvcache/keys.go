@@ -19,13 +19,13 @@ const (
 
 // Namespace is what makes the same tokens mean different KV: another model,
 // chat template or adapter computes other values, and a shifted sequence's KV
-// differs from a freshly computed one (DESIGN.md, "The window"), so each shift
-// epoch starts keys of its own.
+// differs from a freshly computed one (docs/architecture.md, "The window"),
+// so each shift epoch starts keys of its own.
 //
 // Tenant is not about the KV's values but about who may reuse it: each
 // tenant's keys are salted by its name, so one tenant's lookups never find
 // another tenant's blocks, and a cached-token count says nothing about what
-// other tenants sent (DESIGN.md, "Conversations and tenants").
+// other tenants sent (docs/architecture.md, "Conversations and tenants").
 type Namespace struct {
 	Model      string `json:"model"`
 	Template   string `json:"template"`

@@ -5,9 +5,9 @@ import (
 	"slices"
 )
 
-// Stats is the registry as GET /kvwin/v1/registry shows it (DESIGN.md,
-// "Contracts"). Its JSON shape is a contract: fields marked json:"-" are
-// for Go callers and /metrics only.
+// Stats is the registry as GET /kvwin/v1/registry shows it
+// (docs/architecture.md, "HTTP"). Its JSON shape is a contract: fields
+// marked json:"-" are for Go callers and /metrics only.
 type Stats struct {
 	Totals   Totals         `json:"totals"`
 	Backends []BackendStats `json:"backends"` // by name

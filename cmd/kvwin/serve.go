@@ -22,7 +22,8 @@ import (
 )
 
 // newServeCmd is kvwin serve: its flags fill an app.Config (names follow
-// DESIGN.md exactly), and package app assembles and runs the server.
+// docs/architecture.md, "Flags", exactly), and package app assembles and
+// runs the server.
 func newServeCmd() *cobra.Command {
 	var f app.Config
 	var configPath string

@@ -63,7 +63,8 @@ type Config struct {
 	IdleTimeout time.Duration `json:"idle_timeout"`
 	// CacheReuse is sent as n_cache_reuse: the minimum run of tokens the
 	// server may move by KV shifting (llama-server's --cache-reuse). 0, the
-	// default, disables it: shifted KV is approximate (DESIGN.md).
+	// default, disables it: shifted KV is approximate
+	// (docs/architecture.md, "The window").
 	CacheReuse int `json:"cache_reuse"`
 	// MaxChunkBytes bounds one chunk of an answer (see
 	// DefaultMaxChunkBytes); default DefaultMaxChunkBytes. A larger chunk

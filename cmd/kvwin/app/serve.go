@@ -33,8 +33,9 @@ import (
 )
 
 // Config is what kvwin serve assembles, one field per flag of kvwin serve
-// (DESIGN.md names them; cmd/kvwin binds them). The zero value of a field
-// is not always its flag's default: New serves exactly what it is given.
+// (docs/architecture.md, "Flags", names them; cmd/kvwin binds them). The
+// zero value of a field is not always its flag's default: New serves exactly
+// what it is given.
 type Config struct {
 	Addr            string
 	DataDir         string
