@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kvwin/cmd/kvwin/bench/recall"
 	"kvwin/window"
-	"kvwin/window/recall"
 )
 
 // newBenchRecallCmd returns `kvwin bench recall`: window policies evaluated

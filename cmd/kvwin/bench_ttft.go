@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kvwin/attention/ttft"
+	"kvwin/cmd/kvwin/bench/ttft"
 )
 
 // benchTTFTFlags are kvwin bench ttft's flags.
