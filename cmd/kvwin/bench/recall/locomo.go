@@ -6,13 +6,11 @@
 package recall
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"regexp"
-	"sort"
-	"strconv"
 	"strings"
+
+	"kvwin/cmd/kvwin/bench/locomo"
 )
 
 // Turn is one turn of a LoCoMo conversation.
@@ -40,38 +38,19 @@ type Conversation struct {
 	Skipped            int // questions dropped by the counting conventions
 }
 
-type rawSample struct {
-	SampleID     string                     `json:"sample_id"`
-	Conversation map[string]json.RawMessage `json:"conversation"`
-	QA           []struct {
-		Question string          `json:"question"`
-		Evidence json.RawMessage `json:"evidence"`
-		Stale    json.RawMessage `json:"stale_evidence"`
-		Category int             `json:"category"`
-	} `json:"qa"`
-}
-
-var sessionKey = regexp.MustCompile(`^session_(\d+)$`)
-
-// LoadLoCoMo reads a LoCoMo JSON file: an array of samples, or one sample.
+// LoadLoCoMo reads a LoCoMo JSON file (locomo.Read: an array of samples,
+// or one sample) as conversations: each sample's turns in session order,
+// empty turns dropped, and its questions that count.
 func LoadLoCoMo(r io.Reader) ([]Conversation, error) {
-	data, err := io.ReadAll(r)
+	samples, err := locomo.Read(r)
 	if err != nil {
-		return nil, fmt.Errorf("read locomo: %w", err)
-	}
-	var samples []rawSample
-	if err := json.Unmarshal(data, &samples); err != nil {
-		var one rawSample
-		if err2 := json.Unmarshal(data, &one); err2 != nil {
-			return nil, fmt.Errorf("decode locomo: %w", err)
-		}
-		samples = []rawSample{one}
+		return nil, err
 	}
 	var out []Conversation
 	for i, s := range samples {
 		c, err := convert(s)
 		if err != nil {
-			return nil, fmt.Errorf("locomo sample %d (%s): %w", i, s.SampleID, err)
+			return nil, fmt.Errorf("locomo sample %d (%s): %w", i, s.ID, err)
 		}
 		out = append(out, c)
 	}
@@ -81,42 +60,20 @@ func LoadLoCoMo(r io.Reader) ([]Conversation, error) {
 	return out, nil
 }
 
-func convert(s rawSample) (Conversation, error) {
-	c := Conversation{ID: s.SampleID}
-	_ = unmarshalString(s.Conversation["speaker_a"], &c.SpeakerA)
-	_ = unmarshalString(s.Conversation["speaker_b"], &c.SpeakerB)
-	type session struct {
-		n     int
-		turns []Turn
-	}
-	var sessions []session
-	for k, v := range s.Conversation {
-		m := sessionKey.FindStringSubmatch(k)
-		if m == nil {
-			continue
-		}
-		n, _ := strconv.Atoi(m[1])
-		var ts []Turn
-		if err := json.Unmarshal(v, &ts); err != nil {
-			return c, fmt.Errorf("%s: %w", k, err)
-		}
-		sessions = append(sessions, session{n, ts})
-	}
-	sort.Slice(sessions, func(i, j int) bool { return sessions[i].n < sessions[j].n })
+func convert(s locomo.Sample) (Conversation, error) {
+	c := Conversation{ID: s.ID, SpeakerA: s.SpeakerA, SpeakerB: s.SpeakerB}
 	index := map[string]int{}
-	for _, s := range sessions {
-		for _, t := range s.turns {
-			if strings.TrimSpace(t.Text) == "" {
-				continue // an empty turn is not a message a client could send
-			}
-			if id, ok := normalID(t.DiaID); ok {
-				index[id] = len(c.Turns)
-			}
-			if c.SpeakerA == "" {
-				c.SpeakerA = t.Speaker
-			}
-			c.Turns = append(c.Turns, t)
+	for _, t := range s.Turns {
+		if strings.TrimSpace(t.Text) == "" {
+			continue // an empty turn is not a message a client could send
 		}
+		if id, ok := locomo.NormalID(t.DiaID); ok {
+			index[id] = len(c.Turns)
+		}
+		if c.SpeakerA == "" {
+			c.SpeakerA = t.Speaker
+		}
+		c.Turns = append(c.Turns, Turn(t))
 	}
 	if len(c.Turns) == 0 {
 		return c, fmt.Errorf("no turns")
@@ -126,20 +83,31 @@ func convert(s rawSample) (Conversation, error) {
 			c.Skipped++
 			continue
 		}
-		ev := resolve(evidenceIDs(q.Evidence), index)
+		ev := resolve(q.Evidence, index)
 		if len(ev) == 0 {
 			c.Skipped++
 			continue
 		}
 		c.Questions = append(c.Questions, Question{Question: q.Question, Category: q.Category,
-			Evidence: ev, Stale: resolve(evidenceIDs(q.Stale), index)})
+			Evidence: ev, Stale: resolve(q.Stale, index)})
 	}
 	return c, nil
 }
 
-func unmarshalString(raw json.RawMessage, dst *string) error {
-	if raw == nil {
-		return nil
+// resolve maps dialogue ids to turn indexes, dropping those that resolve
+// to no turn and duplicates.
+func resolve(ids []string, index map[string]int) []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, id := range ids {
+		n, ok := locomo.NormalID(id)
+		if !ok {
+			continue
+		}
+		if i, ok := index[n]; ok && !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
 	}
-	return json.Unmarshal(raw, dst)
+	return out
 }
