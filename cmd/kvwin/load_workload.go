@@ -9,11 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"kvwin/cmd/kvwin/bench/stats"
 )
 
 // loadWorkload is N streaming chat clients against one server for a
@@ -186,8 +187,9 @@ func summarizeLoad(target string, clients int, outcomes []loadOutcome, wall time
 			}
 		}
 	}
-	sort.Float64s(ttft)
-	r.TTFTP50, r.TTFTP99 = percentile(ttft, 0.5), percentile(ttft, 0.99)
+	if len(ttft) > 0 { // else 0, not stats.Quantile's NaN, which JSON cannot hold
+		r.TTFTP50, r.TTFTP99 = stats.Quantile(ttft, 0.5), stats.Quantile(ttft, 0.99)
+	}
 	r.CompletedPerS = float64(len(ttft)) / wall.Seconds()
 	return r
 }

@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/bench/stats"
 	"kvwin/web/wire"
 )
 
@@ -292,17 +291,9 @@ func summarize(policy string, turns []routeTurn, wall time.Duration) routeResult
 		r.CachedShareFrom3 = float64(cached3) / float64(prompt3)
 	}
 	r.Moved = len(moved)
-	sort.Float64s(ttft)
-	r.TTFTP50, r.TTFTP90 = percentile(ttft, 0.5), percentile(ttft, 0.9)
+	if len(ttft) > 0 { // else 0, not stats.Quantile's NaN, which JSON cannot hold
+		r.TTFTP50, r.TTFTP90 = stats.Quantile(ttft, 0.5), stats.Quantile(ttft, 0.9)
+	}
 	r.RequestsPerS = float64(r.Requests-r.Errors) / wall.Seconds()
 	return r
-}
-
-// percentile of sorted values (nearest rank).
-func percentile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(q*float64(len(sorted))+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }
