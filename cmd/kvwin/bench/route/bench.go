@@ -179,7 +179,7 @@ func (l *lineCounter) count() int {
 }
 
 // startNodeProcess starts a bench node: `kvwin serve` on model with 2 slots
-// of nodeCtx tokens (see startServeProcess).
+// of nodeCtx tokens (see node.Start).
 func startNodeProcess(ctx context.Context, exe, model, dataDir string, threads, nodeCtx int, snapshots bool) (*node.Process, error) {
 	args := []string{"--model", model, "--data-dir", dataDir, "--slots", "2", "--ctx", strconv.Itoa(nodeCtx), "--threads", strconv.Itoa(threads)}
 	if !snapshots {

@@ -65,7 +65,7 @@ type Result struct {
 	// left out of the figures above.
 	Errors int `json:"errors"`
 	// OraclePrefill is what a perfect router with an unbounded cache would
-	// prefill for the same turns (route_oracle.go); PrefillVsOracle is
+	// prefill for the same turns (oracle.go); PrefillVsOracle is
 	// PrefillTokens over it.
 	OraclePrefill   int     `json:"oracle_prefill_tokens"`
 	PrefillVsOracle float64 `json:"prefill_vs_oracle"`
