@@ -22,7 +22,7 @@ import (
 // tokens" times, nearly the same work each, range from 38 to 127 ms.
 //
 // benchObservations turns each row into three observations with C > 0,
-// by following what the bench asks the engine (cmd/kvwin/bench_prefill.go)
+// by following what the bench asks the engine (cmd/kvwin/bench/prefill)
 // through the engine's slot placement (engine/llamacpp/placement.go).
 // Per row of n tokens, with prev the previous row's n + 64 (0 for the
 // first row):

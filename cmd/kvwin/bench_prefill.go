@@ -1,57 +1,19 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
-	"runtime/pprof"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"kvwin/engine"
+	"kvwin/cmd/kvwin/bench/prefill"
 	"kvwin/engine/llamacpp"
 )
 
-// prefillResult is one row of kvwin bench prefill. Every time is the best of
-// --repeat runs.
-type prefillResult struct {
-	Tokens int `json:"tokens"`
-	// ColdMs is the engine's time to first token for the prompt sent with
-	// nothing cached, into an engine holding nothing else: everything kvwin
-	// does from the request to the first token, the prefill above all.
-	ColdMs float64 `json:"cold_prompt_ms"`
-	// RawMs is the same prompt through the binding directly (one context of
-	// the same size, batches of 512, the last token's logits only).
-	RawMs        float64 `json:"raw_prompt_ms"`
-	ColdOverRaw  float64 `json:"cold_over_raw"`
-	TokensPerSec float64 `json:"tokens_per_s"` // of the cold prefill
-	// BusyMs and RawBusyMs are the same two while another slot (another
-	// sequence) holds a prompt of the same size.
-	BusyMs          float64 `json:"cold_busy_ms"`
-	RawBusyMs       float64 `json:"raw_busy_ms"`
-	BusyOverRawBusy float64 `json:"cold_busy_over_raw_busy"`
-	HitMs           float64 `json:"hit_ttft_ms"`  // same prefix cached, 64 new tokens
-	ColdTTFTMs      float64 `json:"cold_ttft_ms"` // the same request, nothing reused
-	Ratio           float64 `json:"cold_over_hit"`
-}
-
 func newBenchPrefillCmd() *cobra.Command {
 	var (
-		modelPath string
-		threads   int
-		batch     int
-		repeat    int
-		sizes     []int
-		long      bool
-		asJSON    bool
-		flash     bool
-		profile   string
+		o    prefill.Options
+		long bool
 	)
 	cmd := &cobra.Command{
 		Use:   "prefill",
@@ -67,173 +29,21 @@ func newBenchPrefillCmd() *cobra.Command {
     with nothing reused.
 Runs on the test model unless --model is given.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if repeat < 1 {
-				return fmt.Errorf("--repeat %d: want at least 1", repeat)
-			}
 			if long {
-				sizes = append(sizes, 16384)
+				o.Sizes = append(o.Sizes, 16384)
 			}
-			largest := 0
-			for _, n := range sizes {
-				if n < 2 {
-					return fmt.Errorf("--tokens %d: want at least 2", n)
-				}
-				largest = max(largest, n)
-			}
-			if modelPath == "" {
-				p, err := ensureTinyModel(filepath.Join(os.TempDir(), "kvwin-bench"))
-				if err != nil {
-					return err
-				}
-				modelPath = p
-			}
-			cfg := llamacpp.Config{ModelPath: modelPath, Slots: 2, Ctx: largest + 256, Threads: threads, Batch: batch, FlashAttention: flash}
-			b := prefillBench{repeat: repeat, rng: rand.New(rand.NewPCG(7, 7))}
-			var err error
-			if b.pair, err = llamacpp.New(cfg, newLogger(slog.LevelWarn)); err != nil {
-				return err
-			}
-			defer b.pair.Close()
-			solo := cfg
-			solo.Slots = 1
-			if b.solo, err = llamacpp.New(solo, newLogger(slog.LevelWarn)); err != nil {
-				return err
-			}
-			defer b.solo.Close()
-			if b.raw, err = llamacpp.NewBaseline(cfg); err != nil {
-				return err
-			}
-			defer b.raw.Close()
-			if profile != "" {
-				f, err := os.Create(profile)
-				if err != nil {
-					return fmt.Errorf("cpu profile: %w", err)
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return fmt.Errorf("cpu profile: %w", err)
-				}
-				defer pprof.StopCPUProfile()
-			}
-			var rows []prefillResult
-			for _, n := range sizes {
-				r, err := b.measure(cmd.Context(), n)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(os.Stderr, "%6d tokens: cold %8.1f ms vs raw %8.1f ms (%.3f×), %7.0f tok/s; beside another slot %8.1f vs %8.1f ms (%.3f×); +64 tokens TTFT cached %7.1f ms vs cold %8.1f ms (%.1f×)\n",
-					n, r.ColdMs, r.RawMs, r.ColdOverRaw, r.TokensPerSec, r.BusyMs, r.RawBusyMs, r.BusyOverRawBusy, r.HitMs, r.ColdTTFTMs, r.Ratio)
-				rows = append(rows, r)
-			}
-			if asJSON {
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(rows)
-			}
-			return nil
+			return prefill.Bench(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&modelPath, "model", "", "GGUF model (default: the test model)")
-	f.IntVar(&threads, "threads", runtime.NumCPU(), "compute threads")
-	f.IntVar(&batch, "batch", llamacpp.DefaultConfig().Batch, fmt.Sprintf("the engine's tokens per llama_decode, 1..%d (the raw side always uses 512)", llamacpp.MaxBatch))
-	f.IntVar(&repeat, "repeat", 1, "runs per measurement; the best is reported")
-	f.IntSliceVar(&sizes, "tokens", []int{1024, 4096}, "prompt sizes")
+	f.StringVar(&o.Model, "model", "", "GGUF model (default: the test model)")
+	f.IntVar(&o.Threads, "threads", runtime.NumCPU(), "compute threads")
+	f.IntVar(&o.Batch, "batch", llamacpp.DefaultConfig().Batch, fmt.Sprintf("the engine's tokens per llama_decode, 1..%d (the raw side always uses 512)", llamacpp.MaxBatch))
+	f.IntVar(&o.Repeat, "repeat", 1, "runs per measurement; the best is reported")
+	f.IntSliceVar(&o.Sizes, "tokens", []int{1024, 4096}, "prompt sizes")
 	f.BoolVar(&long, "long", false, "also measure 16,384 tokens")
-	f.BoolVar(&asJSON, "json", false, "print only JSON on standard output (the table goes to standard error)")
-	f.BoolVar(&flash, "flash-attn", false, "use flash attention (both sides)")
-	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the measurements to this file")
+	f.BoolVar(&o.JSON, "json", false, "print only JSON on standard output (the table goes to standard error)")
+	f.BoolVar(&o.FlashAttention, "flash-attn", false, "use flash attention (both sides)")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the measurements to this file")
 	return cmd
 }
-
-// prefillBench holds what kvwin bench prefill measures with: a one-slot
-// engine whose cold prompts find the KV cache empty, as the raw side does; a
-// two-slot engine for prompts beside another slot's KV and for cached
-// prefixes; the binding driven directly.
-type prefillBench struct {
-	solo, pair *llamacpp.Engine
-	raw        *llamacpp.Baseline
-	repeat     int
-	rng        *rand.Rand
-}
-
-func (b *prefillBench) tokens(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = 'a' + b.rng.IntN(26)
-	}
-	return out
-}
-
-// measure runs one size. Engine and raw runs alternate, so both see the
-// same machine load; each figure is the best of b.repeat.
-func (b *prefillBench) measure(ctx context.Context, n int) (prefillResult, error) {
-	prompt, other := b.tokens(n), b.tokens(n)
-	var cold, raw, busy, rawBusy, hit, coldExt time.Duration
-	for range b.repeat {
-		r, err := b.raw.Prefill(prompt)
-		if err != nil {
-			return prefillResult{}, err
-		}
-		c, err := benchRun(ctx, b.solo, prompt, true)
-		if err != nil {
-			return prefillResult{}, err
-		}
-		raw, cold = best(raw, r), best(cold, c.FirstToken)
-	}
-	for range b.repeat {
-		r, err := b.raw.PrefillBeside(prompt, other)
-		if err != nil {
-			return prefillResult{}, err
-		}
-		// other is cached in the slot used last; the cold prompt then goes to
-		// the other slot.
-		if _, err := benchRun(ctx, b.pair, other, false); err != nil {
-			return prefillResult{}, err
-		}
-		c, err := benchRun(ctx, b.pair, prompt, true)
-		if err != nil {
-			return prefillResult{}, err
-		}
-		rawBusy, busy = best(rawBusy, r), best(busy, c.FirstToken)
-	}
-	for range b.repeat {
-		if _, err := benchRun(ctx, b.pair, prompt, false); err != nil { // make sure the prefix is cached
-			return prefillResult{}, err
-		}
-		// 64 new tokens, new at every repeat, so that no run finds them cached.
-		extended := append(append([]int(nil), prompt...), b.tokens(64)...)
-		h, err := benchRun(ctx, b.pair, extended, false)
-		if err != nil {
-			return prefillResult{}, err
-		}
-		c, err := benchRun(ctx, b.pair, extended, true)
-		if err != nil {
-			return prefillResult{}, err
-		}
-		hit, coldExt = best(hit, h.FirstToken), best(coldExt, c.FirstToken)
-	}
-	r := prefillResult{
-		Tokens: n, ColdMs: ms(cold), RawMs: ms(raw), TokensPerSec: float64(n) / cold.Seconds(),
-		BusyMs: ms(busy), RawBusyMs: ms(rawBusy), HitMs: ms(hit), ColdTTFTMs: ms(coldExt),
-	}
-	r.ColdOverRaw = r.ColdMs / r.RawMs
-	r.BusyOverRawBusy = r.BusyMs / r.RawBusyMs
-	r.Ratio = r.ColdTTFTMs / r.HitMs
-	return r, nil
-}
-
-// best is the shorter of two times; zero stands for none yet.
-func best(a, b time.Duration) time.Duration {
-	if a == 0 || b < a {
-		return b
-	}
-	return a
-}
-
-func benchRun(ctx context.Context, e engine.Backend, prompt []int, cold bool) (engine.Timings, error) {
-	s := engine.DefaultSampling()
-	s.Temperature = 0
-	res, err := e.Generate(ctx, engine.Request{Tokens: prompt, MaxTokens: 1, Sampling: s, Slot: -1, NoCache: cold}, nil)
-	return res.Timings, err
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

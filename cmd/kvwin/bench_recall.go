@@ -1,17 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"kvwin/cmd/kvwin/bench/recall"
 	"kvwin/window"
-	"kvwin/window/recall"
 )
 
 // newBenchRecallCmd returns `kvwin bench recall`: window policies evaluated
@@ -51,47 +48,15 @@ standard error; with --json standard output holds only a JSON array.`,
 			if err != nil {
 				return err
 			}
-			ps, err := recallPolicies(policies)
+			ps, err := recall.ParsePolicies(policies)
 			if err != nil {
 				return err
 			}
-			convs, err := recallData(format, data, seeds, genTurns)
-			if err != nil {
-				return err
-			}
-			if data == "" {
-				data = fmt.Sprintf("generated seeds %v", seeds)
-			}
-			stderr := cmd.ErrOrStderr()
-			questions, turns := 0, 0
-			for _, c := range convs {
-				questions += len(c.Questions)
-				turns += len(c.Turns)
-			}
-			fmt.Fprintf(stderr, "recall: %s: %d conversations, %d turns, %d questions\n", data, len(convs), turns, questions)
-			last := time.Now()
-			rows, err := recall.Evaluate(cmd.Context(), convs, recall.Options{
-				Policies: ps, Budgets: bs,
-				Settings: window.Settings{Packets: packets, PacketShare: share, PacketCap: cap, StatementCap: stmtCap, Low: low},
-				NoReplay: noReplay,
-				Progress: func(p recall.Progress) {
-					if p.Done == p.Questions || time.Since(last) > 2*time.Second {
-						last = time.Now()
-						fmt.Fprintf(stderr, "recall: %s at %d: %d/%d questions\n", p.Policy, p.Budget, p.Done, p.Questions)
-					}
-				},
-			})
-			if err != nil {
-				return err
-			}
-			if err := recall.WriteTable(stderr, rows); err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				return enc.Encode(rows)
-			}
-			return nil
+			return recall.Run{Format: format, Data: data, Seeds: seeds, Turns: genTurns, JSON: asJSON,
+				Options: recall.Options{
+					Policies: ps, Budgets: bs, NoReplay: noReplay,
+					Settings: window.Settings{Packets: packets, PacketShare: share, PacketCap: cap, StatementCap: stmtCap, Low: low},
+				}}.Do(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file")
@@ -111,36 +76,6 @@ standard error; with --json standard output holds only a JSON array.`,
 	return cmd
 }
 
-// recallData loads the conversations to evaluate.
-func recallData(format, data string, seeds []int64, turns int) ([]recall.Conversation, error) {
-	switch format {
-	case "generated":
-		if turns < 100 {
-			return nil, fmt.Errorf("--turns %d: want at least 100", turns)
-		}
-		var convs []recall.Conversation
-		for _, seed := range seeds {
-			convs = append(convs, recall.Generate(seed, turns))
-		}
-		return convs, nil
-	case "locomo":
-		if data == "" {
-			return nil, fmt.Errorf("--data is required with --format locomo")
-		}
-		f, err := os.Open(data)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		convs, err := recall.LoadLoCoMo(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", data, err)
-		}
-		return convs, nil
-	}
-	return nil, fmt.Errorf("--format %q: want locomo or generated", format)
-}
-
 func recallBudgets(vals []string) ([]int, error) {
 	var out []int
 	for _, v := range vals {
@@ -152,22 +87,6 @@ func recallBudgets(vals []string) ([]int, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("--budget is required")
-	}
-	return out, nil
-}
-
-func recallPolicies(vals []string) ([]string, error) {
-	known := map[string]bool{}
-	for _, p := range recall.Policies() {
-		known[p] = true
-	}
-	var out []string
-	for _, v := range vals {
-		v = strings.TrimSpace(v)
-		if !known[v] {
-			return nil, fmt.Errorf("--policies %q: %w", v, window.ErrUnknownPolicy)
-		}
-		out = append(out, v)
 	}
 	return out, nil
 }

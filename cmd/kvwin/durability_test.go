@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"kvwin/cmd/kvwin/bench/node"
 	"kvwin/window/memory"
 )
 
@@ -41,7 +42,7 @@ func serverProcess(t *testing.T, args ...string) (*exec.Cmd, string) {
 // output and error going to stdout and stderr (nil: discarded).
 func serverProcessTo(t *testing.T, stdout, stderr io.Writer, args ...string) (*exec.Cmd, string) {
 	t.Helper()
-	port, err := freePort()
+	port, err := node.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

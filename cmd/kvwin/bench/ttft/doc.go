@@ -16,6 +16,8 @@
 //     cached share and the attention.Fit of the prefill times.
 //   - Report: the results as ttft.csv, ttft.json and ttft.svg, and the
 //     summary table printed to standard error.
+//   - Bench: kvwin bench ttft itself, a fresh in-process server per policy
+//     (or one --target) and the files.
 //
 // Measurements are reported, never asserted: the machines that run them
 // are shared and noisy, so policies are compared within one run.

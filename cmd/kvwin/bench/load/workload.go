@@ -1,4 +1,4 @@
-package main
+package load
 
 import (
 	"bufio"
@@ -9,19 +9,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"kvwin/cmd/kvwin/bench/chat"
+	"kvwin/cmd/kvwin/bench/stats"
 )
 
-// loadWorkload is N streaming chat clients against one server for a
+// Workload is N streaming chat clients against one server for a
 // duration: each client holds a conversation of a few turns (so prefixes
 // are reused as in real use), sends a turn, reads its stream to the end,
 // and sends the next at once. A 429 is waited out (Retry-After, at most
 // a second) before the client tries again, as a well-behaved client does.
-type loadWorkload struct {
+type Workload struct {
 	Clients     int
 	Duration    time.Duration
 	MaxTokens   int // tokens per answer (a grammar keeps them printable)
@@ -30,8 +32,8 @@ type loadWorkload struct {
 	Turns       int // turns before a client starts a new conversation
 }
 
-func defaultLoadWorkload() loadWorkload {
-	return loadWorkload{Clients: 16, Duration: 60 * time.Second, MaxTokens: 32, UserBytes: 120, SystemBytes: 400, Turns: 6}
+func DefaultWorkload() Workload {
+	return Workload{Clients: 16, Duration: 60 * time.Second, MaxTokens: 32, UserBytes: 120, SystemBytes: 400, Turns: 6}
 }
 
 // Outcomes of a request other than an HTTP status.
@@ -40,8 +42,8 @@ const (
 	outcomeTransportError = "transport_error" // no response: refused, reset
 )
 
-// loadResult is what a load run measured.
-type loadResult struct {
+// Result is what a load run measured.
+type Result struct {
 	Target    string         `json:"target"`
 	Clients   int            `json:"clients"`
 	DurationS float64        `json:"duration_s"`
@@ -67,9 +69,9 @@ type loadOutcome struct {
 	err     string
 }
 
-// run drives the clients until the duration passes or ctx ends, then waits
+// Run drives the clients until the duration passes or ctx ends, then waits
 // for their last requests to finish.
-func (w loadWorkload) run(ctx context.Context, target string) loadResult {
+func (w Workload) Run(ctx context.Context, target string) Result {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: w.Clients, MaxConnsPerHost: 0}}
 	defer client.CloseIdleConnections()
 	deadline := time.Now().Add(w.Duration)
@@ -86,9 +88,9 @@ func (w loadWorkload) run(ctx context.Context, target string) loadResult {
 			var history []map[string]string
 			for turn := 0; time.Now().Before(deadline) && ctx.Err() == nil; turn++ {
 				if turn%w.Turns == 0 {
-					history = []map[string]string{{"role": "system", "content": wordText(uint64(1000+c*31+turn), w.SystemBytes)}}
+					history = []map[string]string{{"role": "system", "content": chat.Words(uint64(1000+c*31+turn), w.SystemBytes)}}
 				}
-				msgs := append(history, map[string]string{"role": "user", "content": wordText(uint64(c*7919+turn), w.UserBytes)})
+				msgs := append(history, map[string]string{"role": "user", "content": chat.Words(uint64(c*7919+turn), w.UserBytes)})
 				o, answer, wait := w.request(ctx, client, target, msgs)
 				mu.Lock()
 				outcomes = append(outcomes, o)
@@ -111,7 +113,7 @@ func (w loadWorkload) run(ctx context.Context, target string) loadResult {
 
 // request sends one streamed turn and reads it to the end. wait is how
 // long to wait before the next (after a 429).
-func (w loadWorkload) request(ctx context.Context, client *http.Client, target string, msgs []map[string]string) (o loadOutcome, answer string, wait time.Duration) {
+func (w Workload) request(ctx context.Context, client *http.Client, target string, msgs []map[string]string) (o loadOutcome, answer string, wait time.Duration) {
 	body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": w.MaxTokens + 8, "stream": true,
 		"temperature": 0, "grammar": fmt.Sprintf("root ::= [a-z ]{%d}", w.MaxTokens)})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/v1/chat/completions", bytes.NewReader(body))
@@ -154,7 +156,7 @@ func (w loadWorkload) request(ctx context.Context, client *http.Client, target s
 		if o.ttft == 0 {
 			o.ttft = time.Since(sent)
 		}
-		delta, ok := chatDelta(line)
+		delta, ok := chat.Delta(line)
 		if !ok {
 			return loadOutcome{outcome: outcomeStreamError, err: line}, "", 0
 		}
@@ -170,8 +172,8 @@ func (w loadWorkload) request(ctx context.Context, client *http.Client, target s
 	return o, text.String(), 0
 }
 
-func summarizeLoad(target string, clients int, outcomes []loadOutcome, wall time.Duration) loadResult {
-	r := loadResult{Target: target, Clients: clients, DurationS: wall.Seconds(), Requests: len(outcomes), ByStatus: map[string]int{}}
+func summarizeLoad(target string, clients int, outcomes []loadOutcome, wall time.Duration) Result {
+	r := Result{Target: target, Clients: clients, DurationS: wall.Seconds(), Requests: len(outcomes), ByStatus: map[string]int{}}
 	var ttft []float64
 	for _, o := range outcomes {
 		r.ByStatus[o.outcome]++
@@ -186,8 +188,9 @@ func summarizeLoad(target string, clients int, outcomes []loadOutcome, wall time
 			}
 		}
 	}
-	sort.Float64s(ttft)
-	r.TTFTP50, r.TTFTP99 = percentile(ttft, 0.5), percentile(ttft, 0.99)
+	if len(ttft) > 0 { // else 0, not stats.Quantile's NaN, which JSON cannot hold
+		r.TTFTP50, r.TTFTP99 = stats.Quantile(ttft, 0.5), stats.Quantile(ttft, 0.99)
+	}
 	r.CompletedPerS = float64(len(ttft)) / wall.Seconds()
 	return r
 }
@@ -233,22 +236,4 @@ func processStats(ctx context.Context, target string) (goroutines, rss float64, 
 		return 0, 0, errors.New("/metrics has no go_goroutines or process_resident_memory_bytes")
 	}
 	return goroutines, rss, sc.Err()
-}
-
-// chatDelta is the text of one OpenAI chat stream chunk (the data of one
-// SSE event); ok is false for an error event or a chunk that is not JSON.
-func chatDelta(data string) (text string, ok bool) {
-	var chunk struct {
-		Choices []struct {
-			Delta struct{ Content string } `json:"delta"`
-		} `json:"choices"`
-		Error json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(data), &chunk); err != nil || chunk.Error != nil {
-		return "", false
-	}
-	for _, ch := range chunk.Choices {
-		text += ch.Delta.Content
-	}
-	return text, true
 }

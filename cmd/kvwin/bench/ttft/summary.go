@@ -1,11 +1,11 @@
 package ttft
 
 import (
-	"math"
 	"slices"
 	"time"
 
 	"kvwin/attention"
+	"kvwin/cmd/kvwin/bench/stats"
 )
 
 // PolicyResult is one policy's run and its summary: an element of
@@ -84,8 +84,8 @@ func PlateauRatio(turns []TurnResult, budget int) (ratio float64, ok bool) {
 	if i < 0 || i+k >= n-k {
 		return 0, false
 	}
-	early := quantile(ttfts(ts[i+1:i+1+k]), 0.5)
-	late := quantile(ttfts(ts[n-k:]), 0.5)
+	early := stats.Quantile(ttfts(ts[i+1:i+1+k]), 0.5)
+	late := stats.Quantile(ttfts(ts[n-k:]), 0.5)
 	if !(early > 0) {
 		return 0, false
 	}
@@ -93,9 +93,10 @@ func PlateauRatio(turns []TurnResult, budget int) (ratio float64, ok bool) {
 }
 
 // TTFTQuantile is the q-quantile (0.5: the median) of the TTFT of the
-// turns after turn 1, interpolated linearly; NaN without such turns.
+// turns after turn 1, by stats.Quantile (interpolated linearly); NaN
+// without such turns.
 func TTFTQuantile(turns []TurnResult, q float64) float64 {
-	return quantile(ttfts(warm(turns)), q)
+	return stats.Quantile(ttfts(warm(turns)), q)
 }
 
 // warm drops turn 1.
@@ -115,18 +116,4 @@ func ttfts(turns []TurnResult) []float64 {
 		out[i] = t.TTFTMs
 	}
 	return out
-}
-
-// quantile is the q-quantile of xs by linear interpolation between order
-// statistics (the median of an even count is the mean of the middle two).
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	pos := q * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(s)-1)
-	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
 }

@@ -1,4 +1,4 @@
-package main
+package load
 
 import (
 	"bytes"
@@ -7,22 +7,30 @@ import (
 	"io"
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
+	"os"
 	"testing"
 	"time"
 )
+
+// TestMain removes the test model the servers of this binary shared.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	apptest.Cleanup()
+	os.Exit(code)
+}
 
 // kvwin bench load against a real server: completed streams are counted
 // with their TTFT, 429s (one slot, no queue, more clients) are counted but
 // are not errors, and the target's goroutines and RSS come from /metrics.
 func TestBenchLoadCountsResponsesAndReadsTheTargetsMetrics(t *testing.T) {
 	a := apptest.Start(t, func(f *app.Config) { f.Slots, f.Queue, f.Ctx = 1, 0, 2048 })
-	f := benchLoadFlags{w: defaultLoadWorkload(), target: a.URL(), asJSON: true, settle: 5 * time.Second}
-	f.w.Clients, f.w.Duration, f.w.MaxTokens, f.w.UserBytes, f.w.SystemBytes, f.w.Turns = 3, 2*time.Second, 8, 40, 100, 2
+	f := Options{Workload: DefaultWorkload(), Target: a.URL(), JSON: true, Settle: 5 * time.Second}
+	f.Workload.Clients, f.Workload.Duration, f.Workload.MaxTokens, f.Workload.UserBytes, f.Workload.SystemBytes, f.Workload.Turns = 3, 2*time.Second, 8, 40, 100, 2
 	var out bytes.Buffer
-	if err := benchLoad(context.Background(), f, &out, io.Discard); err != nil {
+	if err := Bench(context.Background(), f, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	var res loadResult
+	var res Result
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("stdout is not the JSON result: %v\n%s", err, out.Bytes())
 	}

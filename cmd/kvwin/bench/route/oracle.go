@@ -1,4 +1,4 @@
-package main
+package route
 
 import (
 	"context"
@@ -29,7 +29,7 @@ type oracleTokenizer interface {
 // oraclePrefill tokenizes the turns (in the order they ran) and returns the
 // oracle's prefill tokens. Turns that failed count for nothing: they have
 // no answer to reuse.
-func (w routeWorkload) oraclePrefill(ctx context.Context, tok oracleTokenizer, turns []routeTurn) (int, error) {
+func (w Workload) oraclePrefill(ctx context.Context, tok oracleTokenizer, turns []Turn) (int, error) {
 	var prompts, held [][]int
 	for _, t := range turns {
 		if t.Err != nil {

@@ -61,19 +61,6 @@ func ids(c Conversation, idx []int) string {
 	return strings.Join(out, ",")
 }
 
-func TestNormalID(t *testing.T) {
-	for in, want := range map[string]string{"D:11:26": "D11:26", "D30:05": "D30:5", "D1:3": "D1:3", " D07:010 ": "D7:10", "S1:2": "", "D1": ""} {
-		got, ok := normalID(in)
-		if got != want || ok != (want != "") {
-			t.Errorf("normalID(%q) = %q, %v; want %q", in, got, ok, want)
-		}
-	}
-	got := evidenceIDs([]byte(`["D1:1; D1:2,D1:3 D1:4"]`))
-	if strings.Join(got, "|") != "D1:1|D1:2|D1:3|D1:4" {
-		t.Errorf("evidenceIDs split = %q", got)
-	}
-}
-
 func TestEvaluateTiny(t *testing.T) {
 	c := loadTiny(t)
 	rows, err := Evaluate(context.Background(), []Conversation{c}, Options{
