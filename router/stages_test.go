@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -278,5 +279,47 @@ func TestDecisionTimeIsTheRoutersClock(t *testing.T) {
 	generate(t, r, conv(0, 1))
 	if len(got) != 1 || !got[0].Time.Equal(at) || got[0].Chosen != "a" {
 		t.Fatalf("decisions %+v, want one at %v on a", got, at)
+	}
+}
+
+func TestUsageChecksThenCaps(t *testing.T) {
+	r := &Router{log: slog.New(slog.DiscardHandler)}
+	m := members(t, []engine.Info{{Name: "a", ContextSlot: 1000}}, nil, nil)[0]
+	m.exact = true
+	k := key{tokens: make([]int, 64), length: 64}
+	c := candidate{own: 32, ownOf: 64}
+	for _, tc := range []struct {
+		name       string
+		capped     bool
+		reported   engine.Timings
+		sane, told int // cached tokens checked, and as the tenant is told
+	}{
+		{"more cached than the prompt, capped", true, engine.Timings{PromptTokens: 64, CachedTokens: 70}, 64, 32},
+		{"more cached than the prompt, one tenant", false, engine.Timings{PromptTokens: 64, CachedTokens: 70}, 64, 64},
+		{"within its own prefix", true, engine.Timings{PromptTokens: 64, CachedTokens: 16}, 16, 16},
+		{"negative", true, engine.Timings{PromptTokens: 64, CachedTokens: -5}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := usage{r: r, m: m, k: k, c: c, capped: tc.capped}
+			if got := u.sane(tc.reported, nil).CachedTokens; got != tc.sane {
+				t.Errorf("sane: %d cached, want %d", got, tc.sane)
+			}
+			if got := u.told(u.sane(tc.reported, nil)).CachedTokens; got != tc.told {
+				t.Errorf("told: %d cached, want %d", got, tc.told)
+			}
+			var events []engine.Timings
+			s := u.stream(func(ev engine.Event) error { events = append(events, ev.Timings); return nil })
+			_ = s(engine.Event{First: true, Timings: tc.reported})
+			_ = s(engine.Event{Timings: engine.Timings{PromptTokens: 64, CachedTokens: 48}})
+			if events[0].CachedTokens != tc.told {
+				t.Errorf("first event: %d cached, want %d", events[0].CachedTokens, tc.told)
+			}
+			if want := map[bool]int{true: 32, false: 48}[tc.capped]; events[1].CachedTokens != want {
+				t.Errorf("later event: %d cached, want %d (capped, not checked)", events[1].CachedTokens, want)
+			}
+		})
+	}
+	if u := (usage{}); u.stream(nil) != nil {
+		t.Error("a nil stream stays nil")
 	}
 }
