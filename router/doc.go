@@ -2,6 +2,29 @@
 // come soonest: usually the backend (and slot) already holding its prefix,
 // never all turns onto one box.
 //
+// # Structure
+//
+// A turn passes four stages, each in its own file:
+//
+//   - filter (filter.go): named filters keep the backends it may go to:
+//     healthy (else, with none, those down for a reason that fails fast),
+//     serving the model, with slots that fit the prompt.
+//   - estimate (estimate.go): for each, what the registry says it holds
+//     of the prompt and its predicted time to first token, the slot plan
+//     included (placement.go); the same for every policy.
+//   - score (policy.go): the policy's scorer ranks the candidates, best
+//     first, and says which slot each would run the turn on: "prefix" is
+//     the predicted-TTFT score below; round-robin, least-loaded and random
+//     rank by their rule and leave the slot to the backend. A scorer
+//     reads no clock; the router's (Config.Now) is read by the estimate.
+//   - attempt (attempt.go): the turn is tried on the ranked candidates in
+//     order. place decides the one slot it runs on (the client's pin, the
+//     tenant pin of tenancy.go, or the scorer's); classify decides, for a
+//     failure, whether the next candidate is tried and whether the backend
+//     leaves the fleet (see Failures). Every cached-token count a turn
+//     reports passes through one usage (usage.go): checked, learned by the
+//     registry, capped for the tenant.
+//
 // # Scoring (policy "prefix")
 //
 // For every healthy candidate serving the model, the router predicts the

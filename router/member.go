@@ -70,6 +70,9 @@ type member struct {
 	// then counted as held there, as a kvwin node's snapshots are.
 	restores atomic.Bool
 
+	// now is the router's clock (Config.Now): service times are read on it.
+	now func() time.Time
+
 	// Owned by the running check (see checking).
 	backoff time.Duration
 	next    time.Time
@@ -84,7 +87,7 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 		return nil, err
 	}
 	_, exact := b.(engine.Prompter)
-	m := &member{index: i, name: info.Name, backend: b, exact: exact, cal: cal, snapshots: info.Snapshots}
+	m := &member{index: i, name: info.Name, backend: b, exact: exact, cal: cal, snapshots: info.Snapshots, now: cfg.Now}
 	m.reader, _ = b.(engine.SlotReader)
 	m.slots.Store(int64(info.Slots))
 	m.ctx.Store(int64(info.ContextSlot))
@@ -112,7 +115,7 @@ func (m *member) slotCount() int { return max(int(m.slots.Load()), 1) }
 func (m *member) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, bool, error) {
 	m.load.Add(1)
 	defer m.load.Add(-1)
-	began := time.Now()
+	began := m.now()
 	started := false
 	res, err := m.backend.Generate(ctx, req, func(ev engine.Event) error {
 		started = true
@@ -124,7 +127,7 @@ func (m *member) generate(ctx context.Context, req engine.Request, stream engine
 	})
 	res.Backend = m.name
 	if err == nil {
-		m.observeService(time.Since(began))
+		m.observeService(m.now().Sub(began))
 	}
 	return res, started, err
 }

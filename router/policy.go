@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-
-	"kvwin/engine"
 )
 
 // Policies the router knows.
@@ -26,44 +24,34 @@ func Policies() []string {
 	return []string{PolicyPrefix, PolicyRoundRobin, PolicyLeastLoaded, PolicyRandom}
 }
 
-// candidate is one backend as one request sees it.
-type candidate struct {
-	index      int
-	name       string
-	load       int           // requests in flight
-	slots      int           // parallel slots
-	cached     int           // prompt tokens it holds (registry)
-	own, ownOf int           // units (tokens, or bytes of text) of the prompt's chain of ownOf units the registry says it holds for the request's tenant
-	slot       int           // slot holding them; -1 unknown
-	planned    bool          // slot is the router's plan for a backend whose slots reuse only their own KV (placement.go)
-	predicted  time.Duration // predicted time to first token
-	slack      time.Duration // predicted time of TieTokens tokens: differences below it are ties
+// prompt is what a scorer knows of the turn: the conversation's root key
+// (for rendezvous hashing) and its length in tokens.
+type prompt struct {
+	root   uint64
+	length int
 }
 
-// capCached caps a backend's reported reuse at the tenant's own prefix
-// there: in tokens for exact chains; for approximate ones (bytes of text)
-// the same share of the prompt the backend counted, since the gateway's
-// token estimate of a text is not the backend's.
-func (c candidate) capCached(t engine.Timings) int {
-	limit := c.own
-	if c.ownOf > 0 && c.own < c.ownOf {
-		limit = int(int64(c.own) * int64(t.PromptTokens) / int64(c.ownOf))
-	}
-	if c.ownOf > 0 && c.own >= c.ownOf {
-		limit = t.PromptTokens
-	}
-	return max(0, min(t.CachedTokens, limit))
+// scorer is a routing policy: it ranks a turn's candidates, best first
+// (the attempt loop walks the order), and says for each which slot it
+// would run the turn on (candidate.prefer; -1 lets the backend, or the
+// tenant pin, choose). It reads no clock: what it ranks by is in the
+// candidates (estimate.go), so a simulated fleet can score alike. Safe for
+// concurrent use.
+type scorer interface {
+	rank(cands []candidate, p prompt) []candidate
 }
 
-// orderer ranks candidates, best first. Failover walks the order.
-type orderer interface {
-	order(cands []candidate, root uint64) []candidate
-}
+var (
+	_ scorer = prefixScorer{}
+	_ scorer = (*roundRobin)(nil)
+	_ scorer = leastLoaded{}
+	_ scorer = randomOrder{}
+)
 
-func newOrderer(policy string, cfg Config) (orderer, error) {
+func newScorer(policy string, cfg Config) (scorer, error) {
 	switch policy {
 	case PolicyPrefix:
-		return prefixOrder{cfg: cfg}, nil
+		return prefixScorer{cfg: cfg}, nil
 	case PolicyRoundRobin:
 		return &roundRobin{}, nil
 	case PolicyLeastLoaded:
@@ -86,12 +74,17 @@ func rendezvous(root uint64, name string) uint64 {
 	return h.Sum64()
 }
 
-// prefixOrder ranks by predicted time to first token, with the hot-spot
-// guard and rendezvous tie-breaking described in the package doc.
-type prefixOrder struct{ cfg Config }
+// prefixScorer ranks by predicted time to first token, with the hot-spot
+// guard and rendezvous tie-breaking described in the package doc, and
+// runs the turn on the slot holding its prefix (see prefer).
+type prefixScorer struct{ cfg Config }
 
-func (p prefixOrder) order(cands []candidate, root uint64) []candidate {
+func (p prefixScorer) rank(cands []candidate, pr prompt) []candidate {
 	out := slices.Clone(cands)
+	for i := range out {
+		out[i].prefer = prefer(out[i], pr.length)
+	}
+	root := pr.root
 	best := slices.MinFunc(out, func(a, b candidate) int { return cmp.Compare(a.predicted, b.predicted) })
 	tie := best.predicted + max(time.Duration(float64(best.predicted)*p.cfg.TieTolerance), best.slack)
 	slices.SortStableFunc(out, func(a, b candidate) int {
@@ -125,16 +118,37 @@ func guard(cands []candidate, cfg Config) bool {
 	return hi-lo > cfg.BalanceAbs && float64(hi) > cfg.BalanceRel*float64(max(lo, 1))
 }
 
+// prefer is the slot the prefix policy runs a turn of length tokens on
+// at c: the planned slot of a backend whose slots reuse only their own KV
+// (placement.go); on a backend the router isolates tenants on, the slot
+// holding the prefix, for the tenant pin to weigh (tenancy.go); else the
+// slot holding the prefix only for a continuation (the slot holds most of
+// the prompt): a prefix shared with other conversations (a system prompt)
+// can be reused from any slot, and pinning every member of a group to the
+// one slot that holds it would queue them behind each other while other
+// slots sit idle.
+func prefer(c candidate, length int) int {
+	switch {
+	case c.planned:
+		return c.plan
+	case c.isolated, 2*c.cached >= length:
+		return c.held
+	}
+	return -1
+}
+
+// roundRobin takes the candidates in turn.
 type roundRobin struct{ next atomic.Uint64 }
 
-func (r *roundRobin) order(cands []candidate, _ uint64) []candidate {
+func (r *roundRobin) rank(cands []candidate, _ prompt) []candidate {
 	start := int(r.next.Add(1)-1) % len(cands)
 	return append(slices.Clone(cands[start:]), cands[:start]...)
 }
 
+// leastLoaded ranks by requests in flight per slot.
 type leastLoaded struct{}
 
-func (leastLoaded) order(cands []candidate, _ uint64) []candidate {
+func (leastLoaded) rank(cands []candidate, _ prompt) []candidate {
 	out := slices.Clone(cands)
 	slices.SortStableFunc(out, func(a, b candidate) int {
 		return cmp.Compare(float64(a.load)/float64(max(a.slots, 1)), float64(b.load)/float64(max(b.slots, 1)))
@@ -142,9 +156,10 @@ func (leastLoaded) order(cands []candidate, _ uint64) []candidate {
 	return out
 }
 
+// randomOrder ranks at random.
 type randomOrder struct{}
 
-func (randomOrder) order(cands []candidate, _ uint64) []candidate {
+func (randomOrder) rank(cands []candidate, _ prompt) []candidate {
 	out := slices.Clone(cands)
 	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out

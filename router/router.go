@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +59,10 @@ type Config struct {
 	// where it went and why. It runs on the request's goroutine and must
 	// not block.
 	Observe func(Decision) `json:"-"`
+	// Now is the clock the router reads where it scores: the service
+	// times that predict a backend's queue wait, and a Decision's time.
+	// Default time.Now; a simulated fleet gives its own.
+	Now func() time.Time `json:"-"`
 }
 
 // Decision is one routed turn: the backend ranked first and its
@@ -124,6 +127,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PrefillTokensPerSecond == 0 {
 		c.PrefillTokensPerSecond = d.PrefillTokensPerSecond
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.BalanceAbs < 0 || c.BalanceRel < 1 || c.TieTolerance < 0 || c.PrefillTokensPerSecond < 0 {
 		return c, fmt.Errorf("router: thresholds out of range: %+v", c)
 	}
@@ -138,7 +144,7 @@ type Router struct {
 	exact   *kvcache.Keyer
 	approx  *kvcache.Keyer
 	members []*member
-	order   orderer
+	scorer  scorer
 	stop    context.CancelFunc
 	done    sync.WaitGroup
 
@@ -161,7 +167,7 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	order, err := newOrderer(cfg.Policy, cfg)
+	sc, err := newScorer(cfg.Policy, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +177,7 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 			return nil, err
 		}
 	}
-	r := &Router{cfg: cfg, log: log, reg: reg, order: order, watch: make(chan struct{})}
+	r := &Router{cfg: cfg, log: log, reg: reg, scorer: sc, watch: make(chan struct{})}
 	model := ""
 	for _, b := range backends {
 		if model = b.Info().Model; model != "" {
@@ -267,206 +273,37 @@ func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine
 	return res, public(err)
 }
 
-// generate is Generate with the backends' errors as they are.
-func (r *Router) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (_ engine.Result, err error) {
-	serves := func(m *member) bool {
-		mm := m.backend.Info().Model
-		return req.Model == "" || mm == "" || req.Model == mm
-	}
-	var live []*member
-	for _, m := range r.members {
-		if m.healthy.Load() && serves(m) {
-			live = append(live, m)
-		}
-	}
-	if len(live) == 0 {
-		// Nothing healthy: before answering 503, try the backends that are
-		// down for a reason that fails fast (refused, 5xx), not those that
-		// timed out. A node that came back between two health checks (a
-		// restart) serves at once instead of after the next check.
-		for _, m := range r.members {
-			if !m.suspect.Load() && serves(m) {
-				live = append(live, m)
-			}
-		}
-	}
-	if len(live) == 0 {
-		return engine.Result{}, fmt.Errorf("%w: no healthy backend serves model %q (%d configured)", engine.ErrUnavailable, req.Model, len(r.members))
+// generate is Generate with the backends' errors as they are: the fleet
+// filtered (filter.go), the candidates estimated (estimate.go) and ranked
+// by the policy's scorer (policy.go), and the turn attempted on them in
+// order (attempt.go).
+func (r *Router) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	live, err := r.live(req.Model)
+	if err != nil {
+		return engine.Result{}, err
 	}
 	k, err := r.key(ctx, req, live)
 	if err != nil {
 		return engine.Result{}, err
 	}
-	// A backend whose slots are smaller than the prompt cannot serve it,
-	// whatever the gateway was told: it is skipped, not tried and failed.
-	fits := live[:0:0]
-	largest := 0
-	for _, m := range live {
-		c := m.backend.Info().ContextSlot
-		largest = max(largest, c)
-		if c == 0 || k.length < c {
-			fits = append(fits, m)
-		}
+	fits, err := fitting(live, k.length)
+	if err != nil {
+		return engine.Result{}, err
 	}
-	if len(fits) == 0 {
-		return engine.Result{}, &engine.ContextLengthError{PromptTokens: k.length, Limit: largest}
+	cands := r.estimate(k, fits)
+	ranked := r.scorer.rank(cands, prompt{root: k.root(), length: k.length})
+	at := r.cfg.Now()
+	var t tally
+	chosen, res, err := r.attempt(ctx, req, k, stream, ranked, &t)
+	if r.cfg.Observe != nil && len(ranked) > 0 {
+		dec := Decision{Time: at, Model: req.Model, Policy: r.cfg.Policy, PromptTokens: k.length, Candidates: len(cands),
+			First: ranked[0].name, PredictedCached: ranked[0].cached, Predicted: ranked[0].predicted, Failed: t.failed, Chosen: chosen}
+		if err != nil {
+			dec.Err = err.Error()
+		}
+		r.cfg.Observe(dec)
 	}
-	cands := r.score(k, fits)
-	ordered := r.order.order(cands, k.root())
-	var failed []string // backends tried that failed, for Observe
-	chosen := ""
-	if r.cfg.Observe != nil && len(ordered) > 0 {
-		dec := Decision{Time: time.Now(), Model: req.Model, Policy: r.cfg.Policy, PromptTokens: k.length, Candidates: len(cands),
-			First: ordered[0].name, PredictedCached: ordered[0].cached, Predicted: ordered[0].predicted}
-		defer func() {
-			dec.Failed, dec.Chosen = failed, chosen
-			if err != nil {
-				dec.Err = err.Error()
-			}
-			r.cfg.Observe(dec)
-		}()
-	}
-	var failures []string
-	timedOut, full, shrunk, noLogprobs := 0, 0, 0, 0
-	var lastTooLong, lastNoLogprobs error
-	for _, c := range ordered {
-		m := r.members[c.index]
-		sub := req
-		if k.tokens != nil && m.exact {
-			sub.Messages, sub.Prompt, sub.Tokens = nil, "", k.tokens
-		}
-		// Pin the slot only for a continuation (the slot holds most of the
-		// prompt): a prefix shared with other conversations (a system
-		// prompt) can be reused from any slot, and pinning every member of
-		// a group to the one slot that holds it would queue them behind
-		// each other while other slots sit idle. Never a slot the backend
-		// no longer has (a node restarted with fewer).
-		// A gateway isolating tenants pins every turn on a backend that
-		// does not, and lets it reuse only its own tenant's KV
-		// (tenancy.go).
-		var claimed *pin
-		if r.isolates(m) {
-			held := c.slot
-			if r.cfg.Policy != PolicyPrefix {
-				held = -1
-			}
-			p, err := m.claim(ctx, req.Tenant, req.Slot, held, c.cached, k.length)
-			if err != nil {
-				return engine.Result{}, err
-			}
-			claimed = &p
-			sub.Slot, sub.NoCache, sub.SlotOnly = p.slot, req.NoCache || !p.reuse, true
-		} else if c.planned && c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 {
-			// A backend whose slots reuse only their own KV runs the
-			// turn on the slot the router planned, whether it continues
-			// the slot or starts in a free one (placement.go).
-			sub.Slot = c.slot
-		} else if !c.planned && c.slot >= 0 && c.slot < m.slotCount() && r.cfg.Policy == PolicyPrefix && req.Slot < 0 && 2*c.cached >= k.length {
-			sub.Slot = c.slot
-		}
-		endRun := func() {}
-		if claimed == nil && sub.Slot >= 0 && r.plansSlots(m) {
-			endRun = m.startRun(sub.Slot)
-		}
-		// A backend that does not keep tenants apart (llama-server,
-		// Ollama, a node without our admin key) may reuse another tenant's
-		// prefix and say so; what the tenant is told is capped at its own
-		// registry prefix there (whole blocks). A gateway of one tenant
-		// has no other to tell of: it reports the backend's count exactly.
-		sstream, capped := stream, !m.backend.Info().Tenants && r.cfg.SoleTenant == ""
-		if capped {
-			sstream = capStream(stream, c)
-		}
-		believed := m.backend.Info().ContextSlot
-		res, started, err := r.generateOn(ctx, m, k, req, sub, sstream, claimed)
-		if claimed != nil {
-			m.settle(*claimed, res.Slot, err == nil)
-		}
-		if err == nil {
-			// The registry and the cost model learn what really happened;
-			// only the tenant is told less.
-			r.learn(m, k, res)
-		}
-		endRun() // after learn: the slot is planned for again as it now is
-		if capped {
-			res.Timings.CachedTokens = c.capCached(res.Timings)
-		}
-		if err == nil {
-			chosen = m.name
-			return res, nil
-		}
-		failed = append(failed, m.name)
-		var tooLong *engine.ContextLengthError
-		if !started && ctx.Err() == nil && errors.As(err, &tooLong) && (believed == 0 || k.length < believed) {
-			// The router thought the prompt fits: the backend's context
-			// shrank under it (a node restarted with a smaller one). Its
-			// mistake, not the client's: re-read the backend and try the
-			// next; only when no backend fits is it the client's answer.
-			if rerr := r.refresh(ctx, m, false); rerr != nil {
-				r.log.WarnContext(ctx, "re-reading the backend's context failed", "backend", m.name, "err", rerr)
-			}
-			failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
-			shrunk, lastTooLong = shrunk+1, err
-			continue
-		}
-		if !started && ctx.Err() == nil && errors.Is(err, engine.ErrNoLogprobs) {
-			// A backend that cannot report log-probabilities (Ollama)
-			// refuses before any call: the next that can serves; only
-			// when none can is it the client's answer. Not a failure of
-			// the backend: it stays in the fleet.
-			failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
-			noLogprobs, lastNoLogprobs = noLogprobs+1, err
-			continue
-		}
-		if started || ctx.Err() != nil || !retryable(err) {
-			return res, err
-		}
-		failures = append(failures, fmt.Sprintf("%s: %v", m.name, err))
-		if errors.Is(err, engine.ErrTimeout) {
-			if m.distrust(ctx, err, r.log) {
-				r.changed()
-			}
-			// A timeout costs the client the whole first-token wait: it is
-			// retried once, on the next backend that can take the turn, and
-			// a second one ends the walk.
-			if timedOut++; timedOut > 1 {
-				break
-			}
-			continue
-		}
-		if errors.Is(err, engine.ErrQueueFull) {
-			full++ // busy, not broken: it stays in the fleet
-			continue
-		}
-		if m.down(ctx, err, r.log) {
-			r.changed()
-		}
-	}
-	if shrunk == len(failures) {
-		return engine.Result{}, lastTooLong
-	}
-	if noLogprobs == len(failures) {
-		return engine.Result{}, lastNoLogprobs
-	}
-	if full+noLogprobs == len(failures) {
-		return engine.Result{}, fmt.Errorf("%w: every backend is busy: %s", engine.ErrQueueFull, strings.Join(failures, "; "))
-	}
-	if timedOut > 0 {
-		return engine.Result{}, fmt.Errorf("%w: no backend sent a first token in time: %s", engine.ErrTimeout, strings.Join(failures, "; "))
-	}
-	return engine.Result{}, fmt.Errorf("%w: every backend failed: %s", engine.ErrUnavailable, strings.Join(failures, "; "))
-}
-
-// capStream caps the cached tokens of the events stream receives at c's
-// own prefix.
-func capStream(stream engine.StreamFunc, c candidate) engine.StreamFunc {
-	if stream == nil {
-		return nil
-	}
-	return func(ev engine.Event) error {
-		ev.Timings.CachedTokens = c.capCached(ev.Timings)
-		return stream(ev)
-	}
+	return res, err
 }
 
 // ForgetConversation deletes what the backends saved for a tenant's
@@ -485,128 +322,6 @@ func (r *Router) ForgetConversation(ctx context.Context, tenant, conversation st
 		}
 	}
 	return n, errors.Join(errs...)
-}
-
-// generateOn runs sub (req as sent to m) on m. A slot pin of the router's
-// own that m refuses (a node restarted with fewer slots refuses the slot
-// it no longer has) is the router's mistake, never the client's: m's slots
-// are re-read, the pin forgotten and the turn run again unpinned, or, when
-// the router isolates tenants on m (claimed is the turn's claim, nil
-// otherwise), pinned to a slot claimed anew, reusing nothing.
-func (r *Router) generateOn(ctx context.Context, m *member, k key, req, sub engine.Request, stream engine.StreamFunc, claimed *pin) (engine.Result, bool, error) {
-	res, started, err := m.generate(ctx, sub, r.checkUsage(m, k, req, stream))
-	if err == nil || started || sub.Slot < 0 || req.Slot >= 0 || !errors.Is(err, engine.ErrInvalidRequest) {
-		if err == nil {
-			res.Timings = r.saneTimings(m, k, req, res.Timings, res.Tokens)
-		}
-		return res, started, err
-	}
-	r.log.WarnContext(ctx, "backend refused the router's slot pin; re-reading its slots and retrying unpinned",
-		"backend", m.name, "slot", sub.Slot, "err", err)
-	if rerr := r.refresh(ctx, m, false); rerr != nil {
-		r.log.WarnContext(ctx, "re-reading the backend's slots failed", "backend", m.name, "err", rerr)
-	}
-	_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: sub.Slot})
-	sub.Slot = -1
-	if claimed != nil {
-		// Unpinned, the backend would choose a slot another tenant's turn
-		// may be on its way to reuse (tenancy.go): claim one anew.
-		m.settle(*claimed, -1, false)
-		p, err := m.claim(ctx, claimed.tenant, -1, -1, 0, k.length)
-		if err != nil {
-			*claimed = pin{slot: -1}
-			return engine.Result{}, false, err
-		}
-		*claimed = p
-		sub.Slot, sub.NoCache = p.slot, true
-	}
-	res, started, err = m.generate(ctx, sub, r.checkUsage(m, k, req, stream))
-	if err == nil {
-		res.Timings = r.saneTimings(m, k, req, res.Timings, res.Tokens)
-	}
-	return res, started, err
-}
-
-// retryable says whether another backend may succeed where this one failed
-// before answering.
-func retryable(err error) bool {
-	return errors.Is(err, engine.ErrUnavailable) || errors.Is(err, engine.ErrTimeout) ||
-		errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrClosed)
-}
-
-// score predicts each live backend's time to first token.
-func (r *Router) score(k key, live []*member) []candidate {
-	held := map[string]kvcache.Match{}
-	for _, chain := range []kvcache.Chain{k.exact, k.approx} {
-		if len(chain.Keys) == 0 {
-			continue
-		}
-		for _, mt := range r.reg.Lookup(chain).Matches {
-			if cur, ok := held[mt.Backend]; !ok || mt.Blocks > cur.Blocks {
-				held[mt.Backend] = mt
-			}
-		}
-	}
-	// A backend that has not measured itself yet borrows the cost model of
-	// the peer that has measured most: same model, likely the same speed.
-	// Its prior alone would make it look slower or faster than its measured
-	// peers, and a router that never sends it a turn would never learn.
-	var peer attention.Predictor
-	most := 0
-	for _, m := range live {
-		if st := m.cal.Stats(); st.Fitted && st.Observations > most {
-			peer, most = m.cal, st.Observations
-		}
-	}
-	// Backends whose slots reuse only their own KV: each idle slot's hold,
-	// and whether any slot of them is free (placement.go).
-	plans := map[int][]slotPlan{}
-	room := false
-	for _, m := range live {
-		if r.plansSlots(m) && len(k.exact.Keys) > 0 {
-			plans[m.index] = r.slotPlans(m, k.exact, k.length)
-			room = room || hasRoom(plans[m.index])
-		}
-	}
-	cands := make([]candidate, 0, len(live))
-	for _, m := range live {
-		var cost attention.Predictor = m.cal
-		if peer != nil && !m.cal.Stats().Fitted {
-			cost = peer
-		}
-		c := candidate{index: m.index, name: m.name, load: int(m.load.Load()), slots: m.slotCount(), slot: -1}
-		if mt, ok := held[m.name]; ok && mt.Approximate != m.exact {
-			c.cached = min(mt.Length, k.length-1)
-			c.own, c.ownOf = mt.Length, k.exact.Length
-			if mt.Approximate {
-				c.ownOf = k.approx.Length
-			}
-			if mt.Tier == kvcache.TierSlot {
-				c.slot = mt.Slot
-			}
-		}
-		extra := time.Duration(0)
-		if plans, ok := plans[m.index]; ok {
-			// Its slots reuse only their own KV: the slot the turn would
-			// take, and what taking it destroys (placement.go).
-			if m.restores.Load() {
-				best := 0
-				if mt, ok := held[m.name]; ok && mt.Approximate != m.exact {
-					best = mt.Length
-				}
-				plans = restorable(plans, best, k.length)
-			}
-			p := bestPlan(plans, k.length, room)
-			c.cached, c.slot, c.planned = p.reuse, p.slot, true
-			if d := p.destroyed(room); d > 0 {
-				extra = cost.Predict(d, 0)
-			}
-		}
-		c.predicted = m.wait() + cost.Predict(max(k.length-c.cached, 1), c.cached) + extra
-		c.slack = cost.Predict(r.cfg.TieTokens, 0)
-		cands = append(cands, c)
-	}
-	return cands
 }
 
 // learn records what the backend now holds and what the turn cost.

@@ -12,7 +12,7 @@ import (
 // A llama-server (or a kvwin node that does not trust the gateway's key)
 // reuses whatever prefix the slot it runs a request on holds, whoever
 // computed it. The cached tokens a tenant is told are capped at its own
-// registry prefix (capStream), but the time to first token would still tell
+// registry prefix (usage.go), but the time to first token would still tell
 // tenant B that tenant A sent the same prefix. With Config.IsolateTenants,
 // a turn on such a backend that runs requests on the slot they name
 // (engine.SlotPinner) is pinned to one slot, and sent with NoCache

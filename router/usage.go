@@ -14,10 +14,77 @@ import (
 //   - cached tokens: between 0 and the prompt tokens;
 //   - generated tokens: not negative, and not more than max_tokens asked.
 
-// saneTimings returns t with its impossible counts replaced (see above).
-// k is the prompt as the router keyed it, req the client's request, tokens
-// the generated ids (nil from backends that send none).
-func (r *Router) saneTimings(m *member, k key, req engine.Request, t engine.Timings, tokens []int) engine.Timings {
+//
+// What a tenant is told is then capped: a backend that does not keep
+// tenants apart (llama-server, Ollama, a node without our admin key) may
+// reuse another tenant's prefix and say so; what the tenant is told is
+// capped at its own registry prefix there (whole blocks). A gateway of one
+// tenant has no other to tell of: it reports the backend's count exactly.
+// The registry and the cost model learn the checked counts, uncapped.
+//
+// Every count of cached tokens a turn reports passes through one usage.
+
+// usage checks and caps the counts one attempt on m reports. k is the
+// prompt as the router keyed it, req the client's request, c the
+// candidate m was for the turn.
+type usage struct {
+	r      *Router
+	m      *member
+	k      key
+	req    engine.Request
+	c      candidate
+	capped bool // what the tenant is told is capped at its own prefix
+}
+
+// usageOf is the accounting of a turn on candidate c (member m).
+func (r *Router) usageOf(m *member, c candidate, k key, req engine.Request) usage {
+	return usage{r: r, m: m, k: k, req: req, c: c, capped: !m.backend.Info().Tenants && r.cfg.SoleTenant == ""}
+}
+
+// told is the checked t as the tenant is told it: cached tokens capped at
+// its own prefix where u is capped.
+func (u usage) told(t engine.Timings) engine.Timings {
+	if u.capped {
+		t.CachedTokens = u.c.capCached(t)
+	}
+	return t
+}
+
+// stream wraps stream so that the first event's timings (which become the
+// response headers) are checked like the result's, and every event's
+// cached tokens are told as the tenant may know them.
+func (u usage) stream(stream engine.StreamFunc) engine.StreamFunc {
+	if stream == nil {
+		return nil
+	}
+	return func(ev engine.Event) error {
+		if ev.First {
+			ev.Timings = u.sane(ev.Timings, nil)
+		}
+		ev.Timings = u.told(ev.Timings)
+		return stream(ev)
+	}
+}
+
+// capCached caps a backend's reported reuse at the tenant's own prefix
+// there: in tokens for exact chains; for approximate ones (bytes of text)
+// the same share of the prompt the backend counted, since the gateway's
+// token estimate of a text is not the backend's.
+func (c candidate) capCached(t engine.Timings) int {
+	limit := c.own
+	if c.ownOf > 0 && c.own < c.ownOf {
+		limit = int(int64(c.own) * int64(t.PromptTokens) / int64(c.ownOf))
+	}
+	if c.ownOf > 0 && c.own >= c.ownOf {
+		limit = t.PromptTokens
+	}
+	return max(0, min(t.CachedTokens, limit))
+}
+
+// sane returns t with its impossible counts replaced (see above); tokens
+// are the generated ids (nil from backends that send none).
+func (u usage) sane(t engine.Timings, tokens []int) engine.Timings {
+	m, k, req := u.m, u.k, u.req
 	reported := t
 	limit := int(m.ctx.Load())
 	switch {
@@ -34,24 +101,10 @@ func (r *Router) saneTimings(m *member, k key, req engine.Request, t engine.Timi
 		}
 	}
 	if t != reported {
-		r.log.Warn("backend reported usage that cannot be true; replaced by the gateway's own count",
+		u.r.log.Warn("backend reported usage that cannot be true; replaced by the gateway's own count",
 			"backend", m.name, "prompt_tokens", reported.PromptTokens, "cached_tokens", reported.CachedTokens,
 			"generated_tokens", reported.GeneratedTokens, "sent_tokens", k.length, "now_prompt_tokens", t.PromptTokens,
 			"now_cached_tokens", t.CachedTokens, "now_generated_tokens", t.GeneratedTokens)
 	}
 	return t
-}
-
-// checkUsage wraps stream so that the first event's timings (which become
-// the response headers) are checked like the result's.
-func (r *Router) checkUsage(m *member, k key, req engine.Request, stream engine.StreamFunc) engine.StreamFunc {
-	if stream == nil {
-		return nil
-	}
-	return func(ev engine.Event) error {
-		if ev.First {
-			ev.Timings = r.saneTimings(m, k, req, ev.Timings, nil)
-		}
-		return stream(ev)
-	}
 }

@@ -1,0 +1,120 @@
+package router
+
+import (
+	"time"
+
+	"kvwin/attention"
+	"kvwin/kvcache"
+)
+
+// candidate is one backend as one turn sees it: what the registry says it
+// holds of the prompt and what the turn would cost there. The estimate is
+// the same whatever the policy (Observe reports it for every policy); a
+// scorer (policy.go) ranks the candidates and says which slot it would
+// run the turn on.
+type candidate struct {
+	index      int
+	name       string
+	load       int           // requests in flight
+	slots      int           // parallel slots
+	cached     int           // prompt tokens it holds (registry, or the planned slot's reuse)
+	own, ownOf int           // units (tokens, or bytes of text) of the prompt's chain of ownOf units the registry says it holds for the request's tenant
+	held       int           // slot the registry says holds them; -1 unknown
+	planned    bool          // plan is the router's plan for a backend whose slots reuse only their own KV (placement.go)
+	plan       int           // the planned slot; -1 every slot is busy
+	isolated   bool          // the router isolates tenants on it: the tenant pin chooses the slot (tenancy.go)
+	predicted  time.Duration // predicted time to first token
+	slack      time.Duration // predicted time of TieTokens tokens: differences below it are ties
+	prefer     int           // the slot the scorer would run the turn on; -1 none (the backend, or the tenant pin, chooses)
+}
+
+// estimate predicts each backend's time to first token for the prompt k.
+func (r *Router) estimate(k key, live []*member) []candidate {
+	held := r.held(k)
+	peer := borrowedCost(live)
+	// Backends whose slots reuse only their own KV: each idle slot's hold,
+	// and whether any slot of them is free (placement.go).
+	plans := map[int][]slotPlan{}
+	room := false
+	for _, m := range live {
+		if r.plansSlots(m) && len(k.exact.Keys) > 0 {
+			plans[m.index] = r.slotPlans(m, k.exact, k.length)
+			room = room || hasRoom(plans[m.index])
+		}
+	}
+	cands := make([]candidate, 0, len(live))
+	for _, m := range live {
+		var cost attention.Predictor = m.cal
+		if peer != nil && !m.cal.Stats().Fitted {
+			cost = peer
+		}
+		c := candidate{index: m.index, name: m.name, load: int(m.load.Load()), slots: m.slotCount(), held: -1, plan: -1, prefer: -1,
+			isolated: r.isolates(m)}
+		mt, ok := held[m.name]
+		ok = ok && mt.Approximate != m.exact
+		if ok {
+			c.cached = min(mt.Length, k.length-1)
+			c.own, c.ownOf = mt.Length, k.exact.Length
+			if mt.Approximate {
+				c.ownOf = k.approx.Length
+			}
+			if mt.Tier == kvcache.TierSlot {
+				c.held = mt.Slot
+			}
+		}
+		extra := time.Duration(0)
+		if plans, planned := plans[m.index]; planned {
+			// Its slots reuse only their own KV: the slot the turn would
+			// take, and what taking it destroys (placement.go).
+			if m.restores.Load() {
+				best := 0
+				if ok {
+					best = mt.Length
+				}
+				plans = restorable(plans, best, k.length)
+			}
+			p := bestPlan(plans, k.length, room)
+			c.cached, c.plan, c.planned = p.reuse, p.slot, true
+			if d := p.destroyed(room); d > 0 {
+				extra = cost.Predict(d, 0)
+			}
+		}
+		c.predicted = m.wait() + cost.Predict(max(k.length-c.cached, 1), c.cached) + extra
+		c.slack = cost.Predict(r.cfg.TieTokens, 0)
+		cands = append(cands, c)
+	}
+	return cands
+}
+
+// held is each backend's best match of the prompt k in the registry, by
+// backend name: exact or approximate, whichever holds more blocks.
+func (r *Router) held(k key) map[string]kvcache.Match {
+	held := map[string]kvcache.Match{}
+	for _, chain := range []kvcache.Chain{k.exact, k.approx} {
+		if len(chain.Keys) == 0 {
+			continue
+		}
+		for _, mt := range r.reg.Lookup(chain).Matches {
+			if cur, ok := held[mt.Backend]; !ok || mt.Blocks > cur.Blocks {
+				held[mt.Backend] = mt
+			}
+		}
+	}
+	return held
+}
+
+// borrowedCost is the cost model a backend that has not measured itself
+// yet borrows: that of the peer that has measured most (same model, likely
+// the same speed); nil if none has. Its prior alone would make it look
+// slower or faster than its measured peers, and a router that never sends
+// it a turn would never learn.
+func borrowedCost(live []*member) attention.Predictor {
+	var peer attention.Predictor
+	most := 0
+	for _, m := range live {
+		if st := m.cal.Stats(); st.Fitted && st.Observations > most {
+			peer, most = m.cal, st.Observations
+		}
+	}
+	return peer
+}
