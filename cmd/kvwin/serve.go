@@ -82,7 +82,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.IntVar(&f.Slots, "slots", 4, "parallel sequences (slots) of the engine")
 	fl.IntVar(&f.Ctx, "ctx", 4096, "context per slot in tokens; the KV cache holds slots × ctx")
 	fl.IntVar(&f.Threads, "threads", runtime.NumCPU(), "compute threads")
-	fl.IntVar(&f.Batch, "batch", llamacpp.DefaultConfig().Batch, fmt.Sprintf("most tokens per llama_decode call, 1..%d: prompts are prefilled in chunks of this size (see the README)", llamacpp.MaxBatch))
+	fl.IntVar(&f.Batch, "batch", llamacpp.DefaultConfig().Batch, fmt.Sprintf("most tokens per llama_decode call, 1..%d: prompts are prefilled in chunks of this size (see docs/serve.md, Choosing threads and batch)", llamacpp.MaxBatch))
 	fl.IntVar(&f.Queue, "queue", 64, "requests that may wait for a slot before new ones get 429 (0: none wait)")
 	fl.StringVar(&f.Window, "window", window.PolicyMemory, "window policy: full, sliding, sink or memory (per request: header X-Kvwin-Window-Policy)")
 	fl.BoolVar(&f.Shift, "shift", false, "at eviction steps move the kept turns' KV instead of recomputing it: no prefill, but approximate (StreamingLLM-style)")

@@ -18,7 +18,7 @@ type Config struct {
 	Slots     int    // parallel sequences; default 4
 	Ctx       int    // tokens per slot; the KV cache holds Slots × Ctx; default 4096
 	Threads   int    // compute threads; default: the cores available
-	Batch     int    // most tokens per llama_decode call; default DefaultBatch, at most MaxBatch (the README says how to choose)
+	Batch     int    // most tokens per llama_decode call; default DefaultBatch, at most MaxBatch (docs/serve.md, "Choosing threads and batch", says how to choose)
 	Queue     int    // requests waiting for a slot before ErrQueueFull; 0 takes the default 64, -1 means none wait
 	// FlashAttention uses ggml's fused attention kernel.
 	FlashAttention bool
