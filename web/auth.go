@@ -11,7 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
 )
 
 // Who may call what (DESIGN.md, issue "Who owns a conversation"):

@@ -9,7 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
 )
 
 // Response headers every generation carries, streamed or not (DESIGN.md);

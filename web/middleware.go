@@ -9,7 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"kvwin/requestid"
+	"kvwin/engine/wire"
 )
 
 // statusClientClosed is nginx's 499, used only in the access log for a
@@ -54,7 +54,7 @@ func (s *Server) accessLog(c *gin.Context) {
 }
 
 // requestID gives the request its id: the caller's X-Request-Id if the
-// caller is trusted and the id well-formed (requestid.Valid), else a new
+// caller is trusted and the id well-formed (wire.ValidRequestID), else a new
 // one. It goes into the request's context, so every line logged with that
 // context carries it and backend clients send it on, and back to the caller
 // as X-Request-Id. Trusted is whoever may act as any tenant: the admin key
@@ -62,12 +62,12 @@ func (s *Server) accessLog(c *gin.Context) {
 // keys. From anyone else an id could be chosen to collide with another
 // tenant's lines, so it is replaced.
 func (s *Server) requestID(c *gin.Context) {
-	id := c.GetHeader(requestid.Header)
-	if !requestid.Valid(id) || !s.trustsCaller(c) {
-		id = requestid.New()
+	id := c.GetHeader(wire.HeaderRequestID)
+	if !wire.ValidRequestID(id) || !s.trustsCaller(c) {
+		id = wire.NewRequestID()
 	}
-	c.Request = c.Request.WithContext(requestid.With(c.Request.Context(), id))
-	c.Header(requestid.Header, id)
+	c.Request = c.Request.WithContext(wire.WithRequestID(c.Request.Context(), id))
+	c.Header(wire.HeaderRequestID, id)
 }
 
 // trustsCaller reports whether the caller holds the admin key, or no key is

@@ -6,7 +6,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
 	"kvwin/window"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"kvwin/cmd/kvwin/app"
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
 )
 
 // routeWorkload is llm-d's benchmark shape scaled to one machine: groups of

@@ -1,4 +1,4 @@
-package requestid
+package wire
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ func TestValid(t *testing.T) {
 		{"0f1e2d3c4b5a69788796a5b4", true},
 		{"123e4567-e89b-12d3-a456-426614174000", true},
 		{"trace:span.1_a", true},
-		{strings.Repeat("a", MaxLength), true},
-		{strings.Repeat("a", MaxLength+1), false},
+		{strings.Repeat("a", RequestIDMaxLength), true},
+		{strings.Repeat("a", RequestIDMaxLength+1), false},
 		{"two words", false},
 		{"line\nbreak", false},
 		{`quote"`, false},
@@ -28,8 +28,8 @@ func TestValid(t *testing.T) {
 		{"a=b", false},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
-			if got := Valid(tc.id); got != tc.want {
-				t.Fatalf("Valid(%q) = %v, want %v", tc.id, got, tc.want)
+			if got := ValidRequestID(tc.id); got != tc.want {
+				t.Fatalf("ValidRequestID(%q) = %v, want %v", tc.id, got, tc.want)
 			}
 		})
 	}
@@ -38,12 +38,12 @@ func TestValid(t *testing.T) {
 func TestNewIsValidAndFresh(t *testing.T) {
 	seen := map[string]bool{}
 	for range 100 {
-		id := New()
-		if !Valid(id) || len(id) != 24 {
-			t.Fatalf("New() = %q: want 24 valid characters", id)
+		id := NewRequestID()
+		if !ValidRequestID(id) || len(id) != 24 {
+			t.Fatalf("NewRequestID() = %q: want 24 valid characters", id)
 		}
 		if seen[id] {
-			t.Fatalf("New() repeated %q", id)
+			t.Fatalf("NewRequestID() repeated %q", id)
 		}
 		seen[id] = true
 	}
@@ -51,15 +51,15 @@ func TestNewIsValidAndFresh(t *testing.T) {
 
 func TestContextAndHeader(t *testing.T) {
 	h := http.Header{}
-	Set(context.Background(), h)
-	if _, ok := h[Header]; ok {
-		t.Fatalf("a context without an id set %s: %v", Header, h)
+	SetRequestID(context.Background(), h)
+	if _, ok := h[HeaderRequestID]; ok {
+		t.Fatalf("a context without an id set %s: %v", HeaderRequestID, h)
 	}
-	ctx := With(context.Background(), "abc")
-	if got := From(ctx); got != "abc" {
+	ctx := WithRequestID(context.Background(), "abc")
+	if got := RequestIDFrom(ctx); got != "abc" {
 		t.Fatalf("From = %q, want abc", got)
 	}
-	Set(ctx, h)
+	SetRequestID(ctx, h)
 	if got := h.Get("X-Request-ID"); got != "abc" {
 		t.Fatalf("header = %q, want abc", got)
 	}
@@ -68,8 +68,8 @@ func TestContextAndHeader(t *testing.T) {
 // TestHandlerAddsID logs through a JSON handler and reads the lines back.
 func TestHandlerAddsID(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(NewHandler(slog.NewJSONHandler(&buf, nil))).With("component", "test")
-	log.InfoContext(With(context.Background(), "id-1"), "with id", "n", 1)
+	log := slog.New(NewLogHandler(slog.NewJSONHandler(&buf, nil))).With("component", "test")
+	log.InfoContext(WithRequestID(context.Background(), "id-1"), "with id", "n", 1)
 	log.Info("without id")
 	log.Debug("below the level", "x", 1) // the wrapped handler's level holds
 
@@ -84,10 +84,10 @@ func TestHandlerAddsID(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[1]), &second); err != nil {
 		t.Fatal(err)
 	}
-	if first[Key] != "id-1" || first["component"] != "test" || first["n"] != 1.0 {
+	if first[RequestIDKey] != "id-1" || first["component"] != "test" || first["n"] != 1.0 {
 		t.Fatalf("first line = %v: want request_id id-1, component test, n 1", first)
 	}
-	if _, ok := second[Key]; ok {
+	if _, ok := second[RequestIDKey]; ok {
 		t.Fatalf("a line logged without an id has one: %v", second)
 	}
 }

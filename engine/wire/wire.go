@@ -1,8 +1,13 @@
-// Package wire holds the names kvwin puts on the wire besides the bodies of
-// the APIs it speaks: its X-Kvwin-* headers and X-Conversation-Id, and how
-// their values are written and read. The server (web), the llama-server
-// adapter talking to kvwin nodes, and the benchmarks reading answers all use
-// it, so a renamed header or a changed format cannot drift between them.
+// Package wire holds the conventions kvwin's processes share on the wire
+// besides the bodies of the APIs they speak: the X-Kvwin-* headers and
+// X-Conversation-Id, how their values are written and read, and the request
+// id (X-Request-Id) a server gives each request, carries in its context,
+// writes on every log line logged with that context and sends on to
+// backends, so a gateway's and a node's lines for one turn share it. The
+// server (web), the adapters talking to kvwin nodes and Ollama, and the
+// benchmarks reading answers all use it, so a renamed header or a changed
+// format cannot drift between them. It sits below web and engine and
+// imports neither.
 package wire
 
 import (
