@@ -150,12 +150,6 @@ func accessOf(method, path string) access {
 	}
 }
 
-// Context keys of what authenticate learned.
-const (
-	ctxTenant = "kvwin.tenant"
-	ctxAdmin  = "kvwin.admin"
-)
-
 // bearer returns the key of an "Authorization: Bearer KEY" header.
 func bearer(h string) string {
 	scheme, key, ok := strings.Cut(strings.TrimSpace(h), " ")
@@ -169,9 +163,9 @@ func bearer(h string) string {
 // see the rules above.
 func (s *Server) authenticate(c *gin.Context) {
 	level := accessOf(c.Request.Method, c.Request.URL.Path)
+	t := s.turnOf(c) // its tenant is the server's until a key names another
 	if !s.keys.enabled() {
-		c.Set(ctxTenant, s.cfg.Tenant)
-		c.Set(ctxAdmin, true) // without keys everyone may do everything
+		t.Admin = true // without keys everyone may do everything
 		return
 	}
 	if level == accessOpen {
@@ -203,18 +197,5 @@ func (s *Server) authenticate(c *gin.Context) {
 			return
 		}
 	}
-	c.Set(ctxTenant, tenant)
-	c.Set(ctxAdmin, admin)
+	t.Tenant, t.Admin = tenant, admin
 }
-
-// tenant is the tenant the request acts as.
-func (s *Server) tenant(c *gin.Context) string {
-	if t := c.GetString(ctxTenant); t != "" {
-		return t
-	}
-	return s.cfg.Tenant
-}
-
-// isAdmin reports whether the request holds the admin key (or no key is
-// configured at all).
-func isAdmin(c *gin.Context) bool { return c.GetBool(ctxAdmin) }

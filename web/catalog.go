@@ -3,8 +3,6 @@ package web
 import (
 	"time"
 
-	"github.com/gin-gonic/gin"
-
 	"kvwin/engine"
 )
 
@@ -43,13 +41,10 @@ type ModelStatus struct {
 	LastError string      `json:"last_error,omitempty"` // of the last failed load
 }
 
-// ctxBackend is the gin context key of the backend serving a request.
-const ctxBackend = "kvwin.backend"
-
-// selectBackend finds the backend serving the model a request names, and
-// records it for the rest of the turn (backendOf). A server over one
-// backend serves every name through it (the backend checks the name).
-func (s *Server) selectBackend(c *gin.Context, model string) (engine.Backend, engine.Info, error) {
+// selectBackend finds the backend serving the model a request names and
+// records it in t for the rest of the turn. A server over one backend
+// serves every name through it (the backend checks the name).
+func (s *Server) selectBackend(t *Turn, model string) (engine.Backend, engine.Info, error) {
 	b := s.backend
 	if cat, ok := s.backend.(Catalog); ok {
 		sel, err := cat.Select(model)
@@ -58,17 +53,8 @@ func (s *Server) selectBackend(c *gin.Context, model string) (engine.Backend, en
 		}
 		b = sel
 	}
-	c.Set(ctxBackend, b)
-	return b, b.Info(), nil
-}
-
-// backendOf is the backend selectBackend chose for this request, or the
-// server's own.
-func (s *Server) backendOf(c *gin.Context) engine.Backend {
-	if b, ok := c.Get(ctxBackend); ok {
-		return b.(engine.Backend)
-	}
-	return s.backend
+	t.Backend, t.Info = b, b.Info()
+	return t.Backend, t.Info, nil
 }
 
 // ModelWindows is a Windower that keeps one window per model (each with

@@ -16,13 +16,13 @@ import (
 const roleDeveloper = "developer"
 
 // chatCompletions serves POST /v1/chat/completions.
-func (s *Server) chatCompletions(c *gin.Context) {
+func (s *Server) chatCompletions(c *gin.Context, t *Turn) {
 	var body chatRequest
 	if err := s.decode(c, &body); err != nil {
 		s.fail(c, err)
 		return
 	}
-	_, info, err := s.selectBackend(c, body.Model)
+	_, info, err := s.selectBackend(t, body.Model)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -50,15 +50,15 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if err := s.applyTools(c, &req, tools, format); err != nil {
+	if err := s.applyTools(t, &req, tools, format); err != nil {
 		s.fail(c, err)
 		return
 	}
-	if err := s.applyWindow(c, body.PromptCacheKey, &req); err != nil {
+	if err := s.applyWindow(c, t, body.PromptCacheKey, &req); err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.generate(c, info, req, reply{
+	s.generate(c, t, req, reply{
 		meta:         s.meta("chatcmpl-", info),
 		stream:       body.Stream,
 		includeUsage: body.includeUsage(),

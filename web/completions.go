@@ -11,13 +11,13 @@ import (
 
 // completions serves POST /v1/completions, OpenAI's legacy text completion:
 // the prompt is sent to the backend as raw text, without a chat template.
-func (s *Server) completions(c *gin.Context) {
+func (s *Server) completions(c *gin.Context, t *Turn) {
 	var body completionRequest
 	if err := s.decode(c, &body); err != nil {
 		s.fail(c, err)
 		return
 	}
-	_, info, err := s.selectBackend(c, body.Model)
+	_, info, err := s.selectBackend(t, body.Model)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -37,11 +37,11 @@ func (s *Server) completions(c *gin.Context) {
 			return
 		}
 	}
-	if req.Conversation, err = conversationOf(c, body.PromptCacheKey); err != nil {
+	if t.Conversation, err = conversationOf(c, body.PromptCacheKey); err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.generate(c, info, req, reply{
+	s.generate(c, t, req, reply{
 		meta:         s.meta("cmpl-", info),
 		stream:       body.Stream,
 		includeUsage: body.includeUsage(),

@@ -51,13 +51,13 @@ func conversationOf(c *gin.Context, promptCacheKey string) (string, error) {
 // conversation, 404 when it did not, 503 when the memory store is
 // unavailable (whatever else it held is deleted first). Another tenant's conversation of the
 // same name is never touched: it is another conversation.
-func (s *Server) deleteConversation(c *gin.Context) {
+func (s *Server) deleteConversation(c *gin.Context, t *Turn) {
 	id := strings.TrimPrefix(c.Param("id"), "/")
 	if id == "" || len(id) > maxConversationBytes {
 		s.fail(c, badInput(CodeInvalidValue, "id", "the conversation id must be 1 to %d bytes", maxConversationBytes))
 		return
 	}
-	tenant := s.tenant(c)
+	tenant := t.Tenant
 	found, err := s.cfg.Forget.Forget(c.Request.Context(), tenant, id)
 	if err == nil && s.cfg.MemoryUnavailable != nil {
 		// Its KV and snapshots went; its stored turns may be in a store that

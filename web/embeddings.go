@@ -52,7 +52,7 @@ type embeddingUsage struct {
 
 // embeddings serves POST /v1/embeddings through the backend's Embedder
 // (a gateway's router delegates to a backend that has one).
-func (s *Server) embeddings(c *gin.Context) {
+func (s *Server) embeddings(c *gin.Context, t *Turn) {
 	var body embeddingsRequest
 	if err := s.decode(c, &body); err != nil {
 		s.fail(c, err)
@@ -69,7 +69,7 @@ func (s *Server) embeddings(c *gin.Context) {
 		s.fail(c, badInput(CodeInvalidValue, "encoding_format", `encoding_format is %q; it must be "float" or "base64"`, body.EncodingFormat))
 		return
 	}
-	out, info, err := s.embed(c, body.Model, inputs, func(info engine.Info) error {
+	out, info, err := s.embed(c, t, body.Model, inputs, func(info engine.Info) error {
 		if body.Model != "" && body.Model != info.Model {
 			return fmt.Errorf("the model %q does not exist (this server serves %q): %w", body.Model, info.Model, engine.ErrUnknownModel)
 		}
@@ -102,8 +102,8 @@ func (s *Server) embeddings(c *gin.Context) {
 // embed computes the embeddings of inputs on the backend serving model,
 // once check accepts the backend's model. A backend that cannot embed is
 // engine.ErrNotSupported.
-func (s *Server) embed(c *gin.Context, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error) {
-	b, info, err := s.selectBackend(c, model)
+func (s *Server) embed(c *gin.Context, t *Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error) {
+	b, info, err := s.selectBackend(t, model)
 	if err == nil {
 		err = check(info)
 	}
@@ -114,7 +114,7 @@ func (s *Server) embed(c *gin.Context, model string, inputs []string, check func
 	if !ok {
 		return engine.Embeddings{}, info, fmt.Errorf("this server's backend cannot compute embeddings: %w", engine.ErrNotSupported)
 	}
-	out, err := emb.Embed(c.Request.Context(), engine.EmbedRequest{Model: info.Model, Inputs: inputs, Tenant: s.tenant(c)})
+	out, err := emb.Embed(c.Request.Context(), engine.EmbedRequest{Model: info.Model, Inputs: inputs, Tenant: t.Tenant})
 	return out, info, err
 }
 

@@ -65,8 +65,8 @@ func (s *Server) meta(prefix string, info engine.Info) meta {
 
 // generate runs req on the backend and answers in OpenAI's format, as r
 // asks (see turn). It blocks until the generation ends.
-func (s *Server) generate(c *gin.Context, info engine.Info, req engine.Request, r reply) {
-	s.turn(c, info, req, wireFormat{enc: openAIEncoder{r}, stream: r.stream, frame: frameOpenAI, fail: s.fail})
+func (s *Server) generate(c *gin.Context, t *Turn, req engine.Request, r reply) {
+	s.turn(c, t, req, wireFormat{enc: openAIEncoder{r}, stream: r.stream, frame: frameOpenAI, fail: s.fail})
 }
 
 // openAIEncoder renders chat and legacy completions through their format:

@@ -86,7 +86,7 @@ func (s *Server) limitTenant(c *gin.Context) {
 	if s.limits == nil || !generationPaths[c.Request.URL.Path] {
 		return
 	}
-	tenant := s.tenant(c)
+	tenant := s.turnOf(c).Tenant
 	t := s.limits.load(tenant)
 	select {
 	case t.run <- struct{}{}:

@@ -16,14 +16,13 @@ import (
 // request whose client left before the answer: no status was sent.
 const statusClientClosed = 499
 
-// accessLog names the request (requestID), then logs one line for it:
+// accessLog names the request (requestID) and starts its Turn, then logs one line for it:
 // method, path, status, duration and bytes written, plus the error that
 // decided the answer, if any. Requests are logged at Info, health probes at
 // Debug (they come every few seconds), and server errors at Error.
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
-	s.requestID(c)
-	c.Set(ctxStart, start)
+	s.newTurn(c, start, s.requestID(c))
 	c.Next()
 
 	status, level := c.Writer.Status(), slog.LevelInfo
@@ -61,13 +60,14 @@ func (s *Server) accessLog(c *gin.Context) {
 // (a gateway in front of this node sends it), or anyone on a server without
 // keys. From anyone else an id could be chosen to collide with another
 // tenant's lines, so it is replaced.
-func (s *Server) requestID(c *gin.Context) {
+func (s *Server) requestID(c *gin.Context) string {
 	id := c.GetHeader(wire.HeaderRequestID)
 	if !wire.ValidRequestID(id) || !s.trustsCaller(c) {
 		id = wire.NewRequestID()
 	}
 	c.Request = c.Request.WithContext(wire.WithRequestID(c.Request.Context(), id))
 	c.Header(wire.HeaderRequestID, id)
+	return id
 }
 
 // trustsCaller reports whether the caller holds the admin key, or no key is

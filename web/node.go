@@ -42,11 +42,11 @@ var errNotSupported = engine.ErrNotSupported
 
 // nodeRoutes mounts the node routes on r.
 func (s *Server) nodeRoutes(r *gin.Engine) {
-	r.POST("/completion", s.nodeCompletion)
+	r.POST("/completion", s.serve(s.nodeCompletion))
 	r.POST("/tokenize", s.nodeTokenize)
 	r.POST("/detokenize", s.nodeDetokenize)
-	r.GET("/slots", s.nodeSlots)
-	r.GET("/props", s.nodeProps)
+	r.GET("/slots", s.serve(s.nodeSlots))
+	r.GET("/props", s.serve(s.nodeProps))
 }
 
 // nodeCompletionRequest is the body of POST /completion: the fields kvwin
@@ -192,24 +192,24 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 }
 
 // nodeCompletion serves POST /completion.
-func (s *Server) nodeCompletion(c *gin.Context) {
+func (s *Server) nodeCompletion(c *gin.Context, t *Turn) {
 	var body nodeCompletionRequest
 	if err := s.decode(c, &body); err != nil {
 		s.nodeFail(c, err)
 		return
 	}
-	info := s.backend.Info()
-	req, err := body.request(info)
+	t.Info = t.Backend.Info()
+	req, err := body.request(t.Info)
 	if err != nil {
 		s.nodeFail(c, err)
 		return
 	}
-	if req.Conversation, err = conversationOf(c, ""); err != nil {
+	if t.Conversation, err = conversationOf(c, ""); err != nil {
 		s.nodeFail(c, err)
 		return
 	}
 	req.SlotOnly = body.KvwinSlotOnly && req.Slot >= 0
-	s.turn(c, info, req, wireFormat{enc: &nodeEncoder{info: info, perToken: body.TimingsPerToken, probs: req.Logprobs}, stream: body.Stream,
+	s.turn(c, t, req, wireFormat{enc: &nodeEncoder{info: t.Info, perToken: body.TimingsPerToken, probs: req.Logprobs}, stream: body.Stream,
 		frame: frameNode, fail: s.nodeFail})
 }
 
@@ -519,7 +519,7 @@ func (s *Server) nodeDetokenize(c *gin.Context) {
 // nodeSlots serves GET /slots: engine.SlotState's fields are llama-server's
 // names (id, n_ctx, is_processing) plus n_tokens, the tokens a slot's KV
 // holds, which llama-server does not report and a kvwin gateway reads.
-func (s *Server) nodeSlots(c *gin.Context) {
+func (s *Server) nodeSlots(c *gin.Context, t *Turn) {
 	var states []engine.SlotState
 	if f, ok := s.backend.(engine.SlotFetcher); ok {
 		var err error
@@ -536,10 +536,10 @@ func (s *Server) nodeSlots(c *gin.Context) {
 	// A tenant sees only the slots holding its tokens; the admin key
 	// naming no tenant (a gateway polling its node), or a server without
 	// keys, sees them all.
-	all := isAdmin(c) && (!s.keys.enabled() || c.GetHeader(HeaderTenant) == "")
+	all := t.Admin && (!s.keys.enabled() || c.GetHeader(HeaderTenant) == "")
 	slots := []engine.SlotState{}
 	for _, sl := range states {
-		if all || sl.Tenant == s.tenant(c) {
+		if all || sl.Tenant == t.Tenant {
 			slots = append(slots, sl)
 		}
 	}
@@ -566,12 +566,12 @@ type nodeProps struct {
 }
 
 // nodeProps serves GET /props.
-func (s *Server) nodeProps(c *gin.Context) {
+func (s *Server) nodeProps(c *gin.Context, t *Turn) {
 	info := s.backend.Info()
 	var p nodeProps
 	p.DefaultGenerationSettings.NCtx = info.ContextSlot
 	p.TotalSlots, p.ModelAlias, p.ModelPath, p.KvwinSnapshots = info.Slots, info.Model, info.Model, info.Snapshots
-	p.KvwinTenants = s.keys.enabled() && isAdmin(c)
+	p.KvwinTenants = s.keys.enabled() && t.Admin
 	if t, ok := s.backend.(engine.ChatTemplater); ok {
 		p.ChatTemplate = t.ChatTemplate()
 	}

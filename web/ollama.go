@@ -42,18 +42,18 @@ const latestTag = ":latest"
 func (s *Server) ollamaRoutes(r *gin.Engine) {
 	r.GET("/", s.ollamaRoot)
 	r.HEAD("/", s.ollamaRoot)
-	r.POST("/api/chat", s.ollamaChat)
-	r.POST("/api/generate", s.ollamaGenerate)
+	r.POST("/api/chat", s.serve(s.ollamaChat))
+	r.POST("/api/generate", s.serve(s.ollamaGenerate))
 	r.GET("/api/tags", s.ollamaTags)
 	r.HEAD("/api/tags", s.ollamaTags)
-	r.POST("/api/show", s.ollamaShow)
-	r.POST("/api/pull", s.ollamaPull)
+	r.POST("/api/show", s.serve(s.ollamaShow))
+	r.POST("/api/pull", s.serve(s.ollamaPull))
 	r.POST("/api/create", s.ollamaUnmanaged("create"))
 	r.POST("/api/copy", s.ollamaUnmanaged("copy"))
 	r.DELETE("/api/delete", s.ollamaUnmanaged("delete"))
 	r.POST("/api/push", s.ollamaUnmanaged("push"))
-	r.POST("/api/embed", s.ollamaEmbed)
-	r.POST("/api/embeddings", s.ollamaEmbeddings)
+	r.POST("/api/embed", s.serve(s.ollamaEmbed))
+	r.POST("/api/embeddings", s.serve(s.ollamaEmbeddings))
 	r.GET("/api/ps", s.ollamaPS)
 	r.GET("/api/version", s.ollamaVersion)
 	r.HEAD("/api/version", s.ollamaVersion)
@@ -120,13 +120,13 @@ func ollamaLoaded(keepAlive *oapi.Duration) string {
 // the decoded body) is served here, think is one kvwin can honour, and
 // format is valid: out is its output constraint (ollama_tools.go). On
 // failure it has answered in Ollama's shape and ok is false.
-func (s *Server) decodeOllama(c *gin.Context, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
+func (s *Server) decodeOllama(c *gin.Context, t *Turn, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
 	if err := s.decode(c, body); err != nil {
 		s.failOllama(c, err)
 		return info, nil, false
 	}
 	model, format, think := fields()
-	_, info, err := s.selectBackend(c, model)
+	_, info, err := s.selectBackend(t, model)
 	if err == nil {
 		err = ollamaModel(model, info)
 	}
@@ -144,10 +144,10 @@ func (s *Server) decodeOllama(c *gin.Context, body any, fields func() (model str
 }
 
 // ollamaChat serves POST /api/chat.
-func (s *Server) ollamaChat(c *gin.Context) {
+func (s *Server) ollamaChat(c *gin.Context, t *Turn) {
 	start := time.Now()
 	var body ollamaChatBody
-	info, format, ok := s.decodeOllama(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	info, format, ok := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
 	if !ok {
 		return
 	}
@@ -170,19 +170,19 @@ func (s *Server) ollamaChat(c *gin.Context) {
 		s.failOllama(c, err)
 		return
 	}
-	if err := s.applyTools(c, &req, tools, format); err != nil {
+	if err := s.applyTools(t, &req, tools, format); err != nil {
 		s.failOllama(c, err)
 		return
 	}
 	if tools.call {
 		enc.calls = &callParser{newID: func() string { return "" }}
 	}
-	if err := s.applyWindow(c, "", &req); err != nil {
+	if err := s.applyWindow(c, t, "", &req); err != nil {
 		s.failOllama(c, err)
 		return
 	}
 	enc.ready = time.Now()
-	s.turn(c, info, req, wireFormat{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
+	s.turn(c, t, req, wireFormat{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
 }
 
 // ollamaMessages translates Ollama's messages into engine messages; an
@@ -216,10 +216,10 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 // rendered by that Go template (Ollama's template package) and sent as
 // text; otherwise they are a chat of one turn, windowed and rendered with
 // the model's chat template like /api/chat's.
-func (s *Server) ollamaGenerate(c *gin.Context) {
+func (s *Server) ollamaGenerate(c *gin.Context, t *Turn) {
 	start := time.Now()
 	var body oapi.GenerateRequest
-	info, format, ok := s.decodeOllama(c, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	info, format, ok := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
 	if !ok {
 		return
 	}
@@ -245,7 +245,7 @@ func (s *Server) ollamaGenerate(c *gin.Context) {
 		return
 	}
 	req.Sampling.Output = format
-	if req.Conversation, err = conversationOf(c, ""); err != nil {
+	if t.Conversation, err = conversationOf(c, ""); err != nil {
 		s.failOllama(c, err)
 		return
 	}
@@ -262,11 +262,11 @@ func (s *Server) ollamaGenerate(c *gin.Context) {
 			req.Messages = append(req.Messages, engine.Message{Role: engine.RoleSystem, Content: body.System})
 		}
 		req.Messages = append(req.Messages, engine.Message{Role: engine.RoleUser, Content: body.Prompt})
-		if err := s.applyWindow(c, "", &req); err != nil {
+		if err := s.applyWindow(c, t, "", &req); err != nil {
 			s.failOllama(c, err)
 			return
 		}
 	}
 	enc.ready = time.Now()
-	s.turn(c, info, req, wireFormat{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
+	s.turn(c, t, req, wireFormat{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
 }

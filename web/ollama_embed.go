@@ -31,7 +31,7 @@ type ollamaEmbedRequest struct {
 }
 
 // ollamaEmbed serves POST /api/embed.
-func (s *Server) ollamaEmbed(c *gin.Context) {
+func (s *Server) ollamaEmbed(c *gin.Context, t *Turn) {
 	start := time.Now()
 	var body ollamaEmbedRequest
 	if err := s.decode(c, &body); err != nil {
@@ -46,12 +46,12 @@ func (s *Server) ollamaEmbed(c *gin.Context) {
 	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
 	if len(inputs) == 0 {
 		// Ollama loads the model and answers no vectors.
-		if _, _, ok := s.ollamaServes(c, body.Model); ok {
+		if _, _, ok := s.ollamaServes(c, t, body.Model); ok {
 			writeJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: [][]float32{}})
 		}
 		return
 	}
-	out, info, err := s.embed(c, body.Model, inputs, check)
+	out, info, err := s.embed(c, t, body.Model, inputs, check)
 	if err != nil {
 		s.failOllama(c, err)
 		return
@@ -85,7 +85,7 @@ type ollamaEmbeddingsRequest struct {
 
 // ollamaEmbeddings serves POST /api/embeddings: one prompt's vector, or an
 // empty one for an empty prompt, as Ollama answers.
-func (s *Server) ollamaEmbeddings(c *gin.Context) {
+func (s *Server) ollamaEmbeddings(c *gin.Context, t *Turn) {
 	var body ollamaEmbeddingsRequest
 	if err := s.decode(c, &body); err != nil {
 		s.failOllama(c, err)
@@ -93,12 +93,12 @@ func (s *Server) ollamaEmbeddings(c *gin.Context) {
 	}
 	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
 	if body.Prompt == "" {
-		if _, _, ok := s.ollamaServes(c, body.Model); ok {
+		if _, _, ok := s.ollamaServes(c, t, body.Model); ok {
 			writeJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: []float64{}})
 		}
 		return
 	}
-	out, info, err := s.embed(c, body.Model, []string{body.Prompt}, check)
+	out, info, err := s.embed(c, t, body.Model, []string{body.Prompt}, check)
 	if err != nil {
 		s.failOllama(c, err)
 		return
@@ -113,8 +113,8 @@ func (s *Server) ollamaEmbeddings(c *gin.Context) {
 
 // ollamaServes reports whether model is served here, and by which backend;
 // if not, it has answered in Ollama's shape.
-func (s *Server) ollamaServes(c *gin.Context, model string) (engine.Backend, engine.Info, bool) {
-	b, info, err := s.selectBackend(c, model)
+func (s *Server) ollamaServes(c *gin.Context, t *Turn, model string) (engine.Backend, engine.Info, bool) {
+	b, info, err := s.selectBackend(t, model)
 	if err == nil {
 		err = ollamaModel(model, info)
 	}

@@ -19,13 +19,13 @@ import (
 
 // ollamaPull serves POST /api/pull: {"status":"success"} for a served
 // model.
-func (s *Server) ollamaPull(c *gin.Context) {
+func (s *Server) ollamaPull(c *gin.Context, t *Turn) {
 	var body oapi.PullRequest
 	if err := s.decode(c, &body); err != nil {
 		s.failOllama(c, err)
 		return
 	}
-	if _, _, ok := s.ollamaServes(c, firstNonEmpty(body.Model, body.Name)); !ok {
+	if _, _, ok := s.ollamaServes(c, t, firstNonEmpty(body.Model, body.Name)); !ok {
 		return // Name: the deprecated field older clients send
 	}
 	// Streamed or not, the answer is this one object (a stream of one line).

@@ -119,13 +119,13 @@ func (s *Server) ollamaPS(c *gin.Context) {
 // model_info, the template and parameters. The template is the Ollama Go
 // template Ollama itself picks for the file's chat template (its closest
 // known template), so a client that renders it gets what Ollama would.
-func (s *Server) ollamaShow(c *gin.Context) {
+func (s *Server) ollamaShow(c *gin.Context, t *Turn) {
 	var body oapi.ShowRequest
 	if err := s.decode(c, &body); err != nil {
 		s.failOllama(c, err)
 		return
 	}
-	b, info, ok := s.ollamaServes(c, firstNonEmpty(body.Model, body.Name)) // Name: deprecated, older clients send it
+	b, info, ok := s.ollamaServes(c, t, firstNonEmpty(body.Model, body.Name)) // Name: deprecated, older clients send it
 	if !ok {
 		return
 	}

@@ -220,9 +220,9 @@ func (s *Server) routes() *gin.Engine {
 	// preflight carries no key); a body's type is checked once the caller
 	// is known; tenant limits count only admitted requests.
 	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant)
-	r.POST("/v1/chat/completions", s.chatCompletions)
-	r.POST("/v1/completions", s.completions)
-	r.POST("/v1/embeddings", s.embeddings)
+	r.POST("/v1/chat/completions", s.serve(s.chatCompletions))
+	r.POST("/v1/completions", s.serve(s.completions))
+	r.POST("/v1/embeddings", s.serve(s.embeddings))
 	r.GET("/v1/models", s.models)
 	r.GET("/v1/models/*model", s.model)
 	r.GET("/health", s.health)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gin-gonic/gin"
-
 	"kvwin/engine"
 )
 
@@ -209,8 +207,8 @@ func (m toolMode) defs() []any {
 // model's own template where it renders them (engine.ToolTemplater), else
 // into the system message; the output is constrained to format, or to a
 // call when one is required (its arguments are the JSON asked for).
-func (s *Server) applyTools(c *gin.Context, req *engine.Request, tools toolMode, format *engine.Output) error {
-	if tt, ok := s.backendOf(c).(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
+func (s *Server) applyTools(t *Turn, req *engine.Request, tools toolMode, format *engine.Output) error {
+	if tt, ok := t.Backend.(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
 		req.Tools = tools.defs()
 	} else {
 		req.Messages = tools.withTools(req.Messages)

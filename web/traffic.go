@@ -12,8 +12,8 @@ import (
 // GET /kvwin/v1/traffic (the dashboard's chart and conversation list).
 const trafficSize = 256
 
-// Turn is one finished generation as the dashboard shows it.
-type Turn struct {
+// TrafficTurn is one finished generation as the dashboard shows it.
+type TrafficTurn struct {
 	Time         time.Time `json:"time"`
 	Route        string    `json:"route"`
 	Model        string    `json:"model"`
@@ -48,14 +48,14 @@ type WindowLayout struct {
 // return copies.
 type traffic struct {
 	mu    sync.Mutex
-	turns []Turn
+	turns []TrafficTurn
 	next  int
 	full  bool
 }
 
-func newTraffic() *traffic { return &traffic{turns: make([]Turn, trafficSize)} }
+func newTraffic() *traffic { return &traffic{turns: make([]TrafficTurn, trafficSize)} }
 
-func (t *traffic) add(turn Turn) {
+func (t *traffic) add(turn TrafficTurn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.turns[t.next] = turn
@@ -64,13 +64,13 @@ func (t *traffic) add(turn Turn) {
 }
 
 // recent returns the turns oldest first.
-func (t *traffic) recent() []Turn {
+func (t *traffic) recent() []TrafficTurn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.full {
-		return append([]Turn{}, t.turns[:t.next]...)
+		return append([]TrafficTurn{}, t.turns[:t.next]...)
 	}
-	return append(append([]Turn{}, t.turns[t.next:]...), t.turns[:t.next]...)
+	return append(append([]TrafficTurn{}, t.turns[t.next:]...), t.turns[:t.next]...)
 }
 
 // serveTraffic serves GET /kvwin/v1/traffic: the latest generations,

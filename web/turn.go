@@ -71,20 +71,22 @@ type wireFormat struct {
 	fail   func(c *gin.Context, err error)
 }
 
-// turn runs req on the backend and answers as w says. It blocks until the
+// turn runs req on t's backend and answers as w says. It blocks until the
 // generation ends. The request's context goes to the backend, so a client
-// that leaves stops the generation.
-func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wireFormat) {
-	req.Tenant = s.tenant(c)
+// that leaves stops the generation. The request acts as t's tenant in t's
+// conversation: they are set here, once.
+func (s *Server) turn(c *gin.Context, t *Turn, req engine.Request, w wireFormat) {
+	info := t.Info
+	req.Tenant, req.Conversation = t.Tenant, t.Conversation
 	called := time.Now()
 	if !w.stream {
-		res, err := s.backendOf(c).Generate(c.Request.Context(), req, nil)
+		res, err := t.Backend.Generate(c.Request.Context(), req, nil)
 		// Not streamed, the first token is known from the backend's timings.
 		first := called.Add(res.Timings.FirstToken)
 		if res.Timings.FirstToken == 0 {
 			first = time.Now()
 		}
-		s.observe(c, info, req, res, false, first, err)
+		s.observe(c, t, req, res, false, first, err)
 		if err != nil {
 			w.fail(c, err)
 			return
@@ -120,7 +122,7 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 		return send(objs)
 	}
 
-	res, err := s.backendOf(c).Generate(ctx, req, func(ev engine.Event) error {
+	res, err := t.Backend.Generate(ctx, req, func(ev engine.Event) error {
 		// Stop a generation whose client left at once, rather than at the
 		// first failed write, which kernel buffers can delay by many events.
 		if err := ctx.Err(); err != nil {
@@ -136,7 +138,7 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 	if firstAt.IsZero() {
 		firstAt = time.Now()
 	}
-	s.observe(c, info, req, res, true, firstAt, err)
+	s.observe(c, t, req, res, true, firstAt, err)
 	switch {
 	case ctx.Err() != nil || out.err != nil:
 		_ = c.Error(errClientGone) // nobody is reading: write nothing more
@@ -167,36 +169,27 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 	}
 }
 
-// Context keys of what a turn's observation needs from earlier steps.
-const (
-	ctxStart  = "kvwin.start"  // time.Time the request arrived (accessLog)
-	ctxWindow = "kvwin.window" // *WindowLayout of a windowed chat
-)
-
 // observe records a finished generation: the histograms and counters for a
 // successful one, and the recent-traffic ring either way.
-func (s *Server) observe(c *gin.Context, info engine.Info, req engine.Request, res engine.Result, stream bool, first time.Time, err error) {
-	start, ok := c.Value(ctxStart).(time.Time)
-	if !ok {
+func (s *Server) observe(c *gin.Context, t *Turn, req engine.Request, res engine.Result, stream bool, first time.Time, err error) {
+	start := t.Start
+	if start.IsZero() {
 		start = first
 	}
 	model := req.Model
 	if model == "" {
-		model = info.Model
+		model = t.Info.Model
 	}
-	backend := servedBy(info, res.Backend)
+	backend := servedBy(t.Info, res.Backend)
 	now := time.Now()
-	turn := Turn{Time: start, Route: c.FullPath(), Model: model, Backend: backend, Tenant: req.Tenant,
+	rec := TrafficTurn{Time: start, Route: c.FullPath(), Model: model, Backend: backend, Tenant: req.Tenant,
 		Conversation: req.Conversation, Stream: stream, PromptTokens: res.Timings.PromptTokens,
 		CachedTokens: res.Timings.CachedTokens, Generated: res.Timings.GeneratedTokens,
-		TTFTSeconds: first.Sub(start).Seconds(), Seconds: now.Sub(start).Seconds()}
-	if w, ok := c.Value(ctxWindow).(*WindowLayout); ok {
-		turn.Window = w
-	}
+		TTFTSeconds: first.Sub(start).Seconds(), Seconds: now.Sub(start).Seconds(), Window: t.Window}
 	if err != nil {
-		turn.Error = err.Error()
+		rec.Error = err.Error()
 	} else {
 		s.metrics.generation(model, backend, res.Timings, first.Sub(start), now.Sub(start))
 	}
-	s.traffic.add(turn)
+	s.traffic.add(rec)
 }

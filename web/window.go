@@ -23,15 +23,16 @@ type Windower interface {
 	Build(ctx context.Context, req window.Request) (window.Result, error)
 }
 
-// applyWindow replaces the request's messages by their window and sets the
-// X-Kvwin-Window header. Without a window configured, only policy "full"
+// applyWindow replaces the request's messages by their window, records the
+// conversation and the window's layout in t and sets the X-Kvwin-Window
+// header. Without a window configured, only policy "full"
 // is accepted (everything is sent).
-func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.Request) error {
+func (s *Server) applyWindow(c *gin.Context, t *Turn, promptCacheKey string, req *engine.Request) error {
 	conversation, err := conversationOf(c, promptCacheKey)
 	if err != nil {
 		return err
 	}
-	req.Tenant, req.Conversation = s.tenant(c), conversation
+	t.Conversation = conversation
 	policy := c.GetHeader(HeaderWindowPolicy)
 	if s.cfg.Window == nil {
 		if policy != "" && policy != window.PolicyFull {
@@ -40,7 +41,7 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		return nil
 	}
 	count := window.ApproxCount
-	if mc, ok := s.backendOf(c).(engine.MessageCounter); ok {
+	if mc, ok := t.Backend.(engine.MessageCounter); ok {
 		count = mc.CountMessage
 	}
 	win := s.cfg.Window
@@ -48,7 +49,7 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		win = mw.For(req.Model)
 	}
 	res, err := win.Build(c.Request.Context(), window.Request{
-		Tenant: req.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
+		Tenant: t.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
 	})
 	if err != nil {
 		return err
@@ -65,9 +66,9 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		// boundary; the backend pads in its own tokens and blocks.
 		req.PadSinks = res.Sinks
 	}
-	c.Set(ctxWindow, &WindowLayout{Policy: res.Policy, Messages: res.Cut.Messages, SinkTokens: res.SinkTokens + res.SinkPad,
+	t.Window = &WindowLayout{Policy: res.Policy, Messages: res.Cut.Messages, SinkTokens: res.SinkTokens + res.SinkPad,
 		KeptTokens: res.KeptTokens - res.SinkTokens - res.SinkPad, EvictedTurns: res.Evicted(), PacketTokens: res.PacketTokens,
-		PacketTurns: res.PacketTurns, EvictionSteps: res.Step})
+		PacketTurns: res.PacketTurns, EvictionSteps: res.Step}
 	c.Header(HeaderWindow, wire.Window{Policy: res.Policy, KeptTokens: res.KeptTokens, EvictedTurns: res.Evicted(),
 		PacketTurns: res.PacketTurns, Step: res.Step}.String())
 	return nil
