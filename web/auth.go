@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine/wire"
+	"kvwin/web/core"
 )
 
 // Who may call what (DESIGN.md, issue "Who owns a conversation"):
@@ -173,16 +174,16 @@ func (s *Server) authenticate(c *gin.Context) {
 	}
 	key := bearer(c.GetHeader("Authorization"))
 	if key == "" {
-		s.reject(c, fmt.Errorf("%w: send Authorization: Bearer KEY", errUnauthorized))
+		s.reject(c, fmt.Errorf("%w: send Authorization: Bearer KEY", core.ErrUnauthorized))
 		return
 	}
 	tenant, admin, ok := s.keys.lookup(key)
 	switch {
 	case !ok:
-		s.reject(c, fmt.Errorf("%w: the key is not valid", errUnauthorized))
+		s.reject(c, fmt.Errorf("%w: the key is not valid", core.ErrUnauthorized))
 		return
 	case level == accessAdmin && !admin:
-		s.reject(c, fmt.Errorf("%w: %s needs the admin key", errForbidden, c.Request.URL.Path))
+		s.reject(c, fmt.Errorf("%w: %s needs the admin key", core.ErrForbidden, c.Request.URL.Path))
 		return
 	}
 	if admin {
@@ -193,7 +194,7 @@ func (s *Server) authenticate(c *gin.Context) {
 			tenant = h
 		}
 		if !ValidTenant(tenant) && level != accessAdmin {
-			s.reject(c, badInput(CodeInvalidValue, "tenant", "the admin key must name a valid tenant (1-64 letters, digits, '.', '_' or '-'), not %q", tenant))
+			s.reject(c, core.BadInput(core.CodeInvalidValue, "tenant", "the admin key must name a valid tenant (1-64 letters, digits, '.', '_' or '-'), not %q", tenant))
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // Catalog is a backend serving several models under their names (kvwin
@@ -44,7 +45,7 @@ type ModelStatus struct {
 // selectBackend finds the backend serving the model a request names and
 // records it in t for the rest of the turn. A server over one backend
 // serves every name through it (the backend checks the name).
-func (s *Server) selectBackend(t *Turn, model string) (engine.Backend, engine.Info, error) {
+func (s *Server) selectBackend(t *core.Turn, model string) (engine.Backend, engine.Info, error) {
 	b := s.backend
 	if cat, ok := s.backend.(Catalog); ok {
 		sel, err := cat.Select(model)

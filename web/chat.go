@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // roleDeveloper is OpenAI's newer name for the system role. kvwin's chat
@@ -16,52 +17,52 @@ import (
 const roleDeveloper = "developer"
 
 // chatCompletions serves POST /v1/chat/completions.
-func (s *Server) chatCompletions(c *gin.Context, t *Turn) {
+func (s *Server) chatCompletions(c *gin.Context, t *core.Turn) {
 	var body chatRequest
 	if err := s.decode(c, &body); err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	_, info, err := s.selectBackend(t, body.Model)
 	if err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
-	req, err := body.request(info)
+	req, err := body.Request(info)
 	if err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
-	if err := logprobs(&req, body.Logprobs, body.TopLogprobs, "top_logprobs"); err != nil {
-		s.fail(c, err)
+	if err := core.Logprobs(&req, body.Logprobs, body.TopLogprobs, "top_logprobs"); err != nil {
+		core.Fail(c, err)
 		return
 	}
 	tools, err := readTools(body.Tools, body.ToolChoice) // tools.go
 	if err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	if req.Messages, err = chatMessages(body.Messages); err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	format, err := readResponseFormat(body.ResponseFormat)
 	if err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	if err := s.applyTools(t, &req, tools, format); err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	if err := s.applyWindow(c, t, body.PromptCacheKey, &req); err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	s.generate(c, t, req, reply{
 		meta:         s.meta("chatcmpl-", info),
 		stream:       body.Stream,
-		includeUsage: body.includeUsage(),
+		includeUsage: body.IncludeUsage(),
 		format:       newChatFormat(req.Logprobs, tools.call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls),
 	})
 }
@@ -69,7 +70,7 @@ func (s *Server) chatCompletions(c *gin.Context, t *Turn) {
 // chatMessages translates the client's messages into engine messages.
 func chatMessages(in []chatMessage) ([]engine.Message, error) {
 	if len(in) == 0 {
-		return nil, badInput(CodeMissingParameter, "messages", "messages must be a non-empty array")
+		return nil, core.BadInput(core.CodeMissingParameter, "messages", "messages must be a non-empty array")
 	}
 	out := make([]engine.Message, len(in))
 	for i, m := range in {
@@ -78,7 +79,7 @@ func chatMessages(in []chatMessage) ([]engine.Message, error) {
 			role = engine.RoleSystem
 		}
 		if !engine.ValidRole(role) {
-			return nil, badInput(CodeInvalidValue, fmt.Sprintf("messages[%d].role", i),
+			return nil, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("messages[%d].role", i),
 				"messages[%d].role is %q; it must be one of system, developer, user, assistant, tool", i, m.Role)
 		}
 		content, err := messageContent(m.Content, fmt.Sprintf("messages[%d].content", i))
@@ -104,22 +105,22 @@ func messageContent(raw json.RawMessage, param string) (string, error) {
 	var text string
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", badInput(CodeInvalidType, param, "%s is not a valid string", param)
+			return "", core.BadInput(core.CodeInvalidType, param, "%s is not a valid string", param)
 		}
 		return text, nil
 	}
 	var parts []contentPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", badInput(CodeInvalidType, param, "%s must be a string or an array of content parts", param)
+		return "", core.BadInput(core.CodeInvalidType, param, "%s must be a string or an array of content parts", param)
 	}
 	var b strings.Builder
 	for i, p := range parts {
 		if p.Type != "text" {
-			return "", badInput(CodeInvalidValue, fmt.Sprintf("%s[%d].type", param, i),
+			return "", core.BadInput(core.CodeInvalidValue, fmt.Sprintf("%s[%d].type", param, i),
 				"%s[%d] has type %q; only \"text\" parts are supported", param, i, p.Type)
 		}
 		if p.Text == nil {
-			return "", badInput(CodeMissingParameter, fmt.Sprintf("%s[%d].text", param, i), "%s[%d] has no text", param, i)
+			return "", core.BadInput(core.CodeMissingParameter, fmt.Sprintf("%s[%d].text", param, i), "%s[%d] has no text", param, i)
 		}
 		b.WriteString(*p.Text)
 	}
@@ -142,7 +143,7 @@ const finishToolCalls = "tool_calls"
 func newChatFormat(logprobs, tools, single bool) *chatFormat {
 	f := &chatFormat{logprobs: logprobs}
 	if tools {
-		f.calls = &callParser{newID: func() string { return newID("call_") }, single: single}
+		f.calls = &callParser{newID: func() string { return core.NewID("call_") }, single: single}
 	}
 	return f
 }

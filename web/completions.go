@@ -1,94 +1,50 @@
 package web
 
 import (
-	"bytes"
-	"encoding/json"
-
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // completions serves POST /v1/completions, OpenAI's legacy text completion:
 // the prompt is sent to the backend as raw text, without a chat template.
-func (s *Server) completions(c *gin.Context, t *Turn) {
+func (s *Server) completions(c *gin.Context, t *core.Turn) {
 	var body completionRequest
 	if err := s.decode(c, &body); err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	_, info, err := s.selectBackend(t, body.Model)
 	if err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
-	req, err := body.request(info)
+	req, err := body.Request(info)
 	if err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
-	if req.Prompt, req.Tokens, err = prompt(body.Prompt); err != nil {
-		s.fail(c, err)
+	if req.Prompt, req.Tokens, err = core.Prompt(body.Prompt); err != nil {
+		core.Fail(c, err)
 		return
 	}
 	if body.Logprobs != nil {
-		if err := logprobs(&req, true, body.Logprobs, "logprobs"); err != nil {
-			s.fail(c, err)
+		if err := core.Logprobs(&req, true, body.Logprobs, "logprobs"); err != nil {
+			core.Fail(c, err)
 			return
 		}
 	}
-	if t.Conversation, err = conversationOf(c, body.PromptCacheKey); err != nil {
-		s.fail(c, err)
+	if t.Conversation, err = core.ConversationOf(c, body.PromptCacheKey); err != nil {
+		core.Fail(c, err)
 		return
 	}
 	s.generate(c, t, req, reply{
 		meta:         s.meta("cmpl-", info),
 		stream:       body.Stream,
-		includeUsage: body.includeUsage(),
+		includeUsage: body.IncludeUsage(),
 		format:       &textFormat{logprobs: req.Logprobs},
 	})
-}
-
-// prompt reads OpenAI's prompt field for one completion: a string, an
-// array holding one string, or an array of token ids (which llama-server
-// also accepts, and which engine.Request carries as Tokens). Several prompts
-// in one request would mean several choices, which kvwin does not generate.
-func prompt(raw json.RawMessage) (string, []int, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil, badInput(CodeMissingParameter, "prompt", "prompt is required")
-	}
-	var (
-		text    string
-		texts   []string
-		tokens  []int
-		invalid = badInput(CodeInvalidType, "prompt", "prompt must be a string, an array of one string, or an array of token ids")
-	)
-	switch {
-	case raw[0] == '"':
-		if json.Unmarshal(raw, &text) != nil {
-			return "", nil, invalid
-		}
-	case json.Unmarshal(raw, &texts) == nil:
-		if len(texts) == 0 {
-			return "", nil, badInput(CodeMissingParameter, "prompt", "prompt must not be empty")
-		}
-		if len(texts) != 1 {
-			return "", nil, badInput(CodeInvalidValue, "prompt", "prompt holds %d strings; kvwin completes exactly one per request", len(texts))
-		}
-		text = texts[0]
-	case json.Unmarshal(raw, &tokens) == nil:
-		if len(tokens) == 0 {
-			return "", nil, badInput(CodeMissingParameter, "prompt", "prompt must not be empty")
-		}
-		return "", tokens, nil
-	default:
-		return "", nil, invalid
-	}
-	if text == "" {
-		return "", nil, badInput(CodeMissingParameter, "prompt", "prompt must not be empty")
-	}
-	return text, nil, nil
 }
 
 // textFormat renders legacy completion objects. A stream's format counts

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // maxEmbedInputs bounds the inputs of one embeddings request, as OpenAI's
@@ -52,21 +53,21 @@ type embeddingUsage struct {
 
 // embeddings serves POST /v1/embeddings through the backend's Embedder
 // (a gateway's router delegates to a backend that has one).
-func (s *Server) embeddings(c *gin.Context, t *Turn) {
+func (s *Server) embeddings(c *gin.Context, t *core.Turn) {
 	var body embeddingsRequest
 	if err := s.decode(c, &body); err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	inputs, err := embedInputs(body.Input)
 	if err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	switch body.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		s.fail(c, badInput(CodeInvalidValue, "encoding_format", `encoding_format is %q; it must be "float" or "base64"`, body.EncodingFormat))
+		core.Fail(c, core.BadInput(core.CodeInvalidValue, "encoding_format", `encoding_format is %q; it must be "float" or "base64"`, body.EncodingFormat))
 		return
 	}
 	out, info, err := s.embed(c, t, body.Model, inputs, func(info engine.Info) error {
@@ -80,11 +81,11 @@ func (s *Server) embeddings(c *gin.Context, t *Turn) {
 		return
 	}
 	if err != nil {
-		s.fail(c, err)
+		core.Fail(c, err)
 		return
 	}
 	if d := body.Dimensions; d != nil && len(out.Vectors) > 0 && *d != len(out.Vectors[0]) {
-		s.fail(c, badInput(CodeInvalidValue, "dimensions", "dimensions is %d but this model's embeddings have %d; kvwin does not shorten them", *d, len(out.Vectors[0])))
+		core.Fail(c, core.BadInput(core.CodeInvalidValue, "dimensions", "dimensions is %d but this model's embeddings have %d; kvwin does not shorten them", *d, len(out.Vectors[0])))
 		return
 	}
 	list := embeddingList{Object: objectList, Model: info.Model, Data: make([]embeddingDatum, len(out.Vectors)),
@@ -95,14 +96,14 @@ func (s *Server) embeddings(c *gin.Context, t *Turn) {
 			list.Data[i].Embedding = base64Floats(v)
 		}
 	}
-	c.Header(HeaderBackend, servedBy(info, out.Backend))
-	writeJSON(c.Writer, http.StatusOK, list)
+	c.Header(HeaderBackend, core.ServedBy(info, out.Backend))
+	core.WriteJSON(c.Writer, http.StatusOK, list)
 }
 
 // embed computes the embeddings of inputs on the backend serving model,
 // once check accepts the backend's model. A backend that cannot embed is
 // engine.ErrNotSupported.
-func (s *Server) embed(c *gin.Context, t *Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error) {
+func (s *Server) embed(c *gin.Context, t *core.Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error) {
 	b, info, err := s.selectBackend(t, model)
 	if err == nil {
 		err = check(info)
@@ -121,7 +122,7 @@ func (s *Server) embed(c *gin.Context, t *Turn, model string, inputs []string, c
 // failNotSupported answers 501: the route exists, the backend cannot.
 func (s *Server) failNotSupported(c *gin.Context, msg string) {
 	_ = c.Error(engine.ErrNotSupported)
-	writeJSON(c.Writer, http.StatusNotImplemented, errorBody{Error: apiError{Message: msg, Type: typeInvalidRequest, Code: "not_supported"}})
+	core.WriteJSON(c.Writer, http.StatusNotImplemented, core.ErrorBody{Error: core.APIError{Message: msg, Type: core.TypeInvalidRequest, Code: "not_supported"}})
 }
 
 // embedInputs reads input: a non-empty string or array of non-empty
@@ -129,24 +130,24 @@ func (s *Server) failNotSupported(c *gin.Context, msg string) {
 func embedInputs(raw json.RawMessage) ([]string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, badInput(CodeMissingParameter, "input", "input is required")
+		return nil, core.BadInput(core.CodeMissingParameter, "input", "input is required")
 	}
 	var inputs []string
 	if raw[0] == '"' {
 		var one string
 		if err := json.Unmarshal(raw, &one); err != nil {
-			return nil, badInput(CodeInvalidType, "input", "input is not a valid string")
+			return nil, core.BadInput(core.CodeInvalidType, "input", "input is not a valid string")
 		}
 		inputs = []string{one}
 	} else if err := json.Unmarshal(raw, &inputs); err != nil {
-		return nil, badInput(CodeInvalidType, "input", "input must be a string or an array of strings (token-id inputs are not supported)")
+		return nil, core.BadInput(core.CodeInvalidType, "input", "input must be a string or an array of strings (token-id inputs are not supported)")
 	}
 	if len(inputs) == 0 || len(inputs) > maxEmbedInputs {
-		return nil, badInput(CodeInvalidValue, "input", "input must hold 1 to %d strings, not %d", maxEmbedInputs, len(inputs))
+		return nil, core.BadInput(core.CodeInvalidValue, "input", "input must hold 1 to %d strings, not %d", maxEmbedInputs, len(inputs))
 	}
 	for i, in := range inputs {
 		if in == "" {
-			return nil, badInput(CodeInvalidValue, "input", "input[%d] is empty", i)
+			return nil, core.BadInput(core.CodeInvalidValue, "input", "input[%d] is empty", i)
 		}
 	}
 	return inputs, nil

@@ -1,6 +1,8 @@
 package web
 
-import "kvwin/engine"
+import (
+	"kvwin/engine"
+)
 
 // OpenAI's two logprobs shapes, from the engine's.
 

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine/wire"
+	"kvwin/web/core"
 )
 
 // statusClientClosed is nginx's 499, used only in the access log for a
@@ -31,7 +32,7 @@ func (s *Server) accessLog(c *gin.Context) {
 		err = last.Err
 	}
 	switch {
-	case errors.Is(err, errClientGone):
+	case errors.Is(err, core.ErrClientGone):
 		status = statusClientClosed
 	case status >= http.StatusInternalServerError:
 		level = slog.LevelError
@@ -102,10 +103,10 @@ func (s *Server) recoverPanics(c *gin.Context) {
 			"panic", v, "stack", string(debug.Stack()))
 		c.Abort()
 		if c.Writer.Written() {
-			_ = c.Error(errPanic)
+			_ = c.Error(core.ErrPanic)
 			return
 		}
-		s.fail(c, errPanic)
+		core.Fail(c, core.ErrPanic)
 	}()
 	c.Next()
 }

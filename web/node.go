@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // The node routes: the subset of llama.cpp's llama-server API that kvwin's
@@ -69,7 +70,7 @@ type nodeCompletionRequest struct {
 	RepeatPenalty *float32        `json:"repeat_penalty"`
 	RepeatLastN   *int            `json:"repeat_last_n"` // -1: the slot's context
 	Seed          *int64          `json:"seed"`
-	Stop          stopList        `json:"stop"`
+	Stop          core.StopList   `json:"stop"`
 	IgnoreEOS     bool            `json:"ignore_eos"`
 	Grammar       string          `json:"grammar"`
 	// OpenAI's other sampling fields, as llama-server takes them, and
@@ -103,14 +104,14 @@ type nodeCompletionRequest struct {
 // tokenized by the backend with BOS and without parsing control tokens
 // (llama-server parses them); token ids are used as they are.
 func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error) {
-	p := params{Temperature: b.Temperature, TopP: b.TopP, TopK: b.TopK, MinP: b.MinP, Seed: b.Seed, Stop: b.Stop,
+	p := core.Params{Temperature: b.Temperature, TopP: b.TopP, TopK: b.TopK, MinP: b.MinP, Seed: b.Seed, Stop: b.Stop,
 		IgnoreEOS: b.IgnoreEOS, Grammar: b.Grammar, PresencePenalty: b.PresencePenalty, FrequencyPenalty: b.FrequencyPenalty}
 	bias, err := nodeLogitBias(b.LogitBias)
 	if err != nil {
 		return engine.Request{}, err
 	}
 	p.LogitBias = bias
-	req, err := p.request(info)
+	req, err := p.Request(info)
 	if err != nil {
 		return req, err
 	}
@@ -121,60 +122,60 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 		req.Sampling.Output = &engine.Output{Schema: b.JSONSchema}
 	}
 	if o := req.Sampling.Output; o != nil && len(o.Schema) > 0 {
-		if err := checkSchema(o.Schema, "json_schema"); err != nil {
+		if err := core.CheckSchema(o.Schema, "json_schema"); err != nil {
 			return req, err
 		}
 	}
 	if v := b.NProbs; v != nil && *v != 0 {
 		switch {
 		case *v < 0 || *v > engine.MaxTopLogprobs:
-			return req, outOfRange("n_probs", *v, 0, engine.MaxTopLogprobs, "")
+			return req, core.OutOfRange("n_probs", *v, 0, engine.MaxTopLogprobs, "")
 		case b.PostSamplingProbs:
-			return req, badInput(CodeInvalidValue, "post_sampling_probs",
+			return req, core.BadInput(core.CodeInvalidValue, "post_sampling_probs",
 				"post_sampling_probs is not supported: kvwin reports the probabilities before sampling")
 		}
 		req.Logprobs, req.TopLogprobs = true, *v
 	}
 	req.Shift = b.NCacheReuse > 0
-	if req.Prompt, req.Tokens, err = prompt(b.Prompt); err != nil {
+	if req.Prompt, req.Tokens, err = core.Prompt(b.Prompt); err != nil {
 		return req, err
 	}
 	if v := b.NPredict; v != nil {
 		switch {
 		case *v == -1: // until the model stops or the slot is full: the engine's 0
 		case *v == 0:
-			return req, badInput(CodeInvalidValue, "n_predict", "n_predict 0 (evaluate the prompt only) is not supported")
-		case *v < -1 || *v > contextLimit(info):
-			return req, outOfRange("n_predict", *v, -1, contextLimit(info), " (-1: until the slot is full; at most a slot's context)")
+			return req, core.BadInput(core.CodeInvalidValue, "n_predict", "n_predict 0 (evaluate the prompt only) is not supported")
+		case *v < -1 || *v > core.ContextLimit(info):
+			return req, core.OutOfRange("n_predict", *v, -1, core.ContextLimit(info), " (-1: until the slot is full; at most a slot's context)")
 		default:
 			req.MaxTokens = *v
 		}
 	}
 	if v := b.IDSlot; v != nil {
-		hi := maxContext
+		hi := core.MaxContext
 		if info.Slots > 0 {
 			hi = info.Slots - 1
 		}
 		if *v < -1 || *v > hi {
-			return req, outOfRange("id_slot", *v, -1, hi, " (-1: any slot)")
+			return req, core.OutOfRange("id_slot", *v, -1, hi, " (-1: any slot)")
 		}
 		req.Slot = *v
 	}
-	if b.NCacheReuse < 0 || b.NCacheReuse > contextLimit(info) {
-		return req, outOfRange("n_cache_reuse", b.NCacheReuse, 0, contextLimit(info), "")
+	if b.NCacheReuse < 0 || b.NCacheReuse > core.ContextLimit(info) {
+		return req, core.OutOfRange("n_cache_reuse", b.NCacheReuse, 0, core.ContextLimit(info), "")
 	}
 	if v := b.CachePrompt; v != nil {
 		req.NoCache = !*v
 	}
 	if v := b.NKeep; v != nil {
-		if *v < -1 || *v > contextLimit(info) {
-			return req, outOfRange("n_keep", *v, -1, contextLimit(info), " (-1: the whole prompt)")
+		if *v < -1 || *v > core.ContextLimit(info) {
+			return req, core.OutOfRange("n_keep", *v, -1, core.ContextLimit(info), " (-1: the whole prompt)")
 		}
 		req.Keep = *v
 	}
 	if v := b.RepeatPenalty; v != nil {
-		if *v < 0 || *v > maxRepeatPenalty {
-			return req, outOfRange("repeat_penalty", *v, 0, maxRepeatPenalty, " (1 disables it)")
+		if *v < 0 || *v > core.MaxRepeatPenalty {
+			return req, core.OutOfRange("repeat_penalty", *v, 0, core.MaxRepeatPenalty, " (1 disables it)")
 		}
 		req.Sampling.RepeatPenalty = *v
 	}
@@ -182,8 +183,8 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 		switch {
 		case *v == -1:
 			req.Sampling.RepeatLastN = info.ContextSlot
-		case *v < -1 || *v > contextLimit(info):
-			return req, outOfRange("repeat_last_n", *v, -1, contextLimit(info), " (-1: the slot's context)")
+		case *v < -1 || *v > core.ContextLimit(info):
+			return req, core.OutOfRange("repeat_last_n", *v, -1, core.ContextLimit(info), " (-1: the slot's context)")
 		default:
 			req.Sampling.RepeatLastN = *v
 		}
@@ -192,7 +193,7 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 }
 
 // nodeCompletion serves POST /completion.
-func (s *Server) nodeCompletion(c *gin.Context, t *Turn) {
+func (s *Server) nodeCompletion(c *gin.Context, t *core.Turn) {
 	var body nodeCompletionRequest
 	if err := s.decode(c, &body); err != nil {
 		s.nodeFail(c, err)
@@ -204,13 +205,13 @@ func (s *Server) nodeCompletion(c *gin.Context, t *Turn) {
 		s.nodeFail(c, err)
 		return
 	}
-	if t.Conversation, err = conversationOf(c, ""); err != nil {
+	if t.Conversation, err = core.ConversationOf(c, ""); err != nil {
 		s.nodeFail(c, err)
 		return
 	}
 	req.SlotOnly = body.KvwinSlotOnly && req.Slot >= 0
-	s.turn(c, t, req, wireFormat{enc: &nodeEncoder{info: t.Info, perToken: body.TimingsPerToken, probs: req.Logprobs}, stream: body.Stream,
-		frame: frameNode, fail: s.nodeFail})
+	s.turn(c, t, req, core.Wire{Enc: &nodeEncoder{info: t.Info, perToken: body.TimingsPerToken, probs: req.Logprobs}, Stream: body.Stream,
+		Frame: core.FrameNode, Fail: s.nodeFail})
 }
 
 // nodeEncoder renders /completion as llama-server does:
@@ -234,11 +235,11 @@ type nodeEncoder struct {
 }
 
 var (
-	_ encoder        = (*nodeEncoder)(nil)
-	_ logprobEncoder = (*nodeEncoder)(nil)
+	_ core.Encoder        = (*nodeEncoder)(nil)
+	_ core.LogprobEncoder = (*nodeEncoder)(nil)
 )
 
-func (e *nodeEncoder) whole(res engine.Result) any {
+func (e *nodeEncoder) Whole(res engine.Result) any {
 	out := nodeFinal(e.info, res, false)
 	if e.probs {
 		out.Probs = nodeProbsOf(res.Logprobs)
@@ -246,23 +247,23 @@ func (e *nodeEncoder) whole(res engine.Result) any {
 	return out
 }
 
-func (e *nodeEncoder) open(ev engine.Event) []any {
+func (e *nodeEncoder) Open(ev engine.Event) []any {
 	e.first, e.slot, e.since = ev.Timings, ev.Slot, time.Now()
 	return []any{e.partial(ev.Text, ev.Logprobs)}
 }
 
-func (e *nodeEncoder) text(s string) []any { return []any{e.partial(s, nil)} }
+func (e *nodeEncoder) Text(s string) []any { return []any{e.partial(s, nil)} }
 
 // textLogprobs is a partial with its tokens' probabilities: llama-server
 // sends one token's per partial, kvwin those of the tokens since the last
 // (text held back for a whole character or a stop string joins them).
-func (e *nodeEncoder) textLogprobs(s string, lps []engine.TokenLogprob) []any {
+func (e *nodeEncoder) TextLogprobs(s string, lps []engine.TokenLogprob) []any {
 	return []any{e.partial(s, lps)}
 }
 
-func (e *nodeEncoder) end(res engine.Result) []any { return []any{nodeFinal(e.info, res, true)} }
+func (e *nodeEncoder) End(res engine.Result) []any { return []any{nodeFinal(e.info, res, true)} }
 
-func (e *nodeEncoder) streamError(err error) any {
+func (e *nodeEncoder) StreamError(err error) any {
 	_, body := nodeError(err)
 	return nodeErrorEnvelope{Error: body}
 }
@@ -426,7 +427,7 @@ func (s *Server) nodeTokenize(c *gin.Context) {
 		return
 	}
 	if body.Content == nil {
-		s.nodeFail(c, badInput(CodeMissingParameter, "content", "content is required"))
+		s.nodeFail(c, core.BadInput(core.CodeMissingParameter, "content", "content is required"))
 		return
 	}
 	ctx := c.Request.Context()
@@ -440,7 +441,7 @@ func (s *Server) nodeTokenize(c *gin.Context) {
 		if ids == nil {
 			ids = []int{}
 		}
-		writeJSON(c.Writer, http.StatusOK, map[string][]int{"tokens": ids})
+		core.WriteJSON(c.Writer, http.StatusOK, map[string][]int{"tokens": ids})
 		return
 	}
 	pieces := make([]nodePiece, len(ids))
@@ -459,7 +460,7 @@ func (s *Server) nodeTokenize(c *gin.Context) {
 			pieces[i].Piece = b
 		}
 	}
-	writeJSON(c.Writer, http.StatusOK, map[string][]nodePiece{"tokens": pieces})
+	core.WriteJSON(c.Writer, http.StatusOK, map[string][]nodePiece{"tokens": pieces})
 }
 
 // tokenizeSplit tokenizes with add_special and parse_special apart. A
@@ -513,13 +514,13 @@ func (s *Server) nodeDetokenize(c *gin.Context) {
 		s.nodeFail(c, err)
 		return
 	}
-	writeJSON(c.Writer, http.StatusOK, map[string]string{"content": text})
+	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"content": text})
 }
 
 // nodeSlots serves GET /slots: engine.SlotState's fields are llama-server's
 // names (id, n_ctx, is_processing) plus n_tokens, the tokens a slot's KV
 // holds, which llama-server does not report and a kvwin gateway reads.
-func (s *Server) nodeSlots(c *gin.Context, t *Turn) {
+func (s *Server) nodeSlots(c *gin.Context, t *core.Turn) {
 	var states []engine.SlotState
 	if f, ok := s.backend.(engine.SlotFetcher); ok {
 		var err error
@@ -543,7 +544,7 @@ func (s *Server) nodeSlots(c *gin.Context, t *Turn) {
 			slots = append(slots, sl)
 		}
 	}
-	writeJSON(c.Writer, http.StatusOK, slots)
+	core.WriteJSON(c.Writer, http.StatusOK, slots)
 }
 
 // nodeProps is the body of GET /props: llama-server's fields that say what
@@ -566,7 +567,7 @@ type nodeProps struct {
 }
 
 // nodeProps serves GET /props.
-func (s *Server) nodeProps(c *gin.Context, t *Turn) {
+func (s *Server) nodeProps(c *gin.Context, t *core.Turn) {
 	info := s.backend.Info()
 	var p nodeProps
 	p.DefaultGenerationSettings.NCtx = info.ContextSlot
@@ -575,7 +576,7 @@ func (s *Server) nodeProps(c *gin.Context, t *Turn) {
 	if t, ok := s.backend.(engine.ChatTemplater); ok {
 		p.ChatTemplate = t.ChatTemplate()
 	}
-	writeJSON(c.Writer, http.StatusOK, p)
+	core.WriteJSON(c.Writer, http.StatusOK, p)
 }
 
 // nodeErrorEnvelope is llama-server's error answer.
@@ -594,7 +595,7 @@ type nodeErrorBody struct {
 
 // nodeFail answers err in llama-server's shape, unless the client left.
 func (s *Server) nodeFail(c *gin.Context, err error) {
-	answerError(c, err, func(err error) (int, any) {
+	core.AnswerError(c, err, func(err error) (int, any) {
 		status, body := nodeError(err)
 		return status, nodeErrorEnvelope{Error: body}
 	})
@@ -616,7 +617,7 @@ func nodeError(err error) (int, nodeErrorBody) {
 	case errors.Is(err, errNotSupported):
 		return http.StatusNotImplemented, nodeErrorBody{Code: http.StatusNotImplemented, Message: err.Error(), Type: "not_supported_error"}
 	}
-	status, api := classify(err)
+	status, api := core.Classify(err)
 	return status, nodeErrorBody{Code: status, Message: api.Message, Type: nodeErrorType(status)}
 }
 

@@ -11,6 +11,7 @@ import (
 	oapi "github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // Ollama's API, with its own types (github.com/ollama/ollama/api), served
@@ -74,14 +75,14 @@ func (s *Server) ollamaRoot(c *gin.Context) {
 
 // ollamaVersion serves GET /api/version.
 func (s *Server) ollamaVersion(c *gin.Context) {
-	writeJSON(c.Writer, http.StatusOK, map[string]string{"version": ollamaVersion})
+	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"version": ollamaVersion})
 }
 
 // ollamaModel checks that name (with or without ":latest") is the served
 // model. Ollama requires a name, and answers 404 for one it does not have.
 func ollamaModel(name string, info engine.Info) error {
 	if name == "" {
-		return badInput(CodeMissingParameter, "model", "model is required")
+		return core.BadInput(core.CodeMissingParameter, "model", "model is required")
 	}
 	if strings.TrimSuffix(name, latestTag) != strings.TrimSuffix(info.Model, latestTag) {
 		return fmt.Errorf("model %q not found (this server serves %q): %w", name, info.Model, engine.ErrUnknownModel)
@@ -100,7 +101,7 @@ var errImages = errors.New("images are not supported: the served model has no vi
 // honour, so that a client never gets an answer that silently ignored them.
 func ollamaCommon(info engine.Info, think *bool) error {
 	if think != nil && *think {
-		return badInput(CodeInvalidValue, "think", "%q does not support thinking", info.Model)
+		return core.BadInput(core.CodeInvalidValue, "think", "%q does not support thinking", info.Model)
 	}
 	return nil
 }
@@ -120,9 +121,9 @@ func ollamaLoaded(keepAlive *oapi.Duration) string {
 // the decoded body) is served here, think is one kvwin can honour, and
 // format is valid: out is its output constraint (ollama_tools.go). On
 // failure it has answered in Ollama's shape and ok is false.
-func (s *Server) decodeOllama(c *gin.Context, t *Turn, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
+func (s *Server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
 	if err := s.decode(c, body); err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return info, nil, false
 	}
 	model, format, think := fields()
@@ -137,14 +138,14 @@ func (s *Server) decodeOllama(c *gin.Context, t *Turn, body any, fields func() (
 		out, err = ollamaFormat(format)
 	}
 	if err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return info, nil, false
 	}
 	return info, out, true
 }
 
 // ollamaChat serves POST /api/chat.
-func (s *Server) ollamaChat(c *gin.Context, t *Turn) {
+func (s *Server) ollamaChat(c *gin.Context, t *core.Turn) {
 	start := time.Now()
 	var body ollamaChatBody
 	info, format, ok := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
@@ -153,36 +154,36 @@ func (s *Server) ollamaChat(c *gin.Context, t *Turn) {
 	}
 	tools, err := ollamaTools(body.ToolDefs, body.Options) // ollama_tools.go
 	if err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	enc := &ollamaEncoder{chat: true, model: body.Model, now: s.now, start: start}
 	if len(body.Messages) == 0 {
-		writeJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
+		core.WriteJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
 		return
 	}
 	req, err := ollamaRequest(body.Options, info)
 	if err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	if req.Messages, err = ollamaMessages(body.Messages); err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	if err := s.applyTools(t, &req, tools, format); err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	if tools.call {
 		enc.calls = &callParser{newID: func() string { return "" }}
 	}
 	if err := s.applyWindow(c, t, "", &req); err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	enc.ready = time.Now()
-	s.turn(c, t, req, wireFormat{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
+	s.turn(c, t, req, core.Wire{Enc: enc, Stream: streams(body.Stream), Frame: core.FrameNDJSON, Fail: core.FailOllama})
 }
 
 // ollamaMessages translates Ollama's messages into engine messages; an
@@ -194,15 +195,15 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 	out := make([]engine.Message, len(in))
 	for i, m := range in {
 		if !engine.ValidRole(m.Role) {
-			return nil, badInput(CodeInvalidValue, fmt.Sprintf("messages[%d].role", i),
+			return nil, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("messages[%d].role", i),
 				"messages[%d].role is %q; it must be one of system, user, assistant, tool", i, m.Role)
 		}
 		if len(m.Images) > 0 {
-			return nil, badInput(CodeInvalidValue, fmt.Sprintf("messages[%d].images", i), "%v", errImages)
+			return nil, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("messages[%d].images", i), "%v", errImages)
 		}
 		calls, err := ollamaHistory(m.ToolCalls)
 		if err != nil {
-			return nil, badInput(CodeInvalidValue, fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d].tool_calls: %v", i, err)
+			return nil, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d].tool_calls: %v", i, err)
 		}
 		if out[i], err = toolTurn(m.Role, m.Content, calls, fmt.Sprintf("messages[%d]", i)); err != nil {
 			return nil, err
@@ -216,7 +217,7 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 // rendered by that Go template (Ollama's template package) and sent as
 // text; otherwise they are a chat of one turn, windowed and rendered with
 // the model's chat template like /api/chat's.
-func (s *Server) ollamaGenerate(c *gin.Context, t *Turn) {
+func (s *Server) ollamaGenerate(c *gin.Context, t *core.Turn) {
 	start := time.Now()
 	var body oapi.GenerateRequest
 	info, format, ok := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
@@ -225,28 +226,28 @@ func (s *Server) ollamaGenerate(c *gin.Context, t *Turn) {
 	}
 	switch {
 	case len(body.Images) > 0:
-		s.failOllama(c, badInput(CodeInvalidValue, "images", "%v", errImages))
+		core.FailOllama(c, core.BadInput(core.CodeInvalidValue, "images", "%v", errImages))
 		return
 	case len(body.Context) > 0:
-		s.failOllama(c, badInput(CodeInvalidValue, "context", "context (token ids of an earlier exchange) is not supported: send the conversation to /api/chat"))
+		core.FailOllama(c, core.BadInput(core.CodeInvalidValue, "context", "context (token ids of an earlier exchange) is not supported: send the conversation to /api/chat"))
 		return
 	case body.Suffix != "":
-		s.failOllama(c, badInput(CodeInvalidValue, "suffix", "%q does not support insert (suffix)", info.Model))
+		core.FailOllama(c, core.BadInput(core.CodeInvalidValue, "suffix", "%q does not support insert (suffix)", info.Model))
 		return
 	}
 	enc := &ollamaEncoder{model: body.Model, now: s.now, start: start}
 	if body.Prompt == "" {
-		writeJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
+		core.WriteJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
 		return
 	}
 	req, err := ollamaRequest(body.Options, info)
 	if err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	req.Sampling.Output = format
-	if t.Conversation, err = conversationOf(c, ""); err != nil {
-		s.failOllama(c, err)
+	if t.Conversation, err = core.ConversationOf(c, ""); err != nil {
+		core.FailOllama(c, err)
 		return
 	}
 	switch {
@@ -254,7 +255,7 @@ func (s *Server) ollamaGenerate(c *gin.Context, t *Turn) {
 		req.Prompt = body.Prompt
 	case body.Template != "":
 		if req.Prompt, err = renderTemplate(body.Template, body.System, body.Prompt); err != nil {
-			s.failOllama(c, err)
+			core.FailOllama(c, err)
 			return
 		}
 	default:
@@ -263,10 +264,10 @@ func (s *Server) ollamaGenerate(c *gin.Context, t *Turn) {
 		}
 		req.Messages = append(req.Messages, engine.Message{Role: engine.RoleUser, Content: body.Prompt})
 		if err := s.applyWindow(c, t, "", &req); err != nil {
-			s.failOllama(c, err)
+			core.FailOllama(c, err)
 			return
 		}
 	}
 	enc.ready = time.Now()
-	s.turn(c, t, req, wireFormat{enc: enc, stream: streams(body.Stream), frame: frameNDJSON, fail: s.failOllama})
+	s.turn(c, t, req, core.Wire{Enc: enc, Stream: streams(body.Stream), Frame: core.FrameNDJSON, Fail: core.FailOllama})
 }

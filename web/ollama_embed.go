@@ -10,6 +10,7 @@ import (
 	oapi "github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // Ollama's embedding routes: POST /api/embed (a string or an array of
@@ -31,33 +32,33 @@ type ollamaEmbedRequest struct {
 }
 
 // ollamaEmbed serves POST /api/embed.
-func (s *Server) ollamaEmbed(c *gin.Context, t *Turn) {
+func (s *Server) ollamaEmbed(c *gin.Context, t *core.Turn) {
 	start := time.Now()
 	var body ollamaEmbedRequest
 	if err := s.decode(c, &body); err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	inputs, err := ollamaEmbedInputs(body.Input)
 	if err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
 	if len(inputs) == 0 {
 		// Ollama loads the model and answers no vectors.
 		if _, _, ok := s.ollamaServes(c, t, body.Model); ok {
-			writeJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: [][]float32{}})
+			core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: [][]float32{}})
 		}
 		return
 	}
 	out, info, err := s.embed(c, t, body.Model, inputs, check)
 	if err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
-	c.Header(HeaderBackend, servedBy(info, out.Backend))
-	writeJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: out.Vectors,
+	c.Header(HeaderBackend, core.ServedBy(info, out.Backend))
+	core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: out.Vectors,
 		TotalDuration: time.Since(start), PromptEvalCount: out.PromptTokens})
 }
 
@@ -70,7 +71,7 @@ func ollamaEmbedInputs(raw json.RawMessage) ([]string, error) {
 	}
 	inputs, err := embedInputs(raw)
 	if err != nil {
-		return nil, badInput(CodeInvalidType, "input", "invalid input type: input must be a string or an array of non-empty strings")
+		return nil, core.BadInput(core.CodeInvalidType, "input", "invalid input type: input must be a string or an array of non-empty strings")
 	}
 	return inputs, nil
 }
@@ -85,41 +86,41 @@ type ollamaEmbeddingsRequest struct {
 
 // ollamaEmbeddings serves POST /api/embeddings: one prompt's vector, or an
 // empty one for an empty prompt, as Ollama answers.
-func (s *Server) ollamaEmbeddings(c *gin.Context, t *Turn) {
+func (s *Server) ollamaEmbeddings(c *gin.Context, t *core.Turn) {
 	var body ollamaEmbeddingsRequest
 	if err := s.decode(c, &body); err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
 	if body.Prompt == "" {
 		if _, _, ok := s.ollamaServes(c, t, body.Model); ok {
-			writeJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: []float64{}})
+			core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: []float64{}})
 		}
 		return
 	}
 	out, info, err := s.embed(c, t, body.Model, []string{body.Prompt}, check)
 	if err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	v := make([]float64, len(out.Vectors[0]))
 	for i, x := range out.Vectors[0] {
 		v[i] = float64(x)
 	}
-	c.Header(HeaderBackend, servedBy(info, out.Backend))
-	writeJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: v})
+	c.Header(HeaderBackend, core.ServedBy(info, out.Backend))
+	core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: v})
 }
 
 // ollamaServes reports whether model is served here, and by which backend;
 // if not, it has answered in Ollama's shape.
-func (s *Server) ollamaServes(c *gin.Context, t *Turn, model string) (engine.Backend, engine.Info, bool) {
+func (s *Server) ollamaServes(c *gin.Context, t *core.Turn, model string) (engine.Backend, engine.Info, bool) {
 	b, info, err := s.selectBackend(t, model)
 	if err == nil {
 		err = ollamaModel(model, info)
 	}
 	if err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return nil, info, false
 	}
 	return b, info, true

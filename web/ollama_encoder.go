@@ -6,6 +6,7 @@ import (
 	oapi "github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // ollamaEncoder renders /api/chat's and /api/generate's objects: one per
@@ -34,7 +35,7 @@ type ollamaEncoder struct {
 	sent  int         // calls already sent
 }
 
-var _ encoder = (*ollamaEncoder)(nil)
+var _ core.Encoder = (*ollamaEncoder)(nil)
 
 // object is one response object with text and, when done, its end.
 func (e *ollamaEncoder) object(text string, done bool, reason string, m oapi.Metrics) any {
@@ -73,7 +74,7 @@ func (e *ollamaEncoder) loaded(reason string) any {
 	return e.object("", true, reason, oapi.Metrics{})
 }
 
-func (e *ollamaEncoder) whole(res engine.Result) any {
+func (e *ollamaEncoder) Whole(res engine.Result) any {
 	if e.calls == nil {
 		return e.object(res.Text, true, finishReason(res), e.metrics(res))
 	}
@@ -82,14 +83,14 @@ func (e *ollamaEncoder) whole(res engine.Result) any {
 	return e.callObject(content+rest, calls, true, finishReason(res), e.metrics(res))
 }
 
-func (e *ollamaEncoder) open(ev engine.Event) []any {
+func (e *ollamaEncoder) Open(ev engine.Event) []any {
 	if ev.Text == "" {
 		return nil
 	}
-	return e.text(ev.Text)
+	return e.Text(ev.Text)
 }
 
-func (e *ollamaEncoder) text(s string) []any {
+func (e *ollamaEncoder) Text(s string) []any {
 	if e.calls == nil {
 		return []any{e.object(s, false, "", oapi.Metrics{})}
 	}
@@ -111,7 +112,7 @@ func (e *ollamaEncoder) parsed(content string, final bool) []any {
 	return out
 }
 
-func (e *ollamaEncoder) end(res engine.Result) []any {
+func (e *ollamaEncoder) End(res engine.Result) []any {
 	var out []any
 	if e.calls != nil {
 		out = e.parsed(e.calls.flush().content, true)
@@ -119,7 +120,7 @@ func (e *ollamaEncoder) end(res engine.Result) []any {
 	return append(out, e.object("", true, finishReason(res), e.metrics(res)))
 }
 
-func (e *ollamaEncoder) streamError(err error) any {
-	_, body := classify(err)
+func (e *ollamaEncoder) StreamError(err error) any {
+	_, body := core.Classify(err)
 	return map[string]string{"error": body.Message}
 }

@@ -8,6 +8,7 @@ import (
 	oapi "github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // Ollama's model management routes. kvwin serves the models its flags or
@@ -19,23 +20,23 @@ import (
 
 // ollamaPull serves POST /api/pull: {"status":"success"} for a served
 // model.
-func (s *Server) ollamaPull(c *gin.Context, t *Turn) {
+func (s *Server) ollamaPull(c *gin.Context, t *core.Turn) {
 	var body oapi.PullRequest
 	if err := s.decode(c, &body); err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	if _, _, ok := s.ollamaServes(c, t, firstNonEmpty(body.Model, body.Name)); !ok {
 		return // Name: the deprecated field older clients send
 	}
 	// Streamed or not, the answer is this one object (a stream of one line).
-	writeJSON(c.Writer, http.StatusOK, oapi.ProgressResponse{Status: "success"})
+	core.WriteJSON(c.Writer, http.StatusOK, oapi.ProgressResponse{Status: "success"})
 }
 
 // ollamaUnmanaged answers the model store's other routes with 501.
 func (s *Server) ollamaUnmanaged(verb string) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		s.failOllama(c, fmt.Errorf("kvwin does not %s models: it serves the models its flags or configuration file name: %w", verb, engine.ErrNotSupported))
+		core.FailOllama(c, fmt.Errorf("kvwin does not %s models: it serves the models its flags or configuration file name: %w", verb, engine.ErrNotSupported))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/ollama/ollama/types/model"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // forever is the expiry /api/ps reports: kvwin never unloads its model
@@ -79,11 +80,11 @@ func (s *Server) ollamaTags(c *gin.Context) {
 			list.Models = append(list.Models, oapi.ListModelResponse{Name: m.Name, Model: m.Name, ModifiedAt: card.ModifiedAt,
 				Size: card.Size, Digest: ollamaDigest(m.Info, card), Details: ollamaDetails(card)})
 		}
-		writeJSON(c.Writer, http.StatusOK, list)
+		core.WriteJSON(c.Writer, http.StatusOK, list)
 		return
 	}
 	info, card := s.backend.Info(), s.card()
-	writeJSON(c.Writer, http.StatusOK, oapi.ListResponse{Models: []oapi.ListModelResponse{{
+	core.WriteJSON(c.Writer, http.StatusOK, oapi.ListResponse{Models: []oapi.ListModelResponse{{
 		Name: info.Model, Model: info.Model, ModifiedAt: card.ModifiedAt, Size: card.Size,
 		Digest: ollamaDigest(info, card), Details: ollamaDetails(card),
 	}}})
@@ -105,11 +106,11 @@ func (s *Server) ollamaPS(c *gin.Context) {
 			ps.Models = append(ps.Models, oapi.ProcessModelResponse{Name: m.Name, Model: m.Name, Size: card.Size,
 				Digest: ollamaDigest(m.Info, card), Details: ollamaDetails(card), ExpiresAt: expires})
 		}
-		writeJSON(c.Writer, http.StatusOK, ps)
+		core.WriteJSON(c.Writer, http.StatusOK, ps)
 		return
 	}
 	info, card := s.backend.Info(), s.card()
-	writeJSON(c.Writer, http.StatusOK, oapi.ProcessResponse{Models: []oapi.ProcessModelResponse{{
+	core.WriteJSON(c.Writer, http.StatusOK, oapi.ProcessResponse{Models: []oapi.ProcessModelResponse{{
 		Name: info.Model, Model: info.Model, Size: card.Size, Digest: ollamaDigest(info, card),
 		Details: ollamaDetails(card), ExpiresAt: forever,
 	}}})
@@ -119,10 +120,10 @@ func (s *Server) ollamaPS(c *gin.Context) {
 // model_info, the template and parameters. The template is the Ollama Go
 // template Ollama itself picks for the file's chat template (its closest
 // known template), so a client that renders it gets what Ollama would.
-func (s *Server) ollamaShow(c *gin.Context, t *Turn) {
+func (s *Server) ollamaShow(c *gin.Context, t *core.Turn) {
 	var body oapi.ShowRequest
 	if err := s.decode(c, &body); err != nil {
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 		return
 	}
 	b, info, ok := s.ollamaServes(c, t, firstNonEmpty(body.Model, body.Name)) // Name: deprecated, older clients send it
@@ -145,7 +146,7 @@ func (s *Server) ollamaShow(c *gin.Context, t *Turn) {
 			}
 		}
 	}
-	writeJSON(c.Writer, http.StatusOK, oapi.ShowResponse{
+	core.WriteJSON(c.Writer, http.StatusOK, oapi.ShowResponse{
 		Details: ollamaDetails(card), ModelInfo: card.Info, Template: tmpl, Parameters: params.String(),
 		Capabilities: ollamaCapabilities, ModifiedAt: card.ModifiedAt,
 		Modelfile: modelfile(info.Model, tmpl, params.String()),

@@ -8,6 +8,7 @@ import (
 	"github.com/ollama/ollama/template"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // ollamaRequest translates Ollama's options into an engine.Request for the
@@ -22,7 +23,7 @@ import (
 // Ollama's Modelfile defaults, so a request means the same on every route.
 func ollamaRequest(opts map[string]any, info engine.Info) (engine.Request, error) {
 	o := ollamaOptions(opts)
-	p := params{Model: info.Model}
+	p := core.Params{Model: info.Model}
 	var err error
 	if p.Temperature, err = o.float("temperature"); err != nil {
 		return engine.Request{}, err
@@ -47,19 +48,19 @@ func ollamaRequest(opts map[string]any, info engine.Info) (engine.Request, error
 	if p.Stop, err = o.strings("stop"); err != nil {
 		return engine.Request{}, err
 	}
-	req, err := p.request(info)
+	req, err := p.Request(info)
 	if err != nil {
 		return req, o.rename(err)
 	}
 
-	limit := contextLimit(info)
+	limit := core.ContextLimit(info)
 	if v, err := o.int("num_predict"); err != nil {
 		return req, err
 	} else if v != nil {
 		switch {
 		case *v == -1 || *v == -2: // until the model stops, or the context is full: the engine's 0
 		case *v < -2 || *v == 0 || *v > limit:
-			return req, outOfRange("options.num_predict", *v, -2, limit, " (-1: until the model stops; -2: until the slot is full; not 0)")
+			return req, core.OutOfRange("options.num_predict", *v, -2, limit, " (-1: until the model stops; -2: until the slot is full; not 0)")
 		default:
 			req.MaxTokens = *v
 		}
@@ -67,13 +68,13 @@ func ollamaRequest(opts map[string]any, info engine.Info) (engine.Request, error
 	if v, err := o.int("num_ctx"); err != nil {
 		return req, err
 	} else if v != nil && (*v < 1 || *v > limit) {
-		return req, outOfRange("options.num_ctx", *v, 1, limit, " (a slot's context is set when kvwin starts: --ctx)")
+		return req, core.OutOfRange("options.num_ctx", *v, 1, limit, " (a slot's context is set when kvwin starts: --ctx)")
 	}
 	if v, err := o.float("repeat_penalty"); err != nil {
 		return req, err
 	} else if v != nil {
-		if *v < 0 || *v > maxRepeatPenalty {
-			return req, outOfRange("options.repeat_penalty", *v, 0, maxRepeatPenalty, " (1 disables it)")
+		if *v < 0 || *v > core.MaxRepeatPenalty {
+			return req, core.OutOfRange("options.repeat_penalty", *v, 0, core.MaxRepeatPenalty, " (1 disables it)")
 		}
 		req.Sampling.RepeatPenalty = *v
 	}
@@ -84,7 +85,7 @@ func ollamaRequest(opts map[string]any, info engine.Info) (engine.Request, error
 		case *v == -1:
 			req.Sampling.RepeatLastN = info.ContextSlot
 		case *v < -1 || *v > limit:
-			return req, outOfRange("options.repeat_last_n", *v, -1, limit, " (-1: the slot's context)")
+			return req, core.OutOfRange("options.repeat_last_n", *v, -1, limit, " (-1: the slot's context)")
 		default:
 			req.Sampling.RepeatLastN = *v
 		}
@@ -104,7 +105,7 @@ func (o ollamaOptions) float(key string) (*float32, error) {
 	}
 	f, ok := v.(float64)
 	if !ok {
-		return nil, badInput(CodeInvalidType, "options."+key, "options.%s must be a number", key)
+		return nil, core.BadInput(core.CodeInvalidType, "options."+key, "options.%s must be a number", key)
 	}
 	out := float32(f)
 	return &out, nil
@@ -118,7 +119,7 @@ func (o ollamaOptions) int(key string) (*int, error) {
 	}
 	f, ok := v.(float64)
 	if !ok || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32*2 {
-		return nil, badInput(CodeInvalidType, "options."+key, "options.%s must be an integer", key)
+		return nil, core.BadInput(core.CodeInvalidType, "options."+key, "options.%s must be an integer", key)
 	}
 	out := int(f)
 	return &out, nil
@@ -135,12 +136,12 @@ func (o ollamaOptions) strings(key string) ([]string, error) {
 	}
 	arr, ok := v.([]any)
 	if !ok {
-		return nil, badInput(CodeInvalidType, "options."+key, "options.%s must be an array of strings", key)
+		return nil, core.BadInput(core.CodeInvalidType, "options."+key, "options.%s must be an array of strings", key)
 	}
 	out := make([]string, len(arr))
 	for i, e := range arr {
 		if out[i], ok = e.(string); !ok {
-			return nil, badInput(CodeInvalidType, "options."+key, "options.%s must be an array of strings", key)
+			return nil, core.BadInput(core.CodeInvalidType, "options."+key, "options.%s must be an array of strings", key)
 		}
 	}
 	return out, nil
@@ -149,8 +150,8 @@ func (o ollamaOptions) strings(key string) ([]string, error) {
 // rename puts "options." before the parameter params.request named, since
 // an Ollama client sent it inside options.
 func (o ollamaOptions) rename(err error) error {
-	if in, ok := err.(*inputError); ok && in.param != "" && in.param != "model" {
-		return &inputError{code: in.code, param: "options." + in.param, msg: "options." + in.msg}
+	if in, ok := err.(*core.InputError); ok && in.Param() != "" && in.Param() != "model" {
+		return in.Within("options.")
 	}
 	return err
 }
@@ -161,7 +162,7 @@ func (o ollamaOptions) rename(err error) error {
 func renderTemplate(tmpl, system, prompt string) (string, error) {
 	t, err := template.Parse(tmpl)
 	if err != nil {
-		return "", badInput(CodeInvalidValue, "template", "template does not parse: %v", err)
+		return "", core.BadInput(core.CodeInvalidValue, "template", "template does not parse: %v", err)
 	}
 	var msgs []oapi.Message
 	if system != "" {
@@ -170,10 +171,10 @@ func renderTemplate(tmpl, system, prompt string) (string, error) {
 	msgs = append(msgs, oapi.Message{Role: engine.RoleUser, Content: prompt})
 	var b bytes.Buffer
 	if err := t.Execute(&b, template.Values{Messages: msgs}); err != nil {
-		return "", badInput(CodeInvalidValue, "template", "template does not render: %v", err)
+		return "", core.BadInput(core.CodeInvalidValue, "template", "template does not render: %v", err)
 	}
 	if b.Len() == 0 {
-		return "", badInput(CodeInvalidValue, "template", "template renders to nothing")
+		return "", core.BadInput(core.CodeInvalidValue, "template", "template renders to nothing")
 	}
 	return b.String(), nil
 }

@@ -9,6 +9,7 @@ import (
 	oapi "github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // Ollama's tools and format, served by the machinery of the OpenAI routes
@@ -49,13 +50,13 @@ func ollamaTools(defs []tool, opts map[string]any) (toolMode, error) {
 	if v, ok := opts[toolChoiceOption]; ok && v != nil {
 		b, err := json.Marshal(v)
 		if err != nil {
-			return toolMode{}, badInput(CodeInvalidValue, "options."+toolChoiceOption, "options.%s: %v", toolChoiceOption, err)
+			return toolMode{}, core.BadInput(core.CodeInvalidValue, "options."+toolChoiceOption, "options.%s: %v", toolChoiceOption, err)
 		}
 		choice = b
 	}
 	m, err := readTools(defs, choice)
-	if in, ok := err.(*inputError); ok && in.param == toolChoiceRaw {
-		return m, &inputError{code: in.code, param: "options." + in.param, msg: "options." + in.msg}
+	if in, ok := err.(*core.InputError); ok && in.Param() == toolChoiceRaw {
+		return m, in.Within("options.")
 	}
 	return m, err
 }
@@ -111,9 +112,9 @@ func ollamaFormat(raw json.RawMessage) (*engine.Output, error) {
 		return &engine.Output{}, nil
 	}
 	if f[0] != '{' {
-		return nil, badInput(CodeInvalidValue, "format", `invalid format: %s; expected "json" or a valid JSON Schema object`, f)
+		return nil, core.BadInput(core.CodeInvalidValue, "format", `invalid format: %s; expected "json" or a valid JSON Schema object`, f)
 	}
-	if err := checkSchema(json.RawMessage(f), "format"); err != nil {
+	if err := core.CheckSchema(json.RawMessage(f), "format"); err != nil {
 		return nil, err
 	}
 	return &engine.Output{Schema: f}, nil

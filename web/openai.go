@@ -2,6 +2,8 @@ package web
 
 import (
 	"encoding/json"
+
+	"kvwin/web/core"
 )
 
 // This file holds the OpenAI wire types kvwin reads and writes. Only the
@@ -16,40 +18,9 @@ const (
 	objectModel          = "model"
 )
 
-// params are the generation parameters chat and legacy completions share.
-// Pointers tell "not set" from a zero the client chose.
-type params struct {
-	Model               string             `json:"model"`
-	Stream              bool               `json:"stream"`
-	StreamOptions       *streamOptions     `json:"stream_options"`
-	MaxTokens           *int               `json:"max_tokens"`
-	MaxCompletionTokens *int               `json:"max_completion_tokens"`
-	Temperature         *float32           `json:"temperature"`
-	TopP                *float32           `json:"top_p"`
-	TopK                *int               `json:"top_k"`        // llama-server extension
-	MinP                *float32           `json:"min_p"`        // llama-server extension
-	IgnoreEOS           bool               `json:"ignore_eos"`   // llama-server extension
-	CachePrompt         *bool              `json:"cache_prompt"` // llama-server extension; false recomputes the whole prompt
-	Grammar             string             `json:"grammar"`      // llama-server extension: a GBNF grammar
-	Seed                *int64             `json:"seed"`
-	Stop                stopList           `json:"stop"`
-	N                   *int               `json:"n"`
-	PresencePenalty     *float32           `json:"presence_penalty"`
-	FrequencyPenalty    *float32           `json:"frequency_penalty"`
-	LogitBias           map[string]float32 `json:"logit_bias"`
-	// PromptCacheKey names the conversation (see DESIGN.md); the window
-	// layer will use it. User is accepted for compatibility only.
-	PromptCacheKey string `json:"prompt_cache_key"`
-	User           string `json:"user"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
-	params
+	core.Params
 	Messages       []chatMessage   `json:"messages"`
 	Logprobs       bool            `json:"logprobs"`
 	TopLogprobs    *int            `json:"top_logprobs"`
@@ -81,33 +52,11 @@ type contentPart struct {
 // completionRequest is the body of POST /v1/completions. Prompt stays raw
 // because OpenAI allows a string, an array of strings or token ids.
 type completionRequest struct {
-	params
+	core.Params
 	Prompt json.RawMessage `json:"prompt"`
 	// Logprobs is the legacy API's count of top alternatives per token
 	// (0–5 in OpenAI's; kvwin allows up to engine.MaxTopLogprobs).
 	Logprobs *int `json:"logprobs"`
-}
-
-// stopList is OpenAI's stop field: null, a string, or an array of strings.
-type stopList []string
-
-// UnmarshalJSON accepts the three shapes of stop.
-func (s *stopList) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*s = nil
-		return nil
-	}
-	var one string
-	if err := json.Unmarshal(b, &one); err == nil {
-		*s = stopList{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return badInput(CodeInvalidType, "stop", "stop must be a string or an array of strings")
-	}
-	*s = many
-	return nil
 }
 
 // usage is OpenAI's usage object. PromptTokensDetails is a value, not a

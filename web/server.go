@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // DefaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0. Long
@@ -185,7 +186,7 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: newID,
+	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: core.NewID,
 		keys: keys, hosts: newHostGuard(cfg.ListenAddr, cfg.AllowedHosts), origins: map[string]bool{},
 		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued), metrics: newMetrics(), traffic: newTraffic()}
 	if cfg.Registerer != nil {
@@ -238,7 +239,7 @@ func (s *Server) routes() *gin.Engine {
 // while it does not know its model yet (a gateway whose backends were
 // never reached): an empty id is no model a client could name.
 func (s *Server) models(c *gin.Context) {
-	writeJSON(c.Writer, http.StatusOK, modelList{Object: objectList, Data: s.modelObjects()})
+	core.WriteJSON(c.Writer, http.StatusOK, modelList{Object: objectList, Data: s.modelObjects()})
 }
 
 // model serves GET /v1/models/{model}: the model object of a served model
@@ -246,16 +247,16 @@ func (s *Server) models(c *gin.Context) {
 func (s *Server) model(c *gin.Context) {
 	id := strings.TrimPrefix(c.Param("model"), "/")
 	if id == "" { // "/v1/models/" is no route, as everywhere: no redirect
-		s.fail(c, fmt.Errorf("%w: %s %s", errUnknownRoute, c.Request.Method, c.Request.URL.Path))
+		core.Fail(c, fmt.Errorf("%w: %s %s", core.ErrUnknownRoute, c.Request.Method, c.Request.URL.Path))
 		return
 	}
 	for _, m := range s.modelObjects() {
 		if m.ID == id {
-			writeJSON(c.Writer, http.StatusOK, m)
+			core.WriteJSON(c.Writer, http.StatusOK, m)
 			return
 		}
 	}
-	s.fail(c, fmt.Errorf("the model %q does not exist: %w", id, engine.ErrUnknownModel))
+	core.Fail(c, fmt.Errorf("the model %q does not exist: %w", id, engine.ErrUnknownModel))
 }
 
 // modelObjects lists the served models: a catalog's every model, else the
@@ -295,18 +296,18 @@ func (s *Server) health(c *gin.Context) {
 		err = fmt.Errorf("%w: no model to serve yet", engine.ErrUnavailable)
 	}
 	if err != nil {
-		s.fail(c, err) // 503 with Retry-After, as every 503
+		core.Fail(c, err) // 503 with Retry-After, as every 503
 		return
 	}
 	if s.cfg.MemoryUnavailable != nil {
-		writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "degraded", "memory_store": "unavailable"})
+		core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"status": "degraded", "memory_store": "unavailable"})
 		return
 	}
-	writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})
+	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) unknownRoute(c *gin.Context) {
-	s.reject(c, fmt.Errorf("%w: %s %s", errUnknownRoute, c.Request.Method, c.Request.URL.Path))
+	s.reject(c, fmt.Errorf("%w: %s %s", core.ErrUnknownRoute, c.Request.Method, c.Request.URL.Path))
 }
 
 // wrongMethod answers 405 with the Allow header RFC 9110 asks for, which
@@ -321,5 +322,5 @@ func (s *Server) wrongMethod(c *gin.Context) {
 	for _, m := range allow {
 		c.Writer.Header().Add("Allow", m)
 	}
-	s.reject(c, fmt.Errorf("%w: %s %s", errMethodNotAllowed, c.Request.Method, c.Request.URL.Path))
+	s.reject(c, fmt.Errorf("%w: %s %s", core.ErrMethodNotAllowed, c.Request.Method, c.Request.URL.Path))
 }

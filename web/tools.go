@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // Tool calling, the ChatML way (Qwen's and Hermes' convention, which most
@@ -88,13 +89,13 @@ func readTools(tools []tool, toolChoice json.RawMessage) (toolMode, error) {
 	var m toolMode
 	for i, t := range tools {
 		if t.Type != "function" {
-			return m, badInput(CodeInvalidValue, fmt.Sprintf("tools[%d].type", i), "tools[%d].type is %q; only \"function\" is supported", i, t.Type)
+			return m, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("tools[%d].type", i), "tools[%d].type is %q; only \"function\" is supported", i, t.Type)
 		}
 		if t.Function.Name == "" {
-			return m, badInput(CodeMissingParameter, fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function has no name", i)
+			return m, core.BadInput(core.CodeMissingParameter, fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function has no name", i)
 		}
 		if len(t.Function.Parameters) > 0 {
-			if err := checkSchema(t.Function.Parameters, fmt.Sprintf("tools[%d].function.parameters", i)); err != nil {
+			if err := core.CheckSchema(t.Function.Parameters, fmt.Sprintf("tools[%d].function.parameters", i)); err != nil {
 				return m, err
 			}
 		}
@@ -113,13 +114,13 @@ func readTools(tools []tool, toolChoice json.RawMessage) (toolMode, error) {
 			} `json:"function"`
 		}
 		if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
-			return m, badInput(CodeInvalidValue, toolChoiceRaw, `tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": …}}`)
+			return m, core.BadInput(core.CodeInvalidValue, toolChoiceRaw, `tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": …}}`)
 		}
 		choice, m.named = "named", named.Function.Name
 	}
 	if len(tools) == 0 {
 		if choice == "required" || choice == "named" {
-			return m, badInput(CodeInvalidValue, toolChoiceRaw, "tool_choice %s needs tools", choice)
+			return m, core.BadInput(core.CodeInvalidValue, toolChoiceRaw, "tool_choice %s needs tools", choice)
 		}
 		return m, nil
 	}
@@ -136,10 +137,10 @@ func readTools(tools []tool, toolChoice json.RawMessage) (toolMode, error) {
 			found = found || t.Function.Name == m.named
 		}
 		if !found {
-			return m, badInput(CodeInvalidValue, toolChoiceRaw, "tool_choice names %q, which is not among the tools", m.named)
+			return m, core.BadInput(core.CodeInvalidValue, toolChoiceRaw, "tool_choice names %q, which is not among the tools", m.named)
 		}
 	default:
-		return m, badInput(CodeInvalidValue, toolChoiceRaw, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
+		return m, core.BadInput(core.CodeInvalidValue, toolChoiceRaw, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
 	}
 	m.tools, m.call = tools, true
 	return m, nil
@@ -207,7 +208,7 @@ func (m toolMode) defs() []any {
 // model's own template where it renders them (engine.ToolTemplater), else
 // into the system message; the output is constrained to format, or to a
 // call when one is required (its arguments are the JSON asked for).
-func (s *Server) applyTools(t *Turn, req *engine.Request, tools toolMode, format *engine.Output) error {
+func (s *Server) applyTools(t *core.Turn, req *engine.Request, tools toolMode, format *engine.Output) error {
 	if tt, ok := t.Backend.(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
 		req.Tools = tools.defs()
 	} else {
@@ -222,7 +223,7 @@ func (s *Server) applyTools(t *Turn, req *engine.Request, tools toolMode, format
 		req.Sampling.Output = call
 	}
 	if req.Sampling.Output != nil && req.Sampling.Grammar != "" {
-		return badInput(CodeInvalidValue, "grammar", "grammar cannot be combined with response_format or a required tool call")
+		return core.BadInput(core.CodeInvalidValue, "grammar", "grammar cannot be combined with response_format or a required tool call")
 	}
 	return nil
 }
@@ -250,7 +251,7 @@ func renderCalls(calls []toolCall, at string) (string, error) {
 			args = "{}"
 		}
 		if !json.Valid([]byte(args)) {
-			return "", badInput(CodeInvalidValue, fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, i), "%s.tool_calls[%d].function.arguments is not JSON", at, i)
+			return "", core.BadInput(core.CodeInvalidValue, fmt.Sprintf("%s.tool_calls[%d].function.arguments", at, i), "%s.tool_calls[%d].function.arguments is not JSON", at, i)
 		}
 		name, _ := json.Marshal(c.Function.Name)
 		if i > 0 {
@@ -287,65 +288,6 @@ func toolResponse(content string) string {
 	return "<tool_response>\n" + content + "\n</tool_response>"
 }
 
-// unsupportedKeywords are JSON Schema keywords llama.cpp's converter does
-// not enforce; a schema using them would be silently loosened, so it is a
-// 400 instead.
-var unsupportedKeywords = []string{"not", "if", "then", "else", "patternProperties", "dependentRequired",
-	"dependentSchemas", "uniqueItems", "contains", "propertyNames", "unevaluatedProperties", "multipleOf"}
-
-// checkSchema rejects a schema that is not an object or uses what the
-// grammar converter cannot enforce, naming it.
-func checkSchema(raw json.RawMessage, param string) error {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return badInput(CodeInvalidValue, param, "%s is not valid JSON", param)
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return badInput(CodeInvalidValue, param, "%s must be a JSON Schema object", param)
-	}
-	return walkSchema(v, param)
-}
-
-func walkSchema(v any, at string) error {
-	switch x := v.(type) {
-	case map[string]any:
-		for _, k := range unsupportedKeywords {
-			if _, ok := x[k]; ok {
-				return badInput(CodeInvalidValue, at, "%s uses %q, which kvwin's grammar-constrained decoding does not support", at, k)
-			}
-		}
-		if ref, ok := x["$ref"].(string); ok && !strings.HasPrefix(ref, "#") {
-			return badInput(CodeInvalidValue, at, "%s has $ref %q; only local references (#/…) are supported", at, ref)
-		}
-		for k, sub := range x {
-			switch k {
-			case "enum", "const", "default", "examples":
-				continue
-			case "properties", "$defs", "definitions":
-				// Names here are the user's, not keywords.
-				if named, ok := sub.(map[string]any); ok {
-					for name, s := range named {
-						if err := walkSchema(s, at+"."+k+"."+name); err != nil {
-							return err
-						}
-					}
-					continue
-				}
-			}
-			if err := walkSchema(sub, at+"."+k); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for i, sub := range x {
-			if err := walkSchema(sub, fmt.Sprintf("%s[%d]", at, i)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // readResponseFormat is the output constraint of response_format.
 func readResponseFormat(f *responseFormat) (*engine.Output, error) {
 	if f == nil {
@@ -358,12 +300,12 @@ func readResponseFormat(f *responseFormat) (*engine.Output, error) {
 		return &engine.Output{}, nil
 	case "json_schema":
 		if f.JSONSchema == nil || len(f.JSONSchema.Schema) == 0 {
-			return nil, badInput(CodeMissingParameter, "response_format.json_schema.schema", "response_format json_schema needs json_schema.schema")
+			return nil, core.BadInput(core.CodeMissingParameter, "response_format.json_schema.schema", "response_format json_schema needs json_schema.schema")
 		}
-		if err := checkSchema(f.JSONSchema.Schema, "response_format.json_schema.schema"); err != nil {
+		if err := core.CheckSchema(f.JSONSchema.Schema, "response_format.json_schema.schema"); err != nil {
 			return nil, err
 		}
 		return &engine.Output{Schema: f.JSONSchema.Schema}, nil
 	}
-	return nil, badInput(CodeInvalidValue, "response_format.type", `response_format.type is %q; it must be "text", "json_object" or "json_schema"`, f.Type)
+	return nil, core.BadInput(core.CodeInvalidValue, "response_format.type", `response_format.type is %q; it must be "text", "json_object" or "json_schema"`, f.Type)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"kvwin/web/core"
 )
 
 // trafficSize is how many recent generations the server remembers for
@@ -28,20 +30,7 @@ type TrafficTurn struct {
 	Seconds      float64   `json:"seconds"`
 	Error        string    `json:"error,omitempty"`
 	// Window is the chat's window layout; nil for requests without one.
-	Window *WindowLayout `json:"window,omitempty"`
-}
-
-// WindowLayout is how a chat's window was cut: sink tokens (with their
-// padding), kept tokens after them, evicted messages, packet tokens.
-type WindowLayout struct {
-	Policy        string `json:"policy"`
-	Messages      int    `json:"messages"`
-	SinkTokens    int    `json:"sink_tokens"`
-	KeptTokens    int    `json:"kept_tokens"`
-	EvictedTurns  int    `json:"evicted_messages"`
-	PacketTokens  int    `json:"packet_tokens"`
-	PacketTurns   int    `json:"packet_turns"`
-	EvictionSteps int    `json:"eviction_steps"`
+	Window *core.WindowLayout `json:"window,omitempty"`
 }
 
 // traffic is a ring of the latest turns. Safe for concurrent use; reads
@@ -76,5 +65,5 @@ func (t *traffic) recent() []TrafficTurn {
 // serveTraffic serves GET /kvwin/v1/traffic: the latest generations,
 // oldest first.
 func (s *Server) serveTraffic(c *gin.Context) {
-	writeJSON(c.Writer, http.StatusOK, map[string]any{"turns": s.traffic.recent()})
+	core.WriteJSON(c.Writer, http.StatusOK, map[string]any{"turns": s.traffic.recent()})
 }

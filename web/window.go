@@ -7,6 +7,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/engine/wire"
+	"kvwin/web/core"
 	"kvwin/window"
 )
 
@@ -27,8 +28,8 @@ type Windower interface {
 // conversation and the window's layout in t and sets the X-Kvwin-Window
 // header. Without a window configured, only policy "full"
 // is accepted (everything is sent).
-func (s *Server) applyWindow(c *gin.Context, t *Turn, promptCacheKey string, req *engine.Request) error {
-	conversation, err := conversationOf(c, promptCacheKey)
+func (s *Server) applyWindow(c *gin.Context, t *core.Turn, promptCacheKey string, req *engine.Request) error {
+	conversation, err := core.ConversationOf(c, promptCacheKey)
 	if err != nil {
 		return err
 	}
@@ -66,7 +67,7 @@ func (s *Server) applyWindow(c *gin.Context, t *Turn, promptCacheKey string, req
 		// boundary; the backend pads in its own tokens and blocks.
 		req.PadSinks = res.Sinks
 	}
-	t.Window = &WindowLayout{Policy: res.Policy, Messages: res.Cut.Messages, SinkTokens: res.SinkTokens + res.SinkPad,
+	t.Window = &core.WindowLayout{Policy: res.Policy, Messages: res.Cut.Messages, SinkTokens: res.SinkTokens + res.SinkPad,
 		KeptTokens: res.KeptTokens - res.SinkTokens - res.SinkPad, EvictedTurns: res.Evicted(), PacketTokens: res.PacketTokens,
 		PacketTurns: res.PacketTurns, EvictionSteps: res.Step}
 	c.Header(HeaderWindow, wire.Window{Policy: res.Policy, KeptTokens: res.KeptTokens, EvictedTurns: res.Evicted(),

@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"bytes"
@@ -26,8 +26,8 @@ import (
 // JSON object a line, no prefix, no sentinel; an error is a line
 // {"error": "…"} that ends the stream.
 
-// framing is how a streamed wire format frames its events.
-type framing struct {
+// Framing is how a streamed wire format frames its events.
+type Framing struct {
 	contentType string
 	prefix      string // before each event's JSON
 	suffix      string // after each event's JSON (which ends with '\n')
@@ -37,23 +37,23 @@ type framing struct {
 // Framings of the streamed wire formats.
 var (
 	// frameOpenAI is OpenAI's SSE, ended by [DONE].
-	frameOpenAI = framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n", done: "data: [DONE]\n\n"}
+	FrameOpenAI = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n", done: "data: [DONE]\n\n"}
 	// frameNode is llama-server's SSE: no [DONE].
-	frameNode = framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n"}
+	FrameNode = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n"}
 	// frameNDJSON is Ollama's stream: one object a line.
-	frameNDJSON = framing{contentType: "application/x-ndjson"}
+	FrameNDJSON = Framing{contentType: "application/x-ndjson"}
 )
 
-// sseWriter frames and flushes the events of a stream (SSE or NDJSON, by
+// EventWriter frames and flushes the events of a stream (SSE or NDJSON, by
 // its framing). The first write or flush error sticks: every later call
 // returns it and writes nothing, so a generation whose client left fails
 // fast at its next event.
 //
 // It is used by one request goroutine and is not safe for concurrent use.
-type sseWriter struct {
+type EventWriter struct {
 	w     gin.ResponseWriter
 	rc    *http.ResponseController
-	frame framing
+	frame Framing
 	stall time.Duration // a write that makes no progress for this long fails; 0: never
 	buf   bytes.Buffer
 	err   error
@@ -64,24 +64,24 @@ type sseWriter struct {
 // for gone (its slot is freed), while a stream read at any pace, however
 // long, is never cut. net/http lifts the deadline when the handler returns,
 // so it does not outlive the stream on a kept-alive connection.
-func newSSEWriter(w gin.ResponseWriter, stall time.Duration) *sseWriter {
-	return newEventWriter(w, stall, frameOpenAI)
+func newSSEWriter(w gin.ResponseWriter, stall time.Duration) *EventWriter {
+	return NewEventWriter(w, stall, FrameOpenAI)
 }
 
-// newEventWriter is newSSEWriter with the given framing.
-func newEventWriter(w gin.ResponseWriter, stall time.Duration, frame framing) *sseWriter {
+// NewEventWriter is newSSEWriter with the given framing.
+func NewEventWriter(w gin.ResponseWriter, stall time.Duration, frame Framing) *EventWriter {
 	// Flush through the net/http writer under gin's: gin's Flush drops the
 	// error, and a failed flush is how a vanished client shows up.
 	var under http.ResponseWriter = w
 	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
 		under = u.Unwrap()
 	}
-	return &sseWriter{w: w, rc: http.NewResponseController(under), frame: frame, stall: stall}
+	return &EventWriter{w: w, rc: http.NewResponseController(under), frame: frame, stall: stall}
 }
 
-// start writes the status line and headers (those already set plus the
+// Start writes the status line and headers (those already set plus the
 // stream's). It does not flush: the first event does.
-func (s *sseWriter) start() {
+func (s *EventWriter) Start() {
 	h := s.w.Header()
 	h.Set("Content-Type", s.frame.contentType)
 	h.Set("Cache-Control", "no-cache")
@@ -93,12 +93,12 @@ func (s *sseWriter) start() {
 	s.w.WriteHeaderNow()
 }
 
-// send writes v as one event and flushes it.
-func (s *sseWriter) send(v any) error {
+// Send writes v as one event and flushes it.
+func (s *EventWriter) Send(v any) error {
 	if s.err != nil {
 		return s.err
 	}
-	body, err := encodeJSON(v) // ends with '\n'
+	body, err := EncodeJSON(v) // ends with '\n'
 	if err != nil {
 		s.err = err
 		return err
@@ -110,16 +110,16 @@ func (s *sseWriter) send(v any) error {
 	return s.write(s.buf.Bytes())
 }
 
-// done writes the sentinel that ends a finished stream, if the framing
+// Done writes the sentinel that ends a finished stream, if the framing
 // has one ([DONE]); otherwise it only reports the sticky error.
-func (s *sseWriter) done() error {
+func (s *EventWriter) Done() error {
 	if s.frame.done == "" {
 		return s.err
 	}
 	return s.write([]byte(s.frame.done))
 }
 
-func (s *sseWriter) write(b []byte) error {
+func (s *EventWriter) write(b []byte) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -130,12 +130,12 @@ func (s *sseWriter) write(b []byte) error {
 		s.err = err
 		return err
 	}
-	return s.flush()
+	return s.Flush()
 }
 
-// flush pushes what was written to the client. A writer that cannot flush
+// Flush pushes what was written to the client. A writer that cannot flush
 // (only in tests with unusual recorders) is not an error.
-func (s *sseWriter) flush() error {
+func (s *EventWriter) Flush() error {
 	if s.err != nil {
 		return s.err
 	}
@@ -144,3 +144,7 @@ func (s *sseWriter) flush() error {
 	}
 	return s.err
 }
+
+// Err is the first write or flush error, which sticks; nil while the
+// client reads.
+func (s *EventWriter) Err() error { return s.err }

@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"errors"
@@ -11,10 +11,10 @@ import (
 // Error types, as OpenAI names them. Clients branch on the HTTP status and
 // on these, so each status has exactly one type.
 const (
-	typeInvalidRequest = "invalid_request_error" // 400, 401, 404, 405, 413, 415
-	typePermission     = "permission_error"      // 403
-	typeRateLimit      = "rate_limit_error"      // 429
-	typeServer         = "server_error"          // 500, 503, 504
+	TypeInvalidRequest = "invalid_request_error" // 400, 401, 404, 405, 413, 415
+	TypePermission     = "permission_error"      // 403
+	TypeRateLimit      = "rate_limit_error"      // 429
+	TypeServer         = "server_error"          // 500, 503, 504
 )
 
 // Error codes. OpenAI leaves code null for many errors; kvwin always fills
@@ -47,120 +47,129 @@ const (
 	CodeInternal             = "internal_error"             // anything else, panics included
 )
 
-// errorBody is the OpenAI error envelope.
-type errorBody struct {
-	Error apiError `json:"error"`
+// ErrorBody is the OpenAI error envelope.
+type ErrorBody struct {
+	Error APIError `json:"error"`
 }
 
-// apiError is the OpenAI error object. Message, Type and Code are always
+// APIError is the OpenAI error object. Message, Type and Code are always
 // non-empty; Param names the offending field when there is one.
-type apiError struct {
+type APIError struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
 	Param   string `json:"param,omitempty"`
 	Code    string `json:"code"`
 }
 
-// inputError is a client mistake the web layer itself detects while
+// InputError is a client mistake the web layer itself detects while
 // decoding or translating a request. It always means 400.
-type inputError struct {
+type InputError struct {
 	code  string
 	param string
 	msg   string
 }
 
-func (e *inputError) Error() string { return e.msg }
+func (e *InputError) Error() string { return e.msg }
 
-// badInput returns an inputError with a formatted message.
-func badInput(code, param, format string, args ...any) error {
-	return &inputError{code: code, param: param, msg: fmt.Sprintf(format, args...)}
+// Param names the parameter at fault ("" for the body as a whole).
+func (e *InputError) Param() string { return e.param }
+
+// Within is e for a parameter sent nested under prefix (as "options."):
+// the parameter and the message are prefixed alike.
+func (e *InputError) Within(prefix string) *InputError {
+	return &InputError{code: e.code, param: prefix + e.param, msg: prefix + e.msg}
+}
+
+// BadInput returns an InputError with a formatted message.
+func BadInput(code, param, format string, args ...any) error {
+	return &InputError{code: code, param: param, msg: fmt.Sprintf(format, args...)}
 }
 
 // Errors the router and the recovery middleware report. They go through
-// classify like every other error, so status decisions stay in one place.
+// Classify like every other error, so status decisions stay in one place.
 var (
-	errUnknownRoute     = errors.New("unknown route")
-	errMethodNotAllowed = errors.New("method not allowed")
-	errPanic            = errors.New("internal server error")
+	ErrUnknownRoute     = errors.New("unknown route")
+	ErrMethodNotAllowed = errors.New("method not allowed")
+	ErrPanic            = errors.New("internal server error")
 
-	errUnauthorized         = errors.New("invalid API key")
-	errForbidden            = errors.New("forbidden")
-	errForbiddenHost        = errors.New("forbidden host")
-	errUnsupportedMediaType = errors.New("unsupported media type")
-	errTenantLimit          = errors.New("too many requests for this tenant")
-	errConversationNotFound = errors.New("no such conversation")
-	errMemoryUnavailable    = errors.New("the memory store is unavailable")
-	errBodyTimeout          = errors.New("the request body did not arrive in time")
+	ErrUnauthorized         = errors.New("invalid API key")
+	ErrForbidden            = errors.New("forbidden")
+	ErrForbiddenHost        = errors.New("forbidden host")
+	ErrUnsupportedMediaType = errors.New("unsupported media type")
+	ErrTenantLimit          = errors.New("too many requests for this tenant")
+	ErrConversationNotFound = errors.New("no such conversation")
+	ErrMemoryUnavailable    = errors.New("the memory store is unavailable")
+	ErrBodyTimeout          = errors.New("the request body did not arrive in time")
 	// errClientGone is recorded (never written) when the client went away,
 	// so the access log can tell a dropped request from a served one.
-	errClientGone = errors.New("client closed the request")
+	ErrClientGone = errors.New("client closed the request")
 )
 
-// classify maps any error to its HTTP status and OpenAI error object. It is
+// Classify maps any error to its HTTP status and OpenAI error object. It is
 // the only place in kvwin where an error becomes a status.
-func classify(err error) (int, apiError) {
+func Classify(err error) (int, APIError) {
 	var (
-		in      *inputError
+		in      *InputError
 		tooBig  *http.MaxBytesError
 		ctxLen  *engine.ContextLengthError
-		invalid = func(code string) apiError {
-			return apiError{Message: message(err), Type: typeInvalidRequest, Code: code}
+		invalid = func(code string) APIError {
+			return APIError{Message: message(err), Type: TypeInvalidRequest, Code: code}
 		}
 	)
 	switch {
 	case errors.As(err, &in):
-		return http.StatusBadRequest, apiError{Message: in.msg, Type: typeInvalidRequest, Param: in.param, Code: in.code}
+		return http.StatusBadRequest, APIError{Message: in.msg, Type: TypeInvalidRequest, Param: in.param, Code: in.code}
 	case errors.As(err, &tooBig):
-		return http.StatusRequestEntityTooLarge, apiError{
+		return http.StatusRequestEntityTooLarge, APIError{
 			Message: fmt.Sprintf("request body is larger than %d bytes", tooBig.Limit),
-			Type:    typeInvalidRequest, Code: CodeRequestTooLarge,
+			Type:    TypeInvalidRequest, Code: CodeRequestTooLarge,
 		}
 	// A context-length error is also an invalid request; test it first so
 	// a backend that wraps both still gets the specific code.
 	case errors.As(err, &ctxLen):
-		return http.StatusBadRequest, apiError{Message: ctxLen.Error(), Type: typeInvalidRequest, Param: "messages", Code: CodeContextLength}
+		return http.StatusBadRequest, APIError{Message: ctxLen.Error(), Type: TypeInvalidRequest, Param: "messages", Code: CodeContextLength}
 	case errors.Is(err, engine.ErrNoLogprobs):
 		// The backend (every backend of a gateway) cannot report them: the
 		// client must ask without, so it is told which parameter to drop.
-		return http.StatusBadRequest, apiError{Message: message(err), Type: typeInvalidRequest, Param: "logprobs", Code: CodeInvalidValue}
+		return http.StatusBadRequest, APIError{Message: message(err), Type: TypeInvalidRequest, Param: "logprobs", Code: CodeInvalidValue}
 	case errors.Is(err, engine.ErrUnknownModel):
-		return http.StatusNotFound, apiError{Message: message(err), Type: typeInvalidRequest, Param: "model", Code: CodeModelNotFound}
+		return http.StatusNotFound, APIError{Message: message(err), Type: TypeInvalidRequest, Param: "model", Code: CodeModelNotFound}
 	case errors.Is(err, engine.ErrInvalidRequest):
 		return http.StatusBadRequest, invalid(CodeInvalidRequest)
-	case errors.Is(err, errUnknownRoute):
+	case errors.Is(err, ErrUnknownRoute):
 		return http.StatusNotFound, invalid(CodeUnknownURL)
-	case errors.Is(err, errMethodNotAllowed):
+	case errors.Is(err, ErrMethodNotAllowed):
 		return http.StatusMethodNotAllowed, invalid(CodeMethodNotAllowed)
-	case errors.Is(err, errUnauthorized):
-		return http.StatusUnauthorized, apiError{Message: message(err), Type: typeInvalidRequest, Code: CodeInvalidAPIKey}
-	case errors.Is(err, errForbiddenHost):
-		return http.StatusForbidden, apiError{Message: message(err), Type: typePermission, Code: CodeForbiddenHost}
-	case errors.Is(err, errForbidden):
-		return http.StatusForbidden, apiError{Message: message(err), Type: typePermission, Code: CodeForbidden}
-	case errors.Is(err, errUnsupportedMediaType):
+	case errors.Is(err, ErrUnauthorized):
+		return http.StatusUnauthorized, APIError{Message: message(err), Type: TypeInvalidRequest, Code: CodeInvalidAPIKey}
+	case errors.Is(err, ErrForbiddenHost):
+		return http.StatusForbidden, APIError{Message: message(err), Type: TypePermission, Code: CodeForbiddenHost}
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden, APIError{Message: message(err), Type: TypePermission, Code: CodeForbidden}
+	case errors.Is(err, ErrUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType, invalid(CodeUnsupportedMedia)
-	case errors.Is(err, errMemoryUnavailable):
-		return http.StatusServiceUnavailable, apiError{Message: err.Error(), Type: typeServer, Code: CodeMemoryUnavailable}
-	case errors.Is(err, errConversationNotFound):
+	case errors.Is(err, ErrMemoryUnavailable):
+		return http.StatusServiceUnavailable, APIError{Message: err.Error(), Type: TypeServer, Code: CodeMemoryUnavailable}
+	case errors.Is(err, ErrConversationNotFound):
 		return http.StatusNotFound, invalid(CodeConversationNotFound)
-	case errors.Is(err, errBodyTimeout):
+	case errors.Is(err, ErrBodyTimeout):
 		return http.StatusRequestTimeout, invalid(CodeRequestTimeout)
-	case errors.Is(err, errTenantLimit):
-		return http.StatusTooManyRequests, apiError{Message: message(err), Type: typeRateLimit, Code: CodeTenantLimit}
+	case errors.Is(err, ErrTenantLimit):
+		return http.StatusTooManyRequests, APIError{Message: message(err), Type: TypeRateLimit, Code: CodeTenantLimit}
 	case errors.Is(err, engine.ErrNotSupported):
-		return http.StatusNotImplemented, apiError{Message: message(err), Type: typeInvalidRequest, Code: "not_supported"}
+		return http.StatusNotImplemented, APIError{Message: message(err), Type: TypeInvalidRequest, Code: "not_supported"}
 	case errors.Is(err, engine.ErrQueueFull):
-		return http.StatusTooManyRequests, apiError{Message: message(err), Type: typeRateLimit, Code: CodeQueueFull}
+		return http.StatusTooManyRequests, APIError{Message: message(err), Type: TypeRateLimit, Code: CodeQueueFull}
 	case errors.Is(err, engine.ErrClosed):
-		return http.StatusServiceUnavailable, apiError{Message: message(err), Type: typeServer, Code: CodeShuttingDown}
+		return http.StatusServiceUnavailable, APIError{Message: message(err), Type: TypeServer, Code: CodeShuttingDown}
 	// Before ErrUnavailable: a router that also tried a dead backend
 	// still says the one that took the time timed out.
 	case errors.Is(err, engine.ErrTimeout):
-		return http.StatusGatewayTimeout, apiError{Message: message(err), Type: typeServer, Code: CodeBackendTimeout}
+		return http.StatusGatewayTimeout, APIError{Message: message(err), Type: TypeServer, Code: CodeBackendTimeout}
 	case errors.Is(err, engine.ErrUnavailable):
-		return http.StatusServiceUnavailable, apiError{Message: message(err), Type: typeServer, Code: CodeBackendUnavailable}
+		return http.StatusServiceUnavailable, APIError{Message: message(err), Type: TypeServer, Code: CodeBackendUnavailable}
 	default:
-		return http.StatusInternalServerError, apiError{Message: message(err), Type: typeServer, Code: CodeInternal}
+		return http.StatusInternalServerError, APIError{Message: message(err), Type: TypeServer, Code: CodeInternal}
 	}
 }
 
@@ -175,10 +184,10 @@ func message(err error) string {
 	return err.Error()
 }
 
-// clientGone reports whether the client has left, so err need not be
+// ClientGone reports whether the client has left, so err need not be
 // written. A body read that timed out also ends the request's context
 // (net/http cancels it on any read error), but that client is still there
 // and gets its 408.
-func clientGone(c interface{ Err() error }, err error) bool {
-	return c.Err() != nil && !errors.Is(err, errBodyTimeout)
+func ClientGone(c interface{ Err() error }, err error) bool {
+	return c.Err() != nil && !errors.Is(err, ErrBodyTimeout)
 }

@@ -1,4 +1,4 @@
-package web
+package core
 
 import (
 	"bytes"
@@ -16,15 +16,15 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// decode reads and decodes the request body into v (see decodeBody) within
-// Config.BodyTimeout. The read deadline is lifted as soon as the body is
+// Decode reads and decodes the request body into v (see decodeBody), at
+// most limit bytes, within timeout. The read deadline is lifted as soon as the body is
 // read: net/http applies a connection's read deadline to the whole request,
 // so a server-wide ReadTimeout would cancel a long stream when it passed.
-func (s *Server) decode(c *gin.Context, v any) error {
+func Decode(c *gin.Context, v any, limit int64, timeout time.Duration) error {
 	rc := http.NewResponseController(c.Writer)
-	deadline := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) == nil
-	err := decodeBody(c.Writer, c.Request, s.cfg.MaxBodyBytes, v)
-	if errors.Is(err, errBodyTimeout) {
+	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
+	err := decodeBody(c.Writer, c.Request, limit, v)
+	if errors.Is(err, ErrBodyTimeout) {
 		// Leave the deadline passed and close the connection: net/http
 		// would otherwise wait for the rest of the body to keep it alive.
 		c.Header("Connection", "close")
@@ -61,15 +61,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 			return fmt.Errorf("read body: %w", err)
 		}
 		if errors.As(err, &timeout) && timeout.Timeout() {
-			return errBodyTimeout
+			return ErrBodyTimeout
 		}
-		return badInput(CodeInvalidBody, "", "could not read the request body: %v", err)
+		return BadInput(CodeInvalidBody, "", "could not read the request body: %v", err)
 	}
 	if !utf8.Valid(body) {
-		return badInput(CodeInvalidEncoding, "", "request body is not valid UTF-8")
+		return BadInput(CodeInvalidEncoding, "", "request body is not valid UTF-8")
 	}
 	if at := loneSurrogate(body); at >= 0 {
-		return badInput(CodeInvalidEncoding, "", "request body has an unpaired UTF-16 surrogate escape at byte %d", at)
+		return BadInput(CodeInvalidEncoding, "", "request body has an unpaired UTF-16 surrogate escape at byte %d", at)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return jsonError(err)
@@ -81,7 +81,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 // field where it can.
 func jsonError(err error) error {
 	var (
-		in     *inputError
+		in     *InputError
 		syntax *json.SyntaxError
 		typ    *json.UnmarshalTypeError
 	)
@@ -89,16 +89,16 @@ func jsonError(err error) error {
 	case errors.As(err, &in):
 		return in // from one of our UnmarshalJSON methods, already precise
 	case errors.As(err, &syntax):
-		return badInput(CodeInvalidJSON, "", "request body is not valid JSON: %v (at byte %d)", syntax, syntax.Offset)
+		return BadInput(CodeInvalidJSON, "", "request body is not valid JSON: %v (at byte %d)", syntax, syntax.Offset)
 	case errors.As(err, &typ) && typ.Field == "":
-		return badInput(CodeInvalidType, "", "request body must be a JSON object, not %s", typ.Value)
+		return BadInput(CodeInvalidType, "", "request body must be a JSON object, not %s", typ.Value)
 	case errors.As(err, &typ):
-		// Since Go 1.24 the path names embedded structs too ("params.top_k");
+		// Since Go 1.24 the path names embedded structs too ("Params.top_k");
 		// clients know only the JSON names.
-		field := strings.TrimPrefix(typ.Field, "params.")
-		return badInput(CodeInvalidType, field, "field %q must be %s, not %s", field, jsonKind(typ.Type), typ.Value)
+		field := strings.TrimPrefix(typ.Field, "Params.")
+		return BadInput(CodeInvalidType, field, "field %q must be %s, not %s", field, jsonKind(typ.Type), typ.Value)
 	default:
-		return badInput(CodeInvalidJSON, "", "request body is not valid JSON: %v", err)
+		return BadInput(CodeInvalidJSON, "", "request body is not valid JSON: %v", err)
 	}
 }
 
