@@ -26,7 +26,7 @@ func (s *Server) adminRoutes(r *gin.Engine) {
 		r.GET("/kvwin/v1/status", func(c *gin.Context) { core.WriteJSON(c.Writer, http.StatusOK, s.cfg.Status(c.Request.Context())) })
 	}
 	if s.cfg.Forget != nil {
-		r.DELETE(conversationsPath+"*id", s.serve(s.deleteConversation))
+		r.DELETE(conversationsPath+"*id", s.Handle(s.deleteConversation))
 	}
 	if s.cfg.Metrics != nil {
 		h := promhttp.HandlerFor(s.cfg.Metrics, promhttp.HandlerOpts{})

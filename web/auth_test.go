@@ -384,7 +384,9 @@ func TestPropsSayWhetherTheCallerMayNameTenants(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := send(t, tt.ts, "GET", "/props", "", jsonWith(tt.key))
-			var p nodeProps
+			var p struct {
+				KvwinTenants bool `json:"kvwin_tenants"`
+			}
 			if resp.StatusCode != 200 || json.Unmarshal(body, &p) != nil || p.KvwinTenants != tt.want {
 				t.Fatalf("%d %s, want kvwin_tenants %v", resp.StatusCode, body, tt.want)
 			}

@@ -19,7 +19,7 @@ const roleDeveloper = "developer"
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(c *gin.Context, t *core.Turn) {
 	var body chatRequest
-	if err := s.decode(c, &body); err != nil {
+	if err := s.Decode(c, &body); err != nil {
 		core.Fail(c, err)
 		return
 	}

@@ -11,7 +11,7 @@ import (
 // the prompt is sent to the backend as raw text, without a chat template.
 func (s *Server) completions(c *gin.Context, t *core.Turn) {
 	var body completionRequest
-	if err := s.decode(c, &body); err != nil {
+	if err := s.Decode(c, &body); err != nil {
 		core.Fail(c, err)
 		return
 	}

@@ -6,8 +6,11 @@ import (
 	"kvwin/web/core"
 )
 
-// decode reads the request body into v within the server's body limit and
+// Decode reads the request body into v within the server's body limit and
 // timeout (core.Decode).
-func (s *Server) decode(c *gin.Context, v any) error {
+func (s *Server) Decode(c *gin.Context, v any) error {
 	return core.Decode(c, v, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
 }
+
+// KeysEnabled reports whether the server has keys, so tenants.
+func (s *Server) KeysEnabled() bool { return s.keys.enabled() }

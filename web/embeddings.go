@@ -55,7 +55,7 @@ type embeddingUsage struct {
 // (a gateway's router delegates to a backend that has one).
 func (s *Server) embeddings(c *gin.Context, t *core.Turn) {
 	var body embeddingsRequest
-	if err := s.decode(c, &body); err != nil {
+	if err := s.Decode(c, &body); err != nil {
 		core.Fail(c, err)
 		return
 	}

@@ -62,7 +62,7 @@ func (s *Server) meta(prefix string, info engine.Info) meta {
 // generate runs req on the backend and answers in OpenAI's format, as r
 // asks (see turn). It blocks until the generation ends.
 func (s *Server) generate(c *gin.Context, t *core.Turn, req engine.Request, r reply) {
-	s.turn(c, t, req, core.Wire{Enc: openAIEncoder{r}, Stream: r.stream, Frame: core.FrameOpenAI, Fail: core.Fail})
+	s.RunTurn(c, t, req, core.Wire{Enc: openAIEncoder{r}, Stream: r.stream, Frame: core.FrameOpenAI, Fail: core.Fail})
 }
 
 // openAIEncoder renders chat and legacy completions through their format:

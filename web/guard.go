@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/web/core"
+	"kvwin/web/llamaserver"
 )
 
 // The browser guards: a web page must not reach kvwin through its user's
@@ -57,7 +58,7 @@ func (s *Server) reject(c *gin.Context, err error) {
 	case apiOllama:
 		core.FailOllama(c, err)
 	case apiNode:
-		s.nodeFail(c, err)
+		llamaserver.Fail(c, err)
 	default:
 		core.Fail(c, err)
 	}

@@ -2,19 +2,10 @@ package web
 
 import (
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // OpenAI's two logprobs shapes, from the engine's.
-
-// intBytes is b as numbers: OpenAI's bytes field, which encoding/json would
-// otherwise write as base64.
-func intBytes(b []byte) []int {
-	out := make([]int, len(b))
-	for i, c := range b {
-		out[i] = int(c)
-	}
-	return out
-}
 
 // chatLogprobsOf is chat's logprobs object; nil when none were asked for.
 func chatLogprobsOf(lps []engine.TokenLogprob, asked bool) *chatLogprobs {
@@ -23,9 +14,9 @@ func chatLogprobsOf(lps []engine.TokenLogprob, asked bool) *chatLogprobs {
 	}
 	out := &chatLogprobs{Content: make([]tokenLogprob, len(lps))}
 	for i, lp := range lps {
-		tl := tokenLogprob{Token: lp.Token, Logprob: lp.Logprob, Bytes: intBytes(lp.Bytes), TopLogprobs: []topLogprob{}}
+		tl := tokenLogprob{Token: lp.Token, Logprob: lp.Logprob, Bytes: core.IntBytes(lp.Bytes), TopLogprobs: []topLogprob{}}
 		for _, top := range lp.Top {
-			tl.TopLogprobs = append(tl.TopLogprobs, topLogprob{Token: top.Token, Logprob: top.Logprob, Bytes: intBytes(top.Bytes)})
+			tl.TopLogprobs = append(tl.TopLogprobs, topLogprob{Token: top.Token, Logprob: top.Logprob, Bytes: core.IntBytes(top.Bytes)})
 		}
 		out.Content[i] = tl
 	}

@@ -205,7 +205,14 @@ func TestNodeTimingsPerToken(t *testing.T) {
 		t.Fatalf("%d chunks, want 4: %s", len(chunks), body)
 	}
 	for i, ch := range chunks[:3] {
-		var p nodePartial
+		var p struct {
+			Timings *struct {
+				CacheN     int     `json:"cache_n"`
+				PromptN    int     `json:"prompt_n"`
+				PromptMS   float64 `json:"prompt_ms"`
+				PredictedN int     `json:"predicted_n"`
+			} `json:"timings"`
+		}
 		if err := json.Unmarshal([]byte(strings.TrimPrefix(ch, "data: ")), &p); err != nil || p.Timings == nil {
 			t.Fatalf("partial %d: %s (%v)", i, ch, err)
 		}

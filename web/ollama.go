@@ -43,18 +43,18 @@ const latestTag = ":latest"
 func (s *Server) ollamaRoutes(r *gin.Engine) {
 	r.GET("/", s.ollamaRoot)
 	r.HEAD("/", s.ollamaRoot)
-	r.POST("/api/chat", s.serve(s.ollamaChat))
-	r.POST("/api/generate", s.serve(s.ollamaGenerate))
+	r.POST("/api/chat", s.Handle(s.ollamaChat))
+	r.POST("/api/generate", s.Handle(s.ollamaGenerate))
 	r.GET("/api/tags", s.ollamaTags)
 	r.HEAD("/api/tags", s.ollamaTags)
-	r.POST("/api/show", s.serve(s.ollamaShow))
-	r.POST("/api/pull", s.serve(s.ollamaPull))
+	r.POST("/api/show", s.Handle(s.ollamaShow))
+	r.POST("/api/pull", s.Handle(s.ollamaPull))
 	r.POST("/api/create", s.ollamaUnmanaged("create"))
 	r.POST("/api/copy", s.ollamaUnmanaged("copy"))
 	r.DELETE("/api/delete", s.ollamaUnmanaged("delete"))
 	r.POST("/api/push", s.ollamaUnmanaged("push"))
-	r.POST("/api/embed", s.serve(s.ollamaEmbed))
-	r.POST("/api/embeddings", s.serve(s.ollamaEmbeddings))
+	r.POST("/api/embed", s.Handle(s.ollamaEmbed))
+	r.POST("/api/embeddings", s.Handle(s.ollamaEmbeddings))
 	r.GET("/api/ps", s.ollamaPS)
 	r.GET("/api/version", s.ollamaVersion)
 	r.HEAD("/api/version", s.ollamaVersion)
@@ -122,7 +122,7 @@ func ollamaLoaded(keepAlive *oapi.Duration) string {
 // format is valid: out is its output constraint (ollama_tools.go). On
 // failure it has answered in Ollama's shape and ok is false.
 func (s *Server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
-	if err := s.decode(c, body); err != nil {
+	if err := s.Decode(c, body); err != nil {
 		core.FailOllama(c, err)
 		return info, nil, false
 	}
@@ -183,7 +183,7 @@ func (s *Server) ollamaChat(c *gin.Context, t *core.Turn) {
 		return
 	}
 	enc.ready = time.Now()
-	s.turn(c, t, req, core.Wire{Enc: enc, Stream: streams(body.Stream), Frame: core.FrameNDJSON, Fail: core.FailOllama})
+	s.RunTurn(c, t, req, core.Wire{Enc: enc, Stream: streams(body.Stream), Frame: core.FrameNDJSON, Fail: core.FailOllama})
 }
 
 // ollamaMessages translates Ollama's messages into engine messages; an
@@ -269,5 +269,5 @@ func (s *Server) ollamaGenerate(c *gin.Context, t *core.Turn) {
 		}
 	}
 	enc.ready = time.Now()
-	s.turn(c, t, req, core.Wire{Enc: enc, Stream: streams(body.Stream), Frame: core.FrameNDJSON, Fail: core.FailOllama})
+	s.RunTurn(c, t, req, core.Wire{Enc: enc, Stream: streams(body.Stream), Frame: core.FrameNDJSON, Fail: core.FailOllama})
 }

@@ -35,7 +35,7 @@ type ollamaEmbedRequest struct {
 func (s *Server) ollamaEmbed(c *gin.Context, t *core.Turn) {
 	start := time.Now()
 	var body ollamaEmbedRequest
-	if err := s.decode(c, &body); err != nil {
+	if err := s.Decode(c, &body); err != nil {
 		core.FailOllama(c, err)
 		return
 	}
@@ -88,7 +88,7 @@ type ollamaEmbeddingsRequest struct {
 // empty one for an empty prompt, as Ollama answers.
 func (s *Server) ollamaEmbeddings(c *gin.Context, t *core.Turn) {
 	var body ollamaEmbeddingsRequest
-	if err := s.decode(c, &body); err != nil {
+	if err := s.Decode(c, &body); err != nil {
 		core.FailOllama(c, err)
 		return
 	}

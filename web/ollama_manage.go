@@ -22,7 +22,7 @@ import (
 // model.
 func (s *Server) ollamaPull(c *gin.Context, t *core.Turn) {
 	var body oapi.PullRequest
-	if err := s.decode(c, &body); err != nil {
+	if err := s.Decode(c, &body); err != nil {
 		core.FailOllama(c, err)
 		return
 	}

@@ -122,7 +122,7 @@ func (s *Server) ollamaPS(c *gin.Context) {
 // known template), so a client that renders it gets what Ollama would.
 func (s *Server) ollamaShow(c *gin.Context, t *core.Turn) {
 	var body oapi.ShowRequest
-	if err := s.decode(c, &body); err != nil {
+	if err := s.Decode(c, &body); err != nil {
 		core.FailOllama(c, err)
 		return
 	}

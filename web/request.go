@@ -29,10 +29,7 @@ func (s *Server) turnOf(c *gin.Context) *core.Turn {
 	return s.newTurn(c, time.Now(), "")
 }
 
-// handler is a route's handler: it is given the request's Turn.
-type handler func(c *gin.Context, t *core.Turn)
-
-// serve adapts h to Gin, handing it the request's Turn.
-func (s *Server) serve(h handler) gin.HandlerFunc {
+// Handle adapts h to Gin, handing it the request's Turn.
+func (s *Server) Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc {
 	return func(c *gin.Context) { h(c, s.turnOf(c)) }
 }

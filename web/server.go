@@ -26,6 +26,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/web/core"
+	"kvwin/web/llamaserver"
 )
 
 // DefaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0. Long
@@ -221,14 +222,14 @@ func (s *Server) routes() *gin.Engine {
 	// preflight carries no key); a body's type is checked once the caller
 	// is known; tenant limits count only admitted requests.
 	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant)
-	r.POST("/v1/chat/completions", s.serve(s.chatCompletions))
-	r.POST("/v1/completions", s.serve(s.completions))
-	r.POST("/v1/embeddings", s.serve(s.embeddings))
+	r.POST("/v1/chat/completions", s.Handle(s.chatCompletions))
+	r.POST("/v1/completions", s.Handle(s.completions))
+	r.POST("/v1/embeddings", s.Handle(s.embeddings))
 	r.GET("/v1/models", s.models)
 	r.GET("/v1/models/*model", s.model)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
-	s.nodeRoutes(r)
+	llamaserver.Register(r, s)
 	s.ollamaRoutes(r)
 	r.NoRoute(s.unknownRoute)
 	r.NoMethod(s.wrongMethod)

@@ -28,11 +28,11 @@ import (
 //   - an error after the first event is the encoder's in-stream error, and
 //     the stream ends without the framing's "done" sentinel.
 
-// turn runs req on t's backend and answers as w says. It blocks until the
+// RunTurn runs req on t's backend and answers as w says. It blocks until the
 // generation ends. The request's context goes to the backend, so a client
 // that leaves stops the generation. The request acts as t's tenant in t's
 // conversation: they are set here, once.
-func (s *Server) turn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire) {
+func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire) {
 	info := t.Info
 	req.Tenant, req.Conversation = t.Tenant, t.Conversation
 	called := time.Now()

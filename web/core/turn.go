@@ -212,3 +212,13 @@ type WindowLayout struct {
 	PacketTurns   int    `json:"packet_turns"`
 	EvictionSteps int    `json:"eviction_steps"`
 }
+
+// IntBytes is b as numbers: OpenAI's bytes field, which encoding/json would
+// otherwise write as base64.
+func IntBytes(b []byte) []int {
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
+	}
+	return out
+}

@@ -1,9 +1,10 @@
-package web
+package llamaserver
 
 import (
 	"unicode/utf8"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // nodeProb is one token's entry of /completion's completion_probabilities,
@@ -29,9 +30,9 @@ type nodeTopProb struct {
 func nodeProbsOf(lps []engine.TokenLogprob) []nodeProb {
 	out := make([]nodeProb, len(lps))
 	for i, lp := range lps {
-		p := nodeProb{Token: wholeChars(lp.Bytes), Bytes: intBytes(lp.Bytes), Logprob: lp.Logprob, TopLogprobs: []nodeTopProb{}}
+		p := nodeProb{Token: wholeChars(lp.Bytes), Bytes: core.IntBytes(lp.Bytes), Logprob: lp.Logprob, TopLogprobs: []nodeTopProb{}}
 		for _, t := range lp.Top {
-			p.TopLogprobs = append(p.TopLogprobs, nodeTopProb{Token: wholeChars(t.Bytes), Bytes: intBytes(t.Bytes), Logprob: t.Logprob})
+			p.TopLogprobs = append(p.TopLogprobs, nodeTopProb{Token: wholeChars(t.Bytes), Bytes: core.IntBytes(t.Bytes), Logprob: t.Logprob})
 		}
 		out[i] = p
 	}

@@ -1,4 +1,4 @@
-package web
+package llamaserver
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/engine/wire"
 	"kvwin/web/core"
 )
 
@@ -41,13 +42,30 @@ import (
 // errNotSupported: the backend lacks the ability a node route needs.
 var errNotSupported = engine.ErrNotSupported
 
-// nodeRoutes mounts the node routes on r.
-func (s *Server) nodeRoutes(r *gin.Engine) {
-	r.POST("/completion", s.serve(s.nodeCompletion))
-	r.POST("/tokenize", s.nodeTokenize)
-	r.POST("/detokenize", s.nodeDetokenize)
-	r.GET("/slots", s.serve(s.nodeSlots))
-	r.GET("/props", s.serve(s.nodeProps))
+// Services is what the node routes need from the server they are
+// mounted on (web.Server implements it).
+type Services interface {
+	// Handle adapts a handler taking the request's Turn to Gin.
+	Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc
+	// Decode reads the request body into v within the server's limits.
+	Decode(c *gin.Context, v any) error
+	// RunTurn runs req on t's backend and answers as w says.
+	RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire)
+	// KeysEnabled reports whether the server has keys (so tenants).
+	KeysEnabled() bool
+}
+
+// server serves the node routes over its Services.
+type server struct{ Services }
+
+// Register mounts the node routes on r, served through svc.
+func Register(r gin.IRoutes, svc Services) {
+	s := &server{svc}
+	r.POST("/completion", s.Handle(s.nodeCompletion))
+	r.POST("/tokenize", s.Handle(s.nodeTokenize))
+	r.POST("/detokenize", s.Handle(s.nodeDetokenize))
+	r.GET("/slots", s.Handle(s.nodeSlots))
+	r.GET("/props", s.Handle(s.nodeProps))
 }
 
 // nodeCompletionRequest is the body of POST /completion: the fields kvwin
@@ -193,25 +211,25 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 }
 
 // nodeCompletion serves POST /completion.
-func (s *Server) nodeCompletion(c *gin.Context, t *core.Turn) {
+func (s *server) nodeCompletion(c *gin.Context, t *core.Turn) {
 	var body nodeCompletionRequest
-	if err := s.decode(c, &body); err != nil {
-		s.nodeFail(c, err)
+	if err := s.Decode(c, &body); err != nil {
+		Fail(c, err)
 		return
 	}
 	t.Info = t.Backend.Info()
 	req, err := body.request(t.Info)
 	if err != nil {
-		s.nodeFail(c, err)
+		Fail(c, err)
 		return
 	}
 	if t.Conversation, err = core.ConversationOf(c, ""); err != nil {
-		s.nodeFail(c, err)
+		Fail(c, err)
 		return
 	}
 	req.SlotOnly = body.KvwinSlotOnly && req.Slot >= 0
-	s.turn(c, t, req, core.Wire{Enc: &nodeEncoder{info: t.Info, perToken: body.TimingsPerToken, probs: req.Logprobs}, Stream: body.Stream,
-		Frame: core.FrameNode, Fail: s.nodeFail})
+	s.RunTurn(c, t, req, core.Wire{Enc: &nodeEncoder{info: t.Info, perToken: body.TimingsPerToken, probs: req.Logprobs}, Stream: body.Stream,
+		Frame: core.FrameNode, Fail: Fail})
 }
 
 // nodeEncoder renders /completion as llama-server does:
@@ -415,26 +433,26 @@ type nodePiece struct {
 }
 
 // nodeTokenize serves POST /tokenize.
-func (s *Server) nodeTokenize(c *gin.Context) {
-	tok, ok := s.backend.(engine.Tokenizer)
+func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) {
+	tok, ok := t.Backend.(engine.Tokenizer)
 	if !ok {
-		s.nodeFail(c, fmt.Errorf("tokenize: %w", errNotSupported))
+		Fail(c, fmt.Errorf("tokenize: %w", errNotSupported))
 		return
 	}
 	var body nodeTokenizeRequest
-	if err := s.decode(c, &body); err != nil {
-		s.nodeFail(c, err)
+	if err := s.Decode(c, &body); err != nil {
+		Fail(c, err)
 		return
 	}
 	if body.Content == nil {
-		s.nodeFail(c, core.BadInput(core.CodeMissingParameter, "content", "content is required"))
+		Fail(c, core.BadInput(core.CodeMissingParameter, "content", "content is required"))
 		return
 	}
 	ctx := c.Request.Context()
 	parse := body.ParseSpecial == nil || *body.ParseSpecial
-	ids, err := tokenizeSplit(ctx, s.backend, tok, *body.Content, body.AddSpecial, parse)
+	ids, err := tokenizeSplit(ctx, t.Backend, tok, *body.Content, body.AddSpecial, parse)
 	if err != nil {
-		s.nodeFail(c, err)
+		Fail(c, err)
 		return
 	}
 	if !body.WithPieces {
@@ -448,7 +466,7 @@ func (s *Server) nodeTokenize(c *gin.Context) {
 	for i, id := range ids {
 		text, err := tok.Detokenize(ctx, []int{id})
 		if err != nil {
-			s.nodeFail(c, err)
+			Fail(c, err)
 			return
 		}
 		pieces[i] = nodePiece{ID: id, Piece: text}
@@ -496,22 +514,22 @@ func tokenizeSplit(ctx context.Context, b engine.Backend, tok engine.Tokenizer, 
 }
 
 // nodeDetokenize serves POST /detokenize.
-func (s *Server) nodeDetokenize(c *gin.Context) {
-	tok, ok := s.backend.(engine.Tokenizer)
+func (s *server) nodeDetokenize(c *gin.Context, t *core.Turn) {
+	tok, ok := t.Backend.(engine.Tokenizer)
 	if !ok {
-		s.nodeFail(c, fmt.Errorf("detokenize: %w", errNotSupported))
+		Fail(c, fmt.Errorf("detokenize: %w", errNotSupported))
 		return
 	}
 	var body struct {
 		Tokens []int `json:"tokens"`
 	}
-	if err := s.decode(c, &body); err != nil {
-		s.nodeFail(c, err)
+	if err := s.Decode(c, &body); err != nil {
+		Fail(c, err)
 		return
 	}
 	text, err := tok.Detokenize(c.Request.Context(), body.Tokens)
 	if err != nil {
-		s.nodeFail(c, err)
+		Fail(c, err)
 		return
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"content": text})
@@ -520,24 +538,24 @@ func (s *Server) nodeDetokenize(c *gin.Context) {
 // nodeSlots serves GET /slots: engine.SlotState's fields are llama-server's
 // names (id, n_ctx, is_processing) plus n_tokens, the tokens a slot's KV
 // holds, which llama-server does not report and a kvwin gateway reads.
-func (s *Server) nodeSlots(c *gin.Context, t *core.Turn) {
+func (s *server) nodeSlots(c *gin.Context, t *core.Turn) {
 	var states []engine.SlotState
-	if f, ok := s.backend.(engine.SlotFetcher); ok {
+	if f, ok := t.Backend.(engine.SlotFetcher); ok {
 		var err error
 		if states, err = f.FetchSlots(c.Request.Context()); err != nil {
-			s.nodeFail(c, err)
+			Fail(c, err)
 			return
 		}
-	} else if rep, ok := s.backend.(engine.SlotReporter); ok {
+	} else if rep, ok := t.Backend.(engine.SlotReporter); ok {
 		states = rep.Slots()
 	} else {
-		s.nodeFail(c, fmt.Errorf("slots: %w", errNotSupported))
+		Fail(c, fmt.Errorf("slots: %w", errNotSupported))
 		return
 	}
 	// A tenant sees only the slots holding its tokens; the admin key
 	// naming no tenant (a gateway polling its node), or a server without
 	// keys, sees them all.
-	all := t.Admin && (!s.keys.enabled() || c.GetHeader(HeaderTenant) == "")
+	all := t.Admin && (!s.KeysEnabled() || c.GetHeader(wire.HeaderTenant) == "")
 	slots := []engine.SlotState{}
 	for _, sl := range states {
 		if all || sl.Tenant == t.Tenant {
@@ -567,14 +585,14 @@ type nodeProps struct {
 }
 
 // nodeProps serves GET /props.
-func (s *Server) nodeProps(c *gin.Context, t *core.Turn) {
-	info := s.backend.Info()
+func (s *server) nodeProps(c *gin.Context, t *core.Turn) {
+	info := t.Backend.Info()
 	var p nodeProps
 	p.DefaultGenerationSettings.NCtx = info.ContextSlot
 	p.TotalSlots, p.ModelAlias, p.ModelPath, p.KvwinSnapshots = info.Slots, info.Model, info.Model, info.Snapshots
-	p.KvwinTenants = s.keys.enabled() && t.Admin
-	if t, ok := s.backend.(engine.ChatTemplater); ok {
-		p.ChatTemplate = t.ChatTemplate()
+	p.KvwinTenants = s.KeysEnabled() && t.Admin
+	if ct, ok := t.Backend.(engine.ChatTemplater); ok {
+		p.ChatTemplate = ct.ChatTemplate()
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, p)
 }
@@ -593,8 +611,8 @@ type nodeErrorBody struct {
 	NCtx          int    `json:"n_ctx,omitempty"`
 }
 
-// nodeFail answers err in llama-server's shape, unless the client left.
-func (s *Server) nodeFail(c *gin.Context, err error) {
+// Fail answers err in llama-server's shape, unless the client left.
+func Fail(c *gin.Context, err error) {
 	core.AnswerError(c, err, func(err error) (int, any) {
 		status, body := nodeError(err)
 		return status, nodeErrorEnvelope{Error: body}
