@@ -10,6 +10,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/web/core"
+	"kvwin/web/toolcall"
 )
 
 // roleDeveloper is OpenAI's newer name for the system role. kvwin's chat
@@ -37,7 +38,7 @@ func (s *Server) chatCompletions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	tools, err := readTools(body.Tools, body.ToolChoice) // tools.go
+	tools, err := toolcall.Read(body.Tools, body.ToolChoice) // tools.go
 	if err != nil {
 		core.Fail(c, err)
 		return
@@ -46,12 +47,12 @@ func (s *Server) chatCompletions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	format, err := readResponseFormat(body.ResponseFormat)
+	format, err := toolcall.ReadResponseFormat(body.ResponseFormat)
 	if err != nil {
 		core.Fail(c, err)
 		return
 	}
-	if err := s.applyTools(t, &req, tools, format); err != nil {
+	if err := toolcall.Apply(t, &req, tools, format); err != nil {
 		core.Fail(c, err)
 		return
 	}
@@ -63,7 +64,7 @@ func (s *Server) chatCompletions(c *gin.Context, t *core.Turn) {
 		meta:         s.meta("chatcmpl-", info),
 		stream:       body.Stream,
 		includeUsage: body.IncludeUsage(),
-		format:       newChatFormat(req.Logprobs, tools.call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls),
+		format:       newChatFormat(req.Logprobs, tools.Call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls),
 	})
 }
 
@@ -86,7 +87,7 @@ func chatMessages(in []chatMessage) ([]engine.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		if out[i], err = toolTurn(role, content, m.ToolCalls, fmt.Sprintf("messages[%d]", i)); err != nil {
+		if out[i], err = toolcall.Message(role, content, m.ToolCalls, fmt.Sprintf("messages[%d]", i)); err != nil {
 			return nil, err
 		}
 	}
@@ -132,7 +133,7 @@ func messageContent(raw json.RawMessage, param string) (string, error) {
 // streamed as OpenAI streams them, and the finish reason "tool_calls".
 type chatFormat struct {
 	logprobs bool
-	calls    *callParser // nil without tools
+	calls    *toolcall.Parser // nil without tools
 }
 
 var _ format = (*chatFormat)(nil)
@@ -143,7 +144,7 @@ const finishToolCalls = "tool_calls"
 func newChatFormat(logprobs, tools, single bool) *chatFormat {
 	f := &chatFormat{logprobs: logprobs}
 	if tools {
-		f.calls = &callParser{newID: func() string { return core.NewID("call_") }, single: single}
+		f.calls = &toolcall.Parser{NewID: func() string { return core.NewID("call_") }, Single: single}
 	}
 	return f
 }
@@ -152,9 +153,9 @@ func (f *chatFormat) complete(m meta, res engine.Result) any {
 	msg := chatOutput{Role: engine.RoleAssistant, Content: &res.Text}
 	reason := finishReason(res)
 	if f.calls != nil {
-		got := f.calls.feed(res.Text)
-		content := got.content + f.calls.flush().content
-		msg.Content, msg.ToolCalls = &content, f.calls.calls
+		got := f.calls.Feed(res.Text)
+		content := got.Content + f.calls.Flush().Content
+		msg.Content, msg.ToolCalls = &content, f.calls.Calls
 		if len(msg.ToolCalls) > 0 {
 			if strings.TrimSpace(content) == "" {
 				msg.Content = nil
@@ -188,22 +189,22 @@ func (f *chatFormat) chunk(m meta, p part) any {
 	case p.finish != "":
 		reason := p.finish
 		if f.calls != nil {
-			if rest := f.calls.flush().content; rest != "" {
+			if rest := f.calls.Flush().Content; rest != "" {
 				choice.Delta.Content = &rest
 			}
-			if len(f.calls.calls) > 0 && reason == engine.FinishStop {
+			if len(f.calls.Calls) > 0 && reason == engine.FinishStop {
 				reason = finishToolCalls
 			}
 		}
 		choice.FinishReason = &reason
 	case f.calls != nil:
-		got := f.calls.feed(p.text)
-		if got.content != "" {
-			choice.Delta.Content = &got.content
+		got := f.calls.Feed(p.text)
+		if got.Content != "" {
+			choice.Delta.Content = &got.Content
 		}
-		choice.Delta.ToolCalls = got.deltas
+		choice.Delta.ToolCalls = got.Deltas
 		choice.Logprobs = chatLogprobsOf(p.logprobs, f.logprobs)
-		if got.content == "" && len(got.deltas) == 0 && len(p.logprobs) == 0 {
+		if got.Content == "" && len(got.Deltas) == 0 && len(p.logprobs) == 0 {
 			return nil // held back: nothing to send yet
 		}
 	default:

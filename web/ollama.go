@@ -12,6 +12,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/web/core"
+	"kvwin/web/toolcall"
 )
 
 // Ollama's API, with its own types (github.com/ollama/ollama/api), served
@@ -171,12 +172,12 @@ func (s *Server) ollamaChat(c *gin.Context, t *core.Turn) {
 		core.FailOllama(c, err)
 		return
 	}
-	if err := s.applyTools(t, &req, tools, format); err != nil {
+	if err := toolcall.Apply(t, &req, tools, format); err != nil {
 		core.FailOllama(c, err)
 		return
 	}
-	if tools.call {
-		enc.calls = &callParser{newID: func() string { return "" }}
+	if tools.Call {
+		enc.calls = &toolcall.Parser{NewID: func() string { return "" }}
 	}
 	if err := s.applyWindow(c, t, "", &req); err != nil {
 		core.FailOllama(c, err)
@@ -205,7 +206,7 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 		if err != nil {
 			return nil, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d].tool_calls: %v", i, err)
 		}
-		if out[i], err = toolTurn(m.Role, m.Content, calls, fmt.Sprintf("messages[%d]", i)); err != nil {
+		if out[i], err = toolcall.Message(m.Role, m.Content, calls, fmt.Sprintf("messages[%d]", i)); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/web/core"
+	"kvwin/web/toolcall"
 )
 
 // ollamaEncoder renders /api/chat's and /api/generate's objects: one per
@@ -29,10 +30,10 @@ type ollamaEncoder struct {
 	chat  bool   // /api/chat's objects, else /api/generate's
 	model string // as the client named it, as Ollama echoes it
 	now   func() time.Time
-	start time.Time   // the request's arrival
-	ready time.Time   // when the request went to the backend
-	calls *callParser // nil without tools
-	sent  int         // calls already sent
+	start time.Time        // the request's arrival
+	ready time.Time        // when the request went to the backend
+	calls *toolcall.Parser // nil without tools
+	sent  int              // calls already sent
 }
 
 var _ core.Encoder = (*ollamaEncoder)(nil)
@@ -78,7 +79,7 @@ func (e *ollamaEncoder) Whole(res engine.Result) any {
 	if e.calls == nil {
 		return e.object(res.Text, true, finishReason(res), e.metrics(res))
 	}
-	content := e.calls.feed(res.Text).content + e.calls.flush().content
+	content := e.calls.Feed(res.Text).Content + e.calls.Flush().Content
 	calls, rest, _ := ollamaCalls(e.calls, 0, true)
 	return e.callObject(content+rest, calls, true, finishReason(res), e.metrics(res))
 }
@@ -94,7 +95,7 @@ func (e *ollamaEncoder) Text(s string) []any {
 	if e.calls == nil {
 		return []any{e.object(s, false, "", oapi.Metrics{})}
 	}
-	return e.parsed(e.calls.feed(s).content, false)
+	return e.parsed(e.calls.Feed(s).Content, false)
 }
 
 // parsed renders content the parser let through and the calls it has
@@ -115,7 +116,7 @@ func (e *ollamaEncoder) parsed(content string, final bool) []any {
 func (e *ollamaEncoder) End(res engine.Result) []any {
 	var out []any
 	if e.calls != nil {
-		out = e.parsed(e.calls.flush().content, true)
+		out = e.parsed(e.calls.Flush().Content, true)
 	}
 	return append(out, e.object("", true, finishReason(res), e.metrics(res)))
 }

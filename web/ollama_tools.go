@@ -10,6 +10,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/web/core"
+	"kvwin/web/toolcall"
 )
 
 // Ollama's tools and format, served by the machinery of the OpenAI routes
@@ -32,14 +33,14 @@ import (
 // properties or maxLength).
 type ollamaChatBody struct {
 	oapi.ChatRequest
-	ToolDefs []tool `json:"tools"`
+	ToolDefs []toolcall.Tool `json:"tools"`
 }
 
 // toolChoiceOption is the options key of kvwin's tool_choice extension.
 const toolChoiceOption = "tool_choice"
 
 // ollamaTools checks /api/chat's tools and options.tool_choice.
-func ollamaTools(defs []tool, opts map[string]any) (toolMode, error) {
+func ollamaTools(defs []toolcall.Tool, opts map[string]any) (toolcall.Mode, error) {
 	for i := range defs {
 		if defs[i].Type == "" {
 			defs[i].Type = "function" // Ollama does not require it
@@ -50,12 +51,12 @@ func ollamaTools(defs []tool, opts map[string]any) (toolMode, error) {
 	if v, ok := opts[toolChoiceOption]; ok && v != nil {
 		b, err := json.Marshal(v)
 		if err != nil {
-			return toolMode{}, core.BadInput(core.CodeInvalidValue, "options."+toolChoiceOption, "options.%s: %v", toolChoiceOption, err)
+			return toolcall.Mode{}, core.BadInput(core.CodeInvalidValue, "options."+toolChoiceOption, "options.%s: %v", toolChoiceOption, err)
 		}
 		choice = b
 	}
-	m, err := readTools(defs, choice)
-	if in, ok := err.(*core.InputError); ok && in.Param() == toolChoiceRaw {
+	m, err := toolcall.Read(defs, choice)
+	if in, ok := err.(*core.InputError); ok && in.Param() == toolcall.ChoiceParam {
 		return m, in.Within("options.")
 	}
 	return m, err
@@ -122,8 +123,8 @@ func ollamaFormat(raw json.RawMessage) (*engine.Output, error) {
 
 // ollamaHistory is an Ollama history message's calls as toolTurn reads
 // them (arguments as JSON text).
-func ollamaHistory(calls []oapi.ToolCall) ([]toolCall, error) {
-	out := make([]toolCall, len(calls))
+func ollamaHistory(calls []oapi.ToolCall) ([]toolcall.Call, error) {
+	out := make([]toolcall.Call, len(calls))
 	for i, c := range calls {
 		args, err := json.Marshal(c.Function.Arguments)
 		if err != nil {
@@ -132,7 +133,7 @@ func ollamaHistory(calls []oapi.ToolCall) ([]toolCall, error) {
 		if c.Function.Arguments == nil {
 			args = []byte("{}")
 		}
-		out[i] = toolCall{Type: "function", Function: callFunction{Name: c.Function.Name, Arguments: string(args)}}
+		out[i] = toolcall.Call{Type: "function", Function: toolcall.CallFunction{Name: c.Function.Name, Arguments: string(args)}}
 	}
 	return out, nil
 }
@@ -143,9 +144,9 @@ func ollamaHistory(calls []oapi.ToolCall) ([]toolCall, error) {
 // an unfinished one at the end, goes back into the content as the model
 // wrote it, so no text is lost. It returns the calls, that text, and the
 // index to read from next.
-func ollamaCalls(p *callParser, from int, final bool) ([]oapi.ToolCall, string, int) {
-	upTo := len(p.calls)
-	if p.inArgs && !final {
+func ollamaCalls(p *toolcall.Parser, from int, final bool) ([]oapi.ToolCall, string, int) {
+	upTo := len(p.Calls)
+	if p.InArgs() && !final {
 		upTo-- // its arguments are still coming
 	}
 	var (
@@ -153,14 +154,14 @@ func ollamaCalls(p *callParser, from int, final bool) ([]oapi.ToolCall, string, 
 		text  strings.Builder
 	)
 	for i := from; i < upTo; i++ {
-		c := p.calls[i]
+		c := p.Calls[i]
 		var args oapi.ToolCallFunctionArguments
-		if (i < len(p.calls)-1 || !p.inArgs) && json.Unmarshal([]byte(c.Function.Arguments), &args) == nil && args != nil {
+		if (i < len(p.Calls)-1 || !p.InArgs()) && json.Unmarshal([]byte(c.Function.Arguments), &args) == nil && args != nil {
 			calls = append(calls, oapi.ToolCall{Function: oapi.ToolCallFunction{Index: i, Name: c.Function.Name, Arguments: args}})
 			continue
 		}
 		name, _ := json.Marshal(c.Function.Name)
-		fmt.Fprintf(&text, "%s{\"name\": %s, \"arguments\": %s", callOpen, name, c.Function.Arguments)
+		fmt.Fprintf(&text, "%s{\"name\": %s, \"arguments\": %s", toolcall.CallOpen, name, c.Function.Arguments)
 	}
 	return calls, text.String(), max(upTo, from)
 }

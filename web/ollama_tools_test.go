@@ -10,6 +10,7 @@ import (
 	oapi "github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/web/toolcall"
 )
 
 // ollamaWeatherTool is one tool in Ollama's request shape.
@@ -81,7 +82,7 @@ func TestOllamaChatToolCall(t *testing.T) {
 
 	got := f.requests()[0]
 	out := got.Sampling.Output
-	if out == nil || out.Prefix != callOpen || out.Suffix != callClose || !strings.Contains(string(out.Schema), `"const":"get_weather"`) &&
+	if out == nil || out.Prefix != toolcall.CallOpen || out.Suffix != toolcall.CallClose || !strings.Contains(string(out.Schema), `"const":"get_weather"`) &&
 		!strings.Contains(string(out.Schema), `"const": "get_weather"`) {
 		t.Fatalf("a required call is not constrained: %+v", out)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"kvwin/web/core"
+	"kvwin/web/toolcall"
 )
 
 // This file holds the OpenAI wire types kvwin reads and writes. Only the
@@ -21,11 +22,11 @@ const (
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
 	core.Params
-	Messages       []chatMessage   `json:"messages"`
-	Logprobs       bool            `json:"logprobs"`
-	TopLogprobs    *int            `json:"top_logprobs"`
-	ResponseFormat *responseFormat `json:"response_format"`
-	Tools          []tool          `json:"tools"`
+	Messages       []chatMessage            `json:"messages"`
+	Logprobs       bool                     `json:"logprobs"`
+	TopLogprobs    *int                     `json:"top_logprobs"`
+	ResponseFormat *toolcall.ResponseFormat `json:"response_format"`
+	Tools          []toolcall.Tool          `json:"tools"`
 	// ToolChoice is "none", "auto", "required" or
 	// {"type": "function", "function": {"name": …}}; kept raw until read.
 	ToolChoice        json.RawMessage `json:"tool_choice"`
@@ -38,7 +39,7 @@ type chatRequest struct {
 type chatMessage struct {
 	Role       string          `json:"role"`
 	Content    json.RawMessage `json:"content"`
-	ToolCalls  []toolCall      `json:"tool_calls"`
+	ToolCalls  []toolcall.Call `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
 	Name       string          `json:"name"`
 }
@@ -92,9 +93,9 @@ type chatChoice struct {
 // chatOutput is the answer's message. Content is null when the model only
 // called tools, as OpenAI sends it.
 type chatOutput struct {
-	Role      string     `json:"role"`
-	Content   *string    `json:"content"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	Role      string          `json:"role"`
+	Content   *string         `json:"content"`
+	ToolCalls []toolcall.Call `json:"tool_calls,omitempty"`
 }
 
 // chatLogprobs is a chat choice's logprobs object.
@@ -141,9 +142,9 @@ type chatChunkChoice struct {
 // chatDelta is the change one chunk brings. Content is a pointer so the
 // first chunk can carry an explicit "" and the last one none at all.
 type chatDelta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+	Role      string               `json:"role,omitempty"`
+	Content   *string              `json:"content,omitempty"`
+	ToolCalls []toolcall.CallDelta `json:"tool_calls,omitempty"`
 }
 
 // textCompletion is a legacy completion, streamed chunk or whole response:

@@ -1,4 +1,4 @@
-package web
+package toolcall
 
 import (
 	"encoding/json"
@@ -6,37 +6,37 @@ import (
 	"strings"
 )
 
-// callParser reads a model's answer for tool calls as it streams: text
+// Parser reads a model's answer for tool calls as it streams: text
 // before any call is content; a call is recognised once its header (the
 // opening marker and the name) is complete, then its arguments stream as
 // they come, delimited by counting JSON brackets. Text that cannot start
 // a call is content at once; text that might is held until it is clear.
-type callParser struct {
+type Parser struct {
 	buf     string // text not yet classified
 	inArgs  bool   // inside a call's arguments object
 	depth   int    // bracket depth within the arguments
 	inStr   bool   // inside a JSON string within the arguments
 	escaped bool
-	calls   []toolCall // every call so far, arguments complete or not
-	newID   func() string
+	Calls   []Call // every call so far, arguments complete or not
+	NewID   func() string
 	// single: parallel_tool_calls was false; whatever follows the first
 	// call is dropped.
-	single bool
+	Single bool
 }
 
 // callHeader matches a call's start up to its arguments' first byte.
 var callHeader = regexp.MustCompile(`^\s*<tool_call>\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*`)
 
-// parsed is what one feed yields: content, and deltas of calls.
-type parsed struct {
-	content string
-	deltas  []toolCallDelta
+// Parsed is what one feed yields: content, and deltas of calls.
+type Parsed struct {
+	Content string
+	Deltas  []CallDelta
 }
 
-// feed takes the next text of the answer.
-func (p *callParser) feed(s string) parsed {
+// Feed takes the next text of the answer.
+func (p *Parser) Feed(s string) Parsed {
 	p.buf += s
-	var out parsed
+	var out Parsed
 	for p.buf != "" {
 		if p.inArgs && p.depth == 0 {
 			// Whitespace before the arguments' first bracket is not theirs.
@@ -49,10 +49,10 @@ func (p *callParser) feed(s string) parsed {
 			n, done := p.scanArgs(p.buf)
 			frag := p.buf[:n]
 			p.buf = p.buf[n:]
-			i := len(p.calls) - 1
-			p.calls[i].Function.Arguments += frag
+			i := len(p.Calls) - 1
+			p.Calls[i].Function.Arguments += frag
 			if frag != "" {
-				out.deltas = append(out.deltas, toolCallDelta{Index: i, Function: &callFunction{Arguments: frag}})
+				out.Deltas = append(out.Deltas, CallDelta{Index: i, Function: &CallFunction{Arguments: frag}})
 			}
 			if !done {
 				return out
@@ -60,27 +60,27 @@ func (p *callParser) feed(s string) parsed {
 			p.inArgs = false
 			continue
 		}
-		if p.single && len(p.calls) == 1 {
+		if p.Single && len(p.Calls) == 1 {
 			p.buf = ""
 			return out
 		}
 		// Between calls: the rest of a call's wrapper is dropped.
 		trimmed := strings.TrimLeft(p.buf, " \t\r\n")
-		if rest, ok := strings.CutPrefix(trimmed, "}"); ok && len(p.calls) > 0 {
+		if rest, ok := strings.CutPrefix(trimmed, "}"); ok && len(p.Calls) > 0 {
 			p.buf = rest
 			continue
 		}
-		if rest, ok := strings.CutPrefix(trimmed, "</tool_call>"); ok && len(p.calls) > 0 {
+		if rest, ok := strings.CutPrefix(trimmed, "</tool_call>"); ok && len(p.Calls) > 0 {
 			p.buf = rest
 			continue
 		}
 		if m := callHeader.FindStringSubmatch(p.buf); m != nil {
 			var name string
 			_ = json.Unmarshal([]byte(m[1]), &name)
-			p.calls = append(p.calls, toolCall{ID: p.newID(), Type: "function", Function: callFunction{Name: name}})
-			i := len(p.calls) - 1
-			out.deltas = append(out.deltas, toolCallDelta{Index: i, ID: p.calls[i].ID, Type: "function",
-				Function: &callFunction{Name: name, Arguments: ""}})
+			p.Calls = append(p.Calls, Call{ID: p.NewID(), Type: "function", Function: CallFunction{Name: name}})
+			i := len(p.Calls) - 1
+			out.Deltas = append(out.Deltas, CallDelta{Index: i, ID: p.Calls[i].ID, Type: "function",
+				Function: &CallFunction{Name: name, Arguments: ""}})
 			p.buf = p.buf[len(m[0]):]
 			p.inArgs, p.depth = true, 0
 			continue
@@ -88,13 +88,13 @@ func (p *callParser) feed(s string) parsed {
 		if p.mayStartCall(trimmed) {
 			return out // wait for more text
 		}
-		if len(p.calls) > 0 && (strings.HasPrefix("</tool_call>", trimmed) || trimmed == "") {
+		if len(p.Calls) > 0 && (strings.HasPrefix("</tool_call>", trimmed) || trimmed == "") {
 			return out
 		}
 		// Content, up to where a call may start: a call after text in
 		// the same piece (a whole answer is one piece) is still a call.
 		cut := callStart(p.buf)
-		out.content += p.buf[:cut]
+		out.Content += p.buf[:cut]
 		p.buf = p.buf[cut:]
 	}
 	return out
@@ -120,7 +120,7 @@ func callStart(s string) int {
 }
 
 // mayStartCall reports whether s could still become a call's header.
-func (p *callParser) mayStartCall(s string) bool {
+func (p *Parser) mayStartCall(s string) bool {
 	const open = "<tool_call>"
 	if len(s) < len(open) {
 		return strings.HasPrefix(open, s)
@@ -139,7 +139,7 @@ func (p *callParser) mayStartCall(s string) bool {
 
 // scanArgs returns how many bytes of s belong to the arguments object,
 // and whether it closed within them.
-func (p *callParser) scanArgs(s string) (int, bool) {
+func (p *Parser) scanArgs(s string) (int, bool) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
@@ -164,11 +164,14 @@ func (p *callParser) scanArgs(s string) (int, bool) {
 	return len(s), false
 }
 
-// flush ends the answer: held text that never became a call is content.
-func (p *callParser) flush() parsed {
-	var out parsed
-	if !p.inArgs && len(p.calls) == 0 {
-		out.content, p.buf = p.buf, ""
+// Flush ends the answer: held text that never became a call is content.
+func (p *Parser) Flush() Parsed {
+	var out Parsed
+	if !p.inArgs && len(p.Calls) == 0 {
+		out.Content, p.buf = p.buf, ""
 	}
 	return out
 }
+
+// InArgs reports whether the last call's arguments are still coming.
+func (p *Parser) InArgs() bool { return p.inArgs }

@@ -1,4 +1,4 @@
-package web
+package toolcall
 
 import (
 	"bytes"
@@ -22,42 +22,42 @@ import (
 // With tool_choice "required" or a named function the answer is constrained
 // by a grammar built from the functions' schemas, so it always parses.
 
-// tool is one entry of a chat request's tools.
-type tool struct {
-	Type     string       `json:"type"`
-	Function toolFunction `json:"function"`
+// Tool is one entry of a chat request's tools.
+type Tool struct {
+	Type     string   `json:"type"`
+	Function Function `json:"function"`
 }
 
-type toolFunction struct {
+type Function struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Strict      *bool           `json:"strict,omitempty"`
 }
 
-// toolCall is an assistant's call, in a request's history or an answer.
-type toolCall struct {
+// Call is an assistant's call, in a request's history or an answer.
+type Call struct {
 	ID       string       `json:"id"`
 	Type     string       `json:"type"`
-	Function callFunction `json:"function"`
+	Function CallFunction `json:"function"`
 }
 
-type callFunction struct {
+type CallFunction struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 }
 
-// toolCallDelta is a streamed piece of a call: the first carries the id,
+// CallDelta is a streamed piece of a call: the first carries the id,
 // type and name; later ones only index and an arguments fragment.
-type toolCallDelta struct {
+type CallDelta struct {
 	Index    int           `json:"index"`
 	ID       string        `json:"id,omitempty"`
 	Type     string        `json:"type,omitempty"`
-	Function *callFunction `json:"function,omitempty"`
+	Function *CallFunction `json:"function,omitempty"`
 }
 
-// responseFormat is a chat request's response_format.
-type responseFormat struct {
+// ResponseFormat is a chat request's response_format.
+type ResponseFormat struct {
 	Type       string `json:"type"`
 	JSONSchema *struct {
 		Name   string          `json:"name"`
@@ -68,25 +68,25 @@ type responseFormat struct {
 
 // Markers of the convention.
 const (
-	callOpen      = "<tool_call>\n"
-	callClose     = "\n</tool_call>"
-	toolsHeader   = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
-	toolsFooter   = "</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
-	toolChoiceRaw = "tool_choice"
+	CallOpen    = "<tool_call>\n"
+	CallClose   = "\n</tool_call>"
+	toolsHeader = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+	toolsFooter = "</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
+	ChoiceParam = "tool_choice"
 )
 
-// toolMode is what a request lets the model do with its tools.
-type toolMode struct {
-	tools    []tool
-	call     bool   // the answer is parsed for calls
+// Mode is what a request lets the model do with its tools.
+type Mode struct {
+	tools    []Tool
+	Call     bool   // the answer is parsed for calls
 	required bool   // the answer must be a call (grammar)
 	named    string // the one function it must call
 }
 
-// readTools checks a request's tools and tool_choice (OpenAI's values; the
+// Read checks a request's tools and tool_choice (OpenAI's values; the
 // JSON text of the field, empty when absent). Both APIs' chat routes use it.
-func readTools(tools []tool, toolChoice json.RawMessage) (toolMode, error) {
-	var m toolMode
+func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
+	var m Mode
 	for i, t := range tools {
 		if t.Type != "function" {
 			return m, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("tools[%d].type", i), "tools[%d].type is %q; only \"function\" is supported", i, t.Type)
@@ -114,13 +114,13 @@ func readTools(tools []tool, toolChoice json.RawMessage) (toolMode, error) {
 			} `json:"function"`
 		}
 		if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
-			return m, core.BadInput(core.CodeInvalidValue, toolChoiceRaw, `tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": …}}`)
+			return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, `tool_choice must be "none", "auto", "required" or {"type": "function", "function": {"name": …}}`)
 		}
 		choice, m.named = "named", named.Function.Name
 	}
 	if len(tools) == 0 {
 		if choice == "required" || choice == "named" {
-			return m, core.BadInput(core.CodeInvalidValue, toolChoiceRaw, "tool_choice %s needs tools", choice)
+			return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, "tool_choice %s needs tools", choice)
 		}
 		return m, nil
 	}
@@ -137,18 +137,18 @@ func readTools(tools []tool, toolChoice json.RawMessage) (toolMode, error) {
 			found = found || t.Function.Name == m.named
 		}
 		if !found {
-			return m, core.BadInput(core.CodeInvalidValue, toolChoiceRaw, "tool_choice names %q, which is not among the tools", m.named)
+			return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, "tool_choice names %q, which is not among the tools", m.named)
 		}
 	default:
-		return m, core.BadInput(core.CodeInvalidValue, toolChoiceRaw, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
+		return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
 	}
-	m.tools, m.call = tools, true
+	m.tools, m.Call = tools, true
 	return m, nil
 }
 
-// output is the grammar constraint of a required call: one call of the
+// Output is the grammar constraint of a required call: one call of the
 // named function, or of any of the tools.
-func (m toolMode) output() (*engine.Output, error) {
+func (m Mode) Output() (*engine.Output, error) {
 	if !m.required {
 		return nil, nil
 	}
@@ -174,11 +174,11 @@ func (m toolMode) output() (*engine.Output, error) {
 		}
 		schema = b
 	}
-	return &engine.Output{Schema: schema, Prefix: callOpen, Suffix: callClose}, nil
+	return &engine.Output{Schema: schema, Prefix: CallOpen, Suffix: CallClose}, nil
 }
 
-// system is the tools' part of the system message.
-func (m toolMode) system() string {
+// System is the tools' part of the system message.
+func (m Mode) System() string {
 	var b strings.Builder
 	b.WriteString(toolsHeader)
 	for _, t := range m.tools {
@@ -190,10 +190,10 @@ func (m toolMode) system() string {
 	return b.String()
 }
 
-// defs are the tools as JSON text (json.RawMessage, so a template's
+// Defs are the tools as JSON text (json.RawMessage, so a template's
 // tojson keeps their key order), for a model whose own chat template
 // renders them (engine.ToolTemplater).
-func (m toolMode) defs() []any {
+func (m Mode) Defs() []any {
 	out := make([]any, 0, len(m.tools))
 	for _, t := range m.tools {
 		if b, err := json.Marshal(t); err == nil {
@@ -203,19 +203,19 @@ func (m toolMode) defs() []any {
 	return out
 }
 
-// applyTools puts a chat's tools and output format into req, for the
+// Apply puts a chat's tools and output format into req, for the
 // OpenAI and Ollama chat routes alike: the tools' definitions go to the
 // model's own template where it renders them (engine.ToolTemplater), else
 // into the system message; the output is constrained to format, or to a
 // call when one is required (its arguments are the JSON asked for).
-func (s *Server) applyTools(t *core.Turn, req *engine.Request, tools toolMode, format *engine.Output) error {
-	if tt, ok := t.Backend.(engine.ToolTemplater); ok && tools.call && tt.TemplateTools() {
-		req.Tools = tools.defs()
+func Apply(t *core.Turn, req *engine.Request, tools Mode, format *engine.Output) error {
+	if tt, ok := t.Backend.(engine.ToolTemplater); ok && tools.Call && tt.TemplateTools() {
+		req.Tools = tools.Defs()
 	} else {
-		req.Messages = tools.withTools(req.Messages)
+		req.Messages = tools.WithTools(req.Messages)
 	}
 	req.Sampling.Output = format
-	call, err := tools.output()
+	call, err := tools.Output()
 	if err != nil {
 		return err
 	}
@@ -228,22 +228,22 @@ func (s *Server) applyTools(t *core.Turn, req *engine.Request, tools toolMode, f
 	return nil
 }
 
-// withTools puts the tools' definitions into the system message (the
+// WithTools puts the tools' definitions into the system message (the
 // first one, or a new one).
-func (m toolMode) withTools(msgs []engine.Message) []engine.Message {
-	if !m.call {
+func (m Mode) WithTools(msgs []engine.Message) []engine.Message {
+	if !m.Call {
 		return msgs
 	}
 	if len(msgs) > 0 && msgs[0].Role == engine.RoleSystem {
 		out := append([]engine.Message(nil), msgs...)
-		out[0].Content += "\n\n" + m.system()
+		out[0].Content += "\n\n" + m.System()
 		return out
 	}
-	return append([]engine.Message{{Role: engine.RoleSystem, Content: m.system()}}, msgs...)
+	return append([]engine.Message{{Role: engine.RoleSystem, Content: m.System()}}, msgs...)
 }
 
 // renderCalls is an assistant message's calls as the model writes them.
-func renderCalls(calls []toolCall, at string) (string, error) {
+func renderCalls(calls []Call, at string) (string, error) {
 	var b strings.Builder
 	for i, c := range calls {
 		args := strings.TrimSpace(c.Function.Arguments)
@@ -257,16 +257,16 @@ func renderCalls(calls []toolCall, at string) (string, error) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		fmt.Fprintf(&b, "%s{\"name\": %s, \"arguments\": %s}%s", callOpen, name, args, callClose)
+		fmt.Fprintf(&b, "%s{\"name\": %s, \"arguments\": %s}%s", CallOpen, name, args, CallClose)
 	}
 	return b.String(), nil
 }
 
-// toolTurn is a history message as the model reads it in the convention:
+// Message is a history message as the model reads it in the convention:
 // an assistant's calls follow its content as the model writes them, and a
 // tool's result is a user turn inside <tool_response> (ChatML models read
 // it so). Other messages are as they are. at names the message in errors.
-func toolTurn(role, content string, calls []toolCall, at string) (engine.Message, error) {
+func Message(role, content string, calls []Call, at string) (engine.Message, error) {
 	switch {
 	case role == engine.RoleAssistant && len(calls) > 0:
 		rendered, err := renderCalls(calls, at)
@@ -288,8 +288,8 @@ func toolResponse(content string) string {
 	return "<tool_response>\n" + content + "\n</tool_response>"
 }
 
-// readResponseFormat is the output constraint of response_format.
-func readResponseFormat(f *responseFormat) (*engine.Output, error) {
+// ReadResponseFormat is the output constraint of response_format.
+func ReadResponseFormat(f *ResponseFormat) (*engine.Output, error) {
 	if f == nil {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package web
+package toolcall
 
 import (
 	"strconv"
@@ -12,42 +12,42 @@ import (
 func TestCallParserWholeAndByteByByte(t *testing.T) {
 	tests := []struct {
 		name, text, content string
-		calls               []callFunction
+		calls               []CallFunction
 	}{
 		{"one call", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa}ris\", \"n\": [1, {\"x\": \"\\\"\"}]}}\n</tool_call>", "",
-			[]callFunction{{Name: "get_weather", Arguments: `{"city": "Pa}ris", "n": [1, {"x": "\""}]}`}}},
+			[]CallFunction{{Name: "get_weather", Arguments: `{"city": "Pa}ris", "n": [1, {"x": "\""}]}`}}},
 		{"compact, two calls", `<tool_call>` + "\n" + `{"name":"a","arguments":{}}` + "\n</tool_call>\n<tool_call>\n" + `{"name":"b","arguments":{"k":1}}` + "\n</tool_call>", "",
-			[]callFunction{{Name: "a", Arguments: `{}`}, {Name: "b", Arguments: `{"k":1}`}}},
+			[]CallFunction{{Name: "a", Arguments: `{}`}, {Name: "b", Arguments: `{"k":1}`}}},
 		{"text, then a call", "Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", "Let me look.",
-			[]callFunction{{Name: "f", Arguments: `{"a": 1}`}}},
+			[]CallFunction{{Name: "f", Arguments: `{"a": 1}`}}},
 		{"text ending in whitespace", "Hello there \n ", "Hello there \n ", nil},
 		{"plain text", "Hello <b>there</b>, no call", "Hello <b>there</b>, no call", nil},
 		{"text that looks like a call but is not", "<tool_calls are fun", "<tool_calls are fun", nil},
-		{"a cut call is not content", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1", "", []callFunction{{Name: "f", Arguments: `{"a": 1`}}},
+		{"a cut call is not content", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1", "", []CallFunction{{Name: "f", Arguments: `{"a": 1`}}},
 	}
 	single := "<tool_call>\n" + `{"name":"a","arguments":{}}` + "\n</tool_call>\n<tool_call>\n" + `{"name":"b","arguments":{"k":1}}` + "\n</tool_call>"
 	for _, step := range []int{len(single), 1} {
-		p := &callParser{newID: func() string { return "call_1" }, single: true}
+		p := &Parser{NewID: func() string { return "call_1" }, Single: true}
 		var content string
 		for i := 0; i < len(single); i += step {
-			content += p.feed(single[i:min(i+step, len(single))]).content
+			content += p.Feed(single[i:min(i+step, len(single))]).Content
 		}
-		if len(p.calls) != 1 || p.calls[0].Function.Name != "a" || content+p.flush().content != "" {
-			t.Errorf("parallel_tool_calls false, step %d: calls %+v", step, p.calls)
+		if len(p.Calls) != 1 || p.Calls[0].Function.Name != "a" || content+p.Flush().Content != "" {
+			t.Errorf("parallel_tool_calls false, step %d: calls %+v", step, p.Calls)
 		}
 	}
 	for _, tt := range tests {
 		for _, step := range []int{len(tt.text), 1, 3} {
 			t.Run(tt.name+"/step "+strconv.Itoa(step), func(t *testing.T) {
 				n := 0
-				p := &callParser{newID: func() string { n++; return "call_" + strconv.Itoa(n) }}
+				p := &Parser{NewID: func() string { n++; return "call_" + strconv.Itoa(n) }}
 				var content strings.Builder
-				var firsts []toolCallDelta
+				var firsts []CallDelta
 				args := map[int]string{}
 				for i := 0; i < len(tt.text); i += step {
-					got := p.feed(tt.text[i:min(i+step, len(tt.text))])
-					content.WriteString(got.content)
-					for _, d := range got.deltas {
+					got := p.Feed(tt.text[i:min(i+step, len(tt.text))])
+					content.WriteString(got.Content)
+					for _, d := range got.Deltas {
 						if d.ID != "" {
 							firsts = append(firsts, d)
 						} else if d.Function.Name != "" || d.Type != "" {
@@ -56,13 +56,13 @@ func TestCallParserWholeAndByteByByte(t *testing.T) {
 						args[d.Index] += d.Function.Arguments
 					}
 				}
-				content.WriteString(p.flush().content)
+				content.WriteString(p.Flush().Content)
 				if content.String() != tt.content || len(firsts) != len(tt.calls) {
 					t.Fatalf("content %q, %d calls; want %q, %d", content.String(), len(firsts), tt.content, len(tt.calls))
 				}
 				for i, want := range tt.calls {
-					if firsts[i].Function.Name != want.Name || firsts[i].Type != "function" || args[i] != want.Arguments || p.calls[i].Function != want {
-						t.Errorf("call %d: first %+v, arguments %q, parsed %+v; want %+v", i, firsts[i], args[i], p.calls[i].Function, want)
+					if firsts[i].Function.Name != want.Name || firsts[i].Type != "function" || args[i] != want.Arguments || p.Calls[i].Function != want {
+						t.Errorf("call %d: first %+v, arguments %q, parsed %+v; want %+v", i, firsts[i], args[i], p.Calls[i].Function, want)
 					}
 				}
 			})
