@@ -24,7 +24,7 @@ func (s *Server) chatCompletions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	_, info, err := s.selectBackend(t, body.Model)
+	_, info, err := s.SelectBackend(t, body.Model)
 	if err != nil {
 		core.Fail(c, err)
 		return
@@ -56,7 +56,7 @@ func (s *Server) chatCompletions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	if err := s.applyWindow(c, t, body.PromptCacheKey, &req); err != nil {
+	if err := s.ApplyWindow(c, t, body.PromptCacheKey, &req); err != nil {
 		core.Fail(c, err)
 		return
 	}
@@ -151,7 +151,7 @@ func newChatFormat(logprobs, tools, single bool) *chatFormat {
 
 func (f *chatFormat) complete(m meta, res engine.Result) any {
 	msg := chatOutput{Role: engine.RoleAssistant, Content: &res.Text}
-	reason := finishReason(res)
+	reason := core.FinishReason(res)
 	if f.calls != nil {
 		got := f.calls.Feed(res.Text)
 		content := got.Content + f.calls.Flush().Content

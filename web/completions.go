@@ -15,7 +15,7 @@ func (s *Server) completions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	_, info, err := s.selectBackend(t, body.Model)
+	_, info, err := s.SelectBackend(t, body.Model)
 	if err != nil {
 		core.Fail(c, err)
 		return
@@ -58,7 +58,7 @@ var _ format = (*textFormat)(nil)
 
 func (f *textFormat) complete(m meta, res engine.Result) any {
 	u := usageOf(res)
-	reason := finishReason(res)
+	reason := core.FinishReason(res)
 	return textCompletion{
 		ID: m.id, Object: objectTextCompletion, Created: m.created, Model: m.model,
 		Choices: []textChoice{{Text: res.Text, FinishReason: &reason, Logprobs: textLogprobsOf(res.Logprobs, f.logprobs, 0)}},

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -15,10 +14,6 @@ import (
 	"kvwin/engine"
 	"kvwin/web/core"
 )
-
-// maxEmbedInputs bounds the inputs of one embeddings request, as OpenAI's
-// API does.
-const maxEmbedInputs = 2048
 
 // embeddingsRequest is the body of POST /v1/embeddings. Input stays raw:
 // a string or an array of strings (token-id arrays are refused).
@@ -59,7 +54,7 @@ func (s *Server) embeddings(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	inputs, err := embedInputs(body.Input)
+	inputs, err := core.EmbedInputs(body.Input)
 	if err != nil {
 		core.Fail(c, err)
 		return
@@ -70,7 +65,7 @@ func (s *Server) embeddings(c *gin.Context, t *core.Turn) {
 		core.Fail(c, core.BadInput(core.CodeInvalidValue, "encoding_format", `encoding_format is %q; it must be "float" or "base64"`, body.EncodingFormat))
 		return
 	}
-	out, info, err := s.embed(c, t, body.Model, inputs, func(info engine.Info) error {
+	out, info, err := s.Embed(c, t, body.Model, inputs, func(info engine.Info) error {
 		if body.Model != "" && body.Model != info.Model {
 			return fmt.Errorf("the model %q does not exist (this server serves %q): %w", body.Model, info.Model, engine.ErrUnknownModel)
 		}
@@ -100,11 +95,11 @@ func (s *Server) embeddings(c *gin.Context, t *core.Turn) {
 	core.WriteJSON(c.Writer, http.StatusOK, list)
 }
 
-// embed computes the embeddings of inputs on the backend serving model,
+// Embed computes the embeddings of inputs on the backend serving model,
 // once check accepts the backend's model. A backend that cannot embed is
 // engine.ErrNotSupported.
-func (s *Server) embed(c *gin.Context, t *core.Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error) {
-	b, info, err := s.selectBackend(t, model)
+func (s *Server) Embed(c *gin.Context, t *core.Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error) {
+	b, info, err := s.SelectBackend(t, model)
 	if err == nil {
 		err = check(info)
 	}
@@ -123,34 +118,6 @@ func (s *Server) embed(c *gin.Context, t *core.Turn, model string, inputs []stri
 func (s *Server) failNotSupported(c *gin.Context, msg string) {
 	_ = c.Error(engine.ErrNotSupported)
 	core.WriteJSON(c.Writer, http.StatusNotImplemented, core.ErrorBody{Error: core.APIError{Message: msg, Type: core.TypeInvalidRequest, Code: "not_supported"}})
-}
-
-// embedInputs reads input: a non-empty string or array of non-empty
-// strings.
-func embedInputs(raw json.RawMessage) ([]string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, core.BadInput(core.CodeMissingParameter, "input", "input is required")
-	}
-	var inputs []string
-	if raw[0] == '"' {
-		var one string
-		if err := json.Unmarshal(raw, &one); err != nil {
-			return nil, core.BadInput(core.CodeInvalidType, "input", "input is not a valid string")
-		}
-		inputs = []string{one}
-	} else if err := json.Unmarshal(raw, &inputs); err != nil {
-		return nil, core.BadInput(core.CodeInvalidType, "input", "input must be a string or an array of strings (token-id inputs are not supported)")
-	}
-	if len(inputs) == 0 || len(inputs) > maxEmbedInputs {
-		return nil, core.BadInput(core.CodeInvalidValue, "input", "input must hold 1 to %d strings, not %d", maxEmbedInputs, len(inputs))
-	}
-	for i, in := range inputs {
-		if in == "" {
-			return nil, core.BadInput(core.CodeInvalidValue, "input", "input[%d] is empty", i)
-		}
-	}
-	return inputs, nil
 }
 
 // base64Floats is v as OpenAI's base64 encoding: little-endian float32s.

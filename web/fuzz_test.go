@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // Fuzz targets for request decoding, one per API, through the real handler:
@@ -61,7 +62,7 @@ func (fuzzBackend) Generate(_ context.Context, req engine.Request, stream engine
 // Embed answers a unit vector per input, and fails any request the
 // contract forbids: no inputs, an empty one, more than the web layer's cap.
 func (fuzzBackend) Embed(_ context.Context, req engine.EmbedRequest) (engine.Embeddings, error) {
-	if len(req.Inputs) == 0 || len(req.Inputs) > maxEmbedInputs {
+	if len(req.Inputs) == 0 || len(req.Inputs) > core.MaxEmbedInputs {
 		return engine.Embeddings{}, fmt.Errorf("%w: %d inputs", errContract, len(req.Inputs))
 	}
 	out := engine.Embeddings{Vectors: make([][]float32, len(req.Inputs))}

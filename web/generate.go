@@ -95,7 +95,7 @@ func (e openAIEncoder) TextLogprobs(s string, lps []engine.TokenLogprob) []any {
 }
 
 func (e openAIEncoder) End(res engine.Result) []any {
-	out := []any{e.r.format.chunk(e.r.meta, part{finish: finishReason(res)})}
+	out := []any{e.r.format.chunk(e.r.meta, part{finish: core.FinishReason(res)})}
 	if e.r.includeUsage {
 		u := usageOf(res)
 		out = append(out, e.r.format.chunk(e.r.meta, part{usage: &u}))
@@ -121,13 +121,4 @@ func usageOf(res engine.Result) usage {
 		TotalTokens:         t.PromptTokens + completion,
 		PromptTokensDetails: promptTokensDetails{CachedTokens: t.CachedTokens},
 	}
-}
-
-// finishReason is the result's finish reason; OpenAI clients expect one on
-// every finished choice, so a backend that left it empty stopped normally.
-func finishReason(res engine.Result) string {
-	if res.FinishReason == "" {
-		return engine.FinishStop
-	}
-	return res.FinishReason
 }

@@ -27,6 +27,7 @@ import (
 	"kvwin/engine"
 	"kvwin/web/core"
 	"kvwin/web/llamaserver"
+	"kvwin/web/ollama"
 )
 
 // DefaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0. Long
@@ -230,7 +231,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
 	llamaserver.Register(r, s)
-	s.ollamaRoutes(r)
+	ollama.Register(r, s)
 	r.NoRoute(s.unknownRoute)
 	r.NoMethod(s.wrongMethod)
 	return r

@@ -24,11 +24,11 @@ type Windower interface {
 	Build(ctx context.Context, req window.Request) (window.Result, error)
 }
 
-// applyWindow replaces the request's messages by their window, records the
+// ApplyWindow replaces the request's messages by their window, records the
 // conversation and the window's layout in t and sets the X-Kvwin-Window
 // header. Without a window configured, only policy "full"
 // is accepted (everything is sent).
-func (s *Server) applyWindow(c *gin.Context, t *core.Turn, promptCacheKey string, req *engine.Request) error {
+func (s *Server) ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string, req *engine.Request) error {
 	conversation, err := core.ConversationOf(c, promptCacheKey)
 	if err != nil {
 		return err

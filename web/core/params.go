@@ -327,3 +327,35 @@ func walkSchema(v any, at string) error {
 	}
 	return nil
 }
+
+// MaxEmbedInputs bounds the inputs of one embeddings request, as OpenAI's
+// API does.
+const MaxEmbedInputs = 2048
+
+// EmbedInputs reads input: a non-empty string or array of non-empty
+// strings.
+func EmbedInputs(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, BadInput(CodeMissingParameter, "input", "input is required")
+	}
+	var inputs []string
+	if raw[0] == '"' {
+		var one string
+		if err := json.Unmarshal(raw, &one); err != nil {
+			return nil, BadInput(CodeInvalidType, "input", "input is not a valid string")
+		}
+		inputs = []string{one}
+	} else if err := json.Unmarshal(raw, &inputs); err != nil {
+		return nil, BadInput(CodeInvalidType, "input", "input must be a string or an array of strings (token-id inputs are not supported)")
+	}
+	if len(inputs) == 0 || len(inputs) > MaxEmbedInputs {
+		return nil, BadInput(CodeInvalidValue, "input", "input must hold 1 to %d strings, not %d", MaxEmbedInputs, len(inputs))
+	}
+	for i, in := range inputs {
+		if in == "" {
+			return nil, BadInput(CodeInvalidValue, "input", "input[%d] is empty", i)
+		}
+	}
+	return inputs, nil
+}

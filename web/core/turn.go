@@ -222,3 +222,12 @@ func IntBytes(b []byte) []int {
 	}
 	return out
 }
+
+// FinishReason is the result's finish reason; OpenAI clients expect one on
+// every finished choice, so a backend that left it empty stopped normally.
+func FinishReason(res engine.Result) string {
+	if res.FinishReason == "" {
+		return engine.FinishStop
+	}
+	return res.FinishReason
+}

@@ -1,4 +1,4 @@
-package web
+package ollama
 
 import (
 	"time"
@@ -77,11 +77,11 @@ func (e *ollamaEncoder) loaded(reason string) any {
 
 func (e *ollamaEncoder) Whole(res engine.Result) any {
 	if e.calls == nil {
-		return e.object(res.Text, true, finishReason(res), e.metrics(res))
+		return e.object(res.Text, true, core.FinishReason(res), e.metrics(res))
 	}
 	content := e.calls.Feed(res.Text).Content + e.calls.Flush().Content
 	calls, rest, _ := ollamaCalls(e.calls, 0, true)
-	return e.callObject(content+rest, calls, true, finishReason(res), e.metrics(res))
+	return e.callObject(content+rest, calls, true, core.FinishReason(res), e.metrics(res))
 }
 
 func (e *ollamaEncoder) Open(ev engine.Event) []any {
@@ -118,7 +118,7 @@ func (e *ollamaEncoder) End(res engine.Result) []any {
 	if e.calls != nil {
 		out = e.parsed(e.calls.Flush().Content, true)
 	}
-	return append(out, e.object("", true, finishReason(res), e.metrics(res)))
+	return append(out, e.object("", true, core.FinishReason(res), e.metrics(res)))
 }
 
 func (e *ollamaEncoder) StreamError(err error) any {

@@ -1,4 +1,4 @@
-package web
+package ollama
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	oapi "github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/engine/wire"
 	"kvwin/web/core"
 )
 
@@ -32,7 +33,7 @@ type ollamaEmbedRequest struct {
 }
 
 // ollamaEmbed serves POST /api/embed.
-func (s *Server) ollamaEmbed(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaEmbed(c *gin.Context, t *core.Turn) {
 	start := time.Now()
 	var body ollamaEmbedRequest
 	if err := s.Decode(c, &body); err != nil {
@@ -52,12 +53,12 @@ func (s *Server) ollamaEmbed(c *gin.Context, t *core.Turn) {
 		}
 		return
 	}
-	out, info, err := s.embed(c, t, body.Model, inputs, check)
+	out, info, err := s.Embed(c, t, body.Model, inputs, check)
 	if err != nil {
 		core.FailOllama(c, err)
 		return
 	}
-	c.Header(HeaderBackend, core.ServedBy(info, out.Backend))
+	c.Header(wire.HeaderBackend, core.ServedBy(info, out.Backend))
 	core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: out.Vectors,
 		TotalDuration: time.Since(start), PromptEvalCount: out.PromptTokens})
 }
@@ -69,7 +70,7 @@ func ollamaEmbedInputs(raw json.RawMessage) ([]string, error) {
 	if len(raw) == 0 || string(raw) == "null" || string(raw) == `""` || string(raw) == "[]" {
 		return nil, nil
 	}
-	inputs, err := embedInputs(raw)
+	inputs, err := core.EmbedInputs(raw)
 	if err != nil {
 		return nil, core.BadInput(core.CodeInvalidType, "input", "invalid input type: input must be a string or an array of non-empty strings")
 	}
@@ -86,7 +87,7 @@ type ollamaEmbeddingsRequest struct {
 
 // ollamaEmbeddings serves POST /api/embeddings: one prompt's vector, or an
 // empty one for an empty prompt, as Ollama answers.
-func (s *Server) ollamaEmbeddings(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaEmbeddings(c *gin.Context, t *core.Turn) {
 	var body ollamaEmbeddingsRequest
 	if err := s.Decode(c, &body); err != nil {
 		core.FailOllama(c, err)
@@ -99,7 +100,7 @@ func (s *Server) ollamaEmbeddings(c *gin.Context, t *core.Turn) {
 		}
 		return
 	}
-	out, info, err := s.embed(c, t, body.Model, []string{body.Prompt}, check)
+	out, info, err := s.Embed(c, t, body.Model, []string{body.Prompt}, check)
 	if err != nil {
 		core.FailOllama(c, err)
 		return
@@ -108,14 +109,14 @@ func (s *Server) ollamaEmbeddings(c *gin.Context, t *core.Turn) {
 	for i, x := range out.Vectors[0] {
 		v[i] = float64(x)
 	}
-	c.Header(HeaderBackend, core.ServedBy(info, out.Backend))
+	c.Header(wire.HeaderBackend, core.ServedBy(info, out.Backend))
 	core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: v})
 }
 
 // ollamaServes reports whether model is served here, and by which backend;
 // if not, it has answered in Ollama's shape.
-func (s *Server) ollamaServes(c *gin.Context, t *core.Turn, model string) (engine.Backend, engine.Info, bool) {
-	b, info, err := s.selectBackend(t, model)
+func (s *server) ollamaServes(c *gin.Context, t *core.Turn, model string) (engine.Backend, engine.Info, bool) {
+	b, info, err := s.SelectBackend(t, model)
 	if err == nil {
 		err = ollamaModel(model, info)
 	}

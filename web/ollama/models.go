@@ -1,4 +1,4 @@
-package web
+package ollama
 
 import (
 	"crypto/sha256"
@@ -24,29 +24,29 @@ var forever = time.Date(2318, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // card is the served model's card, or one made of Info alone for a backend
 // that cannot describe its file (a gateway).
-func (s *Server) card() engine.ModelCard { return s.cardOfBackend(s.backend) }
+func (s *server) card() engine.ModelCard { return s.cardOfBackend(s.Backend()) }
 
 // cardOf is the card of a catalog's model: its backend's, if it can
 // describe its file without loading it.
-func (s *Server) cardOf(m ModelStatus) engine.ModelCard {
-	if cat, ok := s.backend.(Catalog); ok {
+func (s *server) cardOf(m core.ModelStatus) engine.ModelCard {
+	if cat, ok := s.Backend().(core.Catalog); ok {
 		if b, err := cat.Select(m.Name); err == nil {
 			return s.cardOfBackend(b)
 		}
 	}
-	return engine.ModelCard{ModifiedAt: s.started}
+	return engine.ModelCard{ModifiedAt: s.Started()}
 }
 
 // cardOfBackend is b's card, or one made of Info alone.
-func (s *Server) cardOfBackend(b engine.Backend) engine.ModelCard {
+func (s *server) cardOfBackend(b engine.Backend) engine.ModelCard {
 	if d, ok := b.(engine.ModelDescriber); ok {
 		card, err := d.Describe()
 		if err == nil {
 			return card
 		}
-		s.log.Warn("cannot describe the model", "err", err)
+		s.Log().Warn("cannot describe the model", "err", err)
 	}
-	return engine.ModelCard{ModifiedAt: s.started}
+	return engine.ModelCard{ModifiedAt: s.Started()}
 }
 
 // ollamaDigest names the model as Ollama's digest does: 64 hex digits the
@@ -72,8 +72,8 @@ func ollamaDetails(card engine.ModelCard) oapi.ModelDetails {
 
 // ollamaTags serves GET /api/tags: the served model, under kvwin's model id
 // in both name and model.
-func (s *Server) ollamaTags(c *gin.Context) {
-	if cat, ok := s.backend.(Catalog); ok {
+func (s *server) ollamaTags(c *gin.Context) {
+	if cat, ok := s.Backend().(core.Catalog); ok {
 		list := oapi.ListResponse{Models: []oapi.ListModelResponse{}}
 		for _, m := range cat.Models() {
 			card := s.cardOf(m)
@@ -83,7 +83,7 @@ func (s *Server) ollamaTags(c *gin.Context) {
 		core.WriteJSON(c.Writer, http.StatusOK, list)
 		return
 	}
-	info, card := s.backend.Info(), s.card()
+	info, card := s.Backend().Info(), s.card()
 	core.WriteJSON(c.Writer, http.StatusOK, oapi.ListResponse{Models: []oapi.ListModelResponse{{
 		Name: info.Model, Model: info.Model, ModifiedAt: card.ModifiedAt, Size: card.Size,
 		Digest: ollamaDigest(info, card), Details: ollamaDetails(card),
@@ -92,11 +92,11 @@ func (s *Server) ollamaTags(c *gin.Context) {
 
 // ollamaPS serves GET /api/ps: every loaded model, which is the served one
 // (always loaded, never expiring; on the CPU, so size_vram is 0).
-func (s *Server) ollamaPS(c *gin.Context) {
-	if cat, ok := s.backend.(Catalog); ok {
+func (s *server) ollamaPS(c *gin.Context) {
+	if cat, ok := s.Backend().(core.Catalog); ok {
 		ps := oapi.ProcessResponse{Models: []oapi.ProcessModelResponse{}}
 		for _, m := range cat.Models() {
-			if m.State != ModelLoaded && m.State != ModelRemote {
+			if m.State != core.ModelLoaded && m.State != core.ModelRemote {
 				continue
 			}
 			card, expires := s.cardOf(m), m.ExpiresAt
@@ -109,7 +109,7 @@ func (s *Server) ollamaPS(c *gin.Context) {
 		core.WriteJSON(c.Writer, http.StatusOK, ps)
 		return
 	}
-	info, card := s.backend.Info(), s.card()
+	info, card := s.Backend().Info(), s.card()
 	core.WriteJSON(c.Writer, http.StatusOK, oapi.ProcessResponse{Models: []oapi.ProcessModelResponse{{
 		Name: info.Model, Model: info.Model, Size: card.Size, Digest: ollamaDigest(info, card),
 		Details: ollamaDetails(card), ExpiresAt: forever,
@@ -120,7 +120,7 @@ func (s *Server) ollamaPS(c *gin.Context) {
 // model_info, the template and parameters. The template is the Ollama Go
 // template Ollama itself picks for the file's chat template (its closest
 // known template), so a client that renders it gets what Ollama would.
-func (s *Server) ollamaShow(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaShow(c *gin.Context, t *core.Turn) {
 	var body oapi.ShowRequest
 	if err := s.Decode(c, &body); err != nil {
 		core.FailOllama(c, err)

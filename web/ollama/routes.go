@@ -1,8 +1,9 @@
-package web
+package ollama
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -33,15 +34,46 @@ import (
 // unknown model). Ollama's body names no conversation: X-Conversation-Id
 // does. Tenants and keys are those of every other route (auth.go).
 
-// ollamaVersion is the Ollama release whose API kvwin speaks (the pinned
+// Version is the Ollama release whose API kvwin speaks (the pinned
 // module's), reported by /api/version: clients gate features on it.
-const ollamaVersion = "0.9.6"
+const Version = "0.9.6"
 
 // latestTag is the tag Ollama appends to a model name without one.
 const latestTag = ":latest"
 
-// ollamaRoutes mounts the Ollama routes on r.
-func (s *Server) ollamaRoutes(r *gin.Engine) {
+// Services is what the Ollama routes need from the server they are
+// mounted on (web.Server implements it).
+type Services interface {
+	// Handle adapts a handler taking the request's Turn to Gin.
+	Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc
+	// Decode reads the request body into v within the server's limits.
+	Decode(c *gin.Context, v any) error
+	// RunTurn runs req on t's backend and answers as w says.
+	RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire)
+	// SelectBackend records in t the backend serving model.
+	SelectBackend(t *core.Turn, model string) (engine.Backend, engine.Info, error)
+	// ApplyWindow windows a chat's messages and records its conversation.
+	ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string, req *engine.Request) error
+	// Embed computes inputs' embeddings on the backend serving model,
+	// once check accepts its model.
+	Embed(c *gin.Context, t *core.Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error)
+	// Backend is the server's own backend (a core.Catalog or one model).
+	Backend() engine.Backend
+	// Started is when the server started; Now its clock.
+	Started() time.Time
+	Now() time.Time
+	// Log is the server's logger.
+	Log() *slog.Logger
+	// Dashboard serves the operator's page (GET / from a browser).
+	Dashboard(c *gin.Context)
+}
+
+// server serves the Ollama routes over its Services.
+type server struct{ Services }
+
+// Register mounts Ollama's API on r, served through svc.
+func Register(r gin.IRoutes, svc Services) {
+	s := &server{svc}
 	r.GET("/", s.ollamaRoot)
 	r.HEAD("/", s.ollamaRoot)
 	r.POST("/api/chat", s.Handle(s.ollamaChat))
@@ -62,9 +94,9 @@ func (s *Server) ollamaRoutes(r *gin.Engine) {
 }
 
 // ollamaRoot answers Ollama's liveness probe (the CLI's heartbeat is HEAD /).
-func (s *Server) ollamaRoot(c *gin.Context) {
+func (s *server) ollamaRoot(c *gin.Context) {
 	if wantsHTML(c) {
-		s.dashboard(c) // a browser: the operator's dashboard
+		s.Dashboard(c) // a browser: the operator's dashboard
 		return
 	}
 	c.Header("Content-Type", "text/plain; charset=utf-8")
@@ -75,8 +107,8 @@ func (s *Server) ollamaRoot(c *gin.Context) {
 }
 
 // ollamaVersion serves GET /api/version.
-func (s *Server) ollamaVersion(c *gin.Context) {
-	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"version": ollamaVersion})
+func (s *server) ollamaVersion(c *gin.Context) {
+	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"version": Version})
 }
 
 // ollamaModel checks that name (with or without ":latest") is the served
@@ -122,13 +154,13 @@ func ollamaLoaded(keepAlive *oapi.Duration) string {
 // the decoded body) is served here, think is one kvwin can honour, and
 // format is valid: out is its output constraint (ollama_tools.go). On
 // failure it has answered in Ollama's shape and ok is false.
-func (s *Server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
+func (s *server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
 	if err := s.Decode(c, body); err != nil {
 		core.FailOllama(c, err)
 		return info, nil, false
 	}
 	model, format, think := fields()
-	_, info, err := s.selectBackend(t, model)
+	_, info, err := s.SelectBackend(t, model)
 	if err == nil {
 		err = ollamaModel(model, info)
 	}
@@ -146,7 +178,7 @@ func (s *Server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields fun
 }
 
 // ollamaChat serves POST /api/chat.
-func (s *Server) ollamaChat(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaChat(c *gin.Context, t *core.Turn) {
 	start := time.Now()
 	var body ollamaChatBody
 	info, format, ok := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
@@ -158,7 +190,7 @@ func (s *Server) ollamaChat(c *gin.Context, t *core.Turn) {
 		core.FailOllama(c, err)
 		return
 	}
-	enc := &ollamaEncoder{chat: true, model: body.Model, now: s.now, start: start}
+	enc := &ollamaEncoder{chat: true, model: body.Model, now: s.Now, start: start}
 	if len(body.Messages) == 0 {
 		core.WriteJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
 		return
@@ -179,7 +211,7 @@ func (s *Server) ollamaChat(c *gin.Context, t *core.Turn) {
 	if tools.Call {
 		enc.calls = &toolcall.Parser{NewID: func() string { return "" }}
 	}
-	if err := s.applyWindow(c, t, "", &req); err != nil {
+	if err := s.ApplyWindow(c, t, "", &req); err != nil {
 		core.FailOllama(c, err)
 		return
 	}
@@ -218,7 +250,7 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 // rendered by that Go template (Ollama's template package) and sent as
 // text; otherwise they are a chat of one turn, windowed and rendered with
 // the model's chat template like /api/chat's.
-func (s *Server) ollamaGenerate(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaGenerate(c *gin.Context, t *core.Turn) {
 	start := time.Now()
 	var body oapi.GenerateRequest
 	info, format, ok := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
@@ -236,7 +268,7 @@ func (s *Server) ollamaGenerate(c *gin.Context, t *core.Turn) {
 		core.FailOllama(c, core.BadInput(core.CodeInvalidValue, "suffix", "%q does not support insert (suffix)", info.Model))
 		return
 	}
-	enc := &ollamaEncoder{model: body.Model, now: s.now, start: start}
+	enc := &ollamaEncoder{model: body.Model, now: s.Now, start: start}
 	if body.Prompt == "" {
 		core.WriteJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
 		return
@@ -264,11 +296,17 @@ func (s *Server) ollamaGenerate(c *gin.Context, t *core.Turn) {
 			req.Messages = append(req.Messages, engine.Message{Role: engine.RoleSystem, Content: body.System})
 		}
 		req.Messages = append(req.Messages, engine.Message{Role: engine.RoleUser, Content: body.Prompt})
-		if err := s.applyWindow(c, t, "", &req); err != nil {
+		if err := s.ApplyWindow(c, t, "", &req); err != nil {
 			core.FailOllama(c, err)
 			return
 		}
 	}
 	enc.ready = time.Now()
 	s.RunTurn(c, t, req, core.Wire{Enc: enc, Stream: streams(body.Stream), Frame: core.FrameNDJSON, Fail: core.FailOllama})
+}
+
+// wantsHTML reports whether a GET / comes from a browser (Accept names
+// text/html); Ollama clients and probes get Ollama's root answer.
+func wantsHTML(c *gin.Context) bool {
+	return c.Request.Method == http.MethodGet && strings.Contains(c.GetHeader("Accept"), "text/html")
 }

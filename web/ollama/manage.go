@@ -1,4 +1,4 @@
-package web
+package ollama
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 
 // ollamaPull serves POST /api/pull: {"status":"success"} for a served
 // model.
-func (s *Server) ollamaPull(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaPull(c *gin.Context, t *core.Turn) {
 	var body oapi.PullRequest
 	if err := s.Decode(c, &body); err != nil {
 		core.FailOllama(c, err)
@@ -34,7 +34,7 @@ func (s *Server) ollamaPull(c *gin.Context, t *core.Turn) {
 }
 
 // ollamaUnmanaged answers the model store's other routes with 501.
-func (s *Server) ollamaUnmanaged(verb string) gin.HandlerFunc {
+func (s *server) ollamaUnmanaged(verb string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		core.FailOllama(c, fmt.Errorf("kvwin does not %s models: it serves the models its flags or configuration file name: %w", verb, engine.ErrNotSupported))
 	}
