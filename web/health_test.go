@@ -70,7 +70,11 @@ func TestHealthSaysWhetherAnythingCanServe(t *testing.T) {
 				}
 			}
 			resp, body = do(t, ts, http.MethodGet, "/v1/models", "")
-			var list modelList
+			var list struct {
+				Data []struct {
+					ID string `json:"id"`
+				} `json:"data"`
+			}
 			if err := json.Unmarshal(body, &list); err != nil || resp.StatusCode != 200 {
 				t.Fatalf("/v1/models = %d %s", resp.StatusCode, body)
 			}

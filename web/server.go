@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"kvwin/web/core"
 	"kvwin/web/llamaserver"
 	"kvwin/web/ollama"
+	"kvwin/web/openai"
 )
 
 // DefaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0. Long
@@ -223,11 +223,7 @@ func (s *Server) routes() *gin.Engine {
 	// preflight carries no key); a body's type is checked once the caller
 	// is known; tenant limits count only admitted requests.
 	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant)
-	r.POST("/v1/chat/completions", s.Handle(s.chatCompletions))
-	r.POST("/v1/completions", s.Handle(s.completions))
-	r.POST("/v1/embeddings", s.Handle(s.embeddings))
-	r.GET("/v1/models", s.models)
-	r.GET("/v1/models/*model", s.model)
+	openai.Register(r, s)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
 	llamaserver.Register(r, s)
@@ -235,44 +231,6 @@ func (s *Server) routes() *gin.Engine {
 	r.NoRoute(s.unknownRoute)
 	r.NoMethod(s.wrongMethod)
 	return r
-}
-
-// models serves GET /v1/models: the one model the backend serves, or none
-// while it does not know its model yet (a gateway whose backends were
-// never reached): an empty id is no model a client could name.
-func (s *Server) models(c *gin.Context) {
-	core.WriteJSON(c.Writer, http.StatusOK, modelList{Object: objectList, Data: s.modelObjects()})
-}
-
-// model serves GET /v1/models/{model}: the model object of a served model
-// (ids may hold slashes), 404 model_not_found for any other.
-func (s *Server) model(c *gin.Context) {
-	id := strings.TrimPrefix(c.Param("model"), "/")
-	if id == "" { // "/v1/models/" is no route, as everywhere: no redirect
-		core.Fail(c, fmt.Errorf("%w: %s %s", core.ErrUnknownRoute, c.Request.Method, c.Request.URL.Path))
-		return
-	}
-	for _, m := range s.modelObjects() {
-		if m.ID == id {
-			core.WriteJSON(c.Writer, http.StatusOK, m)
-			return
-		}
-	}
-	core.Fail(c, fmt.Errorf("the model %q does not exist: %w", id, engine.ErrUnknownModel))
-}
-
-// modelObjects lists the served models: a catalog's every model, else the
-// backend's one.
-func (s *Server) modelObjects() []modelObject {
-	out := []modelObject{}
-	if cat, ok := s.backend.(Catalog); ok {
-		for _, m := range cat.Models() {
-			out = append(out, modelObject{ID: m.Name, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
-		}
-	} else if model := s.backend.Info().Model; model != "" {
-		out = append(out, modelObject{ID: model, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
-	}
-	return out
 }
 
 // readiness is a backend that can tell whether it can serve now: a router

@@ -10,6 +10,7 @@ import (
 	"kvwin/web/core"
 	"kvwin/web/llamaserver"
 	"kvwin/web/ollama"
+	"kvwin/web/openai"
 )
 
 // Decode reads the request body into v within the server's body limit and
@@ -30,6 +31,9 @@ func (s *Server) Started() time.Time { return s.started }
 // Now is the server's clock (fixed in tests, for byte-exact bodies).
 func (s *Server) Now() time.Time { return s.now() }
 
+// NewID returns a response id starting with prefix.
+func (s *Server) NewID(prefix string) string { return s.newID(prefix) }
+
 // Log is the server's logger.
 func (s *Server) Log() *slog.Logger { return s.log }
 
@@ -37,4 +41,5 @@ func (s *Server) Log() *slog.Logger { return s.log }
 var (
 	_ llamaserver.Services = (*Server)(nil)
 	_ ollama.Services      = (*Server)(nil)
+	_ openai.Services      = (*Server)(nil)
 )

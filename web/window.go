@@ -74,3 +74,13 @@ func (s *Server) ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string
 		PacketTurns: res.PacketTurns, Step: res.Step}.String())
 	return nil
 }
+
+// Response headers every generation carries, streamed or not (DESIGN.md);
+// their names and formats live in package wire.
+const (
+	HeaderBackend         = wire.HeaderBackend
+	HeaderPromptTokens    = wire.HeaderPromptTokens
+	HeaderCachedTokens    = wire.HeaderCachedTokens
+	HeaderCachedEstimated = wire.HeaderCachedEstimated
+	HeaderPromptMs        = wire.HeaderPromptMs
+)

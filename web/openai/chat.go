@@ -1,4 +1,4 @@
-package web
+package openai
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 const roleDeveloper = "developer"
 
 // chatCompletions serves POST /v1/chat/completions.
-func (s *Server) chatCompletions(c *gin.Context, t *core.Turn) {
+func (s *server) chatCompletions(c *gin.Context, t *core.Turn) {
 	var body chatRequest
 	if err := s.Decode(c, &body); err != nil {
 		core.Fail(c, err)

@@ -1,4 +1,4 @@
-package web
+package openai
 
 import (
 	"kvwin/engine"

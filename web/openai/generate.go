@@ -1,21 +1,10 @@
-package web
+package openai
 
 import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
-	"kvwin/engine/wire"
 	"kvwin/web/core"
-)
-
-// Response headers every generation carries, streamed or not (DESIGN.md);
-// their names and formats live in package wire.
-const (
-	HeaderBackend         = wire.HeaderBackend
-	HeaderPromptTokens    = wire.HeaderPromptTokens
-	HeaderCachedTokens    = wire.HeaderCachedTokens
-	HeaderCachedEstimated = wire.HeaderCachedEstimated
-	HeaderPromptMs        = wire.HeaderPromptMs
 )
 
 // format renders the response objects of one endpoint. Chat and legacy
@@ -55,13 +44,13 @@ type reply struct {
 }
 
 // meta starts the metadata of a new response.
-func (s *Server) meta(prefix string, info engine.Info) meta {
-	return meta{id: s.newID(prefix), created: s.now().Unix(), model: info.Model}
+func (s *server) meta(prefix string, info engine.Info) meta {
+	return meta{id: s.NewID(prefix), created: s.Now().Unix(), model: info.Model}
 }
 
 // generate runs req on the backend and answers in OpenAI's format, as r
 // asks (see turn). It blocks until the generation ends.
-func (s *Server) generate(c *gin.Context, t *core.Turn, req engine.Request, r reply) {
+func (s *server) generate(c *gin.Context, t *core.Turn, req engine.Request, r reply) {
 	s.RunTurn(c, t, req, core.Wire{Enc: openAIEncoder{r}, Stream: r.stream, Frame: core.FrameOpenAI, Fail: core.Fail})
 }
 

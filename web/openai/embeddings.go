@@ -1,4 +1,4 @@
-package web
+package openai
 
 import (
 	"encoding/base64"
@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/engine/wire"
 	"kvwin/web/core"
 )
 
@@ -48,7 +49,7 @@ type embeddingUsage struct {
 
 // embeddings serves POST /v1/embeddings through the backend's Embedder
 // (a gateway's router delegates to a backend that has one).
-func (s *Server) embeddings(c *gin.Context, t *core.Turn) {
+func (s *server) embeddings(c *gin.Context, t *core.Turn) {
 	var body embeddingsRequest
 	if err := s.Decode(c, &body); err != nil {
 		core.Fail(c, err)
@@ -91,31 +92,12 @@ func (s *Server) embeddings(c *gin.Context, t *core.Turn) {
 			list.Data[i].Embedding = base64Floats(v)
 		}
 	}
-	c.Header(HeaderBackend, core.ServedBy(info, out.Backend))
+	c.Header(wire.HeaderBackend, core.ServedBy(info, out.Backend))
 	core.WriteJSON(c.Writer, http.StatusOK, list)
 }
 
-// Embed computes the embeddings of inputs on the backend serving model,
-// once check accepts the backend's model. A backend that cannot embed is
-// engine.ErrNotSupported.
-func (s *Server) Embed(c *gin.Context, t *core.Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error) {
-	b, info, err := s.SelectBackend(t, model)
-	if err == nil {
-		err = check(info)
-	}
-	if err != nil {
-		return engine.Embeddings{}, info, err
-	}
-	emb, ok := b.(engine.Embedder)
-	if !ok {
-		return engine.Embeddings{}, info, fmt.Errorf("this server's backend cannot compute embeddings: %w", engine.ErrNotSupported)
-	}
-	out, err := emb.Embed(c.Request.Context(), engine.EmbedRequest{Model: info.Model, Inputs: inputs, Tenant: t.Tenant})
-	return out, info, err
-}
-
 // failNotSupported answers 501: the route exists, the backend cannot.
-func (s *Server) failNotSupported(c *gin.Context, msg string) {
+func (s *server) failNotSupported(c *gin.Context, msg string) {
 	_ = c.Error(engine.ErrNotSupported)
 	core.WriteJSON(c.Writer, http.StatusNotImplemented, core.ErrorBody{Error: core.APIError{Message: msg, Type: core.TypeInvalidRequest, Code: "not_supported"}})
 }

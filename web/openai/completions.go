@@ -1,4 +1,4 @@
-package web
+package openai
 
 import (
 	"github.com/gin-gonic/gin"
@@ -9,7 +9,7 @@ import (
 
 // completions serves POST /v1/completions, OpenAI's legacy text completion:
 // the prompt is sent to the backend as raw text, without a chat template.
-func (s *Server) completions(c *gin.Context, t *core.Turn) {
+func (s *server) completions(c *gin.Context, t *core.Turn) {
 	var body completionRequest
 	if err := s.Decode(c, &body); err != nil {
 		core.Fail(c, err)
