@@ -1,14 +1,18 @@
-// Package web is kvwin's HTTP edge: a Gin server speaking the OpenAI API,
-// Ollama's API (ollama.go) and llama-server's node routes (node.go).
+// Package web is kvwin's HTTP server: its configuration, the middleware
+// (access log and request ids, panics, Host and CORS guards, keys and
+// tenants, tenant limits), the catalog's model selection, the window, the
+// turn's one streaming state machine (turn.go) and the operator routes
+// (/health, /metrics, /kvwin/v1/*, the dashboard). The APIs it speaks are
+// dialect packages that register their routes on it given its services:
+// web/openai, web/ollama and web/llamaserver (the node routes), over
+// web/core (the turn's contract, errors, decoding) and web/toolcall.
 //
 // Every wire format goes through one turn pipeline: a handler only
 // translates (decode its body into one engine.Request; the window for
-// chats), then turn (turn.go) runs the backend and its one streaming state
-// machine, and the format's encoder renders the answer (OpenAI chat and
-// completions in generate.go, llama-server's /completion in node.go,
-// Ollama's NDJSON in ollama_encoder.go). What to serve and how belongs to
-// the backend; which HTTP status an error gets is decided here and only
-// here (classify, in errors.go).
+// chats), then RunTurn runs the backend and its one streaming state
+// machine, and the format's encoder renders the answer. What to serve and
+// how belongs to the backend; which HTTP status an error gets is decided
+// in core.Classify only.
 package web
 
 import (

@@ -75,67 +75,8 @@ func (p *Params) Request(info engine.Info) (engine.Request, error) {
 	}
 
 	s := &req.Sampling
-	if v := p.Temperature; v != nil {
-		if *v < 0 || *v > MaxTemperature {
-			return req, OutOfRange("temperature", *v, 0, MaxTemperature, "")
-		}
-		s.Temperature = *v
-	}
-	if v := p.TopP; v != nil {
-		if *v < 0 || *v > 1 {
-			return req, BadInput(CodeInvalidValue, "top_p", "top_p must be in [0, 1], not %g", *v)
-		}
-		s.TopP = *v
-	}
-	if v := p.TopK; v != nil {
-		if *v < 0 || *v > MaxTopK {
-			return req, OutOfRange("top_k", *v, 0, MaxTopK, " (0 disables it)")
-		}
-		s.TopK = *v
-	}
-	if v := p.MinP; v != nil {
-		if *v < 0 || *v > 1 {
-			return req, BadInput(CodeInvalidValue, "min_p", "min_p must be in [0, 1], not %g", *v)
-		}
-		s.MinP = *v
-	}
-	if v := p.Seed; v != nil {
-		// -1 is llama-server's "random seed", which the engine spells as
-		// the all-ones uint32 of DefaultSampling.
-		switch {
-		case *v == -1:
-		case *v < 0 || *v > math.MaxUint32:
-			return req, BadInput(CodeInvalidValue, "seed", "seed must be -1 (random) or in [0, %d], not %d", uint32(math.MaxUint32), *v)
-		default:
-			s.Seed = uint32(*v)
-		}
-	}
-
-	for _, pen := range []struct {
-		name string
-		v    *float32
-		dst  *float32
-	}{{"presence_penalty", p.PresencePenalty, &s.PresencePenalty}, {"frequency_penalty", p.FrequencyPenalty, &s.FrequencyPenalty}} {
-		if pen.v == nil {
-			continue
-		}
-		if *pen.v < -2 || *pen.v > 2 {
-			return req, OutOfRange(pen.name, *pen.v, -2, 2, "")
-		}
-		*pen.dst = *pen.v
-	}
-	if len(p.LogitBias) > 0 {
-		s.LogitBias = make(map[int]float32, len(p.LogitBias))
-		for key, b := range p.LogitBias {
-			tok, err := strconv.Atoi(key)
-			if err != nil || tok < 0 {
-				return req, BadInput(CodeInvalidValue, "logit_bias", "logit_bias keys must be token ids, not %q", key)
-			}
-			if b < -100 || b > 100 {
-				return req, OutOfRange(fmt.Sprintf("logit_bias[%q]", key), b, -100, 100, "")
-			}
-			s.LogitBias[tok] = b
-		}
+	if err := p.sampling(s); err != nil {
+		return req, err
 	}
 
 	req.IgnoreEOS = p.IgnoreEOS
@@ -150,6 +91,74 @@ func (p *Params) Request(info engine.Info) (engine.Request, error) {
 		}
 	}
 	return req, nil
+}
+
+// sampling checks and sets the sampler's parameters: temperature, top_p,
+// top_k, min_p, seed, the penalties and logit_bias.
+func (p *Params) sampling(s *engine.Sampling) error {
+	if v := p.Temperature; v != nil {
+		if *v < 0 || *v > MaxTemperature {
+			return OutOfRange("temperature", *v, 0, MaxTemperature, "")
+		}
+		s.Temperature = *v
+	}
+	if v := p.TopP; v != nil {
+		if *v < 0 || *v > 1 {
+			return BadInput(CodeInvalidValue, "top_p", "top_p must be in [0, 1], not %g", *v)
+		}
+		s.TopP = *v
+	}
+	if v := p.TopK; v != nil {
+		if *v < 0 || *v > MaxTopK {
+			return OutOfRange("top_k", *v, 0, MaxTopK, " (0 disables it)")
+		}
+		s.TopK = *v
+	}
+	if v := p.MinP; v != nil {
+		if *v < 0 || *v > 1 {
+			return BadInput(CodeInvalidValue, "min_p", "min_p must be in [0, 1], not %g", *v)
+		}
+		s.MinP = *v
+	}
+	if v := p.Seed; v != nil {
+		// -1 is llama-server's "random seed", which the engine spells as
+		// the all-ones uint32 of DefaultSampling.
+		switch {
+		case *v == -1:
+		case *v < 0 || *v > math.MaxUint32:
+			return BadInput(CodeInvalidValue, "seed", "seed must be -1 (random) or in [0, %d], not %d", uint32(math.MaxUint32), *v)
+		default:
+			s.Seed = uint32(*v)
+		}
+	}
+
+	for _, pen := range []struct {
+		name string
+		v    *float32
+		dst  *float32
+	}{{"presence_penalty", p.PresencePenalty, &s.PresencePenalty}, {"frequency_penalty", p.FrequencyPenalty, &s.FrequencyPenalty}} {
+		if pen.v == nil {
+			continue
+		}
+		if *pen.v < -2 || *pen.v > 2 {
+			return OutOfRange(pen.name, *pen.v, -2, 2, "")
+		}
+		*pen.dst = *pen.v
+	}
+	if len(p.LogitBias) > 0 {
+		s.LogitBias = make(map[int]float32, len(p.LogitBias))
+		for key, b := range p.LogitBias {
+			tok, err := strconv.Atoi(key)
+			if err != nil || tok < 0 {
+				return BadInput(CodeInvalidValue, "logit_bias", "logit_bias keys must be token ids, not %q", key)
+			}
+			if b < -100 || b > 100 {
+				return OutOfRange(fmt.Sprintf("logit_bias[%q]", key), b, -100, 100, "")
+			}
+			s.LogitBias[tok] = b
+		}
+	}
+	return nil
 }
 
 // IncludeUsage reports whether a stream ends with a usage chunk.

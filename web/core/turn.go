@@ -1,3 +1,10 @@
+// Package core holds what the server (web) and its dialects (web/openai,
+// web/ollama, web/llamaserver) share to serve a turn: the request's Turn,
+// the Encoder contract a wire format implements and the Wire it is served
+// with, the SSE and NDJSON EventWriter, the one error classification
+// (Classify, so HTTP status is decided here) and the error shapes, body
+// decoding, and the request parameters more than one dialect reads. It
+// imports no other web package.
 package core
 
 import (

@@ -1,3 +1,21 @@
+// Package ollama serves Ollama's API, with its own types
+// (github.com/ollama/ollama/api), through the same window, registry and
+// backend as the OpenAI routes:
+//
+//	POST /api/chat       messages, tools → NDJSON stream (default) or one object
+//	POST /api/generate   prompt (templated, raw, or with a Go template) → the same
+//	GET  /api/tags       the served model
+//	POST /api/show       its details, GGUF metadata, template, parameters
+//	GET  /api/ps         the loaded model
+//	GET  /api/version    the Ollama API version kvwin speaks
+//	HEAD|GET /           "Ollama is running", as clients probe it
+//
+// Both generations take format ("json" or a JSON Schema); tools and
+// format are served by the OpenAI routes' machinery (tools.go, over
+// web/toolcall). Errors are Ollama's {"error": "…"} with core.Classify's
+// status (404 for an unknown model). Ollama's body names no conversation:
+// X-Conversation-Id does. Tenants and keys are those of every other route
+// (web's auth.go).
 package ollama
 
 import (
@@ -15,24 +33,6 @@ import (
 	"kvwin/web/core"
 	"kvwin/web/toolcall"
 )
-
-// Ollama's API, with its own types (github.com/ollama/ollama/api), served
-// through the same window, registry and backend as the OpenAI routes:
-//
-//	POST /api/chat       messages, tools → NDJSON stream (default) or one object
-//	POST /api/generate   prompt (templated, raw, or with a Go template) → the same
-//
-// Both take format ("json" or a JSON Schema); tools and format are served
-// by the OpenAI routes' machinery (ollama_tools.go).
-//	GET  /api/tags       the served model
-//	POST /api/show       its details, GGUF metadata, template, parameters
-//	GET  /api/ps         the loaded model
-//	GET  /api/version    the Ollama API version kvwin speaks
-//	HEAD|GET /           "Ollama is running", as clients probe it
-//
-// Errors are Ollama's {"error": "…"} with classify's status (404 for an
-// unknown model). Ollama's body names no conversation: X-Conversation-Id
-// does. Tenants and keys are those of every other route (auth.go).
 
 // Version is the Ollama release whose API kvwin speaks (the pinned
 // module's), reported by /api/version: clients gate features on it.

@@ -1,3 +1,9 @@
+// Package openai serves the OpenAI API: POST /v1/chat/completions (with
+// tools and response_format, through web/toolcall), POST /v1/completions,
+// POST /v1/embeddings, GET /v1/models and /v1/models/{model}. A handler
+// only translates its body into an engine.Request and hands it to the
+// server's turn with this API's encoder (generate.go); errors have
+// OpenAI's shape (core.Fail).
 package openai
 
 import (
