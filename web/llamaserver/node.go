@@ -1,3 +1,27 @@
+// Package llamaserver serves the node routes: the subset of llama.cpp's
+// llama-server API that kvwin's own llama-server adapter
+// (engine/llamaserver) uses, with llama-server's field names, so a kvwin
+// gateway fronts kvwin nodes exactly as it fronts llama-servers:
+//
+//	POST /completion   prompt (text or token ids) → text, streamed as llama-server streams it
+//	POST /tokenize     {content, add_special, parse_special, with_pieces} → {tokens}
+//	POST /detokenize   {tokens} → {content}
+//	GET  /slots        [{id, n_ctx, is_processing, n_tokens}]
+//	GET  /props        {default_generation_settings: {n_ctx}, total_slots, model_alias, model_path, chat_template}
+//	GET  /health       {"status": "ok"} (served by health, shared with everyone)
+//
+// Errors are llama-server's shape, {"error": {"code": 400, "message", "type"}},
+// with its "exceed_context_size_error" (and n_prompt_tokens, n_ctx) for a
+// prompt that does not fit, so llama-server clients understand them. The
+// status is still core.Classify's.
+//
+// Abilities beyond engine.Backend are found by type assertion; a backend
+// without one answers that route 501, as llama-server does for a disabled
+// endpoint.
+//
+// Each route serves the model it names ("model" in a POST body, ?model= on
+// GET /slots and /props; the first configured when absent) through the
+// server's SelectBackend, as every other route does.
 package llamaserver
 
 import (
@@ -18,27 +42,6 @@ import (
 	"kvwin/web/core"
 )
 
-// The node routes: the subset of llama.cpp's llama-server API that kvwin's
-// own llama-server adapter (engine/llamaserver) uses, with llama-server's
-// field names, so a kvwin gateway fronts kvwin nodes exactly as it fronts
-// llama-servers:
-//
-//	POST /completion   prompt (text or token ids) → text, streamed as llama-server streams it
-//	POST /tokenize     {content, add_special, parse_special, with_pieces} → {tokens}
-//	POST /detokenize   {tokens} → {content}
-//	GET  /slots        [{id, n_ctx, is_processing, n_tokens}]
-//	GET  /props        {default_generation_settings: {n_ctx}, total_slots, model_alias, model_path, chat_template}
-//	GET  /health       {"status": "ok"} (served by health, shared with everyone)
-//
-// Errors are llama-server's shape, {"error": {"code": 400, "message", "type"}},
-// with its "exceed_context_size_error" (and n_prompt_tokens, n_ctx) for a
-// prompt that does not fit, so llama-server clients understand them. The
-// status is still classify's.
-//
-// Abilities beyond engine.Backend are found by type assertion; a backend
-// without one answers that route 501, as llama-server does for a disabled
-// endpoint.
-
 // errNotSupported: the backend lacks the ability a node route needs.
 var errNotSupported = engine.ErrNotSupported
 
@@ -51,6 +54,9 @@ type Services interface {
 	Decode(c *gin.Context, v any) error
 	// RunTurn runs req on t's backend and answers as w says.
 	RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire)
+	// SelectBackend records in t the backend serving model ("" the
+	// first), or fails with engine.ErrUnknownModel.
+	SelectBackend(t *core.Turn, model string) (engine.Backend, engine.Info, error)
 	// KeysEnabled reports whether the server has keys (so tenants).
 	KeysEnabled() bool
 }
@@ -103,6 +109,10 @@ type nodeCompletionRequest struct {
 		Prefix string          `json:"prefix"`
 		Suffix string          `json:"suffix"`
 	} `json:"kvwin_output"`
+	// Model names the model of a server with several (a config with
+	// models:); empty is the first. A server of one model serves every
+	// name, as llama-server does.
+	Model string `json:"model"`
 	// KvwinSlotOnly makes id_slot binding as llama-server's is: only that
 	// slot's own KV is reused (engine.Request.SlotOnly). A gateway keeping
 	// tenants apart on a node that does not sends it; llama-server ignores it.
@@ -217,7 +227,10 @@ func (s *server) nodeCompletion(c *gin.Context, t *core.Turn) {
 		Fail(c, err)
 		return
 	}
-	t.Info = t.Backend.Info()
+	if _, _, err := s.SelectBackend(t, body.Model); err != nil {
+		Fail(c, err)
+		return
+	}
 	req, err := body.request(t.Info)
 	if err != nil {
 		Fail(c, err)
@@ -418,6 +431,7 @@ func perSecond(n int, ms float64) float64 {
 
 // nodeTokenizeRequest is the body of POST /tokenize.
 type nodeTokenizeRequest struct {
+	Model        string  `json:"model"` // of a server with several; default the first
 	Content      *string `json:"content"`
 	AddSpecial   bool    `json:"add_special"`   // default false
 	ParseSpecial *bool   `json:"parse_special"` // default true
@@ -434,14 +448,18 @@ type nodePiece struct {
 
 // nodeTokenize serves POST /tokenize.
 func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) {
-	tok, ok := t.Backend.(engine.Tokenizer)
-	if !ok {
-		Fail(c, fmt.Errorf("tokenize: %w", errNotSupported))
-		return
-	}
 	var body nodeTokenizeRequest
 	if err := s.Decode(c, &body); err != nil {
 		Fail(c, err)
+		return
+	}
+	if _, _, err := s.SelectBackend(t, body.Model); err != nil {
+		Fail(c, err)
+		return
+	}
+	tok, ok := t.Backend.(engine.Tokenizer)
+	if !ok {
+		Fail(c, fmt.Errorf("tokenize: %w", errNotSupported))
 		return
 	}
 	if body.Content == nil {
@@ -515,16 +533,21 @@ func tokenizeSplit(ctx context.Context, b engine.Backend, tok engine.Tokenizer, 
 
 // nodeDetokenize serves POST /detokenize.
 func (s *server) nodeDetokenize(c *gin.Context, t *core.Turn) {
-	tok, ok := t.Backend.(engine.Tokenizer)
-	if !ok {
-		Fail(c, fmt.Errorf("detokenize: %w", errNotSupported))
-		return
-	}
 	var body struct {
-		Tokens []int `json:"tokens"`
+		Model  string `json:"model"`
+		Tokens []int  `json:"tokens"`
 	}
 	if err := s.Decode(c, &body); err != nil {
 		Fail(c, err)
+		return
+	}
+	if _, _, err := s.SelectBackend(t, body.Model); err != nil {
+		Fail(c, err)
+		return
+	}
+	tok, ok := t.Backend.(engine.Tokenizer)
+	if !ok {
+		Fail(c, fmt.Errorf("detokenize: %w", errNotSupported))
 		return
 	}
 	text, err := tok.Detokenize(c.Request.Context(), body.Tokens)
@@ -539,6 +562,10 @@ func (s *server) nodeDetokenize(c *gin.Context, t *core.Turn) {
 // names (id, n_ctx, is_processing) plus n_tokens, the tokens a slot's KV
 // holds, which llama-server does not report and a kvwin gateway reads.
 func (s *server) nodeSlots(c *gin.Context, t *core.Turn) {
+	if _, _, err := s.SelectBackend(t, c.Query("model")); err != nil {
+		Fail(c, err)
+		return
+	}
 	var states []engine.SlotState
 	if f, ok := t.Backend.(engine.SlotFetcher); ok {
 		var err error
@@ -586,7 +613,11 @@ type nodeProps struct {
 
 // nodeProps serves GET /props.
 func (s *server) nodeProps(c *gin.Context, t *core.Turn) {
-	info := t.Backend.Info()
+	if _, _, err := s.SelectBackend(t, c.Query("model")); err != nil {
+		Fail(c, err)
+		return
+	}
+	info := t.Info
 	var p nodeProps
 	p.DefaultGenerationSettings.NCtx = info.ContextSlot
 	p.TotalSlots, p.ModelAlias, p.ModelPath, p.KvwinSnapshots = info.Slots, info.Model, info.Model, info.Snapshots
