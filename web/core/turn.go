@@ -91,7 +91,7 @@ type Wire struct {
 	Fail   func(c *gin.Context, err error)
 }
 
-// Fail answers err as an OpenAI error, with the status classify gives it,
+// Fail answers err as an OpenAI error, with the status Classify gives it,
 // unless the client has gone: then nobody would read it, and nothing is
 // written.
 func Fail(c *gin.Context, err error) {
@@ -189,7 +189,7 @@ func ConversationOf(c *gin.Context, promptCacheKey string) (string, error) {
 	return conv, nil
 }
 
-// FailOllama answers err as Ollama does, {"error": "…"}, with classify's
+// FailOllama answers err as Ollama does, {"error": "…"}, with Classify's
 // status, unless the client has gone.
 func FailOllama(c *gin.Context, err error) {
 	AnswerError(c, err, func(err error) (int, any) {

@@ -651,7 +651,7 @@ func Fail(c *gin.Context, err error) {
 }
 
 // nodeError maps err to a status and llama-server's error object. The
-// status is classify's, except for errNotSupported, which only node routes
+// status is core.Classify's, except for errNotSupported, which only node routes
 // have; the type is llama-server's name for the status.
 func nodeError(err error) (int, nodeErrorBody) {
 	var ctxLen *engine.ContextLengthError

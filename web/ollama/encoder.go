@@ -23,9 +23,9 @@ import (
 // the backend had the request (reading, windowing), since kvwin's model is
 // loaded before it serves.
 //
-// With tools, the answer goes through a callParser (toolparse.go): a call
+// With tools, the answer goes through a toolcall.Parser: a call
 // is sent once its arguments are complete, whole, in an object of its own
-// with message.tool_calls, as Ollama sends it (ollama_tools.go).
+// with message.tool_calls, as Ollama sends it (tools.go).
 type ollamaEncoder struct {
 	chat  bool   // /api/chat's objects, else /api/generate's
 	model string // as the client named it, as Ollama echoes it

@@ -156,7 +156,7 @@ func (s *server) ollamaShow(c *gin.Context, t *core.Turn) {
 // ollamaCapabilities are what /api/show says every served model can do:
 // complete, and call tools, which /api/chat and /v1/chat/completions
 // render for any chat model (in its own template or the system message,
-// tools.go). Not insert (suffix), vision or thinking, which are refused.
+// web/toolcall). Not insert (suffix), vision or thinking, which are refused.
 var ollamaCapabilities = []model.Capability{model.CapabilityCompletion, model.CapabilityTools}
 
 // modelfile is /api/show's Modelfile: the model, its template and

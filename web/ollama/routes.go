@@ -11,8 +11,8 @@
 //	HEAD|GET /           "Ollama is running", as clients probe it
 //
 // Both generations take format ("json" or a JSON Schema); tools and
-// format are served by the OpenAI routes' machinery (tools.go, over
-// web/toolcall). Errors are Ollama's {"error": "…"} with core.Classify's
+// format are served by the OpenAI routes' machinery (web/toolcall, in
+// tools.go). Errors are Ollama's {"error": "…"} with core.Classify's
 // status (404 for an unknown model). Ollama's body names no conversation:
 // X-Conversation-Id does. Tenants and keys are those of every other route
 // (web's auth.go).
@@ -152,7 +152,7 @@ func ollamaLoaded(keepAlive *oapi.Duration) string {
 // decodeOllama decodes an Ollama generation request into body and checks
 // what chat and generate share: the model it names (fields reads them from
 // the decoded body) is served here, think is one kvwin can honour, and
-// format is valid: out is its output constraint (ollama_tools.go). On
+// format is valid: out is its output constraint (tools.go). On
 // failure it has answered in Ollama's shape and ok is false.
 func (s *server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
 	if err := s.Decode(c, body); err != nil {
@@ -185,7 +185,7 @@ func (s *server) ollamaChat(c *gin.Context, t *core.Turn) {
 	if !ok {
 		return
 	}
-	tools, err := ollamaTools(body.ToolDefs, body.Options) // ollama_tools.go
+	tools, err := ollamaTools(body.ToolDefs, body.Options) // tools.go
 	if err != nil {
 		core.FailOllama(c, err)
 		return

@@ -14,7 +14,7 @@ import (
 )
 
 // Ollama's tools and format, served by the machinery of the OpenAI routes
-// (tools.go, toolparse.go): the same tool convention and prompt, the same
+// (web/toolcall): the same tool convention and prompt, the same
 // grammar-constrained output. What differs is only the wire:
 //
 //   - a call comes back as message.tool_calls with its arguments an object

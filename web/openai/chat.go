@@ -38,7 +38,7 @@ func (s *server) chatCompletions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	tools, err := toolcall.Read(body.Tools, body.ToolChoice) // tools.go
+	tools, err := toolcall.Read(body.Tools, body.ToolChoice)
 	if err != nil {
 		core.Fail(c, err)
 		return
