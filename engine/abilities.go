@@ -115,3 +115,28 @@ type SlotContent struct {
 	// node's n_tokens), or len(Tokens); -1 when the server says neither.
 	Count int
 }
+
+// Readier is implemented by backends that can tell whether they could
+// serve now (a router: while one of its backends is healthy; a catalog:
+// while one of its models can be served). Ready returns nil if a request
+// could be served now, else an error wrapping ErrUnavailable that says why
+// not. It does not block.
+type Readier interface {
+	Ready() error
+}
+
+// Refresher is implemented by remote backends that can re-read what they
+// serve (llama-server's /props: slots, context, model), so a node
+// restarted with fewer slots or another context is planned for as it is
+// now. Refresh blocks on the backend.
+type Refresher interface {
+	Refresh(ctx context.Context) error
+}
+
+// SnapshotExpirer is implemented by backends that keep KV snapshots on
+// disk under a TTL: ExpireSnapshots deletes those not used for it now
+// (the backend also does so on its own) and returns how many. It blocks on
+// disk.
+type SnapshotExpirer interface {
+	ExpireSnapshots() int
+}

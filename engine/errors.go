@@ -59,6 +59,16 @@ func Public(err error, msg string) error {
 	return &publicError{err: err, msg: msg}
 }
 
+// ClientMessager is implemented by errors that already say what a
+// server may tell its client of them (Public's, a remote backend's status
+// error), where the error's own text is for the log: errors.As finds one
+// in a chain.
+type ClientMessager interface {
+	ClientMessage() string
+}
+
+var _ ClientMessager = (*publicError)(nil)
+
 type publicError struct {
 	err error
 	msg string

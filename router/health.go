@@ -9,13 +9,6 @@ import (
 	"kvwin/kvcache"
 )
 
-// refresher is implemented by backends that can re-read what they serve
-// (llama-server's /props: slots, context, model), so a node restarted with
-// fewer slots or another context is planned for as it is now.
-type refresher interface {
-	Refresh(ctx context.Context) error
-}
-
 // checkHealth runs the active health checks until ctx ends. Healthy
 // backends are checked every HealthInterval; a failing one is retried with
 // exponential backoff up to HealthMaxBackoff. Each check runs on its own
@@ -109,7 +102,7 @@ func (r *Router) probe(ctx context.Context, m *member) error {
 // after being down (perhaps restarted, its KV gone) or whose context
 // changed holds nothing anywhere. Safe to call concurrently for one member.
 func (r *Router) refresh(ctx context.Context, m *member, rejoin bool) error {
-	if rf, ok := m.backend.(refresher); ok {
+	if rf, ok := m.backend.(engine.Refresher); ok {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
 		err := rf.Refresh(cctx)
 		cancel()
@@ -139,6 +132,8 @@ func (r *Router) refresh(ctx context.Context, m *member, rejoin bool) error {
 	}
 	return nil
 }
+
+var _ engine.Readier = (*Router)(nil)
 
 // Ready returns nil while some backend is healthy and the fleet's model is
 // known, else an error wrapping engine.ErrUnavailable: what a gateway's

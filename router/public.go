@@ -16,16 +16,12 @@ import (
 // seeLog ends every such sentence.
 const seeLog = " (the gateway's log has the details under this request's X-Request-Id)"
 
-// clientMessenger is an error that already says what a client may be
-// told (engine.Public, a backend's StatusError).
-type clientMessenger interface{ ClientMessage() string }
-
 // public wraps err, as the router returns it to the web layer, with the
 // sentence its client gets. Errors in kvwin's own words (an invalid
 // request the adapter refused, a prompt too long, the caller's context)
 // and errors that already carry a client message are left as they are.
 func public(err error) error {
-	var cm clientMessenger
+	var cm engine.ClientMessager // engine.Public, a backend's StatusError
 	var tooLong *engine.ContextLengthError
 	switch {
 	case err == nil, errors.As(err, &cm), errors.As(err, &tooLong),

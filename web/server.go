@@ -237,14 +237,6 @@ func (s *Server) routes() *gin.Engine {
 	return r
 }
 
-// readiness is a backend that can tell whether it can serve now: a router
-// can while one of its backends is healthy.
-type readiness interface {
-	// Ready returns nil if a request could be served now, else an error
-	// wrapping engine.ErrUnavailable that says why not. It does not block.
-	Ready() error
-}
-
 // health serves GET /health, for operators, load balancers and as the node
 // route llama-server clients probe: {"status":"ok"} with 200 is
 // llama-server's "ready" answer. It is 503 (an OpenAI-shaped error) while
@@ -253,7 +245,7 @@ type readiness interface {
 // without its memory store answers 200 with "status": "degraded".
 func (s *Server) health(c *gin.Context) {
 	err := error(nil)
-	if r, ok := s.backend.(readiness); ok {
+	if r, ok := s.backend.(engine.Readier); ok {
 		err = r.Ready()
 	}
 	if err == nil && s.backend.Info().Model == "" {

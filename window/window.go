@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
 	"kvwin/window/memory"
@@ -27,7 +28,24 @@ type Store interface {
 	Delete(ctx context.Context, key memory.Key) (bool, error)
 }
 
-var _ Store = (*memory.Store)(nil)
+// StoreExpirer is a Store that deletes the conversations not used for its
+// TTL (memory.Store's --memory-ttl): Expire does so now and returns how
+// many. It blocks on disk.
+type StoreExpirer interface {
+	Expire(ctx context.Context) (int, error)
+}
+
+// StoreMetrics is a Store that counts its own failures: Collector returns
+// a Prometheus collector of them. Safe to call concurrently.
+type StoreMetrics interface {
+	Collector() prometheus.Collector
+}
+
+var (
+	_ Store        = (*memory.Store)(nil)
+	_ StoreExpirer = (*memory.Store)(nil)
+	_ StoreMetrics = (*memory.Store)(nil)
+)
 
 // Config configures a Window.
 type Config struct {

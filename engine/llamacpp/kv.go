@@ -11,6 +11,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"kvwin/engine"
 	"kvwin/kvcache"
 )
 
@@ -121,6 +122,8 @@ func (k *kv) close() {
 		k.tokens.Close()
 	}
 }
+
+var _ engine.SnapshotExpirer = (*Engine)(nil)
 
 // ExpireSnapshots deletes the KV snapshots not used for the configured
 // SnapshotTTL (the engine also does so on its own, every TTL/4, at least

@@ -39,6 +39,8 @@ func (e *StatusError) Error() string {
 	return b.String()
 }
 
+var _ engine.ClientMessager = (*StatusError)(nil)
+
 // ClientMessage is what a gateway may tell its client of the answer: its
 // status and error type, not the call (which names an internal URL) nor
 // the server's message (its own text, for the gateway's log).

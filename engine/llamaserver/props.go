@@ -3,6 +3,8 @@ package llamaserver
 import (
 	"context"
 	"net/http"
+
+	"kvwin/engine"
 )
 
 // Props are what a server says about itself in GET /props.
@@ -80,6 +82,8 @@ func (b *Backend) loadProps(ctx context.Context) (Props, error) {
 	b.publish(st)
 	return p, nil
 }
+
+var _ engine.Refresher = (*Backend)(nil)
 
 // Refresh re-reads the server's /props (see LoadProps): a router calls it
 // when a backend rejoins, or refused a slot it believed existed, to plan

@@ -36,6 +36,8 @@ func (e *StatusError) Error() string {
 	return b.String()
 }
 
+var _ engine.ClientMessager = (*StatusError)(nil)
+
 // ClientMessage is what a gateway may tell its client of the answer: its
 // status, not the call (which names an internal URL) nor Ollama's message
 // (for the gateway's log).

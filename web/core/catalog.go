@@ -1,9 +1,8 @@
 package core
 
 import (
-	"time"
-
 	"kvwin/engine"
+	"kvwin/engine/catalog"
 )
 
 // Catalog is a backend serving several models under their names (kvwin
@@ -19,24 +18,14 @@ type Catalog interface {
 	Models() []ModelStatus
 }
 
-// States of a model in a Catalog.
+// States of a model in a Catalog (engine/catalog's).
 const (
-	ModelIdle    = "idle"    // configured, not loaded: the first request loads it
-	ModelLoading = "loading" // requests wait for it
-	ModelLoaded  = "loaded"
-	ModelRemote  = "remote" // served by remote backends, always available
-	ModelFailed  = "failed" // its last load failed; the next request tries again
+	ModelIdle    = catalog.Idle
+	ModelLoading = catalog.Loading
+	ModelLoaded  = catalog.Loaded
+	ModelRemote  = catalog.Remote
+	ModelFailed  = catalog.Failed
 )
 
 // ModelStatus is one model of a Catalog as operators see it.
-type ModelStatus struct {
-	Name      string      `json:"name"`
-	State     string      `json:"state"`
-	Info      engine.Info `json:"info"`
-	Source    string      `json:"source"`               // the GGUF file, or the backends' URLs
-	InFlight  int         `json:"in_flight"`            // generations running
-	LastUsed  time.Time   `json:"last_used,omitzero"`   // zero: never used
-	ExpiresAt time.Time   `json:"expires_at,omitzero"`  // when an idle TTL unloads it; zero: never
-	LoadedAt  time.Time   `json:"loaded_at,omitzero"`   // zero: not loaded
-	LastError string      `json:"last_error,omitempty"` // of the last failed load
-}
+type ModelStatus = catalog.Status

@@ -177,7 +177,7 @@ func Classify(err error) (int, APIError) {
 // has one (a remote backend's error, whose text names the backend's URL
 // and quotes the backend: that text goes to the log), else its text.
 func message(err error) string {
-	var remote interface{ ClientMessage() string }
+	var remote engine.ClientMessager
 	if errors.As(err, &remote) {
 		return remote.ClientMessage()
 	}

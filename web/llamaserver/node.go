@@ -457,7 +457,7 @@ func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) {
 		Fail(c, err)
 		return
 	}
-	tok, ok := t.Backend.(engine.Tokenizer)
+	tok, ok := engine.As[engine.Tokenizer](t.Backend)
 	if !ok {
 		Fail(c, fmt.Errorf("tokenize: %w", errNotSupported))
 		return
@@ -504,7 +504,7 @@ func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) {
 // adds is what Tokenize("", true) returns (llama.cpp's BOS), so the other
 // two cases are composed: BOS + plain tokens, or parsed tokens minus BOS.
 func tokenizeSplit(ctx context.Context, b engine.Backend, tok engine.Tokenizer, text string, add, parse bool) ([]int, error) {
-	if st, ok := b.(engine.SpecialTokenizer); ok {
+	if st, ok := engine.As[engine.SpecialTokenizer](b); ok {
 		return st.TokenizeSpecial(ctx, text, add, parse)
 	}
 	if add == parse {
@@ -545,7 +545,7 @@ func (s *server) nodeDetokenize(c *gin.Context, t *core.Turn) {
 		Fail(c, err)
 		return
 	}
-	tok, ok := t.Backend.(engine.Tokenizer)
+	tok, ok := engine.As[engine.Tokenizer](t.Backend)
 	if !ok {
 		Fail(c, fmt.Errorf("detokenize: %w", errNotSupported))
 		return
@@ -567,13 +567,13 @@ func (s *server) nodeSlots(c *gin.Context, t *core.Turn) {
 		return
 	}
 	var states []engine.SlotState
-	if f, ok := t.Backend.(engine.SlotFetcher); ok {
+	if f, ok := engine.As[engine.SlotFetcher](t.Backend); ok {
 		var err error
 		if states, err = f.FetchSlots(c.Request.Context()); err != nil {
 			Fail(c, err)
 			return
 		}
-	} else if rep, ok := t.Backend.(engine.SlotReporter); ok {
+	} else if rep, ok := engine.As[engine.SlotReporter](t.Backend); ok {
 		states = rep.Slots()
 	} else {
 		Fail(c, fmt.Errorf("slots: %w", errNotSupported))
@@ -622,7 +622,7 @@ func (s *server) nodeProps(c *gin.Context, t *core.Turn) {
 	p.DefaultGenerationSettings.NCtx = info.ContextSlot
 	p.TotalSlots, p.ModelAlias, p.ModelPath, p.KvwinSnapshots = info.Slots, info.Model, info.Model, info.Snapshots
 	p.KvwinTenants = s.KeysEnabled() && t.Admin
-	if ct, ok := t.Backend.(engine.ChatTemplater); ok {
+	if ct, ok := engine.As[engine.ChatTemplater](t.Backend); ok {
 		p.ChatTemplate = ct.ChatTemplate()
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, p)

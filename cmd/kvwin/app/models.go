@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
+	"kvwin/engine/catalog"
 	"kvwin/engine/llamacpp"
 	"kvwin/kvcache"
 	"kvwin/router"
@@ -21,6 +23,13 @@ import (
 // the backend label); models are told apart by the model label.
 const embeddedName = "embedded"
 
+// modelRegistry is one configured model's block registry (its own
+// namespace, kept across loads), for the dashboard.
+type modelRegistry struct {
+	name string
+	reg  *kvcache.Registry
+}
+
 // startCatalog builds the models of the configuration file: for each, its
 // registry and window (an embedded one loads on first use), and the catalog
 // serving them. It returns the windows by model and the first model's
@@ -30,52 +39,55 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 	if err := a.openStore(); err != nil {
 		return nil, nil, err
 	}
-	c := &catalog{
-		log: a.log, max: a.f.MaxLoadedModels, byName: map[string]*entry{}, changed: make(chan struct{}), now: time.Now,
-		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvwin_model_loads_total",
-			Help: "Embedded models loaded, by model."}, []string{"model"}),
-		unloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvwin_model_unloads_total",
-			Help: "Embedded models unloaded (idle TTL, room for another under max_loaded_models, shutdown), by model."}, []string{"model"}),
+	queue := a.f.Queue
+	if queue == 0 {
+		queue = -1 // the engine's "none wait"; its 0 means "default"
 	}
-	a.metrics.MustRegister(c.loads, c.unloads)
 	wins := &modelWindows{by: map[string]web.Windower{}}
-	cols := map[*entry]prometheus.Collector{} // each loaded engine's collector; guarded by c.mu's hand-offs
+	var models []catalog.Model
+	var firstWin *window.Window
+	regs := map[string]*kvcache.Registry{}
 	for i, spec := range a.f.Models {
-		if _, dup := c.byName[spec.Name]; dup || spec.Name == "" {
+		if _, dup := regs[spec.Name]; dup || spec.Name == "" {
 			return nil, nil, fmt.Errorf("models[%d]: name %q is empty or used twice", i, spec.Name)
 		}
-		e := &entry{cat: c, spec: spec, state: web.ModelIdle}
-		var fleet *router.Router // a remote entry's
+		m := catalog.Model{Name: spec.Name, TTL: time.Duration(spec.TTL)}
+		var reg *kvcache.Registry
+		var fleet *router.Router // a remote model's
 		slots, ctx := firstNonZero(spec.Slots, a.f.Slots), firstNonZero(spec.Ctx, a.f.Ctx)
 		if spec.Model != "" {
 			abs, err := filepath.Abs(spec.Model)
 			if err != nil {
 				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
 			}
-			e.spec.Model = abs
+			m.Source = abs
 			// Loaded on first use, but checked now: a configuration whose
 			// model cannot load is refused at start and by a reload, not
 			// reported as served and then answered 503.
 			if err := checkEmbedded(a.f, abs, slots, ctx); err != nil {
 				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
 			}
-			if e.reg, err = kvcache.New(kvcache.Config{Logger: a.log}); err != nil {
+			if reg, err = kvcache.New(kvcache.Config{Logger: a.log}); err != nil {
 				return nil, nil, err
 			}
-			e.info = engine.Info{Name: embeddedName, Model: spec.Name, ContextSlot: ctx, Slots: slots, Snapshots: !a.f.NoSnapshots}
+			m.Info = engine.Info{Name: embeddedName, Model: spec.Name, ContextSlot: ctx, Slots: slots, Snapshots: !a.f.NoSnapshots}
+			if !a.f.NoSnapshots {
+				m.SnapshotDir = filepath.Join(a.f.DataDir, "snapshots", url.PathEscape(spec.Name))
+			}
 		} else {
-			r, reg, err := a.openRouter(spec.Backends)
+			r, rreg, err := a.openRouter(spec.Backends)
 			if err != nil {
 				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
 			}
-			e.remote, e.reg, fleet = remoteModel{r}, reg, r
-			e.info = r.Info()
-			e.info.Model = spec.Name
+			m.Remote, reg, fleet = r, rreg, r
+			m.Source = strings.Join(spec.Backends, " ")
+			m.Info = r.Info()
+			m.Info.Model = spec.Name
 			if c := fleetContext(r.Backends()); c > 0 {
 				ctx = c
 			}
 		}
-		if err := modelRegisterer(a.metrics, spec.Name).Register(kvcache.NewCollector(e.reg)); err != nil {
+		if err := modelRegisterer(a.metrics, spec.Name).Register(kvcache.NewCollector(reg)); err != nil {
 			return nil, nil, fmt.Errorf("models[%d] (%s): metrics: %w", i, spec.Name, err)
 		}
 		budget := firstNonZero(spec.WindowBudget, a.f.WindowBudget, ctx-OutputReserve(ctx))
@@ -83,74 +95,81 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
 		}
-		e.win = w
 		wins.by[spec.Name] = w
 		if fleet != nil && spec.WindowBudget == 0 && a.f.WindowBudget == 0 {
 			// Backends unreachable now report their context when they join.
 			wins.by[spec.Name] = a.followWindow(w, firstNonEmpty(spec.Window, a.f.Window), func() int { return fleetContext(fleet.Backends()) })
 		}
-		c.entries = append(c.entries, e)
-		c.byName[spec.Name] = e
-	}
-	wins.def = wins.by[c.entries[0].spec.Name]
-
-	queue := a.f.Queue
-	if queue == 0 {
-		queue = -1 // the engine's "none wait"; its 0 means "default"
-	}
-	c.snapshotDir = func(e *entry) string {
-		if a.f.NoSnapshots || e.remote != nil {
-			return ""
+		if i == 0 {
+			firstWin = w
 		}
-		return filepath.Join(a.f.DataDir, "snapshots", url.PathEscape(e.spec.Name))
+		models = append(models, m)
+		regs[spec.Name] = reg
+		a.models = append(a.models, modelRegistry{spec.Name, reg})
 	}
-	c.snapshotTTL, c.snapshotNow = a.f.MemoryTTL, a.f.Now
-	if c.snapshotNow == nil {
-		c.snapshotNow = time.Now
-	}
-	c.open = func(e *entry) (*llamacpp.Engine, error) {
+	wins.def = wins.by[models[0].Name]
+
+	open := func(m catalog.Model) (catalog.Engine, error) {
+		reg := regs[m.Name]
 		eng, err := llamacpp.New(llamacpp.Config{
-			ModelPath: e.spec.Model, ModelID: e.spec.Name, Name: embeddedName, Slots: e.info.Slots, Ctx: e.info.ContextSlot,
-			Threads: a.f.Threads, Batch: a.f.Batch, Queue: queue, Registry: e.reg, SnapshotDir: c.snapshotDir(e), SnapshotMaxBytes: a.f.SnapshotBytes,
+			ModelPath: m.Source, ModelID: m.Name, Name: embeddedName, Slots: m.Info.Slots, Ctx: m.Info.ContextSlot,
+			Threads: a.f.Threads, Batch: a.f.Batch, Queue: queue, Registry: reg, SnapshotDir: m.SnapshotDir, SnapshotMaxBytes: a.f.SnapshotBytes,
 			SnapshotTTL: a.f.MemoryTTL, Now: a.f.Now,
 		}, a.log)
 		if err != nil {
 			return nil, err
 		}
+		me := &modelEngine{Engine: eng, reg: reg}
 		col := eng.Collector()
-		if err := modelRegisterer(a.metrics, e.spec.Name).Register(col); err != nil {
-			a.log.Warn("model metrics not registered", "model", e.spec.Name, "err", err)
+		if err := modelRegisterer(a.metrics, m.Name).Register(col); err != nil {
+			a.log.Warn("model metrics not registered", "model", m.Name, "err", err)
 		} else {
-			c.mu.Lock()
-			cols[e] = col
-			c.mu.Unlock()
+			me.unregister = func() { modelRegisterer(a.metrics, m.Name).Unregister(col) }
 		}
-		return eng, nil
+		return me, nil
 	}
-	c.onUnload = func(e *entry, _ *llamacpp.Engine) {
-		c.mu.Lock()
-		col := cols[e]
-		delete(cols, e)
-		c.mu.Unlock()
-		if col != nil {
-			modelRegisterer(a.metrics, e.spec.Name).Unregister(col)
-		}
-		e.reg.RemoveBackend(embeddedName)
+	c, err := catalog.New(catalog.Config{
+		Models: models, MaxLoaded: a.f.MaxLoadedModels, Open: open, Estimate: window.ApproxCount,
+		SnapshotTTL: a.f.MemoryTTL, SnapshotNow: a.f.Now, Metrics: a.metrics, Log: a.log,
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.run(ctx)
+		c.Run(ctx)
 	}()
 	a.closers = append(a.closers, func() {
 		cancel()
 		<-done
-		c.close()
+		c.Close()
 	})
-	a.catalog, a.backend, a.reg = c, c, c.entries[0].reg
-	return wins, c.entries[0].win, nil
+	a.catalog, a.backend, a.reg = c, c, regs[models[0].Name]
+	return wins, firstWin, nil
+}
+
+// modelEngine is an embedded model's engine as the catalog holds it:
+// closing it also drops its metrics and its blocks from the model's
+// registry (which outlives it, for the next load).
+type modelEngine struct {
+	*llamacpp.Engine
+	reg        *kvcache.Registry
+	unregister func() // nil if its metrics were not registered
+}
+
+var _ catalog.Engine = (*modelEngine)(nil)
+
+// Close closes the engine, then forgets it. It blocks until it is closed.
+func (m *modelEngine) Close() error {
+	err := m.Engine.Close()
+	if m.unregister != nil {
+		m.unregister()
+	}
+	m.reg.RemoveBackend(embeddedName)
+	return err
 }
 
 // modelRegisterer registers a model's collectors with its model label.
@@ -197,22 +216,4 @@ func (m *modelWindows) For(model string) web.Windower {
 		return w
 	}
 	return m.def
-}
-
-// remoteModel is a router serving one model entry: requests reach it
-// without the entry's name, which is kvwin's, not the backends'.
-type remoteModel struct{ engine.Backend }
-
-// Generate serves req with the backends' own model.
-func (r remoteModel) Generate(ctx context.Context, req engine.Request, fn engine.StreamFunc) (engine.Result, error) {
-	req.Model = ""
-	return r.Backend.Generate(ctx, req, fn)
-}
-
-// Ready is the router's readiness.
-func (r remoteModel) Ready() error {
-	if rd, ok := r.Backend.(interface{ Ready() error }); ok {
-		return rd.Ready()
-	}
-	return nil
 }

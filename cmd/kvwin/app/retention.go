@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"kvwin/engine"
-	"kvwin/engine/llamacpp"
-	"kvwin/kvcache"
-	"kvwin/web"
+	"kvwin/window"
 	"kvwin/window/memory"
 )
 
@@ -20,13 +18,6 @@ import (
 // expire what has not been used for the TTL, each on its own sweep (at
 // start, then every TTL/4, at least hourly); and when the memory store
 // expires a named conversation, its snapshots go with it, as on DELETE.
-
-// snapshotExpirer is a backend that expires its own KV snapshots.
-type snapshotExpirer interface {
-	ExpireSnapshots() int
-}
-
-var _ snapshotExpirer = (*llamacpp.Engine)(nil)
 
 // expiryHook is the memory store's Expired function: it deletes an expired
 // conversation's snapshots through the current generation's backend. It is
@@ -82,63 +73,14 @@ func (a *App) Expire(ctx context.Context) (Expiry, error) {
 	cur := a.current()
 	var out Expiry
 	var err error
-	if st, ok := cur.store.(interface {
-		Expire(context.Context) (int, error)
-	}); ok {
+	if st, ok := cur.store.(window.StoreExpirer); ok {
 		before := a.shared.hook.snapshots.Load()
 		out.Conversations, err = st.Expire(ctx)
 		out.ConversationSnapshots = int(a.shared.hook.snapshots.Load() - before)
 	}
-	switch {
-	case cur.catalog != nil:
-		out.IdleSnapshots = cur.catalog.expireSnapshots()
-	case cur.backend != nil:
-		if e, ok := cur.backend.(snapshotExpirer); ok {
-			out.IdleSnapshots = e.ExpireSnapshots()
-		}
+	// The embedded engine, or a catalog (which sweeps every model's).
+	if e, ok := cur.backend.(engine.SnapshotExpirer); ok {
+		out.IdleSnapshots = e.ExpireSnapshots()
 	}
 	return out, err
-}
-
-// expireSnapshots expires the snapshots of every model: a loaded one's
-// engine sweeps its store, a model not loaded has its directory swept.
-func (c *catalog) expireSnapshots() int {
-	n := 0
-	for _, e := range c.entries {
-		b, release, err := e.peek()
-		if err != nil || b == nil {
-			continue
-		}
-		if x, ok := b.(snapshotExpirer); ok {
-			n += x.ExpireSnapshots()
-		}
-		release()
-	}
-	return n + c.expireUnloaded()
-}
-
-// expireUnloaded deletes the snapshot files idle past the TTL of the
-// embedded models not loaded (no store is open on their directories; a
-// loaded model's engine expires its own). The catalog's lock is held so
-// no model loads meanwhile and indexes a file being removed.
-func (c *catalog) expireUnloaded() int {
-	if c.snapshotTTL <= 0 || c.snapshotDir == nil {
-		return 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cutoff := c.snapshotNow().Add(-c.snapshotTTL)
-	n := 0
-	for _, e := range c.entries {
-		dir := c.snapshotDir(e)
-		if dir == "" || e.state == web.ModelLoaded || e.state == web.ModelLoading {
-			continue
-		}
-		k, err := kvcache.ExpireDir(dir, cutoff)
-		if err != nil {
-			c.log.Warn("expired snapshots of a model not loaded not all deleted", "model", e.spec.Name, "err", err)
-		}
-		n += k
-	}
-	return n
 }

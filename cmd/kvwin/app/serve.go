@@ -23,6 +23,7 @@ import (
 
 	"kvwin/cmd/kvwin/config"
 	"kvwin/engine"
+	"kvwin/engine/catalog"
 	"kvwin/engine/llamacpp"
 	"kvwin/engine/wire"
 	"kvwin/kvcache"
@@ -99,7 +100,8 @@ type App struct {
 	log       *slog.Logger
 	eng       *llamacpp.Engine // nil in gateway mode
 	router    *router.Router   // nil with the embedded engine
-	catalog   *catalog         // with models: in the config file; then eng and router are nil
+	catalog   *catalog.Catalog // with models: in the config file; then eng and router are nil
+	models    []modelRegistry  // with models:, each one's registry
 	store     window.Store     // the memory store, nil if it could not be opened
 	decisions *decisionLog     // every router's decisions (the dashboard, /metrics)
 	// tenants: keys are configured, so requests may come from several
@@ -323,7 +325,7 @@ func (a *App) openStore() error {
 			}
 			return 1
 		}))
-	if c, ok := a.store.(interface{ Collector() prometheus.Collector }); ok {
+	if c, ok := a.store.(window.StoreMetrics); ok {
 		a.metrics.MustRegister(c.Collector()) // kvwin_memory_store_errors_total
 	}
 	return nil

@@ -58,12 +58,12 @@ func (a *App) status(ctx context.Context) Status {
 	switch {
 	case a.catalog != nil:
 		st.Models = a.catalog.Models()
-		for _, e := range a.catalog.entries {
-			b, release, _ := e.peek()
-			if b == nil {
+		for _, m := range a.models {
+			b, release, ok := a.catalog.Peek(m.name)
+			if !ok {
 				continue
 			}
-			st.Backends = append(st.Backends, backendViews(ctx, e.spec.Name, b, e.reg)...)
+			st.Backends = append(st.Backends, backendViews(ctx, m.name, b, m.reg)...)
 			release()
 		}
 	default:
@@ -107,10 +107,7 @@ func backendViews(ctx context.Context, model string, b engine.Backend, reg *kvca
 		}
 		return v
 	}
-	if rm, ok := b.(remoteModel); ok {
-		b = rm.Backend
-	}
-	r, ok := b.(*router.Router)
+	r, ok := engine.As[*router.Router](b) // a remote model's router
 	if !ok {
 		return []BackendView{view(b.Info().Name, "embedded", b)}
 	}
