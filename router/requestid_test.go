@@ -10,14 +10,14 @@ import (
 	"testing"
 
 	"kvwin/engine"
-	"kvwin/requestid"
+	"kvwin/engine/wire"
 )
 
 // The line saying a backend is down names the turn that found it so: it
 // carries that turn's request id.
 func TestBackendDownLineCarriesTheRequestID(t *testing.T) {
 	var buf bytes.Buffer
-	log := slog.New(requestid.NewHandler(slog.NewJSONHandler(&buf, nil)))
+	log := slog.New(wire.NewLogHandler(slog.NewJSONHandler(&buf, nil)))
 	a, b := newFake("a"), newFake("b")
 	a.fail = fmt.Errorf("%w: connection refused", engine.ErrUnavailable)
 	r, err := New(Config{Policy: PolicyRoundRobin}, []engine.Backend{a, b}, log)
@@ -25,7 +25,7 @@ func TestBackendDownLineCarriesTheRequestID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	ctx := requestid.With(context.Background(), "turn-42")
+	ctx := wire.WithRequestID(context.Background(), "turn-42")
 	res, err := r.Generate(ctx, engine.Request{Messages: conv(1, 1), Slot: -1}, nil)
 	if err != nil || res.Backend != "b" {
 		t.Fatalf("served by %q, err %v", res.Backend, err)
@@ -38,7 +38,7 @@ func TestBackendDownLineCarriesTheRequestID(t *testing.T) {
 		}
 		if m["msg"] == "backend down; routing around it" {
 			found = true
-			if m[requestid.Key] != "turn-42" || m["backend"] != "a" {
+			if m[wire.RequestIDKey] != "turn-42" || m["backend"] != "a" {
 				t.Fatalf("down line %v: want request_id turn-42, backend a", m)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"kvwin/kvcache"
+	"kvwin/web/core"
 )
 
 // RegistryView is what GET /kvwin/v1/registry shows: the prefix registry's
@@ -22,10 +23,10 @@ func (s *Server) adminRoutes(r *gin.Engine) {
 	}
 	r.GET("/kvwin/v1/traffic", s.serveTraffic)
 	if s.cfg.Status != nil {
-		r.GET("/kvwin/v1/status", func(c *gin.Context) { writeJSON(c.Writer, http.StatusOK, s.cfg.Status(c.Request.Context())) })
+		r.GET("/kvwin/v1/status", func(c *gin.Context) { core.WriteJSON(c.Writer, http.StatusOK, s.cfg.Status(c.Request.Context())) })
 	}
 	if s.cfg.Forget != nil {
-		r.DELETE(conversationsPath+"*id", s.deleteConversation)
+		r.DELETE(conversationsPath+"*id", s.Handle(s.deleteConversation))
 	}
 	if s.cfg.Metrics != nil {
 		h := promhttp.HandlerFor(s.cfg.Metrics, promhttp.HandlerOpts{})

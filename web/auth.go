@@ -11,7 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
+	"kvwin/web/core"
 )
 
 // Who may call what (DESIGN.md, issue "Who owns a conversation"):
@@ -150,12 +151,6 @@ func accessOf(method, path string) access {
 	}
 }
 
-// Context keys of what authenticate learned.
-const (
-	ctxTenant = "kvwin.tenant"
-	ctxAdmin  = "kvwin.admin"
-)
-
 // bearer returns the key of an "Authorization: Bearer KEY" header.
 func bearer(h string) string {
 	scheme, key, ok := strings.Cut(strings.TrimSpace(h), " ")
@@ -169,9 +164,9 @@ func bearer(h string) string {
 // see the rules above.
 func (s *Server) authenticate(c *gin.Context) {
 	level := accessOf(c.Request.Method, c.Request.URL.Path)
+	t := s.turnOf(c) // its tenant is the server's until a key names another
 	if !s.keys.enabled() {
-		c.Set(ctxTenant, s.cfg.Tenant)
-		c.Set(ctxAdmin, true) // without keys everyone may do everything
+		t.Admin = true // without keys everyone may do everything
 		return
 	}
 	if level == accessOpen {
@@ -179,16 +174,16 @@ func (s *Server) authenticate(c *gin.Context) {
 	}
 	key := bearer(c.GetHeader("Authorization"))
 	if key == "" {
-		s.reject(c, fmt.Errorf("%w: send Authorization: Bearer KEY", errUnauthorized))
+		s.reject(c, fmt.Errorf("%w: send Authorization: Bearer KEY", core.ErrUnauthorized))
 		return
 	}
 	tenant, admin, ok := s.keys.lookup(key)
 	switch {
 	case !ok:
-		s.reject(c, fmt.Errorf("%w: the key is not valid", errUnauthorized))
+		s.reject(c, fmt.Errorf("%w: the key is not valid", core.ErrUnauthorized))
 		return
 	case level == accessAdmin && !admin:
-		s.reject(c, fmt.Errorf("%w: %s needs the admin key", errForbidden, c.Request.URL.Path))
+		s.reject(c, fmt.Errorf("%w: %s needs the admin key", core.ErrForbidden, c.Request.URL.Path))
 		return
 	}
 	if admin {
@@ -199,22 +194,9 @@ func (s *Server) authenticate(c *gin.Context) {
 			tenant = h
 		}
 		if !ValidTenant(tenant) && level != accessAdmin {
-			s.reject(c, badInput(CodeInvalidValue, "tenant", "the admin key must name a valid tenant (1-64 letters, digits, '.', '_' or '-'), not %q", tenant))
+			s.reject(c, core.BadInput(core.CodeInvalidValue, "tenant", "the admin key must name a valid tenant (1-64 letters, digits, '.', '_' or '-'), not %q", tenant))
 			return
 		}
 	}
-	c.Set(ctxTenant, tenant)
-	c.Set(ctxAdmin, admin)
+	t.Tenant, t.Admin = tenant, admin
 }
-
-// tenant is the tenant the request acts as.
-func (s *Server) tenant(c *gin.Context) string {
-	if t := c.GetString(ctxTenant); t != "" {
-		return t
-	}
-	return s.cfg.Tenant
-}
-
-// isAdmin reports whether the request holds the admin key (or no key is
-// configured at all).
-func isAdmin(c *gin.Context) bool { return c.GetBool(ctxAdmin) }

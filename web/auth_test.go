@@ -15,6 +15,7 @@ import (
 	"kvwin/engine"
 	"kvwin/engine/enginetest"
 	"kvwin/kvcache"
+	"kvwin/web/core"
 )
 
 // Keys of the auth tests.
@@ -101,25 +102,25 @@ func TestAuthRules(t *testing.T) {
 		code       string // OpenAI error code, or "" for a success or another shape
 		tenant     string // the backend's request's tenant, on success of a generation
 	}{
-		{"no key", "POST", chatPath, chat, jsonWith(""), 401, CodeInvalidAPIKey, ""},
-		{"wrong key", "POST", chatPath, chat, jsonWith("not-a-key-0123456789"), 401, CodeInvalidAPIKey, ""},
-		{"not a bearer", "POST", chatPath, chat, jsonWith("", "Authorization", "Basic "+aliceKey), 401, CodeInvalidAPIKey, ""},
+		{"no key", "POST", chatPath, chat, jsonWith(""), 401, core.CodeInvalidAPIKey, ""},
+		{"wrong key", "POST", chatPath, chat, jsonWith("not-a-key-0123456789"), 401, core.CodeInvalidAPIKey, ""},
+		{"not a bearer", "POST", chatPath, chat, jsonWith("", "Authorization", "Basic "+aliceKey), 401, core.CodeInvalidAPIKey, ""},
 		{"tenant key", "POST", chatPath, chat, jsonWith(aliceKey), 200, "", "alice"},
 		{"tenant cannot pick a tenant", "POST", chatPath, chat, jsonWith(aliceKey, HeaderTenant, "bob"), 200, "", "alice"},
 		{"admin names a tenant", "POST", chatPath, chat, jsonWith(adminKey, HeaderTenant, "bob"), 200, "", "bob"},
 		{"admin alone", "POST", chatPath, chat, jsonWith(adminKey), 200, "", AdminTenant},
-		{"admin names an invalid tenant", "POST", chatPath, chat, jsonWith(adminKey, HeaderTenant, "a/b"), 400, CodeInvalidValue, ""},
-		{"registry without key", "GET", "/kvwin/v1/registry", "", nil, 401, CodeInvalidAPIKey, ""},
-		{"registry with a tenant key", "GET", "/kvwin/v1/registry", "", jsonWith(bobKey), 403, CodeForbidden, ""},
+		{"admin names an invalid tenant", "POST", chatPath, chat, jsonWith(adminKey, HeaderTenant, "a/b"), 400, core.CodeInvalidValue, ""},
+		{"registry without key", "GET", "/kvwin/v1/registry", "", nil, 401, core.CodeInvalidAPIKey, ""},
+		{"registry with a tenant key", "GET", "/kvwin/v1/registry", "", jsonWith(bobKey), 403, core.CodeForbidden, ""},
 		{"registry with the admin key", "GET", "/kvwin/v1/registry", "", jsonWith(adminKey), 200, "", ""},
-		{"metrics with a tenant key", "GET", "/metrics", "", jsonWith(aliceKey), 403, CodeForbidden, ""},
+		{"metrics with a tenant key", "GET", "/metrics", "", jsonWith(aliceKey), 403, core.CodeForbidden, ""},
 		{"metrics with the admin key", "GET", "/metrics", "", jsonWith(adminKey), 200, "", ""},
 		{"health is open", "GET", "/health", "", nil, 200, "", ""},
-		{"an unknown path reveals nothing without a key", "GET", "/secret", "", nil, 401, CodeInvalidAPIKey, ""},
-		{"models needs a key", "GET", "/v1/models", "", nil, 401, CodeInvalidAPIKey, ""},
-		{"text/plain from a page", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "text/plain", "Origin", "https://evil.example"), 415, CodeUnsupportedMedia, ""},
-		{"a form from a page", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "cross-site"), 415, CodeUnsupportedMedia, ""},
-		{"no content type from a page", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "", "Referer", "https://evil.example/x"), 415, CodeUnsupportedMedia, ""},
+		{"an unknown path reveals nothing without a key", "GET", "/secret", "", nil, 401, core.CodeInvalidAPIKey, ""},
+		{"models needs a key", "GET", "/v1/models", "", nil, 401, core.CodeInvalidAPIKey, ""},
+		{"text/plain from a page", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "text/plain", "Origin", "https://evil.example"), 415, core.CodeUnsupportedMedia, ""},
+		{"a form from a page", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "cross-site"), 415, core.CodeUnsupportedMedia, ""},
+		{"no content type from a page", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "", "Referer", "https://evil.example/x"), 415, core.CodeUnsupportedMedia, ""},
 		{"curl -d without a content type", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "application/x-www-form-urlencoded"), 200, "", "alice"},
 		{"text/plain from a client", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "text/plain"), 200, "", "alice"},
 		{"typed into the address bar", "POST", chatPath, chat, jsonWith(aliceKey, "Content-Type", "text/plain", "Sec-Fetch-Site", "none"), 200, "", "alice"},
@@ -131,10 +132,10 @@ func TestAuthRules(t *testing.T) {
 			ts := startServer(t, f, keyedConfig(nil), nil)
 			resp, body := send(t, ts, tt.method, tt.path, tt.body, tt.headers)
 			if tt.code != "" {
-				typ := typeInvalidRequest
+				typ := core.TypeInvalidRequest
 				switch tt.status {
 				case 403:
-					typ = typePermission
+					typ = core.TypePermission
 				}
 				wantError(t, resp, body, tt.status, typ, tt.code)
 			} else if resp.StatusCode != tt.status {
@@ -239,7 +240,7 @@ func TestHostCheck(t *testing.T) {
 			ts := startServer(t, newFake(), Config{ListenAddr: tt.listen, AllowedHosts: tt.allowed}, nil)
 			resp, body := send(t, ts, "GET", "/v1/models", "", map[string]string{"Host": tt.host})
 			if tt.status == 403 {
-				wantError(t, resp, body, 403, typePermission, CodeForbiddenHost)
+				wantError(t, resp, body, 403, core.TypePermission, core.CodeForbiddenHost)
 			} else if resp.StatusCode != tt.status {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
@@ -260,7 +261,7 @@ func TestCORS(t *testing.T) {
 		t.Fatalf("allowed preflight: %d %v %s", resp.StatusCode, h, body)
 	}
 	resp, body = preflight("https://evil.example")
-	wantError(t, resp, body, 403, typePermission, CodeForbidden)
+	wantError(t, resp, body, 403, core.TypePermission, core.CodeForbidden)
 	if resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatal("a foreign origin's preflight got CORS headers")
 	}
@@ -359,7 +360,7 @@ func TestDeleteConversation(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
 			}
 			if tt.status == 404 {
-				wantError(t, resp, body, 404, typeInvalidRequest, CodeConversationNotFound)
+				wantError(t, resp, body, 404, core.TypeInvalidRequest, core.CodeConversationNotFound)
 			}
 			forget.mu.Lock()
 			calls := strings.Join(forget.calls, ",")
@@ -389,7 +390,9 @@ func TestPropsSayWhetherTheCallerMayNameTenants(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := send(t, tt.ts, "GET", "/props", "", jsonWith(tt.key))
-			var p nodeProps
+			var p struct {
+				KvwinTenants bool `json:"kvwin_tenants"`
+			}
 			if resp.StatusCode != 200 || json.Unmarshal(body, &p) != nil || p.KvwinTenants != tt.want {
 				t.Fatalf("%d %s, want kvwin_tenants %v", resp.StatusCode, body, tt.want)
 			}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"kvwin/web/core"
 )
 
 // Forgetter deletes a tenant's named conversation: its stored turns and the
@@ -28,50 +30,32 @@ func (f ForgetFunc) Forget(ctx context.Context, tenant, conversation string) (bo
 	return f(ctx, tenant, conversation)
 }
 
-// maxConversationBytes bounds a conversation's name (prompt_cache_key or
-// X-Conversation-Id): it is stored with every turn, and a name is an id,
-// not a document.
-const maxConversationBytes = 512
-
-// conversationOf is the request's conversation: the X-Conversation-Id
-// header, else the body's prompt_cache_key.
-func conversationOf(c *gin.Context, promptCacheKey string) (string, error) {
-	conv := promptCacheKey
-	if h := c.GetHeader(HeaderConversation); h != "" {
-		conv = h
-	}
-	if len(conv) > maxConversationBytes {
-		return "", badInput(CodeInvalidValue, "prompt_cache_key", "the conversation name (prompt_cache_key or %s) is %d bytes; at most %d are allowed", HeaderConversation, len(conv), maxConversationBytes)
-	}
-	return conv, nil
-}
-
 // deleteConversation serves DELETE /kvwin/v1/conversations/{id}: 204 when
 // the caller's tenant (the owner's key, or the admin key's ?tenant=) had the
 // conversation, 404 when it did not, 503 when the memory store is
 // unavailable (whatever else it held is deleted first). Another tenant's conversation of the
 // same name is never touched: it is another conversation.
-func (s *Server) deleteConversation(c *gin.Context) {
+func (s *Server) deleteConversation(c *gin.Context, t *core.Turn) {
 	id := strings.TrimPrefix(c.Param("id"), "/")
-	if id == "" || len(id) > maxConversationBytes {
-		s.fail(c, badInput(CodeInvalidValue, "id", "the conversation id must be 1 to %d bytes", maxConversationBytes))
+	if id == "" || len(id) > core.MaxConversationBytes {
+		core.Fail(c, core.BadInput(core.CodeInvalidValue, "id", "the conversation id must be 1 to %d bytes", core.MaxConversationBytes))
 		return
 	}
-	tenant := s.tenant(c)
+	tenant := t.Tenant
 	found, err := s.cfg.Forget.Forget(c.Request.Context(), tenant, id)
 	if err == nil && s.cfg.MemoryUnavailable != nil {
 		// Its KV and snapshots went; its stored turns may be in a store that
 		// cannot be opened. Never a 404: the text may still be on disk.
 		s.log.WarnContext(c.Request.Context(), "conversation's stored turns not deleted: the memory store is unavailable",
 			"tenant", tenant, "err", s.cfg.MemoryUnavailable)
-		err = fmt.Errorf("%w: the conversation's stored turns cannot be deleted now; its cached KV was", errMemoryUnavailable)
+		err = fmt.Errorf("%w: the conversation's stored turns cannot be deleted now; its cached KV was", core.ErrMemoryUnavailable)
 	}
 	if err != nil {
-		s.fail(c, fmt.Errorf("delete conversation: %w", err))
+		core.Fail(c, fmt.Errorf("delete conversation: %w", err))
 		return
 	}
 	if !found {
-		s.fail(c, fmt.Errorf("%w: %q", errConversationNotFound, id))
+		core.Fail(c, fmt.Errorf("%w: %q", core.ErrConversationNotFound, id))
 		return
 	}
 	s.log.InfoContext(c.Request.Context(), "conversation deleted", "tenant", tenant)

@@ -3,7 +3,6 @@ package web
 import (
 	_ "embed"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -17,14 +16,8 @@ import (
 //go:embed dashboard/index.html
 var dashboardHTML []byte
 
-// wantsHTML reports whether a GET / comes from a browser (Accept names
-// text/html); Ollama clients and probes get Ollama's root answer.
-func wantsHTML(c *gin.Context) bool {
-	return c.Request.Method == http.MethodGet && strings.Contains(c.GetHeader("Accept"), "text/html")
-}
-
-// dashboard serves the page.
-func (s *Server) dashboard(c *gin.Context) {
+// Dashboard serves the page.
+func (s *Server) Dashboard(c *gin.Context) {
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	// The page runs only its own inline code and talks only to this server.

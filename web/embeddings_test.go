@@ -1,10 +1,9 @@
 package web
 
 import (
-	"encoding/base64"
-	"encoding/binary"
-	"math"
 	"testing"
+
+	"kvwin/web/core"
 )
 
 func TestEmbeddingsInputErrorsAndABackendThatCannot(t *testing.T) {
@@ -14,31 +13,18 @@ func TestEmbeddingsInputErrorsAndABackendThatCannot(t *testing.T) {
 		status     int
 		code       string
 	}{
-		{"no input", `{"model":"tiny"}`, 400, CodeMissingParameter},
-		{"empty string", `{"input":""}`, 400, CodeInvalidValue},
-		{"token ids", `{"input":[[1,2,3]]}`, 400, CodeInvalidType},
-		{"bad encoding", `{"input":"hi","encoding_format":"int8"}`, 400, CodeInvalidValue},
-		{"unknown model", `{"model":"other","input":"hi"}`, 404, CodeModelNotFound},
+		{"no input", `{"model":"tiny"}`, 400, core.CodeMissingParameter},
+		{"empty string", `{"input":""}`, 400, core.CodeInvalidValue},
+		{"token ids", `{"input":[[1,2,3]]}`, 400, core.CodeInvalidType},
+		{"bad encoding", `{"input":"hi","encoding_format":"int8"}`, 400, core.CodeInvalidValue},
+		{"unknown model", `{"model":"other","input":"hi"}`, 404, core.CodeModelNotFound},
 		// The fake backend has no Embedder: the route exists, the backend cannot.
 		{"backend cannot", `{"input":["a","b"]}`, 501, "not_supported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := do(t, ts, "POST", "/v1/embeddings", tc.body)
-			typ := typeInvalidRequest
+			typ := core.TypeInvalidRequest
 			wantError(t, resp, body, tc.status, typ, tc.code)
 		})
-	}
-}
-
-func TestBase64FloatsIsLittleEndianFloat32(t *testing.T) {
-	v := []float32{1, -0.5, float32(math.Pi)}
-	raw, err := base64.StdEncoding.DecodeString(base64Floats(v))
-	if err != nil || len(raw) != 12 {
-		t.Fatalf("%d bytes, %v", len(raw), err)
-	}
-	for i, want := range v {
-		if got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])); got != want {
-			t.Errorf("float %d = %g, want %g", i, got, want)
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/engine/enginetest"
+	"kvwin/web/core"
 )
 
 // Fuzz targets for request decoding, one per API, through the real handler:
@@ -67,7 +68,7 @@ func (f fuzzBackend) Generate(ctx context.Context, req engine.Request, stream en
 // Embed answers a unit vector per input, and fails any request the
 // contract forbids: no inputs, an empty one, more than the web layer's cap.
 func (f fuzzBackend) Embed(ctx context.Context, req engine.EmbedRequest) (engine.Embeddings, error) {
-	if len(req.Inputs) == 0 || len(req.Inputs) > maxEmbedInputs {
+	if len(req.Inputs) == 0 || len(req.Inputs) > core.MaxEmbedInputs {
 		return engine.Embeddings{}, fmt.Errorf("%w: %d inputs", errContract, len(req.Inputs))
 	}
 	for i, in := range req.Inputs {

@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"kvwin/web/core"
+	"kvwin/web/llamaserver"
 )
 
 // The browser guards: a web page must not reach kvwin through its user's
@@ -53,21 +56,12 @@ func (s *Server) reject(c *gin.Context, err error) {
 	c.Abort()
 	switch apiOf(c.Request.URL.Path) {
 	case apiOllama:
-		s.failOllama(c, err)
+		core.FailOllama(c, err)
 	case apiNode:
-		s.nodeFail(c, err)
+		llamaserver.Fail(c, err)
 	default:
-		s.fail(c, err)
+		core.Fail(c, err)
 	}
-}
-
-// failOllama answers err as Ollama does, {"error": "…"}, with classify's
-// status, unless the client has gone.
-func (s *Server) failOllama(c *gin.Context, err error) {
-	answerError(c, err, func(err error) (int, any) {
-		status, body := classify(err)
-		return status, map[string]string{"error": body.Message}
-	})
 }
 
 // hostGuard is the Host check; nil when it is off.
@@ -126,7 +120,7 @@ func (s *Server) checkHost(c *gin.Context) {
 	if s.hosts == nil || s.hosts.allows(c.Request.Host) {
 		return
 	}
-	s.reject(c, fmt.Errorf("%w: host %q is not this server's; add it with --allowed-host", errForbiddenHost, c.Request.Host))
+	s.reject(c, fmt.Errorf("%w: host %q is not this server's; add it with --allowed-host", core.ErrForbiddenHost, c.Request.Host))
 }
 
 // CORS headers kvwin allows and exposes.
@@ -148,7 +142,7 @@ func (s *Server) cors(c *gin.Context) {
 	preflight := c.Request.Method == http.MethodOptions && c.GetHeader("Access-Control-Request-Method") != ""
 	if !s.origins[origin] && !s.origins["*"] {
 		if preflight {
-			s.reject(c, fmt.Errorf("%w: origin %q is not allowed; add it with --cors-origin", errForbidden, origin))
+			s.reject(c, fmt.Errorf("%w: origin %q is not allowed; add it with --cors-origin", core.ErrForbidden, origin))
 		}
 		return
 	}
@@ -183,7 +177,7 @@ func (s *Server) requireJSON(c *gin.Context) {
 	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
 		return
 	}
-	s.reject(c, fmt.Errorf("%w: Content-Type is %q; send application/json", errUnsupportedMediaType, ct))
+	s.reject(c, fmt.Errorf("%w: Content-Type is %q; send application/json", core.ErrUnsupportedMediaType, ct))
 }
 
 // fromPage reports whether a request may have been sent by a web page:

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // readyFake is a fake backend that says whether it can serve, as a router
@@ -60,7 +61,7 @@ func TestHealthSaysWhetherAnythingCanServe(t *testing.T) {
 				t.Fatalf("/health = %d %s, want %d", resp.StatusCode, body, tt.status)
 			}
 			if tt.status != 200 {
-				e := wantError(t, resp, body, tt.status, typeServer, CodeBackendUnavailable)
+				e := wantError(t, resp, body, tt.status, core.TypeServer, core.CodeBackendUnavailable)
 				if !strings.Contains(e.Message, tt.wantInBody) {
 					t.Errorf("message %q does not say %q", e.Message, tt.wantInBody)
 				}
@@ -69,7 +70,11 @@ func TestHealthSaysWhetherAnythingCanServe(t *testing.T) {
 				}
 			}
 			resp, body = do(t, ts, http.MethodGet, "/v1/models", "")
-			var list modelList
+			var list struct {
+				Data []struct {
+					ID string `json:"id"`
+				} `json:"data"`
+			}
 			if err := json.Unmarshal(body, &list); err != nil || resp.StatusCode != 200 {
 				t.Fatalf("/v1/models = %d %s", resp.StatusCode, body)
 			}

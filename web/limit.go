@@ -2,11 +2,11 @@ package web
 
 import (
 	"fmt"
-	"net/http"
-	"strconv"
 	"sync"
 
 	"github.com/gin-gonic/gin"
+
+	"kvwin/web/core"
 )
 
 // Per-tenant limits (--tenant-max-concurrent, --tenant-max-queued): one
@@ -14,25 +14,6 @@ import (
 // MaxConcurrent generations of a tenant run at once; up to MaxQueued more
 // wait for one of them to end, watching their client's context; beyond
 // that, 429 at once. Off (no limit) when MaxConcurrent is 0.
-
-// Retry-After values. A 429 clears when any running request ends, which for
-// a short answer is about a second; a 503 means no backend can serve (one is
-// down, or the server is shutting down), which health checks (every 2 s)
-// and restarts take longer to change.
-const (
-	retryAfterBusy        = 1
-	retryAfterUnavailable = 5
-)
-
-// setRetryAfter sets Retry-After on 429 and 503 answers.
-func setRetryAfter(h http.Header, status int) {
-	switch status {
-	case http.StatusTooManyRequests:
-		h.Set("Retry-After", strconv.Itoa(retryAfterBusy))
-	case http.StatusServiceUnavailable:
-		h.Set("Retry-After", strconv.Itoa(retryAfterUnavailable))
-	}
-}
 
 // generationPaths are the routes that run a generation (or an embedding):
 // the ones the tenant limits count.
@@ -86,7 +67,7 @@ func (s *Server) limitTenant(c *gin.Context) {
 	if s.limits == nil || !generationPaths[c.Request.URL.Path] {
 		return
 	}
-	tenant := s.tenant(c)
+	tenant := s.turnOf(c).Tenant
 	t := s.limits.load(tenant)
 	select {
 	case t.run <- struct{}{}:
@@ -98,7 +79,7 @@ func (s *Server) limitTenant(c *gin.Context) {
 		}
 		s.limits.mu.Unlock()
 		if full {
-			s.reject(c, fmt.Errorf("%w: tenant %q has %d requests running and %d waiting", errTenantLimit, tenant, s.limits.concurrent, s.limits.maxQueued))
+			s.reject(c, fmt.Errorf("%w: tenant %q has %d requests running and %d waiting", core.ErrTenantLimit, tenant, s.limits.concurrent, s.limits.maxQueued))
 			return
 		}
 		if s.limits.queued != nil {
@@ -116,7 +97,7 @@ func (s *Server) limitTenant(c *gin.Context) {
 		s.limits.mu.Unlock()
 		if !admitted {
 			c.Abort()
-			_ = c.Error(errClientGone)
+			_ = c.Error(core.ErrClientGone)
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // TestTenantLimits: with one running and one queued request per tenant, a
@@ -79,7 +80,7 @@ func TestTenantLimits(t *testing.T) {
 		t.Fatal("timed out waiting for alice's second request to queue")
 	}
 	resp, body := send(t, ts, "POST", chatPath, `{`+hi+`}`, jsonWith(aliceKey))
-	wantError(t, resp, body, 429, typeRateLimit, CodeTenantLimit)
+	wantError(t, resp, body, 429, core.TypeRateLimit, core.CodeTenantLimit)
 	if resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
 	}

@@ -9,21 +9,21 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"kvwin/requestid"
+	"kvwin/engine/wire"
+	"kvwin/web/core"
 )
 
 // statusClientClosed is nginx's 499, used only in the access log for a
 // request whose client left before the answer: no status was sent.
 const statusClientClosed = 499
 
-// accessLog names the request (requestID), then logs one line for it:
+// accessLog names the request (requestID) and starts its Turn, then logs one line for it:
 // method, path, status, duration and bytes written, plus the error that
 // decided the answer, if any. Requests are logged at Info, health probes at
 // Debug (they come every few seconds), and server errors at Error.
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
-	s.requestID(c)
-	c.Set(ctxStart, start)
+	s.newTurn(c, start, s.requestID(c))
 	c.Next()
 
 	status, level := c.Writer.Status(), slog.LevelInfo
@@ -32,7 +32,7 @@ func (s *Server) accessLog(c *gin.Context) {
 		err = last.Err
 	}
 	switch {
-	case errors.Is(err, errClientGone):
+	case errors.Is(err, core.ErrClientGone):
 		status = statusClientClosed
 	case status >= http.StatusInternalServerError:
 		level = slog.LevelError
@@ -54,20 +54,21 @@ func (s *Server) accessLog(c *gin.Context) {
 }
 
 // requestID gives the request its id: the caller's X-Request-Id if the
-// caller is trusted and the id well-formed (requestid.Valid), else a new
+// caller is trusted and the id well-formed (wire.ValidRequestID), else a new
 // one. It goes into the request's context, so every line logged with that
 // context carries it and backend clients send it on, and back to the caller
 // as X-Request-Id. Trusted is whoever may act as any tenant: the admin key
 // (a gateway in front of this node sends it), or anyone on a server without
 // keys. From anyone else an id could be chosen to collide with another
 // tenant's lines, so it is replaced.
-func (s *Server) requestID(c *gin.Context) {
-	id := c.GetHeader(requestid.Header)
-	if !requestid.Valid(id) || !s.trustsCaller(c) {
-		id = requestid.New()
+func (s *Server) requestID(c *gin.Context) string {
+	id := c.GetHeader(wire.HeaderRequestID)
+	if !wire.ValidRequestID(id) || !s.trustsCaller(c) {
+		id = wire.NewRequestID()
 	}
-	c.Request = c.Request.WithContext(requestid.With(c.Request.Context(), id))
-	c.Header(requestid.Header, id)
+	c.Request = c.Request.WithContext(wire.WithRequestID(c.Request.Context(), id))
+	c.Header(wire.HeaderRequestID, id)
+	return id
 }
 
 // trustsCaller reports whether the caller holds the admin key, or no key is
@@ -102,10 +103,10 @@ func (s *Server) recoverPanics(c *gin.Context) {
 			"panic", v, "stack", string(debug.Stack()))
 		c.Abort()
 		if c.Writer.Written() {
-			_ = c.Error(errPanic)
+			_ = c.Error(core.ErrPanic)
 			return
 		}
-		s.fail(c, errPanic)
+		core.Fail(c, core.ErrPanic)
 	}()
 	c.Next()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -163,7 +164,14 @@ func TestNodeTimingsPerToken(t *testing.T) {
 		t.Fatalf("%d chunks, want 4: %s", len(chunks), body)
 	}
 	for i, ch := range chunks[:3] {
-		var p nodePartial
+		var p struct {
+			Timings *struct {
+				CacheN     int     `json:"cache_n"`
+				PromptN    int     `json:"prompt_n"`
+				PromptMS   float64 `json:"prompt_ms"`
+				PredictedN int     `json:"predicted_n"`
+			} `json:"timings"`
+		}
 		if err := json.Unmarshal([]byte(strings.TrimPrefix(ch, "data: ")), &p); err != nil || p.Timings == nil {
 			t.Fatalf("partial %d: %s (%v)", i, ch, err)
 		}
@@ -437,4 +445,94 @@ func adapterFor(t *testing.T, ts *httptest.Server) *llamaserver.Backend {
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b
+}
+
+// twoModels is a Catalog of two models, a and b, each with its own
+// vocabulary, slots and template, as a config with two models: serves.
+type twoModels struct {
+	*fakeBackend
+	models map[string]engine.Backend
+}
+
+var _ Catalog = twoModels{}
+
+func (m twoModels) Select(model string) (engine.Backend, error) {
+	if model == "" {
+		model = "a"
+	}
+	b, ok := m.models[model]
+	if !ok {
+		return nil, fmt.Errorf("the model %q is not configured: %w", model, engine.ErrUnknownModel)
+	}
+	return b, nil
+}
+
+func (m twoModels) Models() []ModelStatus {
+	return []ModelStatus{{Name: "a", State: ModelLoaded}, {Name: "b", State: ModelLoaded}}
+}
+
+// modelB tokenizes as tokFake with every id shifted by 1000, and has one
+// slot and a template of its own.
+type modelB struct{ tokFake }
+
+func (modelB) Tokenize(_ context.Context, text string, special bool) ([]int, error) {
+	ids := fakeEncode(text, special)
+	for i := range ids {
+		ids[i] += 1000
+	}
+	return ids, nil
+}
+
+func (modelB) Slots() []engine.SlotState { return []engine.SlotState{{ID: 0, Context: 256, Tokens: 7}} }
+
+func (m modelB) FetchSlots(context.Context) ([]engine.SlotState, error) { return m.Slots(), nil }
+
+func (modelB) ChatTemplate() string { return "b-template" }
+
+// TestNodeRoutesServeTheNamedModel: with several models, each node route
+// answers for the model it names ("model" in the body, ?model= on GET),
+// the first without a name, and 404 in llama-server's shape for a model
+// not served.
+func TestNodeRoutesServeTheNamedModel(t *testing.T) {
+	fa, fb := nodeScript(newFake()), nodeScript(newFake())
+	fa.About.Model = "a"
+	fb.About.Model, fb.About.ContextSlot, fb.About.Slots = "b", 256, 1
+	a, b := newTokFake(fa), modelB{newTokFake(fb)}
+	ts := startNode(t, fa, twoModels{fakeBackend: fa, models: map[string]engine.Backend{"a": a, "b": b}})
+	t.Cleanup(fb.Release)
+
+	for _, tt := range []struct {
+		name, method, path, body string
+		want                     string
+	}{
+		{"props of the first", "GET", "/props", "", `"model_alias":"a"`},
+		{"props of b", "GET", "/props?model=b", "", `"total_slots":1,"model_alias":"b","model_path":"b","chat_template":"b-template"`},
+		{"tokenize with the first", "POST", "/tokenize", `{"content":"hi"}`, `{"tokens":[204,205]}`},
+		{"tokenize with b", "POST", "/tokenize", `{"model":"b","content":"hi"}`, `{"tokens":[1204,1205]}`},
+		{"slots of a", "GET", "/slots?model=a", "", `[{"id":0,"n_ctx":512,"is_processing":true,"n_tokens":300},{"id":1,"n_ctx":512,"is_processing":false,"n_tokens":0}]`},
+		{"slots of b", "GET", "/slots?model=b", "", `[{"id":0,"n_ctx":256,"is_processing":false,"n_tokens":7}]`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := do(t, ts, tt.method, tt.path, tt.body)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tt.want) {
+				t.Fatalf("%s %s = %d %s, want 200 with %s", tt.method, tt.path, resp.StatusCode, body, tt.want)
+			}
+		})
+	}
+
+	_, body := do(t, ts, "POST", "/completion", `{"model":"b","prompt":[1]}`)
+	if !strings.Contains(string(body), `"model":"b"`) || len(fb.Requests()) != 1 || len(fa.Requests()) != 0 {
+		t.Fatalf("completion of b: %s; a got %d requests, b %d, want b 1", body, len(fa.Requests()), len(fb.Requests()))
+	}
+
+	for _, path := range []string{"/props?model=c", "/slots?model=c"} {
+		resp, body := do(t, ts, "GET", path, "")
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"type":"not_found_error"`) {
+			t.Errorf("GET %s = %d %s, want 404 not_found_error", path, resp.StatusCode, body)
+		}
+	}
+	resp, body := do(t, ts, "POST", "/tokenize", `{"model":"c","content":"hi"}`)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("tokenize with c = %d %s, want 404", resp.StatusCode, body)
+	}
 }

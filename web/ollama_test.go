@@ -12,6 +12,7 @@ import (
 	oapi "github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/web/ollama"
 )
 
 // ollamaLines splits an NDJSON body into its objects.
@@ -259,7 +260,7 @@ func TestOllamaModelRoutes(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	resp, body = do(t, ts, http.MethodGet, "/api/version", "")
-	if resp.StatusCode != 200 || string(body) != `{"version":"`+ollamaVersion+`"}`+"\n" {
+	if resp.StatusCode != 200 || string(body) != `{"version":"`+ollama.Version+`"}`+"\n" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	resp, body = do(t, ts, http.MethodHead, "/", "")

@@ -10,6 +10,7 @@ import (
 	oapi "github.com/ollama/ollama/api"
 
 	"kvwin/engine"
+	"kvwin/web/toolcall"
 )
 
 // ollamaWeatherTool is one tool in Ollama's request shape.
@@ -81,7 +82,7 @@ func TestOllamaChatToolCall(t *testing.T) {
 
 	got := f.Requests()[0]
 	out := got.Sampling.Output
-	if out == nil || out.Prefix != callOpen || out.Suffix != callClose || !strings.Contains(string(out.Schema), `"const":"get_weather"`) &&
+	if out == nil || out.Prefix != toolcall.CallOpen || out.Suffix != toolcall.CallClose || !strings.Contains(string(out.Schema), `"const":"get_weather"`) &&
 		!strings.Contains(string(out.Schema), `"const": "get_weather"`) {
 		t.Fatalf("a required call is not constrained: %+v", out)
 	}
@@ -231,22 +232,5 @@ func TestOllamaShowSaysTools(t *testing.T) {
 		return s
 	}(), ","); got != "completion,tools" {
 		t.Fatalf("capabilities %q", got)
-	}
-}
-
-// Ollama's Go client sends absent parameter fields as null; they are
-// dropped, except where null is data.
-func TestDropNulls(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`{"type":"object","required":null,"properties":null}`, `{"type":"object"}`},
-		{`{"type":"object","properties":{"a":{"type":"string","items":null,"enum":["x",null]}}}`,
-			`{"properties":{"a":{"enum":["x",null],"type":"string"}},"type":"object"}`},
-		{`{"const":null,"default":null}`, `{"const":null,"default":null}`},
-		{`{"type":"object"}`, `{"type":"object"}`},
-	}
-	for _, tt := range tests {
-		if got := string(dropNulls(json.RawMessage(tt.in))); got != tt.want {
-			t.Errorf("dropNulls(%s) = %s, want %s", tt.in, got, tt.want)
-		}
 	}
 }

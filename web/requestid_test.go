@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"kvwin/requestid"
+	"kvwin/engine/wire"
 )
 
 // TestRequestID: every answer names its request in X-Request-Id, and the
@@ -36,7 +36,7 @@ func TestRequestID(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			log := slog.New(requestid.NewHandler(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+			log := slog.New(wire.NewLogHandler(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
 			cfg := Config{Registry: fakeRegistry{}}
 			if tt.keyed {
@@ -47,12 +47,12 @@ func TestRequestID(t *testing.T) {
 			if tt.path == "/health" {
 				method, body = "GET", ""
 			}
-			resp, got := send(t, ts, method, tt.path, body, jsonWith(tt.key, requestid.Header, tt.sent))
+			resp, got := send(t, ts, method, tt.path, body, jsonWith(tt.key, wire.HeaderRequestID, tt.sent))
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.wantStatus, got)
 			}
-			id := resp.Header.Get(requestid.Header)
-			if !requestid.Valid(id) || (id == tt.sent) != tt.kept {
+			id := resp.Header.Get(wire.HeaderRequestID)
+			if !wire.ValidRequestID(id) || (id == tt.sent) != tt.kept {
 				t.Fatalf("sent %q, got %q: kept %v, want kept %v", tt.sent, id, id == tt.sent, tt.kept)
 			}
 			ts.Close() // the access line is written before the handler returns
@@ -60,7 +60,7 @@ func TestRequestID(t *testing.T) {
 			if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &line); err != nil {
 				t.Fatalf("access line %q: %v", buf.String(), err)
 			}
-			if line[requestid.Key] != id || line["path"] != tt.path {
+			if line[wire.RequestIDKey] != id || line["path"] != tt.path {
 				t.Fatalf("access line %v: want request_id %q, path %s", line, id, tt.path)
 			}
 		})

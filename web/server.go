@@ -1,14 +1,18 @@
-// Package web is kvwin's HTTP edge: a Gin server speaking the OpenAI API,
-// Ollama's API (ollama.go) and llama-server's node routes (node.go).
+// Package web is kvwin's HTTP server: its configuration, the middleware
+// (access log and request ids, panics, Host and CORS guards, keys and
+// tenants, tenant limits), the catalog's model selection, the window, the
+// turn's one streaming state machine (turn.go) and the operator routes
+// (/health, /metrics, /kvwin/v1/*, the dashboard). The APIs it speaks are
+// dialect packages that register their routes on it given its services:
+// web/openai, web/ollama and web/llamaserver (the node routes), over
+// web/core (the turn's contract, errors, decoding) and web/toolcall.
 //
 // Every wire format goes through one turn pipeline: a handler only
 // translates (decode its body into one engine.Request; the window for
-// chats), then turn (turn.go) runs the backend and its one streaming state
-// machine, and the format's encoder renders the answer (OpenAI chat and
-// completions in generate.go, llama-server's /completion in node.go,
-// Ollama's NDJSON in ollama_encoder.go). What to serve and how belongs to
-// the backend; which HTTP status an error gets is decided here and only
-// here (classify, in errors.go).
+// chats), then RunTurn runs the backend and its one streaming state
+// machine, and the format's encoder renders the answer. What to serve and
+// how belongs to the backend; which HTTP status an error gets is decided
+// in core.Classify only.
 package web
 
 import (
@@ -17,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +28,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
+	"kvwin/web/core"
+	"kvwin/web/llamaserver"
+	"kvwin/web/ollama"
+	"kvwin/web/openai"
 )
 
 // DefaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0. Long
@@ -185,7 +192,7 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: newID,
+	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: core.NewID,
 		keys: keys, hosts: newHostGuard(cfg.ListenAddr, cfg.AllowedHosts), origins: map[string]bool{},
 		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued), metrics: newMetrics(), traffic: newTraffic()}
 	if cfg.Registerer != nil {
@@ -220,56 +227,14 @@ func (s *Server) routes() *gin.Engine {
 	// preflight carries no key); a body's type is checked once the caller
 	// is known; tenant limits count only admitted requests.
 	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant)
-	r.POST("/v1/chat/completions", s.chatCompletions)
-	r.POST("/v1/completions", s.completions)
-	r.POST("/v1/embeddings", s.embeddings)
-	r.GET("/v1/models", s.models)
-	r.GET("/v1/models/*model", s.model)
+	openai.Register(r, s)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
-	s.nodeRoutes(r)
-	s.ollamaRoutes(r)
+	llamaserver.Register(r, s)
+	ollama.Register(r, s)
 	r.NoRoute(s.unknownRoute)
 	r.NoMethod(s.wrongMethod)
 	return r
-}
-
-// models serves GET /v1/models: the one model the backend serves, or none
-// while it does not know its model yet (a gateway whose backends were
-// never reached): an empty id is no model a client could name.
-func (s *Server) models(c *gin.Context) {
-	writeJSON(c.Writer, http.StatusOK, modelList{Object: objectList, Data: s.modelObjects()})
-}
-
-// model serves GET /v1/models/{model}: the model object of a served model
-// (ids may hold slashes), 404 model_not_found for any other.
-func (s *Server) model(c *gin.Context) {
-	id := strings.TrimPrefix(c.Param("model"), "/")
-	if id == "" { // "/v1/models/" is no route, as everywhere: no redirect
-		s.fail(c, fmt.Errorf("%w: %s %s", errUnknownRoute, c.Request.Method, c.Request.URL.Path))
-		return
-	}
-	for _, m := range s.modelObjects() {
-		if m.ID == id {
-			writeJSON(c.Writer, http.StatusOK, m)
-			return
-		}
-	}
-	s.fail(c, fmt.Errorf("the model %q does not exist: %w", id, engine.ErrUnknownModel))
-}
-
-// modelObjects lists the served models: a catalog's every model, else the
-// backend's one.
-func (s *Server) modelObjects() []modelObject {
-	out := []modelObject{}
-	if cat, ok := s.backend.(Catalog); ok {
-		for _, m := range cat.Models() {
-			out = append(out, modelObject{ID: m.Name, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
-		}
-	} else if model := s.backend.Info().Model; model != "" {
-		out = append(out, modelObject{ID: model, Object: objectModel, Created: s.started.Unix(), OwnedBy: "kvwin"})
-	}
-	return out
 }
 
 // health serves GET /health, for operators, load balancers and as the node
@@ -287,18 +252,18 @@ func (s *Server) health(c *gin.Context) {
 		err = fmt.Errorf("%w: no model to serve yet", engine.ErrUnavailable)
 	}
 	if err != nil {
-		s.fail(c, err) // 503 with Retry-After, as every 503
+		core.Fail(c, err) // 503 with Retry-After, as every 503
 		return
 	}
 	if s.cfg.MemoryUnavailable != nil {
-		writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "degraded", "memory_store": "unavailable"})
+		core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"status": "degraded", "memory_store": "unavailable"})
 		return
 	}
-	writeJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})
+	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *Server) unknownRoute(c *gin.Context) {
-	s.reject(c, fmt.Errorf("%w: %s %s", errUnknownRoute, c.Request.Method, c.Request.URL.Path))
+	s.reject(c, fmt.Errorf("%w: %s %s", core.ErrUnknownRoute, c.Request.Method, c.Request.URL.Path))
 }
 
 // wrongMethod answers 405 with the Allow header RFC 9110 asks for, which
@@ -313,5 +278,5 @@ func (s *Server) wrongMethod(c *gin.Context) {
 	for _, m := range allow {
 		c.Writer.Header().Add("Allow", m)
 	}
-	s.reject(c, fmt.Errorf("%w: %s %s", errMethodNotAllowed, c.Request.Method, c.Request.URL.Path))
+	s.reject(c, fmt.Errorf("%w: %s %s", core.ErrMethodNotAllowed, c.Request.Method, c.Request.URL.Path))
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // testCreated is the "created" of every test response.
@@ -56,7 +57,7 @@ func do(t *testing.T, ts *httptest.Server, method, path, body string) (*http.Res
 }
 
 // wantError checks an OpenAI-shaped error answer.
-func wantError(t *testing.T, resp *http.Response, body []byte, status int, typ, code string) apiError {
+func wantError(t *testing.T, resp *http.Response, body []byte, status int, typ, code string) core.APIError {
 	t.Helper()
 	if resp.StatusCode != status {
 		t.Errorf("status = %d, want %d; body %s", resp.StatusCode, status, body)
@@ -65,7 +66,7 @@ func wantError(t *testing.T, resp *http.Response, body []byte, status int, typ, 
 		t.Errorf("Content-Type = %q, want application/json", ct)
 	}
 	var e struct {
-		Error *apiError `json:"error"`
+		Error *core.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(body, &e); err != nil || e.Error == nil {
 		t.Fatalf("body is not an OpenAI error: %s (%v)", body, err)
@@ -127,17 +128,17 @@ func TestRoutingErrors(t *testing.T) {
 		status             int
 		code, allow        string
 	}{
-		{"unknown path", http.MethodPost, "/v1/audio/speech", http.StatusNotFound, CodeUnknownURL, ""},
-		{"unknown root path", http.MethodGet, "/v1", http.StatusNotFound, CodeUnknownURL, ""},
-		{"trailing slash is not redirected", http.MethodGet, "/v1/models/", http.StatusNotFound, CodeUnknownURL, ""},
-		{"GET chat", http.MethodGet, "/v1/chat/completions", http.StatusMethodNotAllowed, CodeMethodNotAllowed, "POST"},
-		{"DELETE completions", http.MethodDelete, "/v1/completions", http.StatusMethodNotAllowed, CodeMethodNotAllowed, "POST"},
-		{"POST models", http.MethodPost, "/v1/models", http.StatusMethodNotAllowed, CodeMethodNotAllowed, "GET"},
+		{"unknown path", http.MethodPost, "/v1/audio/speech", http.StatusNotFound, core.CodeUnknownURL, ""},
+		{"unknown root path", http.MethodGet, "/v1", http.StatusNotFound, core.CodeUnknownURL, ""},
+		{"trailing slash is not redirected", http.MethodGet, "/v1/models/", http.StatusNotFound, core.CodeUnknownURL, ""},
+		{"GET chat", http.MethodGet, "/v1/chat/completions", http.StatusMethodNotAllowed, core.CodeMethodNotAllowed, "POST"},
+		{"DELETE completions", http.MethodDelete, "/v1/completions", http.StatusMethodNotAllowed, core.CodeMethodNotAllowed, "POST"},
+		{"POST models", http.MethodPost, "/v1/models", http.StatusMethodNotAllowed, core.CodeMethodNotAllowed, "GET"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := do(t, ts, tt.method, tt.path, "")
-			wantError(t, resp, body, tt.status, typeInvalidRequest, tt.code)
+			wantError(t, resp, body, tt.status, core.TypeInvalidRequest, tt.code)
 			if got := resp.Header.Get("Allow"); got != tt.allow {
 				t.Errorf("Allow = %q, want %q", got, tt.allow)
 			}
@@ -153,7 +154,7 @@ func TestPanicIsAnOpenAIError(t *testing.T) {
 			ts := startServer(t, f, Config{}, nil)
 			body := `{"messages":[{"role":"user","content":"hi"}],"stream":` + jsonBool(stream) + `}`
 			resp, b := do(t, ts, http.MethodPost, "/v1/chat/completions", body)
-			wantError(t, resp, b, http.StatusInternalServerError, typeServer, CodeInternal)
+			wantError(t, resp, b, http.StatusInternalServerError, core.TypeServer, core.CodeInternal)
 
 			// The server survives it.
 			resp, b = do(t, ts, http.MethodGet, "/health", "")

@@ -6,14 +6,16 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"kvwin/web/core"
 )
 
 // trafficSize is how many recent generations the server remembers for
 // GET /kvwin/v1/traffic (the dashboard's chart and conversation list).
 const trafficSize = 256
 
-// Turn is one finished generation as the dashboard shows it.
-type Turn struct {
+// TrafficTurn is one finished generation as the dashboard shows it.
+type TrafficTurn struct {
 	Time         time.Time `json:"time"`
 	Route        string    `json:"route"`
 	Model        string    `json:"model"`
@@ -28,34 +30,21 @@ type Turn struct {
 	Seconds      float64   `json:"seconds"`
 	Error        string    `json:"error,omitempty"`
 	// Window is the chat's window layout; nil for requests without one.
-	Window *WindowLayout `json:"window,omitempty"`
-}
-
-// WindowLayout is how a chat's window was cut: sink tokens (with their
-// padding), kept tokens after them, evicted messages, packet tokens.
-type WindowLayout struct {
-	Policy        string `json:"policy"`
-	Messages      int    `json:"messages"`
-	SinkTokens    int    `json:"sink_tokens"`
-	KeptTokens    int    `json:"kept_tokens"`
-	EvictedTurns  int    `json:"evicted_messages"`
-	PacketTokens  int    `json:"packet_tokens"`
-	PacketTurns   int    `json:"packet_turns"`
-	EvictionSteps int    `json:"eviction_steps"`
+	Window *core.WindowLayout `json:"window,omitempty"`
 }
 
 // traffic is a ring of the latest turns. Safe for concurrent use; reads
 // return copies.
 type traffic struct {
 	mu    sync.Mutex
-	turns []Turn
+	turns []TrafficTurn
 	next  int
 	full  bool
 }
 
-func newTraffic() *traffic { return &traffic{turns: make([]Turn, trafficSize)} }
+func newTraffic() *traffic { return &traffic{turns: make([]TrafficTurn, trafficSize)} }
 
-func (t *traffic) add(turn Turn) {
+func (t *traffic) add(turn TrafficTurn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.turns[t.next] = turn
@@ -64,17 +53,17 @@ func (t *traffic) add(turn Turn) {
 }
 
 // recent returns the turns oldest first.
-func (t *traffic) recent() []Turn {
+func (t *traffic) recent() []TrafficTurn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.full {
-		return append([]Turn{}, t.turns[:t.next]...)
+		return append([]TrafficTurn{}, t.turns[:t.next]...)
 	}
-	return append(append([]Turn{}, t.turns[t.next:]...), t.turns[:t.next]...)
+	return append(append([]TrafficTurn{}, t.turns[t.next:]...), t.turns[:t.next]...)
 }
 
 // serveTraffic serves GET /kvwin/v1/traffic: the latest generations,
 // oldest first.
 func (s *Server) serveTraffic(c *gin.Context) {
-	writeJSON(c.Writer, http.StatusOK, map[string]any{"turns": s.traffic.recent()})
+	core.WriteJSON(c.Writer, http.StatusOK, map[string]any{"turns": s.traffic.recent()})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // The turn pipeline's last step: one generation, answered in one wire
@@ -27,75 +28,33 @@ import (
 //   - an error after the first event is the encoder's in-stream error, and
 //     the stream ends without the framing's "done" sentinel.
 
-// encoder renders one wire format's objects. A new encoder serves one
-// request; it may keep state across calls (counters, the first event).
-type encoder interface {
-	// whole renders the non-streamed answer of a finished generation.
-	whole(res engine.Result) any
-	// open renders what goes out with the headers, on the first event
-	// (whose text, if any, it includes); nil sends the headers alone.
-	open(ev engine.Event) []any
-	// text renders streamed text after the first event.
-	text(s string) []any
-	// end renders the last objects of a finished stream.
-	end(res engine.Result) []any
-	// streamError renders an error that ends a started stream.
-	streamError(err error) any
-}
-
-// logprobEncoder is an encoder that streams log-probabilities with the
-// text they belong to (OpenAI's); others drop them.
-type logprobEncoder interface {
-	textLogprobs(s string, lps []engine.TokenLogprob) []any
-}
-
-// streamText renders an event's text, and its log-probabilities where
-// the encoder can.
-func streamText(enc encoder, ev engine.Event) []any {
-	if le, ok := enc.(logprobEncoder); ok && len(ev.Logprobs) > 0 {
-		return le.textLogprobs(ev.Text, ev.Logprobs)
-	}
-	if ev.Text == "" {
-		return nil
-	}
-	return enc.text(ev.Text)
-}
-
-// wireFormat is how one request wants its answer: its encoder, whether to
-// stream, the stream's framing, and the error answer before anything was
-// written (its API's error shape and status).
-type wireFormat struct {
-	enc    encoder
-	stream bool
-	frame  framing
-	fail   func(c *gin.Context, err error)
-}
-
-// turn runs req on the backend and answers as w says. It blocks until the
+// RunTurn runs req on t's backend and answers as w says. It blocks until the
 // generation ends. The request's context goes to the backend, so a client
-// that leaves stops the generation.
-func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wireFormat) {
-	req.Tenant = s.tenant(c)
+// that leaves stops the generation. The request acts as t's tenant in t's
+// conversation: they are set here, once.
+func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire) {
+	info := t.Info
+	req.Tenant, req.Conversation = t.Tenant, t.Conversation
 	called := time.Now()
-	if !w.stream {
-		res, err := s.backendOf(c).Generate(c.Request.Context(), req, nil)
+	if !w.Stream {
+		res, err := t.Backend.Generate(c.Request.Context(), req, nil)
 		// Not streamed, the first token is known from the backend's timings.
 		first := called.Add(res.Timings.FirstToken)
 		if res.Timings.FirstToken == 0 {
 			first = time.Now()
 		}
-		s.observe(c, info, req, res, false, first, err)
+		s.observe(c, t, req, res, false, first, err)
 		if err != nil {
-			w.fail(c, err)
+			w.Fail(c, err)
 			return
 		}
-		setGenerationHeaders(c.Writer.Header(), servedBy(info, res.Backend), res.Timings)
-		writeJSON(c.Writer, http.StatusOK, w.enc.whole(res))
+		core.SetGenerationHeaders(c.Writer.Header(), core.ServedBy(info, res.Backend), res.Timings)
+		core.WriteJSON(c.Writer, http.StatusOK, w.Enc.Whole(res))
 		return
 	}
 
 	ctx := c.Request.Context()
-	out := newEventWriter(c.Writer, s.cfg.StallTimeout, w.frame)
+	out := core.NewEventWriter(c.Writer, s.cfg.StallTimeout, w.Frame)
 	var (
 		opened   bool
 		firstAt  time.Time
@@ -103,7 +62,7 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 	)
 	send := func(objs []any) error {
 		for _, o := range objs {
-			if err := out.send(o); err != nil {
+			if err := out.Send(o); err != nil {
 				return err
 			}
 		}
@@ -111,16 +70,16 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 	}
 	open := func(ev engine.Event) error {
 		opened, firstAt = true, time.Now()
-		setGenerationHeaders(c.Writer.Header(), servedBy(info, ev.Backend), ev.Timings)
-		out.start()
-		objs := w.enc.open(ev)
+		core.SetGenerationHeaders(c.Writer.Header(), core.ServedBy(info, ev.Backend), ev.Timings)
+		out.Start()
+		objs := w.Enc.Open(ev)
 		if len(objs) == 0 {
-			return out.flush()
+			return out.Flush()
 		}
 		return send(objs)
 	}
 
-	res, err := s.backendOf(c).Generate(ctx, req, func(ev engine.Event) error {
+	res, err := t.Backend.Generate(ctx, req, func(ev engine.Event) error {
 		// Stop a generation whose client left at once, rather than at the
 		// first failed write, which kernel buffers can delay by many events.
 		if err := ctx.Err(); err != nil {
@@ -130,23 +89,23 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 		if !opened {
 			return open(ev)
 		}
-		return send(streamText(w.enc, ev))
+		return send(core.StreamText(w.Enc, ev))
 	})
 
 	if firstAt.IsZero() {
 		firstAt = time.Now()
 	}
-	s.observe(c, info, req, res, true, firstAt, err)
+	s.observe(c, t, req, res, true, firstAt, err)
 	switch {
-	case ctx.Err() != nil || out.err != nil:
-		_ = c.Error(errClientGone) // nobody is reading: write nothing more
+	case ctx.Err() != nil || out.Err() != nil:
+		_ = c.Error(core.ErrClientGone) // nobody is reading: write nothing more
 		return
 	case err != nil && !opened:
-		w.fail(c, err)
+		w.Fail(c, err)
 		return
 	case err != nil:
 		_ = c.Error(err)
-		_ = out.send(w.enc.streamError(err))
+		_ = out.Send(w.Enc.StreamError(err))
 		return
 	}
 
@@ -159,44 +118,35 @@ func (s *Server) turn(c *gin.Context, info engine.Info, req engine.Request, w wi
 		s.log.WarnContext(c.Request.Context(), "backend result text differs from what it streamed",
 			"backend", info.Name, "streamed_bytes", streamed.Len(), "result_bytes", len(res.Text))
 	} else if rest != "" {
-		_ = send(w.enc.text(rest))
+		_ = send(w.Enc.Text(rest))
 	}
-	_ = send(w.enc.end(res))
-	if out.done() != nil {
-		_ = c.Error(errClientGone)
+	_ = send(w.Enc.End(res))
+	if out.Done() != nil {
+		_ = c.Error(core.ErrClientGone)
 	}
 }
 
-// Context keys of what a turn's observation needs from earlier steps.
-const (
-	ctxStart  = "kvwin.start"  // time.Time the request arrived (accessLog)
-	ctxWindow = "kvwin.window" // *WindowLayout of a windowed chat
-)
-
 // observe records a finished generation: the histograms and counters for a
 // successful one, and the recent-traffic ring either way.
-func (s *Server) observe(c *gin.Context, info engine.Info, req engine.Request, res engine.Result, stream bool, first time.Time, err error) {
-	start, ok := c.Value(ctxStart).(time.Time)
-	if !ok {
+func (s *Server) observe(c *gin.Context, t *core.Turn, req engine.Request, res engine.Result, stream bool, first time.Time, err error) {
+	start := t.Start
+	if start.IsZero() {
 		start = first
 	}
 	model := req.Model
 	if model == "" {
-		model = info.Model
+		model = t.Info.Model
 	}
-	backend := servedBy(info, res.Backend)
+	backend := core.ServedBy(t.Info, res.Backend)
 	now := time.Now()
-	turn := Turn{Time: start, Route: c.FullPath(), Model: model, Backend: backend, Tenant: req.Tenant,
+	rec := TrafficTurn{Time: start, Route: c.FullPath(), Model: model, Backend: backend, Tenant: req.Tenant,
 		Conversation: req.Conversation, Stream: stream, PromptTokens: res.Timings.PromptTokens,
 		CachedTokens: res.Timings.CachedTokens, Generated: res.Timings.GeneratedTokens,
-		TTFTSeconds: first.Sub(start).Seconds(), Seconds: now.Sub(start).Seconds()}
-	if w, ok := c.Value(ctxWindow).(*WindowLayout); ok {
-		turn.Window = w
-	}
+		TTFTSeconds: first.Sub(start).Seconds(), Seconds: now.Sub(start).Seconds(), Window: t.Window}
 	if err != nil {
-		turn.Error = err.Error()
+		rec.Error = err.Error()
 	} else {
 		s.metrics.generation(model, backend, res.Timings, first.Sub(start), now.Sub(start))
 	}
-	s.traffic.add(turn)
+	s.traffic.add(rec)
 }

@@ -6,7 +6,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
+	"kvwin/web/core"
 	"kvwin/window"
 )
 
@@ -23,15 +24,16 @@ type Windower interface {
 	Build(ctx context.Context, req window.Request) (window.Result, error)
 }
 
-// applyWindow replaces the request's messages by their window and sets the
-// X-Kvwin-Window header. Without a window configured, only policy "full"
+// ApplyWindow replaces the request's messages by their window, records the
+// conversation and the window's layout in t and sets the X-Kvwin-Window
+// header. Without a window configured, only policy "full"
 // is accepted (everything is sent).
-func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.Request) error {
-	conversation, err := conversationOf(c, promptCacheKey)
+func (s *Server) ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string, req *engine.Request) error {
+	conversation, err := core.ConversationOf(c, promptCacheKey)
 	if err != nil {
 		return err
 	}
-	req.Tenant, req.Conversation = s.tenant(c), conversation
+	t.Conversation = conversation
 	policy := c.GetHeader(HeaderWindowPolicy)
 	if s.cfg.Window == nil {
 		if policy != "" && policy != window.PolicyFull {
@@ -40,7 +42,7 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		return nil
 	}
 	count := window.ApproxCount
-	if mc, ok := s.backendOf(c).(engine.MessageCounter); ok {
+	if mc, ok := t.Backend.(engine.MessageCounter); ok {
 		count = mc.CountMessage
 	}
 	win := s.cfg.Window
@@ -48,7 +50,7 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		win = mw.For(req.Model)
 	}
 	res, err := win.Build(c.Request.Context(), window.Request{
-		Tenant: req.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
+		Tenant: t.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
 	})
 	if err != nil {
 		return err
@@ -65,10 +67,20 @@ func (s *Server) applyWindow(c *gin.Context, promptCacheKey string, req *engine.
 		// boundary; the backend pads in its own tokens and blocks.
 		req.PadSinks = res.Sinks
 	}
-	c.Set(ctxWindow, &WindowLayout{Policy: res.Policy, Messages: res.Cut.Messages, SinkTokens: res.SinkTokens + res.SinkPad,
+	t.Window = &core.WindowLayout{Policy: res.Policy, Messages: res.Cut.Messages, SinkTokens: res.SinkTokens + res.SinkPad,
 		KeptTokens: res.KeptTokens - res.SinkTokens - res.SinkPad, EvictedTurns: res.Evicted(), PacketTokens: res.PacketTokens,
-		PacketTurns: res.PacketTurns, EvictionSteps: res.Step})
+		PacketTurns: res.PacketTurns, EvictionSteps: res.Step}
 	c.Header(HeaderWindow, wire.Window{Policy: res.Policy, KeptTokens: res.KeptTokens, EvictedTurns: res.Evicted(),
 		PacketTurns: res.PacketTurns, Step: res.Step}.String())
 	return nil
 }
+
+// Response headers every generation carries, streamed or not (DESIGN.md);
+// their names and formats live in package wire.
+const (
+	HeaderBackend         = wire.HeaderBackend
+	HeaderPromptTokens    = wire.HeaderPromptTokens
+	HeaderCachedTokens    = wire.HeaderCachedTokens
+	HeaderCachedEstimated = wire.HeaderCachedEstimated
+	HeaderPromptMs        = wire.HeaderPromptMs
+)

@@ -7,8 +7,7 @@ import (
 	"net/url"
 
 	"kvwin/engine"
-	"kvwin/requestid"
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
 )
 
 // Headers a kvwin node reads from a caller holding its admin key.
@@ -33,9 +32,9 @@ func (o owner) set(h http.Header) {
 }
 
 // authorize adds the configured key, and the request id of the turn the
-// request serves (requestid), so the server's log lines share it.
+// request serves (wire.SetRequestID), so the server's log lines share it.
 func (b *Backend) authorize(req *http.Request) {
-	requestid.Set(req.Context(), req.Header)
+	wire.SetRequestID(req.Context(), req.Header)
 	if b.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+b.cfg.APIKey)
 	}

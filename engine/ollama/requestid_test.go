@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"kvwin/engine"
-	"kvwin/requestid"
+	"kvwin/engine/wire"
 )
 
 // A generation sends the request id of its context to Ollama, so a proxy's
@@ -20,14 +20,14 @@ func TestGenerateSendsRequestID(t *testing.T) {
 	f := &fakeOllama{}
 	f.chat = func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		got = append(got, r.Header.Get(requestid.Header))
+		got = append(got, r.Header.Get(wire.HeaderRequestID))
 		mu.Unlock()
 		f.serveStream("message")(w, r)
 	}
 	startFake(t, f)
 	b := newBackend(t, f, Config{})
 	req := engine.Request{Messages: []engine.Message{{Role: "user", Content: "Hi"}}, MaxTokens: 8, Slot: -1}
-	for _, ctx := range []context.Context{requestid.With(context.Background(), "turn-7"), context.Background()} {
+	for _, ctx := range []context.Context{wire.WithRequestID(context.Background(), "turn-7"), context.Background()} {
 		var rec recorder
 		if _, err := b.Generate(ctx, req, rec.add); err != nil {
 			t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"kvwin/engine/idle"
-	"kvwin/requestid"
+	"kvwin/engine/wire"
 )
 
 // The api client of Ollama reports a failed call in ways that lose what a
@@ -46,12 +46,12 @@ type probeTransport struct {
 	base http.RoundTripper
 }
 
-// RoundTrip also sends the request id of the turn (requestid), so Ollama's
+// RoundTrip also sends the request id of the turn (wire.RequestIDFrom), so Ollama's
 // lines and a proxy's in front of it can be matched with the gateway's.
 func (t probeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if id := requestid.From(req.Context()); id != "" {
+	if id := wire.RequestIDFrom(req.Context()); id != "" {
 		req = req.Clone(req.Context()) // a RoundTripper must not modify its request
-		req.Header.Set(requestid.Header, id)
+		req.Header.Set(wire.HeaderRequestID, id)
 	}
 	resp, err := t.base.RoundTrip(req)
 	p, _ := req.Context().Value(probeKey{}).(*probe)

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"kvwin/requestid"
+	"kvwin/engine/wire"
 )
 
 // --log-format: text is key=value, json one object a line; both carry the
 // request id of the context a line is logged with; anything else is an
 // error naming the flag.
 func TestLogFormats(t *testing.T) {
-	ctx := requestid.With(context.Background(), "r-1")
+	ctx := wire.WithRequestID(context.Background(), "r-1")
 	var text bytes.Buffer
 	log, err := NewLoggerTo(&text, LogText, slog.LevelInfo)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"kvwin/cmd/kvwin/app/apptest"
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
 	"kvwin/window/memory"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
-	"kvwin/requestid"
+	"kvwin/engine/wire"
 )
 
 // logSink captures a server's JSON log lines. Safe for concurrent use: the
@@ -104,7 +104,7 @@ func TestRequestIDFollowsTurnFromGatewayToNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := bearer(tc.key)
 			if tc.sent != "" {
-				h[requestid.Header] = tc.sent
+				h[wire.HeaderRequestID] = tc.sent
 			}
 			turn := apptest.PostWith(t, gw.URL(), h, map[string]any{
 				"model": "kvwin-tiny", "max_tokens": 4, "temperature": 0,
@@ -113,24 +113,24 @@ func TestRequestIDFollowsTurnFromGatewayToNode(t *testing.T) {
 			if turn.Status != 200 {
 				t.Fatalf("status %d: %s", turn.Status, turn.Body)
 			}
-			id := turn.Header.Get(requestid.Header)
-			if !requestid.Valid(id) {
+			id := turn.Header.Get(wire.HeaderRequestID)
+			if !wire.ValidRequestID(id) {
 				t.Fatalf("X-Request-Id %q is not a valid id", id)
 			}
 			if kept := id == tc.sent; kept != tc.kept {
 				t.Fatalf("sent %q, got back %q: kept %v, want %v", tc.sent, id, kept, tc.kept)
 			}
-			gwLine := gwLog.wait(t, "gateway", map[string]any{requestid.Key: id, "msg": "http request"})
+			gwLine := gwLog.wait(t, "gateway", map[string]any{wire.RequestIDKey: id, "msg": "http request"})
 			if gwLine["path"] != "/v1/chat/completions" || gwLine["status"] != 200.0 {
 				t.Fatalf("gateway's line for %s: %v", id, gwLine)
 			}
-			nodeLine := nodeLog.wait(t, "node", map[string]any{requestid.Key: id, "msg": "http request", "path": "/completion"})
+			nodeLine := nodeLog.wait(t, "node", map[string]any{wire.RequestIDKey: id, "msg": "http request", "path": "/completion"})
 			if nodeLine["method"] != "POST" || nodeLine["status"] != 200.0 {
 				t.Fatalf("node's line for %s: %v", id, nodeLine)
 			}
 			if tc.sent != "" && !tc.kept {
 				for name, sink := range map[string]*logSink{"gateway": gwLog, "node": nodeLog} {
-					if got := sink.find(map[string]any{requestid.Key: tc.sent}); len(got) > 0 {
+					if got := sink.find(map[string]any{wire.RequestIDKey: tc.sent}); len(got) > 0 {
 						t.Fatalf("the %s logged the caller's untrusted id %q: %v", name, tc.sent, got)
 					}
 				}

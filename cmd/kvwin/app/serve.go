@@ -25,8 +25,8 @@ import (
 	"kvwin/engine"
 	"kvwin/engine/catalog"
 	"kvwin/engine/llamacpp"
+	"kvwin/engine/wire"
 	"kvwin/kvcache"
-	"kvwin/requestid"
 	"kvwin/router"
 	"kvwin/web"
 	"kvwin/window"
@@ -421,7 +421,7 @@ func NewLogger(level slog.Level) *slog.Logger {
 
 // NewLoggerTo returns a logger writing format ("" is LogText) to w at
 // level. Every line logged with a request's context carries its id
-// (requestid.Key).
+// (wire.RequestIDKey).
 func NewLoggerTo(w io.Writer, format string, level slog.Level) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
@@ -433,7 +433,7 @@ func NewLoggerTo(w io.Writer, format string, level slog.Level) (*slog.Logger, er
 	default:
 		return nil, fmt.Errorf("--log-format %q: want %s or %s", format, LogText, LogJSON)
 	}
-	return slog.New(requestid.NewHandler(h)), nil
+	return slog.New(wire.NewLogHandler(h)), nil
 }
 
 // Run serves until ctx is done, then shuts down gracefully: no new

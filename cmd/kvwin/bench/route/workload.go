@@ -15,7 +15,7 @@ import (
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/bench/chat"
 	"kvwin/cmd/kvwin/bench/stats"
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
 )
 
 // Workload is llm-d's benchmark shape scaled to one machine: groups of

@@ -1,6 +1,6 @@
 package ttft
 
-import "kvwin/web/wire"
+import "kvwin/engine/wire"
 
 // Headers the runner sends and reads (DESIGN.md, "HTTP"; package wire).
 const (

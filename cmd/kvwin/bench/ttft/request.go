@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"kvwin/web/wire"
+	"kvwin/engine/wire"
 )
 
 // ErrPolicyIgnored is returned when a response shows that the server did

@@ -1,0 +1,238 @@
+// Package openai serves the OpenAI API: POST /v1/chat/completions (with
+// tools and response_format, through web/toolcall), POST /v1/completions,
+// POST /v1/embeddings, GET /v1/models and /v1/models/{model}. A handler
+// only translates its body into an engine.Request and hands it to the
+// server's turn with this API's encoder (generate.go); errors have
+// OpenAI's shape (core.Fail).
+package openai
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/engine"
+	"kvwin/web/core"
+	"kvwin/web/toolcall"
+)
+
+// This file holds the OpenAI wire types kvwin reads and writes. Only the
+// fields kvwin acts on are declared; encoding/json ignores the rest.
+
+// Object names of OpenAI responses.
+const (
+	objectChatCompletion = "chat.completion"
+	objectChatChunk      = "chat.completion.chunk"
+	objectTextCompletion = "text_completion" // legacy completions, streamed or not
+	objectList           = "list"
+	objectModel          = "model"
+)
+
+// chatRequest is the body of POST /v1/chat/completions.
+type chatRequest struct {
+	core.Params
+	Messages       []chatMessage            `json:"messages"`
+	Logprobs       bool                     `json:"logprobs"`
+	TopLogprobs    *int                     `json:"top_logprobs"`
+	ResponseFormat *toolcall.ResponseFormat `json:"response_format"`
+	Tools          []toolcall.Tool          `json:"tools"`
+	// ToolChoice is "none", "auto", "required" or
+	// {"type": "function", "function": {"name": …}}; kept raw until read.
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+}
+
+// chatMessage is one message as sent. Content stays raw until translation,
+// where its index is known for error messages: it is a string, null, or an
+// array of content parts.
+type chatMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []toolcall.Call `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	Name       string          `json:"name"`
+}
+
+// contentPart is one element of an array-valued message content.
+type contentPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+// completionRequest is the body of POST /v1/completions. Prompt stays raw
+// because OpenAI allows a string, an array of strings or token ids.
+type completionRequest struct {
+	core.Params
+	Prompt json.RawMessage `json:"prompt"`
+	// Logprobs is the legacy API's count of top alternatives per token
+	// (0–5 in OpenAI's; kvwin allows up to engine.MaxTopLogprobs).
+	Logprobs *int `json:"logprobs"`
+}
+
+// usage is OpenAI's usage object. PromptTokensDetails is a value, not a
+// pointer, so cached_tokens is always present, even when 0.
+type usage struct {
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// chatCompletion is the non-streamed chat response.
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   usage        `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      chatOutput    `json:"message"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason string        `json:"finish_reason"`
+}
+
+// chatOutput is the answer's message. Content is null when the model only
+// called tools, as OpenAI sends it.
+type chatOutput struct {
+	Role      string          `json:"role"`
+	Content   *string         `json:"content"`
+	ToolCalls []toolcall.Call `json:"tool_calls,omitempty"`
+}
+
+// chatLogprobs is a chat choice's logprobs object.
+type chatLogprobs struct {
+	Content []tokenLogprob `json:"content"`
+	Refusal []tokenLogprob `json:"refusal"`
+}
+
+// tokenLogprob is one token of chatLogprobs.content. Bytes are the UTF-8
+// bytes as numbers, as OpenAI sends them (a token may hold part of a
+// character).
+type tokenLogprob struct {
+	Token       string       `json:"token"`
+	Logprob     float32      `json:"logprob"`
+	Bytes       []int        `json:"bytes"`
+	TopLogprobs []topLogprob `json:"top_logprobs"`
+}
+
+type topLogprob struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
+}
+
+// chatChunk is one streamed chat chunk. Usage is set only on the usage
+// chunk, whose Choices is empty (not null), as OpenAI sends it.
+type chatChunk struct {
+	ID      string            `json:"id"`
+	Object  string            `json:"object"`
+	Created int64             `json:"created"`
+	Model   string            `json:"model"`
+	Choices []chatChunkChoice `json:"choices"`
+	Usage   *usage            `json:"usage,omitempty"`
+}
+
+// chatChunkChoice carries a delta; FinishReason is null until the last one.
+type chatChunkChoice struct {
+	Index        int           `json:"index"`
+	Delta        chatDelta     `json:"delta"`
+	Logprobs     *chatLogprobs `json:"logprobs,omitempty"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+// chatDelta is the change one chunk brings. Content is a pointer so the
+// first chunk can carry an explicit "" and the last one none at all.
+type chatDelta struct {
+	Role      string               `json:"role,omitempty"`
+	Content   *string              `json:"content,omitempty"`
+	ToolCalls []toolcall.CallDelta `json:"tool_calls,omitempty"`
+}
+
+// textCompletion is a legacy completion, streamed chunk or whole response:
+// OpenAI uses the same object for both.
+type textCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []textChoice `json:"choices"`
+	Usage   *usage       `json:"usage,omitempty"`
+}
+
+// textChoice is one legacy completion choice; FinishReason is null in every
+// streamed chunk but the last.
+type textChoice struct {
+	Text         string        `json:"text"`
+	Index        int           `json:"index"`
+	Logprobs     *textLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+// textLogprobs is the legacy completions' logprobs object.
+type textLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float32            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+// modelList is the body of GET /v1/models.
+type modelList struct {
+	Object string        `json:"object"`
+	Data   []modelObject `json:"data"`
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// Services is what the OpenAI routes need from the server they are
+// mounted on (web.Server implements it).
+type Services interface {
+	// Handle adapts a handler taking the request's Turn to Gin.
+	Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc
+	// Decode reads the request body into v within the server's limits.
+	Decode(c *gin.Context, v any) error
+	// RunTurn runs req on t's backend and answers as w says.
+	RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire)
+	// SelectBackend records in t the backend serving model.
+	SelectBackend(t *core.Turn, model string) (engine.Backend, engine.Info, error)
+	// ApplyWindow windows a chat's messages and records its conversation.
+	ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string, req *engine.Request) error
+	// Embed computes inputs' embeddings on the backend serving model,
+	// once check accepts its model.
+	Embed(c *gin.Context, t *core.Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error)
+	// Backend is the server's own backend (a core.Catalog or one model).
+	Backend() engine.Backend
+	// Started is when the server started, the models' "created".
+	Started() time.Time
+	// Now is the server's clock and NewID its response ids: both fixed in
+	// tests, so bodies can be compared byte for byte.
+	Now() time.Time
+	NewID(prefix string) string
+}
+
+// server serves the OpenAI routes over its Services.
+type server struct{ Services }
+
+// Register mounts the OpenAI API on r, served through svc.
+func Register(r gin.IRoutes, svc Services) {
+	s := &server{svc}
+	r.POST("/v1/chat/completions", s.Handle(s.chatCompletions))
+	r.POST("/v1/completions", s.Handle(s.completions))
+	r.POST("/v1/embeddings", s.Handle(s.embeddings))
+	r.GET("/v1/models", s.models)
+	r.GET("/v1/models/*model", s.model)
+}

@@ -1,0 +1,35 @@
+package web
+
+import (
+	"context"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/web/core"
+)
+
+// turnKey is the request-context key of a request's *Turn.
+type turnKey struct{}
+
+// newTurn starts the Turn of a request arriving now, and puts it into the
+// request's context, where turnOf finds it.
+func (s *Server) newTurn(c *gin.Context, start time.Time, requestID string) *core.Turn {
+	t := &core.Turn{Start: start, RequestID: requestID, Tenant: s.cfg.Tenant, Backend: s.backend}
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), turnKey{}, t))
+	return t
+}
+
+// turnOf is the request's Turn. A request that did not pass accessLog (no
+// route does) gets a fresh one, so a handler never sees nil.
+func (s *Server) turnOf(c *gin.Context) *core.Turn {
+	if t, ok := c.Request.Context().Value(turnKey{}).(*core.Turn); ok {
+		return t
+	}
+	return s.newTurn(c, time.Now(), "")
+}
+
+// Handle adapts h to Gin, handing it the request's Turn.
+func (s *Server) Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc {
+	return func(c *gin.Context) { h(c, s.turnOf(c)) }
+}

@@ -1,0 +1,45 @@
+package web
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/engine"
+	"kvwin/web/core"
+	"kvwin/web/llamaserver"
+	"kvwin/web/ollama"
+	"kvwin/web/openai"
+)
+
+// Decode reads the request body into v within the server's body limit and
+// timeout (core.Decode).
+func (s *Server) Decode(c *gin.Context, v any) error {
+	return core.Decode(c, v, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
+}
+
+// KeysEnabled reports whether the server has keys, so tenants.
+func (s *Server) KeysEnabled() bool { return s.keys.enabled() }
+
+// Backend is the server's own backend: a Catalog, or one model's.
+func (s *Server) Backend() engine.Backend { return s.backend }
+
+// Started is when the server was made, reported as its models' creation.
+func (s *Server) Started() time.Time { return s.started }
+
+// Now is the server's clock (fixed in tests, for byte-exact bodies).
+func (s *Server) Now() time.Time { return s.now() }
+
+// NewID returns a response id starting with prefix.
+func (s *Server) NewID(prefix string) string { return s.newID(prefix) }
+
+// Log is the server's logger.
+func (s *Server) Log() *slog.Logger { return s.log }
+
+// The dialects are served through the server.
+var (
+	_ llamaserver.Services = (*Server)(nil)
+	_ ollama.Services      = (*Server)(nil)
+	_ openai.Services      = (*Server)(nil)
+)
