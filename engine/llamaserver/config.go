@@ -1,6 +1,7 @@
 package llamaserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -131,23 +132,11 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 	if c.Name == "" {
 		c.Name = u.Host
 	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.FirstTokenTimeout == 0 {
-		c.FirstTokenTimeout = DefaultFirstTokenTimeout
-	}
-	if c.MaxChunkBytes == 0 {
-		c.MaxChunkBytes = DefaultMaxChunkBytes
-	}
-	if c.MaxAnswerBytes == 0 {
-		c.MaxAnswerBytes = DefaultMaxAnswerBytes
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, DefaultConnectTimeout)
+	c.FirstTokenTimeout = cmp.Or(c.FirstTokenTimeout, DefaultFirstTokenTimeout)
+	c.MaxChunkBytes = cmp.Or(c.MaxChunkBytes, DefaultMaxChunkBytes)
+	c.MaxAnswerBytes = cmp.Or(c.MaxAnswerBytes, DefaultMaxAnswerBytes)
 	return c, u, nil
 }

@@ -1,6 +1,7 @@
 package ollama
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,30 +162,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Name == "" {
 		c.Name = u.Host
 	}
-	if c.Slots == 0 {
-		c.Slots = 1
-	}
-	if c.MinContext == 0 {
-		c.MinContext = DefaultMinContext
-	}
-	if c.AnswerTokens == 0 {
-		c.AnswerTokens = DefaultAnswerTokens
-	}
-	if c.KeepAlive == 0 {
-		c.KeepAlive = DefaultKeepAlive
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.FirstTokenTimeout == 0 {
-		c.FirstTokenTimeout = DefaultFirstTokenTimeout
-	}
+	c.Slots = cmp.Or(c.Slots, 1)
+	c.MinContext = cmp.Or(c.MinContext, DefaultMinContext)
+	c.AnswerTokens = cmp.Or(c.AnswerTokens, DefaultAnswerTokens)
+	c.KeepAlive = cmp.Or(c.KeepAlive, DefaultKeepAlive)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, DefaultConnectTimeout)
+	c.FirstTokenTimeout = cmp.Or(c.FirstTokenTimeout, DefaultFirstTokenTimeout)
 	return c, nil
 }
 
