@@ -27,9 +27,9 @@ func (r *Registry) AddSnapshot(name, id string, c Chain, bytes int64) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b := r.backends[name]
-	if b == nil {
-		return fmt.Errorf("kvcache: backend %q: %w", name, ErrUnknownBackend)
+	b, err := r.backend(name)
+	if err != nil {
+		return err
 	}
 	sn := b.snaps[id]
 	if sn == nil {
@@ -49,9 +49,9 @@ func (r *Registry) AddSnapshot(name, id string, c Chain, bytes int64) error {
 func (r *Registry) RemoveSnapshot(name, id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b := r.backends[name]
-	if b == nil {
-		return fmt.Errorf("kvcache: backend %q: %w", name, ErrUnknownBackend)
+	b, err := r.backend(name)
+	if err != nil {
+		return err
 	}
 	sn := b.snaps[id]
 	if sn == nil {
@@ -80,10 +80,20 @@ func (r *Registry) CountSnapshotRestore(name string) error {
 func (r *Registry) count(name string, bump func(*backend)) error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	b := r.backends[name]
-	if b == nil {
-		return fmt.Errorf("kvcache: backend %q: %w", name, ErrUnknownBackend)
+	b, err := r.backend(name)
+	if err != nil {
+		return err
 	}
 	bump(b)
 	return nil
+}
+
+// backend returns the named backend, or an error wrapping
+// ErrUnknownBackend. Callers hold r.mu.
+func (r *Registry) backend(name string) (*backend, error) {
+	b := r.backends[name]
+	if b == nil {
+		return nil, fmt.Errorf("kvcache: backend %q: %w", name, ErrUnknownBackend)
+	}
+	return b, nil
 }
