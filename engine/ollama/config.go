@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/ollama/ollama/api"
+
+	"kvwin/engine/idle"
 )
 
 // Defaults of the Config fields left zero.
@@ -145,15 +147,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("ollama: min context %d is negative", c.MinContext)
 	case c.AnswerTokens < 0:
 		return c, fmt.Errorf("ollama: answer tokens %d is negative", c.AnswerTokens)
-	case c.Timeout < 0:
-		return c, fmt.Errorf("ollama: timeout %v is negative", c.Timeout)
-	case c.IdleTimeout < 0:
-		return c, fmt.Errorf("ollama: idle timeout %v is negative", c.IdleTimeout)
-	case c.ConnectTimeout < 0:
-		return c, fmt.Errorf("ollama: connect timeout %v is negative", c.ConnectTimeout)
-	case c.FirstTokenTimeout < 0:
-		return c, fmt.Errorf("ollama: first-token timeout %v is negative", c.FirstTokenTimeout)
-	case c.HTTPClient != nil && c.HTTPClient.Timeout != 0:
+	}
+	bounds := idle.Bounds{Call: &c.Timeout, Idle: &c.IdleTimeout, Connect: &c.ConnectTimeout, FirstToken: &c.FirstTokenTimeout}
+	if err := bounds.Check("ollama"); err != nil {
+		return c, err
+	}
+	if c.HTTPClient != nil && c.HTTPClient.Timeout != 0 {
 		return c, fmt.Errorf("ollama: the HTTP client has a timeout (%v), which would cut long generations; use Config.IdleTimeout", c.HTTPClient.Timeout)
 	}
 	if err := checkOptions(c.Options); err != nil {
@@ -166,10 +165,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.MinContext = cmp.Or(c.MinContext, DefaultMinContext)
 	c.AnswerTokens = cmp.Or(c.AnswerTokens, DefaultAnswerTokens)
 	c.KeepAlive = cmp.Or(c.KeepAlive, DefaultKeepAlive)
-	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
-	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
-	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, DefaultConnectTimeout)
-	c.FirstTokenTimeout = cmp.Or(c.FirstTokenTimeout, DefaultFirstTokenTimeout)
+	bounds.Default(DefaultTimeout, DefaultIdleTimeout, DefaultConnectTimeout, DefaultFirstTokenTimeout)
 	return c, nil
 }
 
