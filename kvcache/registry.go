@@ -225,9 +225,9 @@ func (r *Registry) Held(loc Location) []Key {
 
 // slotAt finds loc's backend and slot, creating the slot. mu is held.
 func (r *Registry) slotAt(loc Location) (*backend, *slot, error) {
-	b := r.backends[loc.Backend]
-	if b == nil {
-		return nil, nil, fmt.Errorf("kvcache: backend %q: %w", loc.Backend, ErrUnknownBackend)
+	b, err := r.backend(loc.Backend)
+	if err != nil {
+		return nil, nil, err
 	}
 	if loc.Slot < 0 {
 		return nil, nil, fmt.Errorf("kvcache: backend %q slot %d: %w", loc.Backend, loc.Slot, ErrInvalidSlot)

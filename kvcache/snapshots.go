@@ -1,6 +1,9 @@
 package kvcache
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // The snapshot tier: KV a backend saved (to disk, by the snapshot store) when
 // its slot was given to another conversation. Snapshots belong to a backend,
@@ -25,43 +28,35 @@ func (r *Registry) AddSnapshot(name, id string, c Chain, bytes int64) error {
 	if id == "" || bytes < 0 {
 		return fmt.Errorf("kvcache: snapshot %q of %d bytes: %w", id, bytes, ErrInvalidSnapshot)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b := r.backends[name]
-	if b == nil {
-		return fmt.Errorf("kvcache: backend %q: %w", name, ErrUnknownBackend)
-	}
-	sn := b.snaps[id]
-	if sn == nil {
-		sn = &snapshot{id: id, chain: chain{rootPos: -1, b: b}}
-		sn.snap = sn
-		b.snaps[id] = sn
-	}
-	b.snapBlocks += len(c.Keys) - len(sn.keys)
-	b.snapBytes += bytes - sn.bytes
-	sn.bytes = bytes
-	r.setChain(&sn.chain, c.Keys)
-	return nil
+	return r.onBackend(name, &r.mu, func(b *backend) error {
+		sn := b.snaps[id]
+		if sn == nil {
+			sn = &snapshot{id: id, chain: chain{rootPos: -1, b: b}}
+			sn.snap = sn
+			b.snaps[id] = sn
+		}
+		b.snapBlocks += len(c.Keys) - len(sn.keys)
+		b.snapBytes += bytes - sn.bytes
+		sn.bytes = bytes
+		r.setChain(&sn.chain, c.Keys)
+		return nil
+	})
 }
 
 // RemoveSnapshot forgets a snapshot the store deleted (evicted, corrupt,
 // restored and discarded).
 func (r *Registry) RemoveSnapshot(name, id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b := r.backends[name]
-	if b == nil {
-		return fmt.Errorf("kvcache: backend %q: %w", name, ErrUnknownBackend)
-	}
-	sn := b.snaps[id]
-	if sn == nil {
-		return fmt.Errorf("kvcache: backend %q snapshot %q: %w", name, id, ErrUnknownSnapshot)
-	}
-	b.snapBlocks -= len(sn.keys)
-	b.snapBytes -= sn.bytes
-	r.setChain(&sn.chain, nil)
-	delete(b.snaps, id)
-	return nil
+	return r.onBackend(name, &r.mu, func(b *backend) error {
+		sn := b.snaps[id]
+		if sn == nil {
+			return fmt.Errorf("kvcache: backend %q snapshot %q: %w", name, id, ErrUnknownSnapshot)
+		}
+		b.snapBlocks -= len(sn.keys)
+		b.snapBytes -= sn.bytes
+		r.setChain(&sn.chain, nil)
+		delete(b.snaps, id)
+		return nil
+	})
 }
 
 // CountSnapshotSave counts one snapshot written for backend.
@@ -78,12 +73,30 @@ func (r *Registry) CountSnapshotRestore(name string) error {
 // count bumps an atomic counter of the named backend under the read lock, so counting
 // never waits for lookups.
 func (r *Registry) count(name string, bump func(*backend)) error {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	return r.onBackend(name, r.mu.RLocker(), func(b *backend) error {
+		bump(b)
+		return nil
+	})
+}
+
+// onBackend runs f on the named backend holding l (r.mu, or its read
+// side), or returns the error of a backend not added.
+func (r *Registry) onBackend(name string, l sync.Locker, f func(*backend) error) error {
+	l.Lock()
+	defer l.Unlock()
+	b, err := r.backend(name)
+	if err != nil {
+		return err
+	}
+	return f(b)
+}
+
+// backend returns the named backend, or an error wrapping
+// ErrUnknownBackend. Callers hold r.mu.
+func (r *Registry) backend(name string) (*backend, error) {
 	b := r.backends[name]
 	if b == nil {
-		return fmt.Errorf("kvcache: backend %q: %w", name, ErrUnknownBackend)
+		return nil, fmt.Errorf("kvcache: backend %q: %w", name, ErrUnknownBackend)
 	}
-	bump(b)
-	return nil
+	return b, nil
 }

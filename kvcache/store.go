@@ -177,7 +177,7 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 	if cfg.Dir == "" || cfg.MaxBytes < 0 || cfg.Queue < 0 || cfg.TTL < 0 {
 		return nil, nil, fmt.Errorf("kvcache: snapshot store %+v: %w", cfg, ErrInvalidConfig)
 	}
-	if err := mkdirPrivate(cfg.Dir); err != nil {
+	if err := MkdirPrivate(cfg.Dir); err != nil {
 		return nil, nil, fmt.Errorf("kvcache: snapshot dir: %w", err)
 	}
 	dec, err := newSnapshotDecoder()
@@ -201,10 +201,11 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 	return s, existing, nil
 }
 
-// mkdirPrivate creates dir and its missing parents, readable by kvwin's
-// user only (0700) whatever the umask: what is under --data-dir holds
-// conversations. A directory that exists keeps its mode.
-func mkdirPrivate(dir string) error {
+// MkdirPrivate creates dir and its missing parents, readable by kvwin's
+// user only (0700) whatever the umask: what is under --data-dir (KV
+// snapshots here, and the models beside them) holds conversations. A
+// directory that exists keeps its mode.
+func MkdirPrivate(dir string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return nil
 	}

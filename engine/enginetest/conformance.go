@@ -314,14 +314,9 @@ func testTooLong(t *testing.T, b engine.Backend, opts Options) {
 func testCancelledBefore(t *testing.T, b engine.Backend, opts Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r := &recorder{}
-	_, err := generate(t, ctx, b, opts.Request, r)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Generate with a cancelled context returned %v, want context.Canceled", err)
-	}
-	if len(r.events) > 0 {
-		t.Errorf("%d events streamed for a request cancelled before it began", len(r.events))
-	}
+	testEndedBefore(t, ctx, b, opts, context.Canceled,
+		"Generate with a cancelled context returned %v, want context.Canceled",
+		"%d events streamed for a request cancelled before it began")
 }
 
 func testCancelledDuring(t *testing.T, b engine.Backend, opts Options) {
@@ -422,13 +417,23 @@ func testCached(t *testing.T, b engine.Backend, opts Options) {
 func testDeadlineBefore(t *testing.T, b engine.Backend, opts Options) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
+	testEndedBefore(t, ctx, b, opts, context.DeadlineExceeded,
+		"Generate past its context's deadline returned %v, want context.DeadlineExceeded",
+		"%d events streamed past the deadline")
+}
+
+// testEndedBefore checks a Generate whose context ended before it began:
+// it fails with want (else failing with errFormat of the error) and
+// streams no event (else erring with eventsFormat of their count).
+func testEndedBefore(t *testing.T, ctx context.Context, b engine.Backend, opts Options, want error, errFormat, eventsFormat string) {
+	t.Helper()
 	r := &recorder{}
 	_, err := generate(t, ctx, b, opts.Request, r)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Generate past its context's deadline returned %v, want context.DeadlineExceeded", err)
+	if !errors.Is(err, want) {
+		t.Fatalf(errFormat, err)
 	}
 	if len(r.events) > 0 {
-		t.Errorf("%d events streamed past the deadline", len(r.events))
+		t.Errorf(eventsFormat, len(r.events))
 	}
 }
 

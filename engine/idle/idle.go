@@ -7,7 +7,9 @@
 // wait (the server's queue and prefill included) is bounded by the
 // first-token timeout, and bytes that arrive before it (headers, keep-alive
 // comments) do not extend it; after the first token, each silence between
-// bytes is bounded by the idle timeout.
+// bytes is bounded by the idle timeout. Bounds checks and defaults these
+// and the adapters' two other time bounds (a metadata call, a connection)
+// in one place.
 package idle
 
 import (

@@ -1,6 +1,7 @@
 package llamacpp
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"runtime"
@@ -70,27 +71,13 @@ func (c Config) withDefaults() Config {
 	if c.Name == "" {
 		c.Name = d.Name
 	}
-	if c.Slots == 0 {
-		c.Slots = d.Slots
-	}
-	if c.Ctx == 0 {
-		c.Ctx = d.Ctx
-	}
-	if c.Threads == 0 {
-		c.Threads = d.Threads
-	}
-	if c.Batch == 0 {
-		c.Batch = d.Batch
-	}
-	if c.Queue == 0 {
-		c.Queue = d.Queue
-	}
-	if c.BlockTokens == 0 {
-		c.BlockTokens = kvcache.DefaultBlockTokens
-	}
-	if c.SnapshotMinTokens == 0 {
-		c.SnapshotMinTokens = 256
-	}
+	c.Slots = cmp.Or(c.Slots, d.Slots)
+	c.Ctx = cmp.Or(c.Ctx, d.Ctx)
+	c.Threads = cmp.Or(c.Threads, d.Threads)
+	c.Batch = cmp.Or(c.Batch, d.Batch)
+	c.Queue = cmp.Or(c.Queue, d.Queue)
+	c.BlockTokens = cmp.Or(c.BlockTokens, kvcache.DefaultBlockTokens)
+	c.SnapshotMinTokens = cmp.Or(c.SnapshotMinTokens, 256)
 	return c
 }
 

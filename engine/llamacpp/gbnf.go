@@ -211,100 +211,31 @@ func (p *gParser) sequence(name string, nested bool, depth int) ([]gItem, error)
 	var seq []gItem
 	last := -1 // index in seq of the symbol a quantifier applies to
 	for p.pos < len(p.src) {
+		var it gItem
+		var err error
 		c := p.src[p.pos]
 		switch {
 		case c == '"':
-			p.pos++
-			n := 0
-			for p.peek() != '"' {
-				if err := p.char(); err != nil {
-					return nil, err
-				}
-				n++
-			}
-			p.pos++
-			seq = append(seq, gItem{rule: -1, chars: n, min: 1, max: 1})
-			p.elements += n
+			it, err = p.literal()
 		case c == '[':
-			p.pos++
-			if p.peek() == '^' {
-				p.pos++
-			}
-			for p.peek() != ']' {
-				if err := p.char(); err != nil {
-					return nil, err
-				}
-				p.elements++
-				if p.peek() == '-' && p.pos+1 < len(p.src) && p.src[p.pos+1] != ']' {
-					p.pos++
-					if err := p.char(); err != nil {
-						return nil, err
-					}
-					p.elements++
-				}
-			}
-			p.pos++
-			seq = append(seq, gItem{rule: -1, chars: 1, min: 1, max: 1})
+			it, err = p.charClass()
 		case isWordChar(c):
 			n, _ := p.name()
-			seq = append(seq, gItem{rule: p.ruleID(n), min: 1, max: 1})
+			it = gItem{rule: p.ruleID(n), min: 1, max: 1}
 			p.elements++
 		case c == '(':
-			p.pos++
-			p.space(true)
-			id := p.newRule(name)
-			alts, err := p.alternates(name, true, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			p.rules[id].alts = alts
-			if p.peek() != ')' {
-				return nil, p.fail("expecting )")
-			}
-			p.pos++
-			seq = append(seq, gItem{rule: id, min: 1, max: 1})
-			p.elements++
+			it, err = p.group(name, depth)
 		case c == '.':
 			p.pos++
-			seq = append(seq, gItem{rule: -1, chars: 1, min: 1, max: 1})
+			it = gItem{rule: -1, chars: 1, min: 1, max: 1}
 			p.elements++
 		case c == '*' || c == '+' || c == '?' || c == '{':
 			if last != len(seq)-1 || last < 0 {
 				return nil, p.fail("expecting an item before */+/?/{")
 			}
-			p.pos++
-			lo, hi := 0, -1
-			switch c {
-			case '+':
-				lo = 1
-			case '?':
-				hi = 1
-			case '{':
-				p.space(nested)
-				var err error
-				if lo, err = p.count(); err != nil {
-					return nil, err
-				}
-				p.space(nested)
-				switch p.peek() {
-				case '}':
-					hi = lo
-				case ',':
-					p.pos++
-					p.space(nested)
-					if c := p.peek(); '0' <= c && c <= '9' {
-						if hi, err = p.count(); err != nil {
-							return nil, err
-						}
-						p.space(nested)
-					}
-					if p.peek() != '}' {
-						return nil, p.fail("expecting }")
-					}
-				default:
-					return nil, p.fail("expecting , or }")
-				}
-				p.pos++
+			lo, hi, err := p.quantifier(nested)
+			if err != nil {
+				return nil, err
 			}
 			if err := p.repeat(&seq[last], lo, hi, name); err != nil {
 				return nil, err
@@ -314,10 +245,110 @@ func (p *gParser) sequence(name string, nested bool, depth int) ([]gItem, error)
 		default:
 			return seq, nil
 		}
+		if err != nil {
+			return nil, err
+		}
+		seq = append(seq, it)
 		last = len(seq) - 1
 		p.space(nested)
 	}
 	return seq, nil
+}
+
+// literal reads a "quoted" terminal.
+func (p *gParser) literal() (gItem, error) {
+	p.pos++
+	n := 0
+	for p.peek() != '"' {
+		if err := p.char(); err != nil {
+			return gItem{}, err
+		}
+		n++
+	}
+	p.pos++
+	p.elements += n
+	return gItem{rule: -1, chars: n, min: 1, max: 1}, nil
+}
+
+// charClass reads a [character class], one character long.
+func (p *gParser) charClass() (gItem, error) {
+	p.pos++
+	if p.peek() == '^' {
+		p.pos++
+	}
+	for p.peek() != ']' {
+		if err := p.char(); err != nil {
+			return gItem{}, err
+		}
+		p.elements++
+		if p.peek() == '-' && p.pos+1 < len(p.src) && p.src[p.pos+1] != ']' {
+			p.pos++
+			if err := p.char(); err != nil {
+				return gItem{}, err
+			}
+			p.elements++
+		}
+	}
+	p.pos++
+	return gItem{rule: -1, chars: 1, min: 1, max: 1}, nil
+}
+
+// group reads a (parenthesised group) into a rule of its own.
+func (p *gParser) group(name string, depth int) (gItem, error) {
+	p.pos++
+	p.space(true)
+	id := p.newRule(name)
+	alts, err := p.alternates(name, true, depth+1)
+	if err != nil {
+		return gItem{}, err
+	}
+	p.rules[id].alts = alts
+	if p.peek() != ')' {
+		return gItem{}, p.fail("expecting )")
+	}
+	p.pos++
+	p.elements++
+	return gItem{rule: id, min: 1, max: 1}, nil
+}
+
+// quantifier reads *, +, ? or {m}, {m,} or {m,n} as the bounds lo and hi
+// (-1: unbounded).
+func (p *gParser) quantifier(nested bool) (lo, hi int, err error) {
+	c := p.src[p.pos]
+	p.pos++
+	lo, hi = 0, -1
+	switch c {
+	case '+':
+		lo = 1
+	case '?':
+		hi = 1
+	case '{':
+		p.space(nested)
+		if lo, err = p.count(); err != nil {
+			return 0, 0, err
+		}
+		p.space(nested)
+		switch p.peek() {
+		case '}':
+			hi = lo
+		case ',':
+			p.pos++
+			p.space(nested)
+			if c := p.peek(); '0' <= c && c <= '9' {
+				if hi, err = p.count(); err != nil {
+					return 0, 0, err
+				}
+				p.space(nested)
+			}
+			if p.peek() != '}' {
+				return 0, 0, p.fail("expecting }")
+			}
+		default:
+			return 0, 0, p.fail("expecting , or }")
+		}
+		p.pos++
+	}
+	return lo, hi, nil
 }
 
 // count reads a repetition count, at most maxRepeat.
@@ -390,124 +421,153 @@ func (p *gParser) analyze() (int, error) {
 			return 0, engine.Invalid("the grammar does not parse (GBNF, root rule \"root\"): rule %q is used but not defined", r.name)
 		}
 	}
-	short := p.shortest()
 	n := len(p.rules)
-	// depth: how deep llama.cpp's advance recursion goes entering a rule
-	// (through every item that can be empty, to the first that cannot);
-	// width: how many stacks it can produce; states: how many positions
-	// the rule's expansion has (a skippable repeated item can leave any of
-	// them live at once).
-	depth, width, states := make([]int, n), make([]int, n), make([]int, n)
-	const (
-		unvisited = iota
-		inProgress
-		done
-	)
-	mark := make([]uint8, n)
-	nullable := func(it gItem) bool {
-		return it.min == 0 || (it.rule >= 0 && short[it.rule] == 0) || (it.rule < 0 && it.chars == 0)
-	}
-	reps := func(it gItem) int {
-		if it.max < 0 {
-			return max(it.min, 1)
-		}
-		return max(it.max, 1)
-	}
-	// item measures, given the referenced rule's
-	itemDW := func(it gItem) (d, w int) {
-		if it.rule < 0 {
-			return 0, 1
-		}
-		r := it.rule
-		if short[r] == 0 && reps(it) > 1 {
-			// every position of every repeat can be live at once
-			return smul(reps(it), depth[r]+1), smul(reps(it), states[r])
-		}
-		return depth[r] + 1, width[r]
-	}
-	var maxWidth int
+	m := &gMeasures{short: p.shortest(), depth: make([]int, n), width: make([]int, n), states: make([]int, n), mark: make([]uint8, n)}
 	for root := range n {
-		if mark[root] != unvisited {
+		if m.mark[root] != gUnvisited {
 			continue
 		}
-		stack := []gFrame{{rule: root}}
-		mark[root] = inProgress
-		for len(stack) > 0 {
-			f := &stack[len(stack)-1]
-			r := &p.rules[f.rule]
-			// descend into the next referenced rule not yet measured:
-			// leading items (for depth and width) and every item (states).
-			descended := false
-			for f.alt < len(r.alts) && !descended {
-				alt := r.alts[f.alt]
-				for f.item < len(alt) {
-					it := alt[f.item]
-					f.item++
-					if it.rule < 0 || mark[it.rule] == done {
-						continue
-					}
-					if mark[it.rule] == inProgress {
-						// A cycle. Through leading items that can be
-						// empty it is left recursion, which llama.cpp
-						// refuses; elsewhere it is ordinary recursion.
-						if p.leading(it.rule, short, stack) {
-							return 0, engine.Invalid("the grammar does not parse (GBNF, root rule \"root\"): rule %q is left-recursive", p.rules[it.rule].name)
-						}
-						continue
-					}
-					mark[it.rule] = inProgress
-					stack = append(stack, gFrame{rule: it.rule})
-					descended = true
-					break
-				}
-				if !descended {
-					f.alt++
-					f.item = 0
-				}
-			}
-			if descended {
-				continue
-			}
-			// every referenced rule is measured (or on the stack: recursion
-			// counts as one level and one state)
-			d, w, s := 0, 0, 0
-			for _, alt := range r.alts {
-				ad, aw := 0, 0
-				sufD, sufW := 0, 0
-				for i := len(alt) - 1; i >= 0; i-- {
-					id, iw := itemDW(alt[i])
-					if nullable(alt[i]) {
-						sufD, sufW = sadd(id, sufD), sadd(iw, sufW)
-					} else {
-						sufD, sufW = id, iw
-					}
-					maxWidth = max(maxWidth, sufW)
-					ad, aw = sufD, sufW
-					if alt[i].rule >= 0 {
-						s = sadd(s, smul(reps(alt[i]), max(states[alt[i].rule], 1)))
-					} else {
-						s = sadd(s, reps(alt[i]))
-					}
-				}
-				d, w = max(d, ad), sadd(w, max(aw, 1))
-			}
-			depth[f.rule], width[f.rule], states[f.rule] = d, w, max(s, 1)
-			maxWidth = max(maxWidth, w)
-			mark[f.rule] = done
-			if d > maxGrammarDepth {
-				return 0, engine.Invalid("the grammar's rules nest more than %d deep through items that can be empty or start a rule (the limit on grammar nesting)", maxGrammarDepth)
-			}
-			if maxWidth > maxGrammarWidth {
-				return 0, engine.Invalid("the grammar can be matched more than %d ways at once (the limit on grammar ambiguity: an alternation of that many branches, or a repetition of an item that can be empty)", maxGrammarWidth)
-			}
-			stack = stack[:len(stack)-1]
+		if err := p.walk(m, root); err != nil {
+			return 0, err
 		}
 	}
-	root := short[p.names["root"]]
+	root := m.short[p.names["root"]]
 	if root >= gInf {
 		return -1, nil
 	}
 	return root, nil
+}
+
+// gMeasures are what analyze measures of each rule. depth: how deep
+// llama.cpp's advance recursion goes entering a rule (through every item
+// that can be empty, to the first that cannot); width: how many stacks it
+// can produce; states: how many positions the rule's expansion has (a
+// skippable repeated item can leave any of them live at once).
+type gMeasures struct {
+	short                []int // the shortest text of each rule (see shortest)
+	depth, width, states []int
+	mark                 []uint8 // gUnvisited, gInProgress or gDone
+	maxWidth             int     // the widest seen so far
+}
+
+// The marks of analyze's depth-first walk.
+const (
+	gUnvisited = iota
+	gInProgress
+	gDone
+)
+
+func (m *gMeasures) nullable(it gItem) bool {
+	return it.min == 0 || (it.rule >= 0 && m.short[it.rule] == 0) || (it.rule < 0 && it.chars == 0)
+}
+
+func reps(it gItem) int {
+	if it.max < 0 {
+		return max(it.min, 1)
+	}
+	return max(it.max, 1)
+}
+
+// itemDW is an item's depth and width, given the referenced rule's.
+func (m *gMeasures) itemDW(it gItem) (d, w int) {
+	if it.rule < 0 {
+		return 0, 1
+	}
+	r := it.rule
+	if m.short[r] == 0 && reps(it) > 1 {
+		// every position of every repeat can be live at once
+		return smul(reps(it), m.depth[r]+1), smul(reps(it), m.states[r])
+	}
+	return m.depth[r] + 1, m.width[r]
+}
+
+// walk measures root and every rule it references not yet measured,
+// depth first, each after the rules it references.
+func (p *gParser) walk(m *gMeasures, root int) error {
+	stack := []gFrame{{rule: root}}
+	m.mark[root] = gInProgress
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		next, err := p.next(m, f, stack)
+		if err != nil {
+			return err
+		}
+		if next >= 0 {
+			m.mark[next] = gInProgress
+			stack = append(stack, gFrame{rule: next})
+			continue
+		}
+		if err := m.settle(f.rule, p.rules[f.rule]); err != nil {
+			return err
+		}
+		stack = stack[:len(stack)-1]
+	}
+	return nil
+}
+
+// next moves f on to the next referenced rule not yet measured, leading
+// items (for depth and width) and every item (states), and returns it; -1
+// when f's rule has none left.
+func (p *gParser) next(m *gMeasures, f *gFrame, stack []gFrame) (int, error) {
+	r := &p.rules[f.rule]
+	for ; f.alt < len(r.alts); f.alt, f.item = f.alt+1, 0 {
+		alt := r.alts[f.alt]
+		for f.item < len(alt) {
+			it := alt[f.item]
+			f.item++
+			if it.rule < 0 || m.mark[it.rule] == gDone {
+				continue
+			}
+			if m.mark[it.rule] == gInProgress {
+				// A cycle. Through leading items that can be
+				// empty it is left recursion, which llama.cpp
+				// refuses; elsewhere it is ordinary recursion.
+				if p.leading(it.rule, m.short, stack) {
+					return -1, engine.Invalid("the grammar does not parse (GBNF, root rule \"root\"): rule %q is left-recursive", p.rules[it.rule].name)
+				}
+				continue
+			}
+			return it.rule, nil
+		}
+	}
+	return -1, nil
+}
+
+// settle measures the rule numbered rule, every rule it references being measured (or on
+// the stack: recursion counts as one level and one state), and checks the
+// limits.
+func (m *gMeasures) settle(rule int, r gRule) error {
+	d, w, s := 0, 0, 0
+	for _, alt := range r.alts {
+		ad, aw := 0, 0
+		sufD, sufW := 0, 0
+		for i := len(alt) - 1; i >= 0; i-- {
+			id, iw := m.itemDW(alt[i])
+			if m.nullable(alt[i]) {
+				sufD, sufW = sadd(id, sufD), sadd(iw, sufW)
+			} else {
+				sufD, sufW = id, iw
+			}
+			m.maxWidth = max(m.maxWidth, sufW)
+			ad, aw = sufD, sufW
+			if alt[i].rule >= 0 {
+				s = sadd(s, smul(reps(alt[i]), max(m.states[alt[i].rule], 1)))
+			} else {
+				s = sadd(s, reps(alt[i]))
+			}
+		}
+		d, w = max(d, ad), sadd(w, max(aw, 1))
+	}
+	m.depth[rule], m.width[rule], m.states[rule] = d, w, max(s, 1)
+	m.maxWidth = max(m.maxWidth, w)
+	m.mark[rule] = gDone
+	if d > maxGrammarDepth {
+		return engine.Invalid("the grammar's rules nest more than %d deep through items that can be empty or start a rule (the limit on grammar nesting)", maxGrammarDepth)
+	}
+	if m.maxWidth > maxGrammarWidth {
+		return engine.Invalid("the grammar can be matched more than %d ways at once (the limit on grammar ambiguity: an alternation of that many branches, or a repetition of an item that can be empty)", maxGrammarWidth)
+	}
+	return nil
 }
 
 // gFrame is a step of analyze's depth-first walk: the rule, and the

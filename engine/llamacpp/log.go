@@ -120,7 +120,7 @@ func (s *logSink) flush() {
 	if n > LogPrefixBytes {
 		args = append(args, "bytes", n, "truncated", true)
 	}
-	s.logger().Log(context.Background(), s.level, cutValid(msg), args...)
+	s.logger().Log(context.Background(), s.level, ValidPrefix(msg), args...)
 }
 
 func (s *logSink) logger() *slog.Logger {
@@ -143,9 +143,11 @@ func slogLevel(level int) slog.Level {
 	return slog.LevelInfo
 }
 
-// cutValid drops a rune cut in half at the end of s (and any invalid
-// bytes), so a prefix is valid UTF-8.
-func cutValid(s string) string {
+// ValidPrefix drops a rune cut in half at the end of s and replaces any
+// invalid bytes, so a line of llama.cpp's output cut to a prefix of some
+// bytes (by the log callback here, or from a captured standard stream) is
+// valid UTF-8 in a log record.
+func ValidPrefix(s string) string {
 	for len(s) > 0 {
 		r, size := utf8.DecodeLastRuneInString(s)
 		if r != utf8.RuneError || size > 1 {

@@ -226,6 +226,32 @@ func (l *loop) start(t *task) bool {
 	if !idle {
 		return false
 	}
+	p, own, noCache := l.plan(t, views)
+	s := l.slots[p.target]
+	// The slot's content is another conversation's if this prompt does not
+	// extend its last prompt: keep it on disk before it is overwritten.
+	if own < s.prompt && len(s.tokens) >= l.e.kv.minTokens && l.e.kv.store != nil && s.shiftedAt < 0 {
+		if !l.e.kv.store.Has(kvcache.SnapshotID(s.owner, s.tokens)) {
+			l.e.kv.save(s.owner, s.tokens, seqState(l.e.lctx, s.id))
+		}
+	}
+	reuse := l.load(s, t, p, noCache)
+	t.restore = nil // its state buffer is no longer needed
+	s.owner = kvcache.Owner{Tenant: t.req.Tenant, Conversation: t.req.Conversation}
+	t.slot, t.cached, t.nPrompt = s.id, reuse, reuse
+	s.task, s.prompt = t, len(t.prompt)
+	l.record(s)
+	st := &l.e.stats
+	st.Requests.Add(1)
+	st.PromptTokens.Add(int64(len(t.prompt)))
+	st.CachedTokens.Add(int64(reuse))
+	return true
+}
+
+// plan places t among the slots (views): the target slot, the slot to fork
+// its prefix from, if any, and the tokens reused; own is what the target
+// itself holds of t's prompt, noCache whether t may reuse only that.
+func (l *loop) plan(t *task, views []slotView) (p placement, own int, noCache bool) {
 	// The requested slot is a hint: a router names the slot it last saw
 	// holding the prefix, but another request may hold it now. Waiting for
 	// that request's whole answer would cost more than placing the prompt
@@ -247,6 +273,25 @@ func (l *loop) start(t *task) bool {
 		t.restore = l.e.kv.prepareRestore(t.req.Tenant, t.chain, t.prompt)
 	}
 	limit := reuseLimit(len(t.prompt))
+	p = place(views, l.held(t, limit), limit, l.e.cfg.BlockTokens, pinned, noCache)
+	if only {
+		p.source = -1
+	}
+	own = l.reusable(l.slots[p.target], t)
+	if p.source >= 0 {
+		p.reuse = l.reusable(l.slots[p.source], t)
+		if p.reuse <= own {
+			p.source, p.reuse = -1, own // the registry was stale: the target does as well
+		}
+	} else if !noCache {
+		p.reuse = own
+	}
+	return p, own, noCache
+}
+
+// held is how much of t's prompt, up to limit, each slot holds: as the
+// registry has it, or, for a slot holding shifted KV, by its tokens.
+func (l *loop) held(t *task, limit int) []int {
 	held := make([]int, len(l.slots))
 	for _, m := range l.e.kv.reg.Lookup(t.chain).Matches {
 		if m.Backend == l.e.cfg.Name && m.Tier == kvcache.TierSlot && m.Slot < len(held) {
@@ -261,27 +306,13 @@ func (l *loop) start(t *task) bool {
 			held[i] = l.reusable(s, t)
 		}
 	}
-	p := place(views, held, limit, l.e.cfg.BlockTokens, pinned, noCache)
-	if only {
-		p.source = -1
-	}
-	s := l.slots[p.target]
-	own := l.reusable(s, t)
-	if p.source >= 0 {
-		p.reuse = l.reusable(l.slots[p.source], t)
-		if p.reuse <= own {
-			p.source, p.reuse = -1, own // the registry was stale: the target does as well
-		}
-	} else if !noCache {
-		p.reuse = own
-	}
-	// The slot's content is another conversation's if this prompt does not
-	// extend its last prompt: keep it on disk before it is overwritten.
-	if own < s.prompt && len(s.tokens) >= l.e.kv.minTokens && l.e.kv.store != nil && s.shiftedAt < 0 {
-		if !l.e.kv.store.Has(kvcache.SnapshotID(s.owner, s.tokens)) {
-			l.e.kv.save(s.owner, s.tokens, seqState(l.e.lctx, s.id))
-		}
-	}
+	return held
+}
+
+// load makes slot s hold the first tokens of t's prompt it will reuse, by
+// restoring a snapshot, forking p.source or trimming (or shifting) its own
+// KV, and returns how many.
+func (l *loop) load(s *slot, t *task, p placement, noCache bool) int {
 	lctx := l.e.lctx
 	restored := false
 	if t.restore != nil && t.restore.reuse > p.reuse {
@@ -320,16 +351,7 @@ func (l *loop) start(t *task) bool {
 	if s.shiftedAt >= len(s.tokens) {
 		s.shiftedAt = -1
 	}
-	t.restore = nil // its state buffer is no longer needed
-	s.owner = kvcache.Owner{Tenant: t.req.Tenant, Conversation: t.req.Conversation}
-	t.slot, t.cached, t.nPrompt = s.id, p.reuse, p.reuse
-	s.task, s.prompt = t, len(t.prompt)
-	l.record(s)
-	st := &l.e.stats
-	st.Requests.Add(1)
-	st.PromptTokens.Add(int64(len(t.prompt)))
-	st.CachedTokens.Add(int64(p.reuse))
-	return true
+	return p.reuse
 }
 
 // failRestores makes every restore fail, for tests of the fallback.
@@ -384,69 +406,99 @@ func (l *loop) record(s *slot) {
 // a batch: a token step stays short, and a generating slot's token is always
 // computed in a batch of generated tokens only.
 func (l *loop) step() bool {
-	type entry struct {
-		t      *task
-		n      int
-		prompt bool
-	}
-	var entries []entry
-	l.batch.Clear()
-	room := l.limit
-	tokens := func() {
-		for _, s := range l.slots {
-			t := s.task
-			if t == nil || t.pending < 0 || room == 0 {
-				continue
-			}
-			t.logitsAt = l.batch.NumTokens()
-			l.batch.Add(t.pending, nil, len(s.tokens), true, s.id)
-			entries = append(entries, entry{t: t, n: 1})
-			room--
-		}
-	}
-	prefill := func() {
-		for _, s := range l.slots {
-			t := s.task
-			if t == nil || t.pending >= 0 || t.nPrompt >= len(t.prompt) || room == 0 {
-				continue
-			}
-			n := chunk(len(t.prompt)-t.nPrompt, room)
-			for i := range n {
-				pos := t.nPrompt + i
-				last := pos == len(t.prompt)-1
-				if last {
-					t.logitsAt = l.batch.NumTokens()
-				}
-				l.batch.Add(t.prompt[pos], nil, pos, last, s.id) // logits for the last token only
-			}
-			entries = append(entries, entry{t: t, n: n, prompt: true})
-			room -= n
-		}
-	}
-	// Token steps and prefill steps alternate while both have work, so a
-	// generating slot never holds a new request's prompt back for its whole
-	// answer, nor a long prompt the tokens of others. With only one kind of
-	// work, every step is of that kind.
-	tokenStep := !l.lastTokens
-	if tokenStep {
-		tokens()
-	} else {
-		prefill()
-	}
-	if len(entries) == 0 { // nothing of that kind to do: the other kind
-		if tokenStep = !tokenStep; tokenStep {
-			tokens()
-		} else {
-			prefill()
-		}
-	}
-	l.lastTokens = tokenStep
+	entries := l.fill()
 	if len(entries) == 0 {
 		return false
 	}
 	start := time.Now()
 	err := l.e.lctx.Decode(l.batch)
 	took := time.Since(start)
+	if err != nil {
+		l.decodeFailed(entries, err)
+		return true
+	}
+	l.limit = l.e.cfg.Batch
+	l.e.stats.Decodes.Add(1)
+	l.advance(entries, took)
+	l.sampleAll(entries)
+	return true
+}
+
+// stepEntry is a task's part of a step's batch: n tokens of its prompt, or
+// its one pending token.
+type stepEntry struct {
+	t      *task
+	n      int
+	prompt bool
+}
+
+// fill clears the batch and fills it for one step, up to l.limit tokens.
+// Token steps and prefill steps alternate while both have work, so a
+// generating slot never holds a new request's prompt back for its whole
+// answer, nor a long prompt the tokens of others. With only one kind of
+// work, every step is of that kind.
+func (l *loop) fill() []stepEntry {
+	l.batch.Clear()
+	var entries []stepEntry
+	room := l.limit
+	add := func(tokenStep bool) {
+		if tokenStep {
+			entries, room = l.addTokens(entries, room)
+		} else {
+			entries, room = l.addPrefill(entries, room)
+		}
+	}
+	tokenStep := !l.lastTokens
+	add(tokenStep)
+	if len(entries) == 0 { // nothing of that kind to do: the other kind
+		tokenStep = !tokenStep
+		add(tokenStep)
+	}
+	l.lastTokens = tokenStep
+	return entries
+}
+
+// addTokens adds each generating task's pending token, within room.
+func (l *loop) addTokens(entries []stepEntry, room int) ([]stepEntry, int) {
+	for _, s := range l.slots {
+		t := s.task
+		if t == nil || t.pending < 0 || room == 0 {
+			continue
+		}
+		t.logitsAt = l.batch.NumTokens()
+		l.batch.Add(t.pending, nil, len(s.tokens), true, s.id)
+		entries = append(entries, stepEntry{t: t, n: 1})
+		room--
+	}
+	return entries, room
+}
+
+// addPrefill adds the next chunk of each prompt not yet decoded, within
+// room.
+func (l *loop) addPrefill(entries []stepEntry, room int) ([]stepEntry, int) {
+	for _, s := range l.slots {
+		t := s.task
+		if t == nil || t.pending >= 0 || t.nPrompt >= len(t.prompt) || room == 0 {
+			continue
+		}
+		n := chunk(len(t.prompt)-t.nPrompt, room)
+		for i := range n {
+			pos := t.nPrompt + i
+			last := pos == len(t.prompt)-1
+			if last {
+				t.logitsAt = l.batch.NumTokens()
+			}
+			l.batch.Add(t.prompt[pos], nil, pos, last, s.id) // logits for the last token only
+		}
+		entries = append(entries, stepEntry{t: t, n: n, prompt: true})
+		room -= n
+	}
+	return entries, room
+}
+
+// decodeFailed handles a decode that failed: with no room in the KV cache
+// the next step retries smaller; any other error ends the batch's tasks.
+func (l *loop) decodeFailed(entries []stepEntry, err error) {
 	if errors.Is(err, llama.ErrKvCacheFull) && l.limit > 1 {
 		// No contiguous room for this batch: defragment (applied at the next
 		// decode) and retry with half the tokens.
@@ -456,19 +508,19 @@ func (l *loop) step() bool {
 		for _, en := range entries {
 			en.t.logitsAt = -1
 		}
-		return true
+		return
 	}
-	if err != nil {
-		for _, en := range entries {
-			s := l.slots[en.t.slot]
-			l.e.lctx.KvCacheSeqRm(s.id, 0, -1)
-			s.tokens, s.prompt, s.shared, s.shiftedAt = s.tokens[:0], 0, 0, -1
-			l.finish(en.t, "", fmt.Errorf("llamacpp: decode: %w", err))
-		}
-		return true
+	for _, en := range entries {
+		s := l.slots[en.t.slot]
+		l.e.lctx.KvCacheSeqRm(s.id, 0, -1)
+		s.tokens, s.prompt, s.shared, s.shiftedAt = s.tokens[:0], 0, 0, -1
+		l.finish(en.t, "", fmt.Errorf("llamacpp: decode: %w", err))
 	}
-	l.limit = l.e.cfg.Batch
-	l.e.stats.Decodes.Add(1)
+}
+
+// advance records what a decode that took took added to each slot, and
+// shares the time among the tasks by their tokens.
+func (l *loop) advance(entries []stepEntry, took time.Duration) {
 	total := l.batch.NumTokens()
 	for _, en := range entries {
 		t, s := en.t, l.slots[en.t.slot]
@@ -484,6 +536,11 @@ func (l *loop) step() bool {
 			t.decodeTime += share
 		}
 	}
+}
+
+// sampleAll takes the logits a decode produced: an embedding, or the next
+// token of each task that has them.
+func (l *loop) sampleAll(entries []stepEntry) {
 	for _, en := range entries {
 		if t := en.t; t.logitsAt >= 0 && t.embed {
 			l.takeEmbedding(t) // embed.go
@@ -503,7 +560,6 @@ func (l *loop) step() bool {
 			l.accept(t, tok, lp)
 		}
 	}
-	return true
 }
 
 // firstLogits, when set (by tests), sees the logits each request's first

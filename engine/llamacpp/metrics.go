@@ -1,6 +1,10 @@
 package llamacpp
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // collector exposes the engine's counters as Prometheus metrics. It reads
 // atomics and a copy of the slots; it never blocks the run loop.
@@ -44,24 +48,9 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	st := &c.e.stats
-	kv := c.e.kv
-	counter := func(name string, v int64) {
-		ch <- prometheus.MustNewConstMetric(c.descs[name], prometheus.CounterValue, float64(v))
+	for name, v := range c.counters() {
+		ch <- prometheus.MustNewConstMetric(c.descs[name], prometheus.CounterValue, float64(v.Load()))
 	}
-	counter("requests_total", st.Requests.Load())
-	counter("prompt_tokens_total", st.PromptTokens.Load())
-	counter("cached_tokens_total", st.CachedTokens.Load())
-	counter("prompt_decoded_tokens_total", st.PromptDecoded.Load())
-	counter("generated_tokens_total", st.GeneratedTokens.Load())
-	counter("decode_calls_total", st.Decodes.Load())
-	counter("forks_total", st.Forks.Load())
-	counter("shifts_total", st.Shifts.Load())
-	counter("snapshot_saves_total", kv.saves.Load())
-	counter("snapshot_restores_total", kv.restores.Load())
-	counter("snapshot_failures_total", kv.restoreFailures.Load())
-	counter("snapshot_drops_total", kv.saveDrops.Load())
-	counter("snapshot_save_failures_total", kv.saveFailures.Load())
 	busy := 0
 	slots := c.e.Slots()
 	for _, s := range slots {
@@ -71,4 +60,25 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.descs["slots_busy"], prometheus.GaugeValue, float64(busy))
 	ch <- prometheus.MustNewConstMetric(c.descs["slots"], prometheus.GaugeValue, float64(len(slots)))
+}
+
+// counters are the engine's counters by metric name.
+func (c *collector) counters() map[string]*atomic.Int64 {
+	st := &c.e.stats
+	kv := c.e.kv
+	return map[string]*atomic.Int64{
+		"requests_total":               &st.Requests,
+		"prompt_tokens_total":          &st.PromptTokens,
+		"cached_tokens_total":          &st.CachedTokens,
+		"prompt_decoded_tokens_total":  &st.PromptDecoded,
+		"generated_tokens_total":       &st.GeneratedTokens,
+		"decode_calls_total":           &st.Decodes,
+		"forks_total":                  &st.Forks,
+		"shifts_total":                 &st.Shifts,
+		"snapshot_saves_total":         &kv.saves,
+		"snapshot_restores_total":      &kv.restores,
+		"snapshot_failures_total":      &kv.restoreFailures,
+		"snapshot_drops_total":         &kv.saveDrops,
+		"snapshot_save_failures_total": &kv.saveFailures,
+	}
 }

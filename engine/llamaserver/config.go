@@ -1,6 +1,7 @@
 package llamaserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"kvwin/engine/idle"
 	"kvwin/kvcache"
 )
 
@@ -112,15 +114,11 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 	u.RawPath = ""
 	c.BaseURL = u.String()
 
+	bounds := idle.Bounds{Call: &c.Timeout, Idle: &c.IdleTimeout, Connect: &c.ConnectTimeout, FirstToken: &c.FirstTokenTimeout}
+	if err := bounds.Check("llamaserver"); err != nil {
+		return c, nil, err
+	}
 	switch {
-	case c.Timeout < 0:
-		return c, nil, fmt.Errorf("llamaserver: timeout %v is negative", c.Timeout)
-	case c.IdleTimeout < 0:
-		return c, nil, fmt.Errorf("llamaserver: idle timeout %v is negative", c.IdleTimeout)
-	case c.ConnectTimeout < 0:
-		return c, nil, fmt.Errorf("llamaserver: connect timeout %v is negative", c.ConnectTimeout)
-	case c.FirstTokenTimeout < 0:
-		return c, nil, fmt.Errorf("llamaserver: first-token timeout %v is negative", c.FirstTokenTimeout)
 	case c.MaxChunkBytes < 0 || c.MaxAnswerBytes < 0:
 		return c, nil, fmt.Errorf("llamaserver: byte limits %d (chunk) and %d (answer) must not be negative", c.MaxChunkBytes, c.MaxAnswerBytes)
 	case c.CacheReuse < 0:
@@ -131,23 +129,8 @@ func (c Config) withDefaults() (Config, *url.URL, error) {
 	if c.Name == "" {
 		c.Name = u.Host
 	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.FirstTokenTimeout == 0 {
-		c.FirstTokenTimeout = DefaultFirstTokenTimeout
-	}
-	if c.MaxChunkBytes == 0 {
-		c.MaxChunkBytes = DefaultMaxChunkBytes
-	}
-	if c.MaxAnswerBytes == 0 {
-		c.MaxAnswerBytes = DefaultMaxAnswerBytes
-	}
+	bounds.Default(DefaultTimeout, DefaultIdleTimeout, DefaultConnectTimeout, DefaultFirstTokenTimeout)
+	c.MaxChunkBytes = cmp.Or(c.MaxChunkBytes, DefaultMaxChunkBytes)
+	c.MaxAnswerBytes = cmp.Or(c.MaxAnswerBytes, DefaultMaxAnswerBytes)
 	return c, u, nil
 }

@@ -1,6 +1,7 @@
 package ollama
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/ollama/ollama/api"
+
+	"kvwin/engine/idle"
 )
 
 // Defaults of the Config fields left zero.
@@ -144,15 +147,12 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("ollama: min context %d is negative", c.MinContext)
 	case c.AnswerTokens < 0:
 		return c, fmt.Errorf("ollama: answer tokens %d is negative", c.AnswerTokens)
-	case c.Timeout < 0:
-		return c, fmt.Errorf("ollama: timeout %v is negative", c.Timeout)
-	case c.IdleTimeout < 0:
-		return c, fmt.Errorf("ollama: idle timeout %v is negative", c.IdleTimeout)
-	case c.ConnectTimeout < 0:
-		return c, fmt.Errorf("ollama: connect timeout %v is negative", c.ConnectTimeout)
-	case c.FirstTokenTimeout < 0:
-		return c, fmt.Errorf("ollama: first-token timeout %v is negative", c.FirstTokenTimeout)
-	case c.HTTPClient != nil && c.HTTPClient.Timeout != 0:
+	}
+	bounds := idle.Bounds{Call: &c.Timeout, Idle: &c.IdleTimeout, Connect: &c.ConnectTimeout, FirstToken: &c.FirstTokenTimeout}
+	if err := bounds.Check("ollama"); err != nil {
+		return c, err
+	}
+	if c.HTTPClient != nil && c.HTTPClient.Timeout != 0 {
 		return c, fmt.Errorf("ollama: the HTTP client has a timeout (%v), which would cut long generations; use Config.IdleTimeout", c.HTTPClient.Timeout)
 	}
 	if err := checkOptions(c.Options); err != nil {
@@ -161,30 +161,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Name == "" {
 		c.Name = u.Host
 	}
-	if c.Slots == 0 {
-		c.Slots = 1
-	}
-	if c.MinContext == 0 {
-		c.MinContext = DefaultMinContext
-	}
-	if c.AnswerTokens == 0 {
-		c.AnswerTokens = DefaultAnswerTokens
-	}
-	if c.KeepAlive == 0 {
-		c.KeepAlive = DefaultKeepAlive
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.FirstTokenTimeout == 0 {
-		c.FirstTokenTimeout = DefaultFirstTokenTimeout
-	}
+	c.Slots = cmp.Or(c.Slots, 1)
+	c.MinContext = cmp.Or(c.MinContext, DefaultMinContext)
+	c.AnswerTokens = cmp.Or(c.AnswerTokens, DefaultAnswerTokens)
+	c.KeepAlive = cmp.Or(c.KeepAlive, DefaultKeepAlive)
+	bounds.Default(DefaultTimeout, DefaultIdleTimeout, DefaultConnectTimeout, DefaultFirstTokenTimeout)
 	return c, nil
 }
 

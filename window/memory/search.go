@@ -83,20 +83,39 @@ const (
 // replaced by one the packet or window carries are left out; the token
 // budget and K bound the rest.
 func (x *Index) search(q Query) ([]Hit, searchStats) {
-	var stats searchStats
 	limit := x.limit(q.Before)
 	if limit == 0 {
-		return nil, stats
+		return nil, searchStats{}
 	}
+	x.facts.finish()
+	m := x.match(q, limit)
+	if m.best == 0 {
+		return nil, searchStats{}
+	}
+	return x.pick(q, m, x.rank(m, limit))
+}
+
+// match is how the ask matches the turns below the search's limit: the
+// lexical scores and what the candidates are measured against.
+type match struct {
+	scores   *scoreboard
+	subjects []string // the names the ask is about
+	best     float64  // the best lexical match
+	own      float64  // the best match that is not a statement about someone else
+	beyond   bool     // some turn matches beyond chance
+	inView   bool     // the window answers the ask as well as the memory could
+}
+
+// match scores the ask against the turns below limit.
+func (x *Index) match(q Query, limit int) match {
 	f := x.facts
-	f.finish()
 	avg := float64(x.prefix[limit]) / float64(limit)
 	if avg <= 0 {
 		avg = 1
 	}
 	qstems := x.contentStems(q.Ask)
-	scores := x.lexical(qstems, limit, avg)
-	x.speakerTerms(q.Ask, limit, avg, scores)
+	m := match{scores: x.lexical(qstems, limit, avg)}
+	x.speakerTerms(q.Ask, limit, avg, m.scores)
 	// An ask gets lexical hits only if some turn matches it beyond chance
 	// once the ask's number of terms found in the history is allowed for
 	// (the more terms, the likelier a chance match of one: Bonferroni);
@@ -104,92 +123,73 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 	// limit turns searched (chanceBound). Without one, like an ask about
 	// what is in view, it gets only the statements about the names it
 	// mentions.
-	best, beyond := 0.0, false
 	present := x.present(qstems, limit)
 	ask := x.typicalShare() / float64(max(present, 1))
 	if q.Statement {
 		ask = min(ask, chanceBound(limit, present))
 	}
-	subjects := f.askSubjects(q.Ask, q.Asker)
-	own := 0.0 // the best match that is not a statement about someone else
-	for _, d := range scores.touched {
-		best = max(best, scores.get(d))
-		if !f.aboutOthers(x.turns[d].Pos, subjects) {
-			own = max(own, scores.get(d))
+	m.subjects = f.askSubjects(q.Ask, q.Asker)
+	for _, d := range m.scores.touched {
+		m.best = max(m.best, m.scores.get(d))
+		if !f.aboutOthers(x.turns[d].Pos, m.subjects) {
+			m.own = max(m.own, m.scores.get(d))
 		}
-		beyond = beyond || relevant(scores.mass[d], ask)
+		m.beyond = m.beyond || relevant(m.scores.mass[d], ask)
 	}
-	if best == 0 {
-		return nil, stats
+	if m.best == 0 {
+		return m
 	}
 	// An ask the window answers as well as the memory could is about what
 	// is in view: it gets no lexical hits, only the current statements
 	// about the names it mentions, which the window may lack.
-	inView := x.windowBest(q, qstems, limit, avg) >= best
+	m.inView = x.windowBest(q, qstems, limit, avg) >= m.best
+	return m
+}
 
-	type cand struct {
-		doc   int32
-		score float64
-		fact  bool
+// cand is a turn in the running for a packet.
+type cand struct {
+	doc   int32
+	score float64
+	fact  bool
+}
+
+// candidates collects cands, one per turn, each at the best score it was
+// added with.
+type candidates struct {
+	ranked []cand
+	at     map[int32]int // doc → index in ranked
+}
+
+func (cs *candidates) add(d int32, sc float64, fact bool) {
+	if i, ok := cs.at[d]; ok {
+		cs.ranked[i].score = max(cs.ranked[i].score, sc)
+		cs.ranked[i].fact = cs.ranked[i].fact || fact
+		return
 	}
-	var ranked []cand
-	at := map[int32]int{}
-	add := func(d int32, sc float64, fact bool) {
-		if i, ok := at[d]; ok {
-			ranked[i].score = max(ranked[i].score, sc)
-			ranked[i].fact = ranked[i].fact || fact
-			return
-		}
-		at[d] = len(ranked)
-		ranked = append(ranked, cand{doc: d, score: sc, fact: fact})
-	}
-	for _, d := range scores.touched {
-		if sc := scores.get(d); sc >= cutoff*best && !inView && beyond {
-			add(d, sc, false)
-		}
-	}
-	for _, subj := range subjects {
-		// A statement about the subject ranks like the best turn that
-		// names it: never above the ask's best match, never below the
-		// chatter that merely mentions the name.
-		nameBest := 0.0
-		for _, p := range x.post[x.stems.stem(strings.TrimPrefix(subj, "@"))] {
-			if int(p.doc) < limit {
-				nameBest = max(nameBest, scores.get(p.doc))
-			}
-		}
-		if nameBest < cutoff*own {
-			// No statement can rank by the name: those that count are
-			// already candidates by their own score.
-			continue
-		}
-		for _, pos := range f.bySubject[subj] {
-			d, ok := x.byPos[pos]
-			if !ok || d >= limit {
-				continue
-			}
-			if sc := max(scores.get(int32(d)), nameBest); sc >= cutoff*own {
-				add(int32(d), sc, true)
-			}
+	cs.at[d] = len(cs.ranked)
+	cs.ranked = append(cs.ranked, cand{doc: d, score: sc, fact: fact})
+}
+
+// rank returns the candidates best first, at most maxExamined: the lexical
+// hits, the statements about the ask's subjects and their neighbours.
+func (x *Index) rank(m match, limit int) []cand {
+	cs := &candidates{at: map[int32]int{}}
+	for _, d := range m.scores.touched {
+		if sc := m.scores.get(d); sc >= cutoff*m.best && !m.inView && m.beyond {
+			cs.add(d, sc, false)
 		}
 	}
-	if len(ranked) > maxExamined {
+	x.addStatements(cs, m, limit)
+	if len(cs.ranked) > maxExamined {
 		// Only the best can be reached: keep them before the neighbours.
-		ranked = topK(ranked, maxExamined, func(c cand) float64 { return c.score })
-		clear(at)
-		for i, c := range ranked {
-			at[c.doc] = i
+		cs.ranked = topK(cs.ranked, maxExamined, func(c cand) float64 { return c.score })
+		clear(cs.at)
+		for i, c := range cs.ranked {
+			cs.at[c.doc] = i
 		}
 	}
-	for i, n := 0, len(ranked); i < n; i++ {
-		c := ranked[i]
-		for _, d := range []int32{c.doc - 1, c.doc + 1} {
-			// Only a true neighbour: the next position, not a gap.
-			if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == 1 {
-				add(d, c.score*neighbourShare, false)
-			}
-		}
-	}
+	x.addNeighbours(cs, limit)
+	ranked := cs.ranked
 	slices.SortFunc(ranked, func(a, b cand) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
@@ -199,7 +199,57 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 	if len(ranked) > maxExamined {
 		ranked = ranked[:maxExamined]
 	}
+	return ranked
+}
 
+// addStatements adds the statements below limit about the ask's subjects.
+func (x *Index) addStatements(cs *candidates, m match, limit int) {
+	for _, subj := range m.subjects {
+		// A statement about the subject ranks like the best turn that
+		// names it: never above the ask's best match, never below the
+		// chatter that merely mentions the name.
+		nameBest := 0.0
+		for _, p := range x.post[x.stems.stem(strings.TrimPrefix(subj, "@"))] {
+			if int(p.doc) < limit {
+				nameBest = max(nameBest, m.scores.get(p.doc))
+			}
+		}
+		if nameBest < cutoff*m.own {
+			// No statement can rank by the name: those that count are
+			// already candidates by their own score.
+			continue
+		}
+		for _, pos := range x.facts.bySubject[subj] {
+			d, ok := x.byPos[pos]
+			if !ok || d >= limit {
+				continue
+			}
+			if sc := max(m.scores.get(int32(d)), nameBest); sc >= cutoff*m.own {
+				cs.add(int32(d), sc, true)
+			}
+		}
+	}
+}
+
+// addNeighbours adds the turns next to each candidate at neighbourShare
+// of its score.
+func (x *Index) addNeighbours(cs *candidates, limit int) {
+	for i, n := 0, len(cs.ranked); i < n; i++ {
+		c := cs.ranked[i]
+		for _, d := range []int32{c.doc - 1, c.doc + 1} {
+			// Only a true neighbour: the next position, not a gap.
+			if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == 1 {
+				cs.add(d, c.score*neighbourShare, false)
+			}
+		}
+	}
+}
+
+// pick walks the ranked candidates best first and keeps those the window
+// does not already carry, within q's bounds.
+func (x *Index) pick(q Query, m match, ranked []cand) ([]Hit, searchStats) {
+	var stats searchStats
+	f := x.facts
 	inWindow := map[int]bool{}
 	windowText := map[string]bool{}
 	for _, t := range q.Window {
@@ -232,7 +282,7 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 		case windowText[text] || seen[text]:
 			stats.duplicate++
 			continue
-		case f.superseded(t.Pos, among, later, subjects):
+		case f.superseded(t.Pos, among, later, m.subjects):
 			stats.superseded++
 			continue
 		}

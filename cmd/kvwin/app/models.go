@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"kvwin/cmd/kvwin/config"
 	"kvwin/engine"
 	"kvwin/engine/catalog"
 	"kvwin/engine/llamacpp"
@@ -39,10 +40,6 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 	if err := a.openStore(); err != nil {
 		return nil, nil, err
 	}
-	queue := a.f.Queue
-	if queue == 0 {
-		queue = -1 // the engine's "none wait"; its 0 means "default"
-	}
 	wins := &modelWindows{by: map[string]web.Windower{}}
 	var models []catalog.Model
 	var firstWin *window.Window
@@ -51,41 +48,9 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 		if _, dup := regs[spec.Name]; dup || spec.Name == "" {
 			return nil, nil, fmt.Errorf("models[%d]: name %q is empty or used twice", i, spec.Name)
 		}
-		m := catalog.Model{Name: spec.Name, TTL: time.Duration(spec.TTL)}
-		var reg *kvcache.Registry
-		var fleet *router.Router // a remote model's
-		slots, ctx := firstNonZero(spec.Slots, a.f.Slots), firstNonZero(spec.Ctx, a.f.Ctx)
-		if spec.Model != "" {
-			abs, err := filepath.Abs(spec.Model)
-			if err != nil {
-				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
-			}
-			m.Source = abs
-			// Loaded on first use, but checked now: a configuration whose
-			// model cannot load is refused at start and by a reload, not
-			// reported as served and then answered 503.
-			if err := checkEmbedded(a.f, abs, slots, ctx); err != nil {
-				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
-			}
-			if reg, err = kvcache.New(kvcache.Config{Logger: a.log}); err != nil {
-				return nil, nil, err
-			}
-			m.Info = engine.Info{Name: embeddedName, Model: spec.Name, ContextSlot: ctx, Slots: slots, Snapshots: !a.f.NoSnapshots}
-			if !a.f.NoSnapshots {
-				m.SnapshotDir = filepath.Join(a.f.DataDir, "snapshots", url.PathEscape(spec.Name))
-			}
-		} else {
-			r, rreg, err := a.openRouter(spec.Backends)
-			if err != nil {
-				return nil, nil, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
-			}
-			m.Remote, reg, fleet = r, rreg, r
-			m.Source = strings.Join(spec.Backends, " ")
-			m.Info = r.Info()
-			m.Info.Model = spec.Name
-			if c := fleetContext(r.Backends()); c > 0 {
-				ctx = c
-			}
+		m, reg, fleet, ctx, err := a.catalogModel(i, spec)
+		if err != nil {
+			return nil, nil, err
 		}
 		if err := modelRegisterer(a.metrics, spec.Name).Register(kvcache.NewCollector(reg)); err != nil {
 			return nil, nil, fmt.Errorf("models[%d] (%s): metrics: %w", i, spec.Name, err)
@@ -109,7 +74,69 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 	}
 	wins.def = wins.by[models[0].Name]
 
-	open := func(m catalog.Model) (catalog.Engine, error) {
+	c, err := catalog.New(catalog.Config{
+		Models: models, MaxLoaded: a.f.MaxLoadedModels, Open: a.openEmbedded(regs), Estimate: window.ApproxCount,
+		SnapshotTTL: a.f.MemoryTTL, SnapshotNow: a.f.Now, Metrics: a.metrics, Log: a.log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	a.runCatalog(c)
+	a.catalog, a.backend, a.reg = c, c, regs[models[0].Name]
+	return wins, firstWin, nil
+}
+
+// catalogModel describes models[i] to the catalog: an embedded model,
+// checked now and loaded on first use, with a registry of its own, or a
+// remote one, whose router (fleet) it opens. ctx is the model's context per
+// slot.
+func (a *App) catalogModel(i int, spec config.Model) (m catalog.Model, reg *kvcache.Registry, fleet *router.Router, ctx int, err error) {
+	m = catalog.Model{Name: spec.Name, TTL: time.Duration(spec.TTL)}
+	slots, ctx := firstNonZero(spec.Slots, a.f.Slots), firstNonZero(spec.Ctx, a.f.Ctx)
+	if spec.Model == "" {
+		r, rreg, err := a.openRouter(spec.Backends)
+		if err != nil {
+			return m, nil, nil, 0, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
+		}
+		m.Remote = r
+		m.Source = strings.Join(spec.Backends, " ")
+		m.Info = r.Info()
+		m.Info.Model = spec.Name
+		if c := fleetContext(r.Backends()); c > 0 {
+			ctx = c
+		}
+		return m, rreg, r, ctx, nil
+	}
+	abs, err := filepath.Abs(spec.Model)
+	if err != nil {
+		return m, nil, nil, 0, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
+	}
+	m.Source = abs
+	// Loaded on first use, but checked now: a configuration whose
+	// model cannot load is refused at start and by a reload, not
+	// reported as served and then answered 503.
+	if err := checkEmbedded(a.f, abs, slots, ctx); err != nil {
+		return m, nil, nil, 0, fmt.Errorf("models[%d] (%s): %w", i, spec.Name, err)
+	}
+	if reg, err = kvcache.New(kvcache.Config{Logger: a.log}); err != nil {
+		return m, nil, nil, 0, err
+	}
+	m.Info = engine.Info{Name: embeddedName, Model: spec.Name, ContextSlot: ctx, Slots: slots, Snapshots: !a.f.NoSnapshots}
+	if !a.f.NoSnapshots {
+		m.SnapshotDir = filepath.Join(a.f.DataDir, "snapshots", url.PathEscape(spec.Name))
+	}
+	return m, reg, nil, ctx, nil
+}
+
+// openEmbedded is the catalog's factory of embedded engines: each model's
+// engine records its blocks in the model's registry (regs) and registers
+// its metrics with the model's label.
+func (a *App) openEmbedded(regs map[string]*kvcache.Registry) func(catalog.Model) (catalog.Engine, error) {
+	queue := a.f.Queue
+	if queue == 0 {
+		queue = -1 // the engine's "none wait"; its 0 means "default"
+	}
+	return func(m catalog.Model) (catalog.Engine, error) {
 		reg := regs[m.Name]
 		eng, err := llamacpp.New(llamacpp.Config{
 			ModelPath: m.Source, ModelID: m.Name, Name: embeddedName, Slots: m.Info.Slots, Ctx: m.Info.ContextSlot,
@@ -128,14 +155,10 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 		}
 		return me, nil
 	}
-	c, err := catalog.New(catalog.Config{
-		Models: models, MaxLoaded: a.f.MaxLoadedModels, Open: open, Estimate: window.ApproxCount,
-		SnapshotTTL: a.f.MemoryTTL, SnapshotNow: a.f.Now, Metrics: a.metrics, Log: a.log,
-	})
-	if err != nil {
-		return nil, nil, err
-	}
+}
 
+// runCatalog runs c's loop (TTL unloads) until the App closes, then closes c.
+func (a *App) runCatalog(c *catalog.Catalog) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -147,8 +170,6 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 		<-done
 		c.Close()
 	})
-	a.catalog, a.backend, a.reg = c, c, regs[models[0].Name]
-	return wins, firstWin, nil
 }
 
 // modelEngine is an embedded model's engine as the catalog holds it:

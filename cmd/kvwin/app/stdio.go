@@ -9,7 +9,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"unicode/utf8"
+
+	"kvwin/engine/llamacpp"
 )
 
 // Stdio is the process's standard output and error taken over, so that
@@ -194,18 +195,5 @@ func (l *lineLog) line() {
 	if n > StdioPrefixBytes {
 		args = append(args, "bytes", n, "truncated", true)
 	}
-	l.log.Log(context.Background(), level, validPrefix(text), args...)
-}
-
-// validPrefix drops a rune cut in half at the end of s and replaces any
-// invalid bytes, so the record holds valid UTF-8.
-func validPrefix(s string) string {
-	for len(s) > 0 {
-		r, size := utf8.DecodeLastRuneInString(s)
-		if r != utf8.RuneError || size > 1 {
-			break
-		}
-		s = s[:len(s)-1]
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	l.log.Log(context.Background(), level, llamacpp.ValidPrefix(text), args...)
 }

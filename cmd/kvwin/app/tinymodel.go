@@ -2,10 +2,10 @@ package app
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"kvwin/gguf"
+	"kvwin/kvcache"
 )
 
 // tinyModelName is the file name of the generated test model in a data dir.
@@ -16,7 +16,7 @@ const tinyModelName = "kvwin-tiny.gguf"
 // unless it has another shape (written by an older kvwin), then it is
 // rewritten so every kvwin of this version measures the same model.
 func EnsureTinyModel(dir string) (string, error) {
-	if err := mkdirPrivate(dir); err != nil {
+	if err := kvcache.MkdirPrivate(dir); err != nil {
 		return "", fmt.Errorf("create data dir %q: %w", dir, err)
 	}
 	path := filepath.Join(dir, tinyModelName)
@@ -31,17 +31,4 @@ func EnsureTinyModel(dir string) (string, error) {
 		return "", err
 	}
 	return path, nil
-}
-
-// mkdirPrivate creates dir and its missing parents, readable by kvwin's
-// user only (0700) whatever the umask: what is under --data-dir holds
-// conversations. A directory that exists keeps its mode.
-func mkdirPrivate(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return os.Chmod(dir, 0o700)
 }

@@ -261,7 +261,46 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte) {
 	n = min(n, s.cfg.Ctx-len(in.Prompt)-1)
 	cache := in.CachePrompt == nil || *in.CachePrompt
 
+	id, reused := s.claim(in, id, cache)
+	gen := make([]int, n)
+	text := make([]byte, n)
+	for i := range gen {
+		text[i] = byte('a' + (len(in.Prompt)+i)%26)
+		gen[i] = 100 + int(text[i])
+	}
+	computed := len(in.Prompt) - reused
+	s.release(id, in.Prompt, gen, computed, reused)
+
+	timings := map[string]any{"prompt_n": computed, "prompt_ms": float64(computed) * 0.1, "predicted_n": n, "predicted_ms": float64(n)}
+	if s.cfg.Rules == Rules2026 {
+		timings["cache_n"] = reused
+	}
+	final := map[string]any{"index": 0, "content": "", "tokens": []int{}, "id_slot": id, "stop": true, "model": "tiny",
+		"tokens_predicted": n, "tokens_evaluated": len(in.Prompt), "stop_type": "limit", "truncated": false,
+		"tokens_cached": len(in.Prompt) + n - 1, "timings": timings}
+	if !in.Stream {
+		final["content"], final["tokens"] = string(text), gen
+		writeJSON(w, http.StatusOK, final)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	for i := range gen {
+		writeEvent(bw, map[string]any{"index": 0, "content": string(text[i : i+1]), "tokens": []int{gen[i]}, "stop": false, "id_slot": asked,
+			"tokens_predicted": i + 1, "tokens_evaluated": len(in.Prompt), "timings": timings})
+	}
+	writeEvent(bw, final)
+	_ = bw.Flush()
+}
+
+// claim waits for a free slot for in (the one asked for, id, if any) and
+// marks it busy; with the prompt cache on, it swaps in the cached prompt
+// that shares most with in's and keeps the other slots' prompts. It
+// returns the slot and the prompt tokens reused (none without cache).
+func (s *Server) claim(in completionRequest, id int, cache bool) (int, int) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for {
 		if id < 0 {
 			id = s.choose(in.Prompt)
@@ -300,47 +339,22 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte) {
 	if cache {
 		reused = min(common(sl.held, in.Prompt), len(in.Prompt)-1)
 	}
-	s.mu.Unlock()
+	return id, reused
+}
 
-	gen := make([]int, n)
-	text := make([]byte, n)
-	for i := range gen {
-		text[i] = byte('a' + (len(in.Prompt)+i)%26)
-		gen[i] = 100 + int(text[i])
-	}
-	computed := len(in.Prompt) - reused
-
+// release frees slot id, now holding prompt and gen but its last token,
+// and counts the request.
+func (s *Server) release(id int, prompt, gen []int, computed, reused int) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := &s.slots[id]
 	s.clock++
-	sl.held = append(append([]int(nil), in.Prompt...), gen[:max(n-1, 0)]...)
+	sl.held = append(append([]int(nil), prompt...), gen[:max(len(gen)-1, 0)]...)
 	sl.busy, sl.lastUsed = false, s.clock
 	s.computed += computed
 	s.reused += reused
 	s.requests++
 	s.cond.Broadcast()
-	s.mu.Unlock()
-
-	timings := map[string]any{"prompt_n": computed, "prompt_ms": float64(computed) * 0.1, "predicted_n": n, "predicted_ms": float64(n)}
-	if s.cfg.Rules == Rules2026 {
-		timings["cache_n"] = reused
-	}
-	final := map[string]any{"index": 0, "content": "", "tokens": []int{}, "id_slot": id, "stop": true, "model": "tiny",
-		"tokens_predicted": n, "tokens_evaluated": len(in.Prompt), "stop_type": "limit", "truncated": false,
-		"tokens_cached": len(in.Prompt) + n - 1, "timings": timings}
-	if !in.Stream {
-		final["content"], final["tokens"] = string(text), gen
-		writeJSON(w, http.StatusOK, final)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
-	for i := range gen {
-		writeEvent(bw, map[string]any{"index": 0, "content": string(text[i : i+1]), "tokens": []int{gen[i]}, "stop": false, "id_slot": asked,
-			"tokens_predicted": i + 1, "tokens_evaluated": len(in.Prompt), "timings": timings})
-	}
-	writeEvent(bw, final)
-	_ = bw.Flush()
 }
 
 // cached reports whether the prompt cache holds tokens. s.mu is held.
