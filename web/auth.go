@@ -15,7 +15,7 @@ import (
 	"kvwin/web/core"
 )
 
-// Who may call what (DESIGN.md, issue "Who owns a conversation"):
+// Who may call what (docs/architecture.md, "Conversations and tenants"; docs/tenants.md):
 //
 //   - With no key configured every route is open, Authorization is ignored
 //     and every request acts as the one tenant, DefaultTenant.

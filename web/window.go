@@ -11,7 +11,7 @@ import (
 	"kvwin/window"
 )
 
-// Headers of the window and the conversation (DESIGN.md; package wire).
+// Headers of the window and the conversation (docs/architecture.md, "Headers"; package wire).
 const (
 	HeaderWindowPolicy = wire.HeaderWindowPolicy
 	HeaderWindow       = wire.HeaderWindow
@@ -75,7 +75,7 @@ func (s *Server) ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string
 	return nil
 }
 
-// Response headers every generation carries, streamed or not (DESIGN.md);
+// Response headers every generation carries, streamed or not (docs/architecture.md, "Headers");
 // their names and formats live in package wire.
 const (
 	HeaderBackend         = wire.HeaderBackend

@@ -204,7 +204,7 @@ type Params struct {
 	PresencePenalty     *float32           `json:"presence_penalty"`
 	FrequencyPenalty    *float32           `json:"frequency_penalty"`
 	LogitBias           map[string]float32 `json:"logit_bias"`
-	// PromptCacheKey names the conversation (see DESIGN.md); the window
+	// PromptCacheKey names the conversation (see docs/architecture.md, "Conversations and tenants"); the window
 	// layer will use it. User is accepted for compatibility only.
 	PromptCacheKey string `json:"prompt_cache_key"`
 	User           string `json:"user"`

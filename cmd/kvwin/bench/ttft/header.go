@@ -2,7 +2,7 @@ package ttft
 
 import "kvwin/engine/wire"
 
-// Headers the runner sends and reads (DESIGN.md, "HTTP"; package wire).
+// Headers the runner sends and reads (docs/architecture.md, "Headers"; package wire).
 const (
 	headerPolicy       = wire.HeaderWindowPolicy // request: the policy of this request
 	headerWindow       = wire.HeaderWindow
