@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,11 +32,16 @@ var topLevel = map[string]bool{
 // package may hold.
 const maxShare = 0.15
 
+// maxFuncLines is the longest a function of a non-test, non-generated file
+// may be (the redesign's rule: a function that long does several jobs).
+const maxFuncLines = 100
+
 // goPackage is one package of the module as the checks see it.
 type goPackage struct {
 	path    string   // import path
 	imports []string // the module's packages its non-test files import
 	lines   int      // lines of its non-test Go files
+	files   []string // its non-test Go files
 }
 
 // layerEntry is one entry of the layer list: an import path, or a sub-tree
@@ -222,6 +230,7 @@ func modulePackages(t *testing.T, root, module string) []goPackage {
 			}
 		}
 		for _, f := range files {
+			p.files = append(p.files, filepath.Join(path, f))
 			data, err := os.ReadFile(filepath.Join(path, f))
 			if err != nil {
 				return err
@@ -366,6 +375,34 @@ func TestArrows(t *testing.T) {
 	} {
 		if _, err := parseLayers([]byte(tc.doc)); err == nil {
 			t.Errorf("%s: parsed without an error", tc.name)
+		}
+	}
+}
+
+// TestFunctionLength holds every function of the module's non-test Go
+// files to maxFuncLines, generated files aside.
+func TestFunctionLength(t *testing.T) {
+	root, module := moduleRoot(t)
+	fset := token.NewFileSet()
+	for _, p := range modulePackages(t, root, module) {
+		for _, path := range p.files {
+			f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ast.IsGenerated(f) {
+				continue
+			}
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || fd.Body == nil {
+					continue
+				}
+				if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1; n > maxFuncLines {
+					rel, _ := filepath.Rel(root, path)
+					t.Errorf("%s: %s is %d lines, over %d", rel, fd.Name.Name, n, maxFuncLines)
+				}
+			}
 		}
 	}
 }
