@@ -20,16 +20,7 @@ const roleDeveloper = "developer"
 // chatCompletions serves POST /v1/chat/completions.
 func (s *server) chatCompletions(c *gin.Context, t *core.Turn) {
 	var body chatRequest
-	if err := s.Decode(c, &body); err != nil {
-		core.Fail(c, err)
-		return
-	}
-	_, info, err := s.SelectBackend(t, body.Model)
-	if err != nil {
-		core.Fail(c, err)
-		return
-	}
-	req, err := body.Request(info)
+	req, info, err := s.open(c, t, &body, &body.Params)
 	if err != nil {
 		core.Fail(c, err)
 		return

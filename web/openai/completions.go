@@ -11,16 +11,7 @@ import (
 // the prompt is sent to the backend as raw text, without a chat template.
 func (s *server) completions(c *gin.Context, t *core.Turn) {
 	var body completionRequest
-	if err := s.Decode(c, &body); err != nil {
-		core.Fail(c, err)
-		return
-	}
-	_, info, err := s.SelectBackend(t, body.Model)
-	if err != nil {
-		core.Fail(c, err)
-		return
-	}
-	req, err := body.Request(info)
+	req, info, err := s.open(c, t, &body, &body.Params)
 	if err != nil {
 		core.Fail(c, err)
 		return

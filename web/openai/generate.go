@@ -111,3 +111,18 @@ func usageOf(res engine.Result) usage {
 		PromptTokensDetails: promptTokensDetails{CachedTokens: t.CachedTokens},
 	}
 }
+
+// open reads a generation request into body, whose sampling parameters are
+// p, selects the backend serving p's model and builds the engine request
+// from p: the start that chat and legacy completions share.
+func (s *server) open(c *gin.Context, t *core.Turn, body any, p *core.Params) (engine.Request, engine.Info, error) {
+	if err := s.Decode(c, body); err != nil {
+		return engine.Request{}, engine.Info{}, err
+	}
+	_, info, err := s.SelectBackend(t, p.Model)
+	if err != nil {
+		return engine.Request{}, info, err
+	}
+	req, err := p.Request(info)
+	return req, info, err
+}
