@@ -48,15 +48,7 @@ var errNotSupported = engine.ErrNotSupported
 // Services is what the node routes need from the server they are
 // mounted on (web.Server implements it).
 type Services interface {
-	// Handle adapts a handler taking the request's Turn to Gin.
-	Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc
-	// Decode reads the request body into v within the server's limits.
-	Decode(c *gin.Context, v any) error
-	// RunTurn runs req on t's backend and answers as w says.
-	RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire)
-	// SelectBackend records in t the backend serving model ("" the
-	// first), or fails with engine.ErrUnknownModel.
-	SelectBackend(t *core.Turn, model string) (engine.Backend, engine.Info, error)
+	core.Services
 	// KeysEnabled reports whether the server has keys (so tenants).
 	KeysEnabled() bool
 }

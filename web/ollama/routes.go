@@ -44,24 +44,7 @@ const latestTag = ":latest"
 // Services is what the Ollama routes need from the server they are
 // mounted on (web.Server implements it).
 type Services interface {
-	// Handle adapts a handler taking the request's Turn to Gin.
-	Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc
-	// Decode reads the request body into v within the server's limits.
-	Decode(c *gin.Context, v any) error
-	// RunTurn runs req on t's backend and answers as w says.
-	RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire)
-	// SelectBackend records in t the backend serving model.
-	SelectBackend(t *core.Turn, model string) (engine.Backend, engine.Info, error)
-	// ApplyWindow windows a chat's messages and records its conversation.
-	ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string, req *engine.Request) error
-	// Embed computes inputs' embeddings on the backend serving model,
-	// once check accepts its model.
-	Embed(c *gin.Context, t *core.Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error)
-	// Backend is the server's own backend (a core.Catalog or one model).
-	Backend() engine.Backend
-	// Started is when the server started; Now its clock.
-	Started() time.Time
-	Now() time.Time
+	core.ChatServices
 	// Log is the server's logger.
 	Log() *slog.Logger
 	// Dashboard serves the operator's page (GET / from a browser).
