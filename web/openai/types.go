@@ -128,16 +128,21 @@ type topLogprob struct {
 	Bytes   []int   `json:"bytes"`
 }
 
-// chatChunk is one streamed chat chunk. Usage is set only on the usage
-// chunk, whose Choices is empty (not null), as OpenAI sends it.
-type chatChunk struct {
-	ID      string            `json:"id"`
-	Object  string            `json:"object"`
-	Created int64             `json:"created"`
-	Model   string            `json:"model"`
-	Choices []chatChunkChoice `json:"choices"`
-	Usage   *usage            `json:"usage,omitempty"`
+// completionObject is the object a completion streams in chunks (and a
+// legacy completion also answers whole), with choices of type C. Usage is
+// set only on the usage chunk, whose Choices is empty (not null), as
+// OpenAI sends it, and on a whole legacy completion.
+type completionObject[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   *usage `json:"usage,omitempty"`
 }
+
+// chatChunk is one streamed chat chunk.
+type chatChunk = completionObject[chatChunkChoice]
 
 // chatChunkChoice carries a delta; FinishReason is null until the last one.
 type chatChunkChoice struct {
@@ -157,14 +162,7 @@ type chatDelta struct {
 
 // textCompletion is a legacy completion, streamed chunk or whole response:
 // OpenAI uses the same object for both.
-type textCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []textChoice `json:"choices"`
-	Usage   *usage       `json:"usage,omitempty"`
-}
+type textCompletion = completionObject[textChoice]
 
 // textChoice is one legacy completion choice; FinishReason is null in every
 // streamed chunk but the last.
