@@ -51,12 +51,8 @@ func (s *server) chatCompletions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	s.generate(c, t, req, reply{
-		meta:         s.meta("chatcmpl-", info),
-		stream:       body.Stream,
-		includeUsage: body.IncludeUsage(),
-		format:       newChatFormat(req.Logprobs, tools.Call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls),
-	})
+	s.generate(c, t, req, s.reply("chatcmpl-", info, &body.Params,
+		newChatFormat(req.Logprobs, tools.Call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls)))
 }
 
 // chatMessages translates the client's messages into engine messages.

@@ -30,12 +30,7 @@ func (s *server) completions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	s.generate(c, t, req, reply{
-		meta:         s.meta("cmpl-", info),
-		stream:       body.Stream,
-		includeUsage: body.IncludeUsage(),
-		format:       &textFormat{logprobs: req.Logprobs},
-	})
+	s.generate(c, t, req, s.reply("cmpl-", info, &body.Params, &textFormat{logprobs: req.Logprobs}))
 }
 
 // textFormat renders legacy completion objects. A stream's format counts

@@ -43,9 +43,16 @@ type reply struct {
 	format       format
 }
 
-// meta starts the metadata of a new response.
-func (s *server) meta(prefix string, info engine.Info) meta {
-	return meta{id: s.NewID(prefix), created: s.Now().Unix(), model: info.Model}
+// reply is the answer a request with parameters p wants, rendered by f:
+// a new response of id prefix from info's model, streamed (and with the
+// usage chunk) as p says.
+func (s *server) reply(prefix string, info engine.Info, p *core.Params, f format) reply {
+	return reply{
+		meta:         meta{id: s.NewID(prefix), created: s.Now().Unix(), model: info.Model},
+		stream:       p.Stream,
+		includeUsage: p.IncludeUsage(),
+		format:       f,
+	}
 }
 
 // generate runs req on the backend and answers in OpenAI's format, as r
