@@ -35,12 +35,3 @@ type Catalog = core.Catalog
 // ModelStatus is one model of a Catalog as operators see it
 // (core.ModelStatus).
 type ModelStatus = core.ModelStatus
-
-// States of a model in a Catalog (core.ModelIdle…).
-const (
-	ModelIdle    = core.ModelIdle
-	ModelLoading = core.ModelLoading
-	ModelLoaded  = core.ModelLoaded
-	ModelRemote  = core.ModelRemote
-	ModelFailed  = core.ModelFailed
-)

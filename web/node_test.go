@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"kvwin/engine"
+	"kvwin/engine/catalog"
 	"kvwin/engine/enginetest"
 	"kvwin/engine/llamaserver"
 )
@@ -468,7 +469,7 @@ func (m twoModels) Select(model string) (engine.Backend, error) {
 }
 
 func (m twoModels) Models() []ModelStatus {
-	return []ModelStatus{{Name: "a", State: ModelLoaded}, {Name: "b", State: ModelLoaded}}
+	return []ModelStatus{{Name: "a", State: catalog.Loaded}, {Name: "b", State: catalog.Loaded}}
 }
 
 // modelB tokenizes as tokFake with every id shifted by 1000, and has one

@@ -18,14 +18,6 @@ type Catalog interface {
 	Models() []ModelStatus
 }
 
-// States of a model in a Catalog (engine/catalog's).
-const (
-	ModelIdle    = catalog.Idle
-	ModelLoading = catalog.Loading
-	ModelLoaded  = catalog.Loaded
-	ModelRemote  = catalog.Remote
-	ModelFailed  = catalog.Failed
-)
-
-// ModelStatus is one model of a Catalog as operators see it.
+// ModelStatus is one model of a Catalog as operators see it; its states
+// are engine/catalog's (catalog.Idle…).
 type ModelStatus = catalog.Status

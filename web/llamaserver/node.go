@@ -48,15 +48,7 @@ var errNotSupported = engine.ErrNotSupported
 // Services is what the node routes need from the server they are
 // mounted on (web.Server implements it).
 type Services interface {
-	// Handle adapts a handler taking the request's Turn to Gin.
-	Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc
-	// Decode reads the request body into v within the server's limits.
-	Decode(c *gin.Context, v any) error
-	// RunTurn runs req on t's backend and answers as w says.
-	RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire)
-	// SelectBackend records in t the backend serving model ("" the
-	// first), or fails with engine.ErrUnknownModel.
-	SelectBackend(t *core.Turn, model string) (engine.Backend, engine.Info, error)
+	core.Services
 	// KeysEnabled reports whether the server has keys (so tenants).
 	KeysEnabled() bool
 }
@@ -223,11 +215,7 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 // nodeCompletion serves POST /completion.
 func (s *server) nodeCompletion(c *gin.Context, t *core.Turn) {
 	var body nodeCompletionRequest
-	if err := s.Decode(c, &body); err != nil {
-		Fail(c, err)
-		return
-	}
-	if _, _, err := s.SelectBackend(t, body.Model); err != nil {
+	if err := s.open(c, t, &body, &body.Model); err != nil {
 		Fail(c, err)
 		return
 	}
@@ -446,20 +434,36 @@ type nodePiece struct {
 	Piece any `json:"piece"`
 }
 
-// nodeTokenize serves POST /tokenize.
-func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) {
-	var body nodeTokenizeRequest
-	if err := s.Decode(c, &body); err != nil {
-		Fail(c, err)
-		return
+// open reads the request body into body and records in t the backend
+// serving the model it names (*model, read once body is decoded).
+func (s *server) open(c *gin.Context, t *core.Turn, body any, model *string) error {
+	if err := s.Decode(c, body); err != nil {
+		return err
 	}
-	if _, _, err := s.SelectBackend(t, body.Model); err != nil {
-		Fail(c, err)
-		return
+	_, _, err := s.SelectBackend(t, *model)
+	return err
+}
+
+// tokenizer opens the request as open does and returns the Tokenizer of
+// the backend serving it; route names the route in the error of a
+// backend without one.
+func (s *server) tokenizer(c *gin.Context, t *core.Turn, body any, model *string, route string) (engine.Tokenizer, error) {
+	if err := s.open(c, t, body, model); err != nil {
+		return nil, err
 	}
 	tok, ok := engine.As[engine.Tokenizer](t.Backend)
 	if !ok {
-		Fail(c, fmt.Errorf("tokenize: %w", errNotSupported))
+		return nil, fmt.Errorf("%s: %w", route, errNotSupported)
+	}
+	return tok, nil
+}
+
+// nodeTokenize serves POST /tokenize.
+func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) {
+	var body nodeTokenizeRequest
+	tok, err := s.tokenizer(c, t, &body, &body.Model, "tokenize")
+	if err != nil {
+		Fail(c, err)
 		return
 	}
 	if body.Content == nil {
@@ -537,17 +541,9 @@ func (s *server) nodeDetokenize(c *gin.Context, t *core.Turn) {
 		Model  string `json:"model"`
 		Tokens []int  `json:"tokens"`
 	}
-	if err := s.Decode(c, &body); err != nil {
+	tok, err := s.tokenizer(c, t, &body, &body.Model, "detokenize")
+	if err != nil {
 		Fail(c, err)
-		return
-	}
-	if _, _, err := s.SelectBackend(t, body.Model); err != nil {
-		Fail(c, err)
-		return
-	}
-	tok, ok := engine.As[engine.Tokenizer](t.Backend)
-	if !ok {
-		Fail(c, fmt.Errorf("detokenize: %w", errNotSupported))
 		return
 	}
 	text, err := tok.Detokenize(c.Request.Context(), body.Tokens)

@@ -15,6 +15,7 @@ import (
 	"github.com/ollama/ollama/types/model"
 
 	"kvwin/engine"
+	"kvwin/engine/catalog"
 	"kvwin/web/core"
 )
 
@@ -96,7 +97,7 @@ func (s *server) ollamaPS(c *gin.Context) {
 	if cat, ok := s.Backend().(core.Catalog); ok {
 		ps := oapi.ProcessResponse{Models: []oapi.ProcessModelResponse{}}
 		for _, m := range cat.Models() {
-			if m.State != core.ModelLoaded && m.State != core.ModelRemote {
+			if m.State != catalog.Loaded && m.State != catalog.Remote {
 				continue
 			}
 			card, expires := s.cardOf(m), m.ExpiresAt

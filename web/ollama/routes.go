@@ -44,24 +44,7 @@ const latestTag = ":latest"
 // Services is what the Ollama routes need from the server they are
 // mounted on (web.Server implements it).
 type Services interface {
-	// Handle adapts a handler taking the request's Turn to Gin.
-	Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc
-	// Decode reads the request body into v within the server's limits.
-	Decode(c *gin.Context, v any) error
-	// RunTurn runs req on t's backend and answers as w says.
-	RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire)
-	// SelectBackend records in t the backend serving model.
-	SelectBackend(t *core.Turn, model string) (engine.Backend, engine.Info, error)
-	// ApplyWindow windows a chat's messages and records its conversation.
-	ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string, req *engine.Request) error
-	// Embed computes inputs' embeddings on the backend serving model,
-	// once check accepts its model.
-	Embed(c *gin.Context, t *core.Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error)
-	// Backend is the server's own backend (a core.Catalog or one model).
-	Backend() engine.Backend
-	// Started is when the server started; Now its clock.
-	Started() time.Time
-	Now() time.Time
+	core.ChatServices
 	// Log is the server's logger.
 	Log() *slog.Logger
 	// Dashboard serves the operator's page (GET / from a browser).
@@ -177,6 +160,23 @@ func (s *server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields fun
 	return info, out, true
 }
 
+// ollamaStart builds the engine request of a chat or generate from its
+// options. With nothing to generate (empty) it answers as Ollama does, a
+// load or unload (ollamaLoaded); then, and on failure, ok is false and the
+// answer is sent.
+func ollamaStart(c *gin.Context, enc *ollamaEncoder, empty bool, keepAlive *oapi.Duration, options map[string]any, info engine.Info) (req engine.Request, ok bool) {
+	if empty {
+		core.WriteJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(keepAlive)))
+		return req, false
+	}
+	req, err := ollamaRequest(options, info)
+	if err != nil {
+		core.FailOllama(c, err)
+		return req, false
+	}
+	return req, true
+}
+
 // ollamaChat serves POST /api/chat.
 func (s *server) ollamaChat(c *gin.Context, t *core.Turn) {
 	start := time.Now()
@@ -191,13 +191,8 @@ func (s *server) ollamaChat(c *gin.Context, t *core.Turn) {
 		return
 	}
 	enc := &ollamaEncoder{chat: true, model: body.Model, now: s.Now, start: start}
-	if len(body.Messages) == 0 {
-		core.WriteJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
-		return
-	}
-	req, err := ollamaRequest(body.Options, info)
-	if err != nil {
-		core.FailOllama(c, err)
+	req, ok := ollamaStart(c, enc, len(body.Messages) == 0, body.KeepAlive, body.Options, info)
+	if !ok {
 		return
 	}
 	if req.Messages, err = ollamaMessages(body.Messages); err != nil {
@@ -269,16 +264,12 @@ func (s *server) ollamaGenerate(c *gin.Context, t *core.Turn) {
 		return
 	}
 	enc := &ollamaEncoder{model: body.Model, now: s.Now, start: start}
-	if body.Prompt == "" {
-		core.WriteJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(body.KeepAlive)))
-		return
-	}
-	req, err := ollamaRequest(body.Options, info)
-	if err != nil {
-		core.FailOllama(c, err)
+	req, ok := ollamaStart(c, enc, body.Prompt == "", body.KeepAlive, body.Options, info)
+	if !ok {
 		return
 	}
 	req.Sampling.Output = format
+	var err error
 	if t.Conversation, err = core.ConversationOf(c, ""); err != nil {
 		core.FailOllama(c, err)
 		return

@@ -20,16 +20,7 @@ const roleDeveloper = "developer"
 // chatCompletions serves POST /v1/chat/completions.
 func (s *server) chatCompletions(c *gin.Context, t *core.Turn) {
 	var body chatRequest
-	if err := s.Decode(c, &body); err != nil {
-		core.Fail(c, err)
-		return
-	}
-	_, info, err := s.SelectBackend(t, body.Model)
-	if err != nil {
-		core.Fail(c, err)
-		return
-	}
-	req, err := body.Request(info)
+	req, info, err := s.open(c, t, &body, &body.Params)
 	if err != nil {
 		core.Fail(c, err)
 		return
@@ -60,12 +51,8 @@ func (s *server) chatCompletions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	s.generate(c, t, req, reply{
-		meta:         s.meta("chatcmpl-", info),
-		stream:       body.Stream,
-		includeUsage: body.IncludeUsage(),
-		format:       newChatFormat(req.Logprobs, tools.Call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls),
-	})
+	s.generate(c, t, req, s.reply("chatcmpl-", info, &body.Params,
+		newChatFormat(req.Logprobs, tools.Call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls)))
 }
 
 // chatMessages translates the client's messages into engine messages.

@@ -11,16 +11,7 @@ import (
 // the prompt is sent to the backend as raw text, without a chat template.
 func (s *server) completions(c *gin.Context, t *core.Turn) {
 	var body completionRequest
-	if err := s.Decode(c, &body); err != nil {
-		core.Fail(c, err)
-		return
-	}
-	_, info, err := s.SelectBackend(t, body.Model)
-	if err != nil {
-		core.Fail(c, err)
-		return
-	}
-	req, err := body.Request(info)
+	req, info, err := s.open(c, t, &body, &body.Params)
 	if err != nil {
 		core.Fail(c, err)
 		return
@@ -39,12 +30,7 @@ func (s *server) completions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
-	s.generate(c, t, req, reply{
-		meta:         s.meta("cmpl-", info),
-		stream:       body.Stream,
-		includeUsage: body.IncludeUsage(),
-		format:       &textFormat{logprobs: req.Logprobs},
-	})
+	s.generate(c, t, req, s.reply("cmpl-", info, &body.Params, &textFormat{logprobs: req.Logprobs}))
 }
 
 // textFormat renders legacy completion objects. A stream's format counts

@@ -43,9 +43,16 @@ type reply struct {
 	format       format
 }
 
-// meta starts the metadata of a new response.
-func (s *server) meta(prefix string, info engine.Info) meta {
-	return meta{id: s.NewID(prefix), created: s.Now().Unix(), model: info.Model}
+// reply is the answer a request with parameters p wants, rendered by f:
+// a new response of id prefix from info's model, streamed (and with the
+// usage chunk) as p says.
+func (s *server) reply(prefix string, info engine.Info, p *core.Params, f format) reply {
+	return reply{
+		meta:         meta{id: s.NewID(prefix), created: s.Now().Unix(), model: info.Model},
+		stream:       p.Stream,
+		includeUsage: p.IncludeUsage(),
+		format:       f,
+	}
 }
 
 // generate runs req on the backend and answers in OpenAI's format, as r
@@ -110,4 +117,19 @@ func usageOf(res engine.Result) usage {
 		TotalTokens:         t.PromptTokens + completion,
 		PromptTokensDetails: promptTokensDetails{CachedTokens: t.CachedTokens},
 	}
+}
+
+// open reads a generation request into body, whose sampling parameters are
+// p, selects the backend serving p's model and builds the engine request
+// from p: the start that chat and legacy completions share.
+func (s *server) open(c *gin.Context, t *core.Turn, body any, p *core.Params) (engine.Request, engine.Info, error) {
+	if err := s.Decode(c, body); err != nil {
+		return engine.Request{}, engine.Info{}, err
+	}
+	_, info, err := s.SelectBackend(t, p.Model)
+	if err != nil {
+		return engine.Request{}, info, err
+	}
+	req, err := p.Request(info)
+	return req, info, err
 }

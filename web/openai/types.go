@@ -8,11 +8,9 @@ package openai
 
 import (
 	"encoding/json"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"kvwin/engine"
 	"kvwin/web/core"
 	"kvwin/web/toolcall"
 )
@@ -130,16 +128,21 @@ type topLogprob struct {
 	Bytes   []int   `json:"bytes"`
 }
 
-// chatChunk is one streamed chat chunk. Usage is set only on the usage
-// chunk, whose Choices is empty (not null), as OpenAI sends it.
-type chatChunk struct {
-	ID      string            `json:"id"`
-	Object  string            `json:"object"`
-	Created int64             `json:"created"`
-	Model   string            `json:"model"`
-	Choices []chatChunkChoice `json:"choices"`
-	Usage   *usage            `json:"usage,omitempty"`
+// completionObject is the object a completion streams in chunks (and a
+// legacy completion also answers whole), with choices of type C. Usage is
+// set only on the usage chunk, whose Choices is empty (not null), as
+// OpenAI sends it, and on a whole legacy completion.
+type completionObject[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   *usage `json:"usage,omitempty"`
 }
+
+// chatChunk is one streamed chat chunk.
+type chatChunk = completionObject[chatChunkChoice]
 
 // chatChunkChoice carries a delta; FinishReason is null until the last one.
 type chatChunkChoice struct {
@@ -159,14 +162,7 @@ type chatDelta struct {
 
 // textCompletion is a legacy completion, streamed chunk or whole response:
 // OpenAI uses the same object for both.
-type textCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []textChoice `json:"choices"`
-	Usage   *usage       `json:"usage,omitempty"`
-}
+type textCompletion = completionObject[textChoice]
 
 // textChoice is one legacy completion choice; FinishReason is null in every
 // streamed chunk but the last.
@@ -201,26 +197,8 @@ type modelObject struct {
 // Services is what the OpenAI routes need from the server they are
 // mounted on (web.Server implements it).
 type Services interface {
-	// Handle adapts a handler taking the request's Turn to Gin.
-	Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc
-	// Decode reads the request body into v within the server's limits.
-	Decode(c *gin.Context, v any) error
-	// RunTurn runs req on t's backend and answers as w says.
-	RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire)
-	// SelectBackend records in t the backend serving model.
-	SelectBackend(t *core.Turn, model string) (engine.Backend, engine.Info, error)
-	// ApplyWindow windows a chat's messages and records its conversation.
-	ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string, req *engine.Request) error
-	// Embed computes inputs' embeddings on the backend serving model,
-	// once check accepts its model.
-	Embed(c *gin.Context, t *core.Turn, model string, inputs []string, check func(engine.Info) error) (engine.Embeddings, engine.Info, error)
-	// Backend is the server's own backend (a core.Catalog or one model).
-	Backend() engine.Backend
-	// Started is when the server started, the models' "created".
-	Started() time.Time
-	// Now is the server's clock and NewID its response ids: both fixed in
-	// tests, so bodies can be compared byte for byte.
-	Now() time.Time
+	core.ChatServices
+	// NewID returns the server's response ids (fixed in tests, as Now).
 	NewID(prefix string) string
 }
 

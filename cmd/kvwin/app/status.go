@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
+	"kvwin/engine/catalog"
 	"kvwin/kvcache"
 	"kvwin/router"
 	"kvwin/web"
@@ -68,9 +69,9 @@ func (a *App) status(ctx context.Context) Status {
 		}
 	default:
 		info := a.backend.Info()
-		st.Models = []web.ModelStatus{{Name: info.Model, State: web.ModelLoaded, Info: info, Source: a.f.Model}}
+		st.Models = []web.ModelStatus{{Name: info.Model, State: catalog.Loaded, Info: info, Source: a.f.Model}}
 		if a.router != nil {
-			st.Models[0].State, st.Models[0].Source = web.ModelRemote, strings.Join(a.f.Backends, " ")
+			st.Models[0].State, st.Models[0].Source = catalog.Remote, strings.Join(a.f.Backends, " ")
 		}
 		st.Backends = backendViews(ctx, info.Model, a.backend, a.reg)
 	}
