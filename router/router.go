@@ -171,12 +171,7 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 	if err != nil {
 		return nil, err
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		if reg, err = kvcache.New(kvcache.Config{Logger: log}); err != nil {
-			return nil, err
-		}
-	}
+	reg := kvcache.OrNew(cfg.Registry, log)
 	r := &Router{cfg: cfg, log: log, reg: reg, scorer: sc, watch: make(chan struct{})}
 	model := ""
 	for _, b := range backends {

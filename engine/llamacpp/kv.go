@@ -66,12 +66,7 @@ func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error
 	if err != nil {
 		return nil, err
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		if reg, err = kvcache.New(kvcache.Config{Logger: log}); err != nil {
-			return nil, err
-		}
-	}
+	reg := kvcache.OrNew(cfg.Registry, log)
 	capacity, err := kvcache.Budget{Context: cfg.Ctx, Slots: cfg.Slots}.CapacityBlocks(cfg.BlockTokens)
 	if err != nil {
 		return nil, err
