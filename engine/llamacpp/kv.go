@@ -191,7 +191,7 @@ func (k *kv) prepareRestore(tenant string, chain kvcache.Chain, prompt []int) *r
 	if l.Owner.Tenant != tenant {
 		return nil // a key collision across tenants: never restore another tenant's KV
 	}
-	return &restore{id: snap.Snapshot, tokens: l.Tokens, state: l.State, reuse: min(commonPrefix(l.Tokens, prompt), reuseLimit(len(prompt)))}
+	return &restore{id: snap.Snapshot, tokens: l.Tokens, state: l.State, reuse: min(kvcache.SharedPrefix(l.Tokens, prompt), reuseLimit(len(prompt)))}
 }
 
 // save queues a snapshot of a slot's KV, held for owner, before the slot is
