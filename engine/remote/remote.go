@@ -1,7 +1,8 @@
 // Package remote holds what the adapters of remote servers (llamaserver,
-// ollama) say alike of a server's error answer: the text of a status
-// error, what a gateway may tell its client of it, and the start of a body
-// quoted in an error message. A leaf: it imports no kvwin package. See
+// ollama) do alike: the transport they reach a server with, and what they
+// say of its error answers (the text of a status error, what a gateway may
+// tell its client of it, the start of a body quoted in an error message).
+// A leaf: it imports no kvwin package. See
 // docs/architecture.md.
 package remote
 
