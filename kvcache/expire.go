@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"kvwin/engine/datadir"
 )
 
 // Expiry of snapshots: a snapshot holds a conversation's token ids, so an
@@ -59,26 +61,18 @@ func (s *Store) Expire() []string {
 	return gone
 }
 
-// ExpireInterval is how often snapshots with ttl are swept: every quarter
-// TTL, at least hourly (a snapshot outlives its TTL by at most that), and
-// at most every second. The memory store sweeps its conversations alike.
+// ExpireInterval is how often snapshots with ttl are swept
+// (datadir.SweepInterval): every quarter TTL, at least hourly (a snapshot
+// outlives its TTL by at most that), and at most every second. The memory
+// store sweeps its conversations alike.
 func ExpireInterval(ttl time.Duration) time.Duration {
-	return max(min(ttl/4, time.Hour), time.Second)
+	return datadir.SweepInterval(ttl)
 }
 
 // expireLoop runs Expire every ExpireInterval until Close.
 func (s *Store) expireLoop() {
 	defer s.wg.Done()
-	tick := time.NewTicker(ExpireInterval(s.cfg.TTL))
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-			s.Expire()
-		}
-	}
+	datadir.Sweep(s.stop, s.cfg.TTL, func() { s.Expire() })
 }
 
 // ExpireDir deletes the snapshot files in dir last used before cutoff (a

@@ -59,6 +59,21 @@ func (r *Registry) setChain(c *chain, keys []Key) {
 	}
 }
 
+// SharedPrefix is the number of leading elements a and b share: of block
+// keys (chained, so equal keys at i mean equal blocks up to i) or of
+// tokens. It compares one by one, so it holds for any two slices; the
+// registry's own lookups use commonPrefix, a binary search that relies on
+// the chaining.
+func SharedPrefix[T comparable](a, b []T) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
 // commonPrefix returns how many leading keys a and b share. Keys are chained,
 // so once two chains differ they differ at every later block: equality is
 // monotone and a binary search finds the first gap in O(log n). A 64-bit

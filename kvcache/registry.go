@@ -100,6 +100,16 @@ func New(cfg Config) (*Registry, error) {
 	return r, nil
 }
 
+// OrNew returns r, or, if r is nil, a new empty registry logging to log:
+// the registry of an engine or router that was given none to share.
+func OrNew(r *Registry, log *slog.Logger) *Registry {
+	if r != nil {
+		return r
+	}
+	r, _ = New(Config{Logger: log}) // no backends: nothing to fail on
+	return r
+}
+
 // SetBackend adds a backend or changes its capacity; a lower capacity evicts
 // at once.
 func (r *Registry) SetBackend(bc BackendConfig) error {

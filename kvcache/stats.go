@@ -15,7 +15,15 @@ type Stats struct {
 
 // Totals sums every backend.
 type Totals struct {
-	BlocksHeld       int    `json:"blocks_held"`
+	BlocksHeld int `json:"blocks_held"`
+	Counts
+}
+
+// Counts are the figures of a backend that Totals sums as they are: blocks
+// hit, missed and evicted, snapshots saved and restored, and the bytes the
+// snapshots take. Embedded, their fields stand in the JSON where Counts
+// stands.
+type Counts struct {
 	Hits             uint64 `json:"hits"`
 	Misses           uint64 `json:"misses"`
 	Evictions        uint64 `json:"evictions"`
@@ -24,19 +32,24 @@ type Totals struct {
 	SnapshotBytes    int64  `json:"snapshot_bytes"`
 }
 
+// add adds o to c.
+func (c *Counts) add(o Counts) {
+	c.Hits += o.Hits
+	c.Misses += o.Misses
+	c.Evictions += o.Evictions
+	c.SnapshotSaves += o.SnapshotSaves
+	c.SnapshotRestores += o.SnapshotRestores
+	c.SnapshotBytes += o.SnapshotBytes
+}
+
 // BackendStats is one backend. Hits, Misses and Evictions count blocks and
 // are the sums over its slots; SnapshotBytes is what its snapshots take now.
 type BackendStats struct {
-	Name             string      `json:"name"`
-	BlocksHeld       int         `json:"blocks_held"`
-	CapacityBlocks   int         `json:"capacity_blocks"` // 0: unbounded
-	Hits             uint64      `json:"hits"`
-	Misses           uint64      `json:"misses"`
-	Evictions        uint64      `json:"evictions"`
-	SnapshotSaves    uint64      `json:"snapshot_saves"`
-	SnapshotRestores uint64      `json:"snapshot_restores"`
-	SnapshotBytes    int64       `json:"snapshot_bytes"`
-	Slots            []SlotStats `json:"slots"` // by id
+	Name           string `json:"name"`
+	BlocksHeld     int    `json:"blocks_held"`
+	CapacityBlocks int    `json:"capacity_blocks"` // 0: unbounded
+	Counts
+	Slots []SlotStats `json:"slots"` // by id
 
 	Snapshots      int    `json:"-"` // snapshots recorded
 	SnapshotBlocks int    `json:"-"` // blocks held in the snapshot tier
@@ -61,17 +74,19 @@ func (r *Registry) Snapshot() Stats {
 	st := Stats{Backends: make([]BackendStats, 0, len(r.backends))}
 	for _, b := range r.backends {
 		bs := BackendStats{
-			Name:             b.name,
-			BlocksHeld:       b.held,
-			CapacityBlocks:   b.capacity,
-			SnapshotSaves:    b.saves.Load(),
-			SnapshotRestores: b.restores.Load(),
-			SnapshotBytes:    b.snapBytes,
-			Slots:            make([]SlotStats, 0, len(b.slots)),
-			Snapshots:        len(b.snaps),
-			SnapshotBlocks:   b.snapBlocks,
-			ReuseClamped:     b.clamped.Load(),
-			Corrected:        b.corrected.Load(),
+			Name:           b.name,
+			BlocksHeld:     b.held,
+			CapacityBlocks: b.capacity,
+			Counts: Counts{
+				SnapshotSaves:    b.saves.Load(),
+				SnapshotRestores: b.restores.Load(),
+				SnapshotBytes:    b.snapBytes,
+			},
+			Slots:          make([]SlotStats, 0, len(b.slots)),
+			Snapshots:      len(b.snaps),
+			SnapshotBlocks: b.snapBlocks,
+			ReuseClamped:   b.clamped.Load(),
+			Corrected:      b.corrected.Load(),
 		}
 		for _, s := range b.slots {
 			ss := SlotStats{
@@ -93,14 +108,8 @@ func (r *Registry) Snapshot() Stats {
 	slices.SortFunc(st.Backends, func(a, b BackendStats) int { return cmp.Compare(a.Name, b.Name) })
 	for _, bs := range st.Backends {
 		slices.SortFunc(bs.Slots, func(a, b SlotStats) int { return cmp.Compare(a.ID, b.ID) })
-		t := &st.Totals
-		t.BlocksHeld += bs.BlocksHeld
-		t.Hits += bs.Hits
-		t.Misses += bs.Misses
-		t.Evictions += bs.Evictions
-		t.SnapshotSaves += bs.SnapshotSaves
-		t.SnapshotRestores += bs.SnapshotRestores
-		t.SnapshotBytes += bs.SnapshotBytes
+		st.Totals.BlocksHeld += bs.BlocksHeld
+		st.Totals.add(bs.Counts)
 	}
 	return st
 }

@@ -55,6 +55,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
+
+	"kvwin/engine/datadir"
 )
 
 // Errors of the snapshot store.
@@ -204,16 +206,8 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 // MkdirPrivate creates dir and its missing parents, readable by kvwin's
 // user only (0700) whatever the umask: what is under --data-dir (KV
 // snapshots here, and the models beside them) holds conversations. A
-// directory that exists keeps its mode.
-func MkdirPrivate(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return os.Chmod(dir, 0o700)
-}
+// directory that exists keeps its mode. See datadir.MkdirPrivate.
+func MkdirPrivate(dir string) error { return datadir.MkdirPrivate(dir) }
 
 func (s *Store) path(id string) string { return filepath.Join(s.cfg.Dir, id+snapExt) }
 

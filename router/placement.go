@@ -109,7 +109,7 @@ func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPla
 			continue
 		}
 		held := r.reg.Held(kvcache.Location{Backend: m.name, Slot: s})
-		shared := sharedKeys(held, chain.Keys)
+		shared := kvcache.SharedPrefix(held, chain.Keys)
 		reuse := min(chain.Units(shared), max(length-1, 0))
 		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
 			held: chain.Units(len(held)), evicted: chain.Units(len(held) - shared)})
@@ -156,17 +156,6 @@ func hasRoom(plans []slotPlan) bool {
 		}
 	}
 	return false
-}
-
-// sharedKeys is the length of the common prefix of two chains' keys.
-func sharedKeys(a, b []kvcache.Key) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
 }
 
 // slotRuns counts the router's turns running on each slot of a backend it

@@ -171,12 +171,7 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 	if err != nil {
 		return nil, err
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		if reg, err = kvcache.New(kvcache.Config{Logger: log}); err != nil {
-			return nil, err
-		}
-	}
+	reg := kvcache.OrNew(cfg.Registry, log)
 	r := &Router{cfg: cfg, log: log, reg: reg, scorer: sc, watch: make(chan struct{})}
 	model := ""
 	for _, b := range backends {
@@ -341,7 +336,7 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		if !m.exact && k.length > 0 {
 			cached = cached * chain.Length / k.length // tokens → bytes of text
 		}
-		if r.plansSlots(m) && !m.restores.Load() && cached >= chain.Units(sharedKeys(prev, chain.Keys)+2) {
+		if r.plansSlots(m) && !m.restores.Load() && cached >= chain.Units(kvcache.SharedPrefix(prev, chain.Keys)+2) {
 			// More than the slot held: the backend restored it from
 			// elsewhere (placement.go).
 			m.restores.Store(true)

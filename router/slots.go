@@ -184,7 +184,7 @@ func (r *Router) agree(m *member, c engine.SlotContent) {
 		}
 		if tenant != "" {
 			chain := r.exact.ForTenant(tenant).Tokens(c.Tokens)
-			n := commonPrefix(held, chain.Keys)
+			n := kvcache.SharedPrefix(held, chain.Keys)
 			switch {
 			case n == len(chain.Keys):
 				return // held: that prompt and perhaps its answer
@@ -218,17 +218,6 @@ func (r *Router) agree(m *member, c engine.SlotContent) {
 	}
 }
 
-// commonPrefix is the number of leading keys a and b share.
-func commonPrefix(a, b []kvcache.Key) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
 // disagrees reports whether a turn's reported reuse (cached units of
 // chain) is less than what the registry believed loc held of it (held):
 // the slot lost what the registry thought it had.
@@ -236,5 +225,5 @@ func disagrees(held []kvcache.Key, chain kvcache.Chain, cached int) bool {
 	if chain.BlockSize <= 0 {
 		return false
 	}
-	return cached/chain.BlockSize < commonPrefix(held, chain.Keys)
+	return cached/chain.BlockSize < kvcache.SharedPrefix(held, chain.Keys)
 }

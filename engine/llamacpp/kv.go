@@ -66,12 +66,7 @@ func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error
 	if err != nil {
 		return nil, err
 	}
-	reg := cfg.Registry
-	if reg == nil {
-		if reg, err = kvcache.New(kvcache.Config{Logger: log}); err != nil {
-			return nil, err
-		}
-	}
+	reg := kvcache.OrNew(cfg.Registry, log)
 	capacity, err := kvcache.Budget{Context: cfg.Ctx, Slots: cfg.Slots}.CapacityBlocks(cfg.BlockTokens)
 	if err != nil {
 		return nil, err
@@ -196,7 +191,7 @@ func (k *kv) prepareRestore(tenant string, chain kvcache.Chain, prompt []int) *r
 	if l.Owner.Tenant != tenant {
 		return nil // a key collision across tenants: never restore another tenant's KV
 	}
-	return &restore{id: snap.Snapshot, tokens: l.Tokens, state: l.State, reuse: min(commonPrefix(l.Tokens, prompt), reuseLimit(len(prompt)))}
+	return &restore{id: snap.Snapshot, tokens: l.Tokens, state: l.State, reuse: min(kvcache.SharedPrefix(l.Tokens, prompt), reuseLimit(len(prompt)))}
 }
 
 // save queues a snapshot of a slot's KV, held for owner, before the slot is

@@ -15,17 +15,6 @@ type placement struct {
 	reuse  int // prompt tokens whose KV is reused (from target, or from source after the copy)
 }
 
-// commonPrefix returns the length of the common prefix of a and b.
-func commonPrefix(a, b []int) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
-}
-
 // place chooses the slot for prompt, given how much of it each slot holds
 // (lcp[i], at most limit, known to block granularity from the
 // registry). slots must contain at least one idle slot; pinned ≥ 0 forces

@@ -1,6 +1,10 @@
 package llamacpp
 
-import "slices"
+import (
+	"slices"
+
+	"kvwin/kvcache"
+)
 
 // Shifting (--shift): when the window evicts old turns, the prompt keeps
 // its sinks and then continues with turns the slot holds further on. Rather
@@ -21,7 +25,7 @@ func (l *loop) reusable(s *slot, t *task) int {
 	if s.owner.Tenant != t.req.Tenant {
 		return 0 // another tenant's KV: reusing it would tell t how much of its prompt they sent
 	}
-	n := min(commonPrefix(s.tokens, t.prompt), reuseLimit(len(t.prompt)))
+	n := min(kvcache.SharedPrefix(s.tokens, t.prompt), reuseLimit(len(t.prompt)))
 	if s.shiftedAt >= 0 && !t.req.Shift {
 		n = min(n, s.shiftedAt)
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"kvwin/kvcache"
 )
 
 func TestPlace(t *testing.T) {
@@ -54,7 +56,7 @@ func TestPlace(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			lcp := make([]int, len(tt.slots))
 			for i, s := range tt.slots {
-				lcp[i] = min(commonPrefix(s.tokens, prompt), len(prompt)-1)
+				lcp[i] = min(kvcache.SharedPrefix(s.tokens, prompt), len(prompt)-1)
 			}
 			if got := place(tt.slots, lcp, len(prompt)-1, 1, tt.pinned, tt.noCache); got != tt.want {
 				t.Fatalf("place = %+v, want %+v", got, tt.want)

@@ -20,15 +20,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"kvwin/engine"
+	"kvwin/engine/remote"
 	"kvwin/kvcache"
 )
 
@@ -96,7 +95,7 @@ func New(cfg Config, log *slog.Logger) (*Backend, error) {
 	b := &Backend{cfg: cfg, base: cfg.BaseURL, client: cfg.HTTPClient, tokens: cfg.TokenCache,
 		log: log.With("backend", cfg.Name), load: make(chan struct{}, 1)}
 	if b.client == nil {
-		b.client, b.ownClient = &http.Client{Transport: newTransport(cfg.ConnectTimeout)}, true
+		b.client, b.ownClient = &http.Client{Transport: remote.NewTransport(cfg.ConnectTimeout)}, true
 	}
 	if b.tokens == nil {
 		if b.tokens, err = kvcache.NewTokenCache(kvcache.TokenCacheConfig{}); err != nil {
@@ -105,17 +104,6 @@ func New(cfg Config, log *slog.Logger) (*Backend, error) {
 		b.ownTokens = true
 	}
 	return b, nil
-}
-
-// newTransport is net/http's default transport with more idle connections
-// per host (a gateway sends many concurrent requests to each backend, and a
-// new connection per request would add a handshake to every turn) and
-// connect bounded by connect.
-func newTransport(connect time.Duration) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 64
-	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
-	return t
 }
 
 // Close releases what the Backend owns (its token cache, its idle

@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"kvwin/engine"
+	"kvwin/engine/remote"
 )
 
 // maxBodyBytes bounds a metadata answer read into memory: the tokens of a
@@ -65,7 +66,7 @@ func (b *Backend) call(ctx context.Context, method, path string, in, out any) er
 		return decodeError(op, resp.StatusCode, data, 0, 0)
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return unavailable(op, "the answer is not the JSON expected (%v): %s", err, snippet(data))
+		return unavailable(op, "the answer is not the JSON expected (%v): %s", err, remote.Snippet(data))
 	}
 	return nil
 }

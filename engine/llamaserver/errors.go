@@ -1,14 +1,13 @@
 package llamaserver
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"kvwin/engine"
+	"kvwin/engine/remote"
 )
 
 // StatusError is an error answer of the server: the HTTP status it sent and
@@ -27,16 +26,7 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "llamaserver: %s: %d %s", e.Op, e.Status, http.StatusText(e.Status))
-	if e.Type != "" {
-		fmt.Fprintf(&b, " (%s)", e.Type)
-	}
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	}
-	return b.String()
+	return remote.StatusText("llamaserver", e.Op, e.Status, e.Type, e.Message)
 }
 
 var _ engine.ClientMessager = (*StatusError)(nil)
@@ -45,25 +35,7 @@ var _ engine.ClientMessager = (*StatusError)(nil)
 // status and error type, not the call (which names an internal URL) nor
 // the server's message (its own text, for the gateway's log).
 func (e *StatusError) ClientMessage() string {
-	msg := fmt.Sprintf("the backend answered %d %s", e.Status, http.StatusText(e.Status))
-	if isIdentifier(e.Type) {
-		msg += " (" + e.Type + ")"
-	}
-	return msg + "; the gateway's log has its message under this request's X-Request-Id"
-}
-
-// isIdentifier reports whether s is a short snake_case word, as
-// llama-server's error types are: safe to repeat to a client.
-func isIdentifier(s string) bool {
-	if s == "" || len(s) > 40 {
-		return false
-	}
-	for _, c := range s {
-		if (c < 'a' || c > 'z') && c != '_' {
-			return false
-		}
-	}
-	return true
+	return remote.ClientMessage(e.Status, e.Type)
 }
 
 // Unwrap returns the engine sentinel of the status (see StatusError).
@@ -92,10 +64,6 @@ type errorObject struct {
 	NCtx          int             `json:"n_ctx"`
 }
 
-// maxErrorText bounds how much of a body that is not an error object goes
-// into an error message: a proxy's HTML page is not worth more.
-const maxErrorText = 300
-
 // decodeError turns an error answer (status and body) into an error (see
 // errorFromObject); a body that is not an error object becomes the message.
 func decodeError(op string, status int, body []byte, prompt, limit int) error {
@@ -105,7 +73,7 @@ func decodeError(op string, status int, body []byte, prompt, limit int) error {
 	if json.Unmarshal(body, &env) == nil && env.Error != nil {
 		return errorFromObject(op, status, env.Error, prompt, limit)
 	}
-	return &StatusError{Op: op, Status: status, Message: snippet(body)}
+	return &StatusError{Op: op, Status: status, Message: remote.Snippet(body)}
 }
 
 // errorFromObject turns a server's error object into an error: a
@@ -144,15 +112,4 @@ func isContextLength(obj *errorObject) bool {
 	return obj.Type == "exceed_context_size_error" ||
 		strings.Contains(obj.Message, "exceeds the available context size") ||
 		string(obj.Code) == `"context_length_exceeded"`
-}
-
-// snippet is the start of a body for an error message: trimmed, cut at
-// maxErrorText bytes, invalid UTF-8 (a character cut in two included)
-// replaced by U+FFFD.
-func snippet(body []byte) string {
-	body = bytes.TrimSpace(body)
-	if len(body) <= maxErrorText {
-		return strings.ToValidUTF8(string(body), "\uFFFD")
-	}
-	return strings.ToValidUTF8(string(body[:maxErrorText]), "\uFFFD") + "…"
 }

@@ -16,6 +16,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/engine/idle"
+	"kvwin/engine/remote"
 )
 
 // complete sends body to POST /completion and turns the streamed answer
@@ -258,9 +259,9 @@ func (g *generation) failed(obj *errorObject) error {
 // garbage is the error of a chunk that is not the JSON expected.
 func (g *generation) garbage(err error, data []byte) error {
 	if !g.started {
-		return unavailable(g.op, "the answer is not the JSON expected (%v): %s", err, snippet(data))
+		return unavailable(g.op, "the answer is not the JSON expected (%v): %s", err, remote.Snippet(data))
 	}
-	return engine.Public(fmt.Errorf("llamaserver: %s: a streamed chunk is not the JSON expected (%v): %s", g.op, err, snippet(data)),
+	return engine.Public(fmt.Errorf("llamaserver: %s: a streamed chunk is not the JSON expected (%v): %s", g.op, err, remote.Snippet(data)),
 		"the backend sent a chunk that is not the JSON expected: the answer is cut short"+seeLog)
 }
 

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"kvwin/engine"
+	"kvwin/engine/remote"
 )
 
 // StatusError is an error answer of the server: the HTTP status it sent and
@@ -27,13 +27,7 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "ollama: %s: %d %s", e.Op, e.Status, http.StatusText(e.Status))
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	}
-	return b.String()
+	return remote.StatusText("ollama", e.Op, e.Status, "", e.Message)
 }
 
 var _ engine.ClientMessager = (*StatusError)(nil)
@@ -42,7 +36,7 @@ var _ engine.ClientMessager = (*StatusError)(nil)
 // status, not the call (which names an internal URL) nor Ollama's message
 // (for the gateway's log).
 func (e *StatusError) ClientMessage() string {
-	return fmt.Sprintf("the backend answered %d %s; the gateway's log has its message under this request's X-Request-Id", e.Status, http.StatusText(e.Status))
+	return remote.ClientMessage(e.Status, "")
 }
 
 // Unwrap returns the engine sentinel of the status (see StatusError).
@@ -71,7 +65,7 @@ func statusError(op string, status int, body []byte, err error) *StatusError {
 	case json.Unmarshal(body, &obj) == nil && obj.Error != "":
 		e.Message = obj.Error
 	case len(bytes.TrimSpace(body)) > 0:
-		e.Message = snippet(body)
+		e.Message = remote.Snippet(body)
 	case err != nil:
 		e.Message = err.Error()
 	}
@@ -86,17 +80,3 @@ func unavailable(op, format string, args ...any) error {
 // errIncomplete is what the api client's silence means: the stream ended,
 // without an error, before the response marked done.
 var errIncomplete = errors.New("the stream ended without its final response")
-
-// maxErrorText bounds how much of a body that is not an error object goes
-// into an error message.
-const maxErrorText = 300
-
-// snippet is the start of a body for an error message: trimmed, cut at
-// maxErrorText bytes, invalid UTF-8 replaced by U+FFFD.
-func snippet(body []byte) string {
-	body = bytes.TrimSpace(body)
-	if len(body) <= maxErrorText {
-		return strings.ToValidUTF8(string(body), "\uFFFD")
-	}
-	return strings.ToValidUTF8(string(body[:maxErrorText]), "\uFFFD") + "…"
-}

@@ -70,7 +70,7 @@ func (r *residency) match(c kvcache.Chain, now time.Time) int {
 	r.expire(now)
 	best := 0
 	for _, s := range r.slots {
-		best = max(best, commonPrefix(s.keys, c.Keys))
+		best = max(best, kvcache.SharedPrefix(s.keys, c.Keys))
 	}
 	return c.Units(best)
 }
@@ -84,7 +84,7 @@ func (r *residency) record(c kvcache.Chain, now time.Time) {
 	entry := resident{keys: c.Keys, used: now}
 	pick, best := -1, 0
 	for i, s := range r.slots {
-		if n := commonPrefix(s.keys, c.Keys); n > best {
+		if n := kvcache.SharedPrefix(s.keys, c.Keys); n > best {
 			pick, best = i, n
 		}
 	}
@@ -124,18 +124,6 @@ func (r *residency) expire(now time.Time) {
 	}
 	clear(r.slots[len(kept):])
 	r.slots = kept
-}
-
-// commonPrefix is the number of equal keys at the start of a and b. Keys
-// are chained, so equal keys at i mean equal blocks up to i.
-func commonPrefix(a, b []kvcache.Key) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
 }
 
 // cachedTokens turns a match of cachedBytes of a rendering of textBytes

@@ -3,11 +3,11 @@ package ollama
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
 	"kvwin/engine/idle"
+	"kvwin/engine/remote"
 	"kvwin/engine/wire"
 )
 
@@ -100,12 +100,7 @@ func (b *probeBody) Read(buf []byte) (int, error) {
 // wrapped in a probeTransport.
 func newHTTPClient(c *http.Client, connect time.Duration) *http.Client {
 	if c == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		// A gateway sends many concurrent requests to each backend; a new
-		// connection per request would add a handshake to every turn.
-		t.MaxIdleConnsPerHost = 64
-		t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
-		return &http.Client{Transport: probeTransport{base: t}}
+		return &http.Client{Transport: probeTransport{base: remote.NewTransport(connect)}}
 	}
 	wrapped := *c
 	base := c.Transport

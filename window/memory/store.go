@@ -35,6 +35,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"kvwin/engine/datadir"
 )
 
 // StoreConfig configures a Store.
@@ -134,7 +136,7 @@ func Open(cfg StoreConfig) (*Store, error) {
 		cfg.Now = time.Now
 	}
 	path := filepath.Join(cfg.Dir, cfg.File)
-	if err := mkdirPrivate(cfg.Dir); err != nil {
+	if err := datadir.MkdirPrivate(cfg.Dir); err != nil {
 		return nil, classify(path, err)
 	}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o222 == 0 {
@@ -255,19 +257,6 @@ func privateFiles(path string) error {
 		}
 	}
 	return nil
-}
-
-// mkdirPrivate creates dir and its missing parents, readable by kvwin's
-// user only (0700) whatever the umask: what is under --data-dir holds
-// conversations. A directory that exists keeps its mode.
-func mkdirPrivate(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	return os.Chmod(dir, 0o700)
 }
 
 // lockFile takes an exclusive, non-blocking lock on path. The kernel drops

@@ -3,6 +3,8 @@ package memory
 import (
 	"context"
 	"time"
+
+	"kvwin/engine/datadir"
 )
 
 // Delete removes every stored turn of key's conversation, every branch,
@@ -112,21 +114,11 @@ func (s *Store) deleteIf(ctx context.Context, key Key, cutoff time.Time) (ok boo
 	return true, nil
 }
 
-// expireLoop runs Expire every TTL/4 (at most every hour) until Close.
+// expireLoop runs Expire every datadir.SweepInterval of the TTL (a
+// quarter of it, at most every hour) until Close. A failure is retried at
+// the next tick; the store's other calls report the same condition to
+// their callers.
 func (s *Store) expireLoop() {
 	defer s.done.Done()
-	every := min(s.cfg.TTL/4, time.Hour)
-	every = max(every, time.Second)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-			// A failure here is retried at the next tick; the store's
-			// other calls report the same condition to their callers.
-			_, _ = s.Expire(context.Background())
-		}
-	}
+	datadir.Sweep(s.stop, s.cfg.TTL, func() { _, _ = s.Expire(context.Background()) })
 }

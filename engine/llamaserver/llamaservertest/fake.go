@@ -35,6 +35,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+
+	"kvwin/kvcache"
 )
 
 // Rules is how a build picks a slot for a request that names none.
@@ -315,11 +317,11 @@ func (s *Server) claim(in completionRequest, id int, cache bool) (int, int) {
 	}
 	sl := &s.slots[id]
 	sl.busy = true
-	if s.cfg.PromptCache && len(sl.held) > 0 && 2*common(sl.held, in.Prompt) < len(sl.held) {
+	if s.cfg.PromptCache && len(sl.held) > 0 && 2*kvcache.SharedPrefix(sl.held, in.Prompt) < len(sl.held) {
 		s.cache = append(s.cache, sl.held)
-		best, bestN := -1, common(sl.held, in.Prompt)
+		best, bestN := -1, kvcache.SharedPrefix(sl.held, in.Prompt)
 		for i, c := range s.cache {
-			if n := common(c, in.Prompt); n > bestN {
+			if n := kvcache.SharedPrefix(c, in.Prompt); n > bestN {
 				best, bestN = i, n
 			}
 		}
@@ -337,7 +339,7 @@ func (s *Server) claim(in completionRequest, id int, cache bool) (int, int) {
 	}
 	reused := 0
 	if cache {
-		reused = min(common(sl.held, in.Prompt), len(in.Prompt)-1)
+		reused = min(kvcache.SharedPrefix(sl.held, in.Prompt), len(in.Prompt)-1)
 	}
 	return id, reused
 }
@@ -360,7 +362,7 @@ func (s *Server) release(id int, prompt, gen []int, computed, reused int) {
 // cached reports whether the prompt cache holds tokens. s.mu is held.
 func (s *Server) cached(tokens []int) bool {
 	for _, c := range s.cache {
-		if len(c) == len(tokens) && common(c, tokens) == len(c) {
+		if len(c) == len(tokens) && kvcache.SharedPrefix(c, tokens) == len(c) {
 			return true
 		}
 	}
@@ -379,7 +381,7 @@ func (s *Server) choose(prompt []int) int {
 		if sl.busy || len(sl.held) == 0 {
 			continue
 		}
-		lcp := common(sl.held, prompt)
+		lcp := kvcache.SharedPrefix(sl.held, prompt)
 		sim := float64(lcp) / float64(len(prompt))
 		better := sim > bestSim
 		if s.cfg.Rules == Rules2025 {
@@ -400,16 +402,6 @@ func (s *Server) choose(prompt []int) int {
 		}
 	}
 	return best
-}
-
-func common(a, b []int) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
 }
 
 func writeEvent(w io.Writer, v any) {
