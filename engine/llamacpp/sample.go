@@ -121,9 +121,18 @@ func (l *loop) choose(t *task) (int, error) {
 			go func() {
 				defer l.workers.Done()
 				seq, ok := c.closeFrom(ctx, hist, text, tok)
+				r := closeResult{t: t, seq: seq, ok: ok}
 				select {
-				case l.worked <- closeResult{t: t, seq: seq, ok: ok}:
+				case l.worked <- r:
 				case <-ctx.Done():
+					// The loop may be asleep waiting for this very result
+					// (every active task awaiting a close): wake it, so it
+					// reaps the task. A full channel wakes it anyway, and
+					// a loop that has stopped drains nothing: never block.
+					select {
+					case l.worked <- r:
+					default:
+					}
 				}
 			}()
 			return 0, errDeferred
