@@ -76,16 +76,8 @@ func (l *loop) run() {
 	defer l.batch.Free()
 	defer l.workers.Wait() // each ends at its task's cancellation
 	for {
-		if !l.busy() {
-			select {
-			case t := <-e.incoming:
-				l.waiting = append(l.waiting, t)
-			case op := <-e.forgets:
-				l.forget(op)
-			case <-e.quit:
-				l.shutdown()
-				return
-			}
+		if !l.busy() && !l.sleep() { // idle: wait for work
+			return
 		}
 		for drained := false; !drained; {
 			select {
@@ -117,21 +109,33 @@ func (l *loop) run() {
 		clear(l.ready)
 		l.ready = l.ready[:0]
 		l.admit()
-		if l.active() > 0 && !l.step() && l.awaiting() > 0 {
+		if l.active() > 0 && !l.step() && l.awaiting() > 0 && !l.sleep() {
 			// Every active task waits for a close computed off the loop:
-			// sleep until one is ready, or a request or quit arrives.
-			select {
-			case t := <-e.incoming:
-				l.waiting = append(l.waiting, t)
-			case r := <-l.worked:
-				l.ready = append(l.ready, r) // settled after the next reap
-			case <-e.quit:
-				l.shutdown()
-				return
-			}
+			// it slept until one was ready, or a message, or quit.
+			return
 		}
 		l.publish()
 	}
+}
+
+// sleep waits for the loop's next message: a request, a close computed
+// off the loop (settled after the next reap; while idle, only closes of
+// tasks that ended, which settle ignores), a forget, or quit, on which it
+// shuts down and returns false. Loop-owned.
+func (l *loop) sleep() bool {
+	e := l.e
+	select {
+	case t := <-e.incoming:
+		l.waiting = append(l.waiting, t)
+	case r := <-l.worked:
+		l.ready = append(l.ready, r)
+	case op := <-e.forgets:
+		l.forget(op)
+	case <-e.quit:
+		l.shutdown()
+		return false
+	}
+	return true
 }
 
 // awaiting counts the active tasks waiting for a close.
