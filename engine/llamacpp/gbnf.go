@@ -461,6 +461,12 @@ func (m *gMeasures) nullable(it gItem) bool {
 	return it.min == 0 || (it.rule >= 0 && m.short[it.rule] == 0) || (it.rule < 0 && it.chars == 0)
 }
 
+// bodyEmpty reports whether one repeat of it can match the empty text
+// (its repetition count aside).
+func (m *gMeasures) bodyEmpty(it gItem) bool {
+	return (it.rule >= 0 && m.short[it.rule] == 0) || (it.rule < 0 && it.chars == 0)
+}
+
 func reps(it gItem) int {
 	if it.max < 0 {
 		return max(it.min, 1)
@@ -542,6 +548,12 @@ func (m *gMeasures) settle(rule int, r gRule) error {
 		ad, aw := 0, 0
 		sufD, sufW := 0, 0
 		for i := len(alt) - 1; i >= 0; i-- {
+			if alt[i].max < 0 && m.bodyEmpty(alt[i]) {
+				// llama.cpp writes x* as `rep ::= x rep | ""`: with x
+				// able to match nothing, rep is left-recursive, and its
+				// grammar init recurses until the stack overflows.
+				return engine.Invalid("the grammar repeats without bound an item that can match the empty text (as in (\"a\"?)*), which llama.cpp cannot expand: bound the repetition or make the item non-empty")
+			}
 			id, iw := m.itemDW(alt[i])
 			if m.nullable(alt[i]) {
 				sufD, sufW = sadd(id, sufD), sadd(iw, sufW)

@@ -349,7 +349,12 @@ func checkPattern(p string) error {
 						return engine.Invalid("a pattern repeats {%s}; the limit on repetition counts is %d", p[i+1:j], maxRepeat)
 					}
 				}
+				i = j // past the quantifier's }
 			}
+		case '}':
+			// llama.cpp's converter never returns on a } that closes no
+			// {m,n} (it loops): a literal brace must be escaped.
+			return engine.Invalid("a pattern has a } that closes no {m,n} quantifier at byte %d; escape a literal brace as \\}", i)
 		}
 	}
 	return nil
