@@ -317,17 +317,33 @@ func checkPattern(p string) error {
 		return engine.Invalid("a pattern is %d bytes; the limit on pattern size is %d", len(p), maxPatternBytes)
 	}
 	depth := 0
+	atom := false // something precedes that a quantifier may repeat
 	for i := 0; i < len(p); i++ {
-		switch p[i] {
+		c := p[i]
+		if (c == '*' || c == '+' || c == '?' || c == '{') && !atom {
+			// The converter crashes on a quantifier with nothing to
+			// repeat (^*a, a**, (|+)).
+			return engine.Invalid("a pattern has a quantifier %q with nothing to repeat at byte %d", c, i)
+		}
+		atom = !(c == '(' || c == '|' || c == '^' || c == '*' || c == '+' || c == '?' || c == '{')
+		switch c {
 		case '\\':
 			i++
 		case '[':
+			at := i
 			for i++; i < len(p) && p[i] != ']'; i++ {
 				if p[i] == '\\' {
 					i++
 				}
 			}
+			if i >= len(p) {
+				return engine.Invalid("a pattern's character class at byte %d is not closed", at)
+			}
 		case '(':
+			if strings.HasPrefix(p[i+1:], "?") {
+				// (?:…), lookarounds: the converter crashes on them.
+				return engine.Invalid("a pattern's (?…) group at byte %d is not supported by the grammar converter; use a plain group", i)
+			}
 			depth++
 			if depth > maxGrammarNesting {
 				return engine.Invalid("a pattern nests groups more than %d deep (the limit on grammar nesting)", maxGrammarNesting)
@@ -351,6 +367,9 @@ func checkPattern(p string) error {
 				}
 				i = j // past the quantifier's }
 			}
+		case ']':
+			// As for }: the converter loops on a ] that closes no class.
+			return engine.Invalid("a pattern has a ] that closes no character class at byte %d; escape a literal bracket as \\]", i)
 		case '}':
 			// llama.cpp's converter never returns on a } that closes no
 			// {m,n} (it loops): a literal brace must be escaped.
