@@ -73,27 +73,9 @@ func loadRecording(t *testing.T, build string) *replayer {
 	return rp
 }
 
-var replaySpecials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
-
-func replayTokenize(s string, addSpecial, parseSpecial bool) []int {
-	out := []int{}
-	if addSpecial {
-		out = append(out, 256)
-	}
-next:
-	for len(s) > 0 {
-		if parseSpecial {
-			for i, sp := range replaySpecials {
-				if strings.HasPrefix(s, sp) {
-					out, s = append(out, 256+i), s[len(sp):]
-					continue next
-				}
-			}
-		}
-		out, s = append(out, int(s[0])), s[1:]
-	}
-	return out
-}
+// replayVocab is the test model's vocabulary as the recorded servers
+// tokenized: bytes as themselves, BOS and ChatML's markers from 256.
+var replayVocab = byteVocab{bos: 256, base: 0, specials: map[string]int{"<|endoftext|>": 256, "<|im_start|>": 257, "<|im_end|>": 258}}
 
 // messages are the chat messages of a recorded ChatML prompt.
 func (rp *replayer) messages(prompt []int) []map[string]string {
@@ -137,7 +119,7 @@ func (rp *replayer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ParseSpecial *bool  `json:"parse_special"`
 		}
 		_ = json.Unmarshal(body, &in)
-		data, _ := json.Marshal(map[string]any{"tokens": replayTokenize(in.Content, in.AddSpecial, in.ParseSpecial == nil || *in.ParseSpecial)})
+		data, _ := json.Marshal(map[string]any{"tokens": replayVocab.encode(in.Content, in.AddSpecial, in.ParseSpecial == nil || *in.ParseSpecial)})
 		reply(200, "application/json", data)
 	case "POST /completion":
 		var in struct {

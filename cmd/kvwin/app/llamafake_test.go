@@ -101,27 +101,39 @@ func (f *llamaFake) lastReused() int {
 	return f.reused[len(f.reused)-1]
 }
 
-var fakeSpecials = map[string]int{"<|begin_of_text|>": 1, "<|im_start|>": 2, "<|im_end|>": 3}
+// byteVocab is a byte-level vocabulary as the tests' fake servers
+// tokenize: BOS, named special tokens, and every other byte as base+b.
+type byteVocab struct {
+	bos, base int
+	specials  map[string]int
+}
 
-func fakeEncode(s string, bos, special bool) []int {
+// encode tokenizes s as the server's /tokenize does: BOS first with bos,
+// special tokens recognised with special.
+func (v byteVocab) encode(s string, bos, special bool) []int {
 	out := []int{}
 	if bos {
-		out = append(out, 1)
+		out = append(out, v.bos)
 	}
 next:
 	for len(s) > 0 {
 		if special {
-			for tok, id := range fakeSpecials {
+			for tok, id := range v.specials {
 				if strings.HasPrefix(s, tok) {
 					out, s = append(out, id), s[len(tok):]
 					continue next
 				}
 			}
 		}
-		out, s = append(out, 100+int(s[0])), s[1:]
+		out, s = append(out, v.base+int(s[0])), s[1:]
 	}
 	return out
 }
+
+var fakeSpecials = map[string]int{"<|begin_of_text|>": 1, "<|im_start|>": 2, "<|im_end|>": 3}
+
+// fakeVocab is llamaFake's vocabulary.
+var fakeVocab = byteVocab{bos: 1, base: 100, specials: fakeSpecials}
 
 func fakeDecode(ids []int) string {
 	var b strings.Builder
@@ -167,7 +179,7 @@ func (f *llamaFake) serve(w http.ResponseWriter, r *http.Request) {
 			ParseSpecial *bool  `json:"parse_special"`
 		}
 		_ = json.Unmarshal(body, &in)
-		reply(200, map[string]any{"tokens": fakeEncode(in.Content, in.AddSpecial, in.ParseSpecial == nil || *in.ParseSpecial)})
+		reply(200, map[string]any{"tokens": fakeVocab.encode(in.Content, in.AddSpecial, in.ParseSpecial == nil || *in.ParseSpecial)})
 	case "GET /slots":
 		f.mu.Lock()
 		f.slotsAsked++
