@@ -39,7 +39,7 @@ type Backend struct {
 	Hold      chan struct{}       // if set, after the events wait for it (or the context) before finishing
 
 	Started   chan struct{} // closed when Generate is first entered
-	Cancelled chan struct{} // closed when a blocked Generate sees its context end
+	Cancelled chan struct{} // closed when Generate sees its context end, wherever it is
 	// LateErr, if set, makes a blocked Generate call its StreamFunc once
 	// more after its context ended (as a careless backend might), and
 	// gets what the StreamFunc returned.
@@ -119,6 +119,14 @@ var errReleased = errors.New("enginetest: released at cleanup, context never can
 // Generate plays the script (or the unscripted answer) on the calling
 // goroutine. It blocks only where the script says (Block, Hold).
 func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
+	// A context that ends early (before the script reaches Block, or
+	// through a stream call that fails) is seen as well: a test that
+	// cancels right after Started must not depend on where Generate was.
+	defer func() {
+		if ctx.Err() != nil {
+			b.cancelOnce.Do(func() { close(b.Cancelled) })
+		}
+	}()
 	if !b.NoRecord {
 		b.mu.Lock()
 		b.reqs = append(b.reqs, req)
