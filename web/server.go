@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
+	"kvwin/web/anthropic"
 	"kvwin/web/core"
 	"kvwin/web/llamaserver"
 	"kvwin/web/ollama"
@@ -226,8 +227,10 @@ func (s *Server) routes() *gin.Engine {
 	// Order: the Host check and CORS come before authentication (a
 	// preflight carries no key); a body's type is checked once the caller
 	// is known; tenant limits count only admitted requests.
-	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant)
+	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant,
+		anthropic.Models(s)) // GET /v1/models with anthropic-version, before the OpenAI route
 	openai.Register(r, s)
+	anthropic.Register(r, s)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
 	llamaserver.Register(r, s)
