@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -336,4 +337,35 @@ func TestMessagesModelsList(t *testing.T) {
 	if !strings.HasPrefix(string(b), `{"object":"list"`) {
 		t.Errorf("without anthropic-version the OpenAI list: %s", b)
 	}
+}
+
+// fuzzAnthropicRoute is fuzzRoute for a Messages route, whose errors are
+// {"type": "error", "error": {"type", "message"}}.
+func fuzzAnthropicRoute(f *testing.F, path string, seeds ...string) {
+	fuzzWith(f, path, func(t *testing.T, body []byte, w *httptest.ResponseRecorder) {
+		var e struct {
+			Type  string
+			Error struct{ Type, Message string }
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Type != "error" || e.Error.Message == "" || e.Error.Type == "" {
+			t.Fatalf("status %d without Anthropic's error object for %q: %s", w.Code, body, w.Body.Bytes())
+		}
+	}, seeds...)
+}
+
+var messagesSeeds = []string{
+	messagesBody(""),
+	messagesBody(`"stream":true,"stop_sequences":["x",""],"temperature":0.5,"top_p":0.9,"top_k":3,"metadata":{"user_id":"u"}`),
+	`{"model":"tiny","max_tokens":8,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r"}],"is_error":true}]}]}`,
+	`{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"a":[1,{"b":null}]}}]},{"role":"user","content":"r"}],` + weatherTool + `,"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`,
+	messagesBody(weatherTool + `,"tool_choice":{"type":"tool","name":"get_weather"},"thinking":{"type":"disabled"}`),
+	messagesBody(`"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"a":{"type":"string"}}}}}`),
+}
+
+func FuzzMessagesRequest(f *testing.F) {
+	fuzzAnthropicRoute(f, messagesPath, messagesSeeds...)
+}
+
+func FuzzMessagesCountTokensRequest(f *testing.F) {
+	fuzzAnthropicRoute(f, messagesPath+"/count_tokens", messagesSeeds...)
 }

@@ -37,9 +37,9 @@ func refuse(b *messagesRequest) error {
 	for _, f := range []struct {
 		name string
 		raw  json.RawMessage
-	}{{"container", b.Container}, {"mcp_servers", b.MCPServers}, {"context_management", b.ContextManagement}} {
+	}{{"container", b.Container}, {"mcp_servers", b.MCPServers}} {
 		if raw := bytes.TrimSpace(f.raw); len(raw) > 0 && string(raw) != "null" {
-			return core.BadInput(core.CodeInvalidValue, f.name, "%s is not supported: kvwin runs no server-side tools or context editing", f.name)
+			return core.BadInput(core.CodeInvalidValue, f.name, "%s is not supported: kvwin runs no server-side tools", f.name)
 		}
 	}
 	return nil

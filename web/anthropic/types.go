@@ -46,10 +46,11 @@ type messagesRequest struct {
 	ToolChoice    *toolChoice     `json:"tool_choice"`
 	Thinking      *thinking       `json:"thinking"`
 	OutputConfig  *outputConfig   `json:"output_config"`
-	// Server-side features kvwin has none of: a 400 naming them.
-	Container         json.RawMessage `json:"container"`
-	MCPServers        json.RawMessage `json:"mcp_servers"`
-	ContextManagement json.RawMessage `json:"context_management"`
+	// Server-side tools kvwin has none of: a 400 naming them. (Context
+	// management is accepted and left to kvwin's window, which decides
+	// what of a long conversation is sent.)
+	Container  json.RawMessage `json:"container"`
+	MCPServers json.RawMessage `json:"mcp_servers"`
 }
 
 // metadata is accepted: user_id names the end user, not a conversation.
