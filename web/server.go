@@ -4,7 +4,7 @@
 // turn's one streaming state machine (turn.go) and the operator routes
 // (/health, /metrics, /kvwin/v1/*, the dashboard). The APIs it speaks are
 // dialect packages that register their routes on it given its services:
-// web/openai, web/ollama and web/llamaserver (the node routes), over
+// web/openai, web/ollama, web/anthropic and web/llamaserver (the node routes), over
 // web/core (the turn's contract, errors, decoding) and web/toolcall.
 //
 // Every wire format goes through one turn pipeline: a handler only
