@@ -157,11 +157,14 @@ func TestMessagesTranslation(t *testing.T) {
 		`{"role":"assistant","content":[{"type":"text","text":"Checking."},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":  "Paris"}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"18 C"}]},` +
 		`{"type":"tool_result","tool_use_id":"toolu_2","content":"down","is_error":true},{"type":"text","text":"thanks"}]}]}`
-	resp, b := send(t, ts, http.MethodPost, messagesPath, body, map[string]string{"anthropic-beta": "prompt-caching-2024-07-31"})
+	resp, b := send(t, ts, http.MethodPost, messagesPath, body, map[string]string{"anthropic-beta": "prompt-caching-2024-07-31", "X-Conversation-Id": "c1"})
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
 	req := f.Requests()[0]
+	if req.Conversation != "c1" {
+		t.Errorf("conversation %q, want X-Conversation-Id's c1", req.Conversation)
+	}
 	want := []engine.Message{
 		{Role: "system", Content: "Be brief.\n\nBe kind."},
 		{Role: "user", Content: "weather?"},
@@ -307,6 +310,33 @@ func TestMessagesKeysAndRouteErrors(t *testing.T) {
 	reqs := f.Requests()
 	if len(reqs) != 2 || reqs[0].Tenant != "alice" || reqs[1].Tenant != "bob" {
 		t.Errorf("tenants %v", reqs)
+	}
+}
+
+// The tenant limits count Messages generations as every other: alice's
+// second at once is Anthropic's 429 rate_limit_error, bob's still runs.
+func TestMessagesTenantLimit(t *testing.T) {
+	f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
+	f.Entered = make(chan engine.Request, 4)
+	f.Hold = make(chan struct{})
+	cfg := keyedConfig(nil)
+	cfg.TenantMaxConcurrent = 1
+	ts := startServer(t, f, cfg, nil)
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := send(t, ts, http.MethodPost, messagesPath, messagesBody(""), map[string]string{"x-api-key": aliceKey})
+		done <- resp.StatusCode
+	}()
+	<-f.Entered // alice's first runs (and is held)
+	resp, b := send(t, ts, http.MethodPost, messagesPath, messagesBody(""), map[string]string{"x-api-key": aliceKey})
+	anthropicError(t, resp, b, 429, "rate_limit_error")
+	close(f.Hold)
+	if status := <-done; status != 200 {
+		t.Errorf("alice's first: %d", status)
+	}
+	resp, b = send(t, ts, http.MethodPost, messagesPath, messagesBody(""), map[string]string{"x-api-key": bobKey})
+	if resp.StatusCode != 200 {
+		t.Errorf("bob: %d %s", resp.StatusCode, b)
 	}
 }
 
