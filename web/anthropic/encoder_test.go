@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,5 +157,21 @@ func TestEngineMessagesEdges(t *testing.T) {
 				t.Errorf("got %q, want %q", strings.Join(got, " "), tc.want)
 			}
 		})
+	}
+}
+
+// notRendering is a backend whose Prompter cannot render (a gateway over
+// Ollamas), with a message counter.
+type notRendering struct{ engine.Backend }
+
+func (notRendering) Prompt(context.Context, engine.Request) ([]int, error) {
+	return nil, fmt.Errorf("no backend can: %w", engine.ErrNotSupported)
+}
+func (notRendering) CountMessage(m engine.Message) int { return len(m.Content) }
+
+func TestCountFallsBackToTheMessageCounter(t *testing.T) {
+	n, err := count(context.Background(), notRendering{}, engine.Request{Messages: []engine.Message{{Content: "abc"}, {Content: "de"}}})
+	if err != nil || n != 5 {
+		t.Fatalf("count %d, %v; want the messages' 5", n, err)
 	}
 }

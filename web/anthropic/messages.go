@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -95,12 +96,15 @@ func (s *server) prepare(c *gin.Context, t *core.Turn, body *messagesRequest, co
 
 // count is the prompt tokens of req on b: exact where the backend renders
 // prompts for kvwin (the embedded engine, llama-server, kvwin nodes, a
-// gateway over them), else the sum of its messages as the window counts
+// gateway over them), else (Ollama, or a gateway over Ollamas, which says
+// engine.ErrNotSupported) the sum of its messages as the window counts
 // them.
 func count(ctx context.Context, b engine.Backend, req engine.Request) (int, error) {
 	if p, ok := engine.As[engine.Prompter](b); ok {
 		ids, err := p.Prompt(ctx, req)
-		return len(ids), err
+		if !errors.Is(err, engine.ErrNotSupported) {
+			return len(ids), err
+		}
 	}
 	n := 0
 	mc, exact := engine.As[engine.MessageCounter](b)
