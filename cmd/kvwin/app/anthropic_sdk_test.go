@@ -335,3 +335,23 @@ func TestAnthropicSDKThroughAGateway(t *testing.T) {
 		t.Errorf("count_tokens: gateway %v %v, node %v %v", n, err, m, err2)
 	}
 }
+
+// A conversation sent through the Messages API is the chat it translates
+// to: through chat completions the same system prompt and message are the
+// same prompt, the same greedy answer, and reuse the KV the Messages turn
+// computed.
+func TestAnthropicMessagesIsTheSameChat(t *testing.T) {
+	a := apptest.Start(t, nil)
+	client := anthropicClient(a)
+	msg, err := client.Messages.New(context.Background(), greeting(24), greedy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := apptest.Post(t, a, map[string]any{"model": "kvwin-tiny", "max_tokens": 24, "temperature": 0,
+		"messages": apptest.Msgs("system", "You are terse.\n\nAnswer in English.", "user", "Hello! Tell me about the sea.")})
+	prompt := msg.Usage.InputTokens + msg.Usage.CacheReadInputTokens
+	t.Logf("messages: %d prompt tokens; the same chat: %d, %d of them cached", prompt, chat.Prompt, chat.Cached)
+	if chat.Status != 200 || chat.Content != textOf(msg) || int64(chat.Prompt) != prompt || chat.Cached < int(prompt)-16 {
+		t.Fatalf("chat: %d %q, %d prompt tokens, %d cached; messages: %q, %d prompt tokens", chat.Status, chat.Content, chat.Prompt, chat.Cached, textOf(msg), prompt)
+	}
+}
