@@ -208,6 +208,10 @@ type Result struct {
 	// for them (end-of-generation excluded).
 	Logprobs     []TokenLogprob
 	FinishReason string
+	// StopSequence is the stop string (Request.Stop) that ended the
+	// generation; "" when an end-of-generation token or the length did,
+	// or the backend does not say (Ollama).
+	StopSequence string
 	Slot         int // the slot that served it, -1 if unknown
 	Timings      Timings
 	Backend      string // as Event.Backend

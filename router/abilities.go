@@ -15,6 +15,7 @@ var (
 	_ engine.Tokenizer             = (*Router)(nil)
 	_ engine.SpecialTokenizer      = (*Router)(nil)
 	_ engine.MessageCounter        = (*Router)(nil)
+	_ engine.Prompter              = (*Router)(nil)
 	_ engine.SlotReporter          = (*Router)(nil)
 	_ engine.SlotFetcher           = (*Router)(nil)
 	_ engine.ChatTemplater         = (*Router)(nil)
@@ -71,6 +72,13 @@ func (r *Router) TokenizeSpecial(ctx context.Context, text string, addSpecial, p
 		return r.Tokenize(ctx, text, addSpecial)
 	}
 	return ids, err
+}
+
+// Prompt renders req into prompt tokens with the first healthy backend
+// that can (all serve the same model, so any renders alike). It blocks on
+// that backend.
+func (r *Router) Prompt(ctx context.Context, req engine.Request) ([]int, error) {
+	return delegate(r, func(p engine.Prompter) ([]int, error) { return p.Prompt(ctx, req) })
 }
 
 // Detokenize turns tokens into text with the first healthy backend that

@@ -29,6 +29,9 @@ import (
 //     X-Kvwin-Tenant header (a gateway passes its client's tenant that way),
 //     or as AdminTenant without one. The header is ignored from anyone else.
 //
+// A key comes as Authorization: Bearer KEY or, as Anthropic's clients
+// send it, x-api-key: KEY (Bearer first when both are there).
+//
 // Keys are compared in constant time (over their SHA-256, so neither the
 // length nor the content of a key leaks through timing) and never logged.
 
@@ -151,6 +154,18 @@ func accessOf(method, path string) access {
 	}
 }
 
+// apiKey is the request's key: Authorization: Bearer KEY, else
+// x-api-key: KEY (Anthropic's clients send their key so).
+func apiKey(r *http.Request) string {
+	if key := bearer(r.Header.Get("Authorization")); key != "" {
+		return key
+	}
+	return strings.TrimSpace(r.Header.Get(headerAPIKey))
+}
+
+// headerAPIKey carries the key of Anthropic's clients.
+const headerAPIKey = "x-api-key"
+
 // bearer returns the key of an "Authorization: Bearer KEY" header.
 func bearer(h string) string {
 	scheme, key, ok := strings.Cut(strings.TrimSpace(h), " ")
@@ -172,9 +187,9 @@ func (s *Server) authenticate(c *gin.Context) {
 	if level == accessOpen {
 		return
 	}
-	key := bearer(c.GetHeader("Authorization"))
+	key := apiKey(c.Request)
 	if key == "" {
-		s.reject(c, fmt.Errorf("%w: send Authorization: Bearer KEY", core.ErrUnauthorized))
+		s.reject(c, fmt.Errorf("%w: send Authorization: Bearer KEY or x-api-key: KEY", core.ErrUnauthorized))
 		return
 	}
 	tenant, admin, ok := s.keys.lookup(key)

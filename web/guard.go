@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"kvwin/web/anthropic"
 	"kvwin/web/core"
 	"kvwin/web/llamaserver"
 )
@@ -33,19 +34,24 @@ import (
 type api int
 
 const (
-	apiOpenAI api = iota // {"error": {"message", "type", "code"}}
-	apiOllama            // {"error": "…"}
-	apiNode              // llama-server's {"error": {"code", "message", "type"}}
+	apiOpenAI    api = iota // {"error": {"message", "type", "code"}}
+	apiOllama               // {"error": "…"}
+	apiNode                 // llama-server's {"error": {"code", "message", "type"}}
+	apiAnthropic            // {"type": "error", "error": {"type", "message"}}
 )
 
-// apiOf tells a route's API by its path, so routes added later get their
-// API's error shape from the middleware without being listed.
-func apiOf(path string) api {
+// apiOf tells a route's API by its path (and Anthropic's by its
+// anthropic-version header too), so routes added later get their API's
+// error shape from the middleware without being listed.
+func apiOf(r *http.Request) api {
+	path := r.URL.Path
 	switch {
 	case path == "/api" || strings.HasPrefix(path, "/api/"):
 		return apiOllama
 	case path == "/completion", path == "/tokenize", path == "/detokenize", path == "/slots", path == "/props":
 		return apiNode
+	case anthropic.Speaks(r):
+		return apiAnthropic
 	default:
 		return apiOpenAI
 	}
@@ -54,7 +60,9 @@ func apiOf(path string) api {
 // reject answers err in the shape of the route's API and stops the chain.
 func (s *Server) reject(c *gin.Context, err error) {
 	c.Abort()
-	switch apiOf(c.Request.URL.Path) {
+	switch apiOf(c.Request) {
+	case apiAnthropic:
+		anthropic.Fail(c, err)
 	case apiOllama:
 		core.FailOllama(c, err)
 	case apiNode:

@@ -19,8 +19,9 @@ import (
 // the ones the tenant limits count.
 var generationPaths = map[string]bool{
 	"/v1/chat/completions": true, "/v1/completions": true, "/v1/embeddings": true,
-	"/completion": true,
-	"/api/chat":   true, "/api/generate": true, "/api/embed": true, "/api/embeddings": true,
+	"/v1/messages": true,
+	"/completion":  true,
+	"/api/chat":    true, "/api/generate": true, "/api/embed": true, "/api/embeddings": true,
 }
 
 // limiter holds each tenant's running and waiting counts. Tenants are few

@@ -77,7 +77,7 @@ func (s *Server) trustsCaller(c *gin.Context) bool {
 	if !s.keys.enabled() {
 		return true
 	}
-	key := bearer(c.GetHeader("Authorization"))
+	key := apiKey(c.Request)
 	if key == "" {
 		return false
 	}

@@ -4,7 +4,7 @@
 // turn's one streaming state machine (turn.go) and the operator routes
 // (/health, /metrics, /kvwin/v1/*, the dashboard). The APIs it speaks are
 // dialect packages that register their routes on it given its services:
-// web/openai, web/ollama and web/llamaserver (the node routes), over
+// web/openai, web/ollama, web/anthropic and web/llamaserver (the node routes), over
 // web/core (the turn's contract, errors, decoding) and web/toolcall.
 //
 // Every wire format goes through one turn pipeline: a handler only
@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
+	"kvwin/web/anthropic"
 	"kvwin/web/core"
 	"kvwin/web/llamaserver"
 	"kvwin/web/ollama"
@@ -226,8 +227,10 @@ func (s *Server) routes() *gin.Engine {
 	// Order: the Host check and CORS come before authentication (a
 	// preflight carries no key); a body's type is checked once the caller
 	// is known; tenant limits count only admitted requests.
-	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant)
+	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant,
+		anthropic.Models(s)) // GET /v1/models with anthropic-version, before the OpenAI route
 	openai.Register(r, s)
+	anthropic.Register(r, s)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
 	llamaserver.Register(r, s)

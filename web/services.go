@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/web/anthropic"
 	"kvwin/web/core"
 	"kvwin/web/llamaserver"
 	"kvwin/web/ollama"
@@ -42,4 +43,5 @@ var (
 	_ llamaserver.Services = (*Server)(nil)
 	_ ollama.Services      = (*Server)(nil)
 	_ openai.Services      = (*Server)(nil)
+	_ anthropic.Services   = (*Server)(nil)
 )

@@ -75,6 +75,7 @@ var (
 	_ engine.Tokenizer             = (*Engine)(nil)
 	_ engine.SpecialTokenizer      = (*Engine)(nil)
 	_ engine.MessageCounter        = (*Engine)(nil)
+	_ engine.Prompter              = (*Engine)(nil)
 	_ engine.SlotReporter          = (*Engine)(nil)
 	_ engine.ChatTemplater         = (*Engine)(nil)
 	_ engine.ToolTemplater         = (*Engine)(nil)
@@ -278,6 +279,17 @@ func (e *Engine) Detokenize(_ context.Context, tokens []int) (string, error) {
 		b.WriteString(e.model.TokenToPiece(t))
 	}
 	return b.String(), nil
+}
+
+// Prompt returns the prompt tokens Generate computes for req (the chat
+// rendered with its tools and sink padding), so a count of a request's
+// tokens (Anthropic's count_tokens) is what its turn sends.
+func (e *Engine) Prompt(_ context.Context, req engine.Request) ([]int, error) {
+	if !e.use() {
+		return nil, engine.ErrClosed
+	}
+	defer e.life.RUnlock()
+	return e.prompt(req)
 }
 
 // prompt turns a request into prompt tokens.

@@ -189,6 +189,7 @@ func (t *task) finish(reason string, err error) {
 	t.done, t.err = true, err
 	t.result = engine.Result{
 		Text: t.text.String(), Tokens: t.generated, Logprobs: t.logprobs, FinishReason: reason, Slot: t.slot, Timings: t.timings(),
+		StopSequence: t.stop.matched,
 	}
 	t.mu.Unlock()
 	t.signal()

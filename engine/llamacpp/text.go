@@ -44,8 +44,9 @@ func (d *textDecoder) flush() string {
 // be the start of a stop string is held back until it is known not to be,
 // so a client never sees part of a stop string.
 type stopMatcher struct {
-	stops []string
-	held  string
+	stops   []string
+	held    string
+	matched string // the stop string found, once one is
 }
 
 // push adds text and returns what may be emitted now, and whether a stop
@@ -58,7 +59,7 @@ func (m *stopMatcher) push(text string) (string, bool) {
 	first := -1
 	for _, stop := range m.stops {
 		if i := strings.Index(s, stop); i >= 0 && (first < 0 || i < first) {
-			first = i
+			first, m.matched = i, stop
 		}
 	}
 	if first >= 0 {

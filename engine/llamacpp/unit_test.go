@@ -105,12 +105,13 @@ func TestStopMatcher(t *testing.T) {
 		pieces  []string
 		emitted string
 		stopped bool
+		matched string // the stop string the matcher names
 	}{
-		{"no stops", nil, []string{"ab", "cd"}, "abcd", false},
-		{"stop inside one piece", []string{"END"}, []string{"abENDcd"}, "ab", true},
-		{"stop across pieces is never partly emitted", []string{"END"}, []string{"ab", "E", "N", "Dx"}, "ab", true},
-		{"held prefix released when it does not match", []string{"END"}, []string{"abE", "Nx"}, "abENx", false},
-		{"earliest of several stops", []string{"zz", "c"}, []string{"abczz"}, "ab", true},
+		{"no stops", nil, []string{"ab", "cd"}, "abcd", false, ""},
+		{"stop inside one piece", []string{"END"}, []string{"abENDcd"}, "ab", true, "END"},
+		{"stop across pieces is never partly emitted", []string{"END"}, []string{"ab", "E", "N", "Dx"}, "ab", true, "END"},
+		{"held prefix released when it does not match", []string{"END"}, []string{"abE", "Nx"}, "abENx", false, ""},
+		{"earliest of several stops", []string{"zz", "c"}, []string{"abczz"}, "ab", true, "c"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,8 +129,8 @@ func TestStopMatcher(t *testing.T) {
 			if !stopped {
 				out.WriteString(m.flush())
 			}
-			if out.String() != tt.emitted || stopped != tt.stopped {
-				t.Fatalf("emitted %q stopped %v, want %q %v", out.String(), stopped, tt.emitted, tt.stopped)
+			if out.String() != tt.emitted || stopped != tt.stopped || m.matched != tt.matched {
+				t.Fatalf("emitted %q stopped %v matched %q, want %q %v %q", out.String(), stopped, m.matched, tt.emitted, tt.stopped, tt.matched)
 			}
 		})
 	}

@@ -122,7 +122,8 @@ type chunk struct {
 	IDSlot          *int         `json:"id_slot"`
 	TokensPredicted int          `json:"tokens_predicted"`
 	TokensEvaluated int          `json:"tokens_evaluated"`
-	StopType        string       `json:"stop_type"` // final: none, eos, word, limit
+	StopType        string       `json:"stop_type"`     // final: none, eos, word, limit
+	StoppingWord    string       `json:"stopping_word"` // final, with stop_type word: the stop string
 	Truncated       bool         `json:"truncated"`
 	Timings         *timings     `json:"timings"`
 	Usage           *usage       `json:"usage"` // OpenAI's, where a server adds it
@@ -201,6 +202,15 @@ func ms(v float64) time.Duration {
 		return 0
 	}
 	return time.Duration(math.Round(v * float64(time.Millisecond)))
+}
+
+// stoppingWord is the stop string that ended a generation, when the final
+// chunk says a stop string did (stop_type word).
+func stoppingWord(c *chunk) string {
+	if c.StopType != "word" {
+		return ""
+	}
+	return c.StoppingWord
 }
 
 // finishReason maps llama-server's stop_type.

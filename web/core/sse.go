@@ -42,7 +42,18 @@ var (
 	FrameNode = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n"}
 	// frameNDJSON is Ollama's stream: one object a line.
 	FrameNDJSON = Framing{contentType: "application/x-ndjson"}
+	// FrameEvents is SSE whose events are named (Anthropic's Messages
+	// stream): an object that is an EventNamer gets an "event:" line
+	// before its data; no [DONE], the last event says the stream is whole.
+	FrameEvents = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n"}
 )
+
+// EventNamer is a streamed object that names its SSE event: the writer
+// sends "event: NAME" before its data line. Clients that dispatch on the
+// event name (Anthropic's SDKs skip unnamed events) need it.
+type EventNamer interface {
+	EventName() string
+}
 
 // EventWriter frames and flushes the events of a stream (SSE or NDJSON, by
 // its framing). The first write or flush error sticks: every later call
@@ -104,6 +115,9 @@ func (s *EventWriter) Send(v any) error {
 		return err
 	}
 	s.buf.Reset()
+	if n, ok := v.(EventNamer); ok && s.frame.prefix != "" {
+		s.buf.WriteString("event: " + n.EventName() + "\n")
+	}
 	s.buf.WriteString(s.frame.prefix)
 	s.buf.Write(body)
 	s.buf.WriteString(s.frame.suffix)

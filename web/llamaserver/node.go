@@ -358,10 +358,10 @@ type nodeTimings struct {
 // nodeFinal is the final object of res. In a stream its content is empty,
 // as llama-server's: the partials carried it.
 //
-// stop_type is "limit" for a length finish and "eos" for any other: the
-// engine does not say whether a stop string ended it ("word"), so
-// stopping_word is always empty. truncated is false: the engine never
-// shifts a slot's context, it finishes with "length" instead.
+// stop_type is "limit" for a length finish, "word" with stopping_word for
+// a stop string (engine.Result.StopSequence), and "eos" for any other.
+// truncated is false: the engine never shifts a slot's context, it
+// finishes with "length" instead.
 // tokens_cached is what llama-server puts there: the tokens the slot holds
 // after the request (prompt and generated).
 func nodeFinal(info engine.Info, res engine.Result, streamed bool) nodeResult {
@@ -381,8 +381,11 @@ func nodeFinal(info engine.Info, res engine.Result, streamed bool) nodeResult {
 	if out.Tokens == nil {
 		out.Tokens = []int{}
 	}
-	if res.FinishReason == engine.FinishLength {
+	switch {
+	case res.FinishReason == engine.FinishLength:
 		out.StopType = "limit"
+	case res.StopSequence != "":
+		out.StopType, out.StoppingWord = "word", res.StopSequence
 	}
 	return out
 }

@@ -1,5 +1,5 @@
 // Package toolcall is the ChatML tool-call convention (Qwen's and Hermes')
-// that the OpenAI and Ollama chats share: reading a request's tools and
+// that the OpenAI, Ollama and Anthropic chats share: reading a request's tools and
 // tool_choice, putting them into the prompt or the model's own template,
 // constraining a required call by grammar, and parsing the calls out of a
 // streamed answer (Parser).
