@@ -42,9 +42,9 @@ func newRenderer(m *llama.Model, tmpl string, variants map[string]string, cache 
 	if strings.TrimSpace(tmpl) == "" {
 		log.Warn("model has no chat template; rendering chats as ChatML")
 		if hasChatML {
-			return &chatML{m: m, start: start, end: end, cache: cache, id: id}, nil
+			return newChatML(m, start, end, cache, id)
 		}
-		return &chatML{m: m, cache: cache, id: id}, nil
+		return newChatML(m, nil, nil, cache, id)
 	}
 	bos, eos := specialTexts(m)
 	t, err := chattemplate.Parse(chattemplate.Config{Source: tmpl, BOS: bos, EOS: eos, Variants: variants})
@@ -52,7 +52,7 @@ func newRenderer(m *llama.Model, tmpl string, variants map[string]string, cache 
 		return nil, fmt.Errorf("model's %w", err)
 	}
 	if hasChatML && isChatML(t) {
-		return &chatML{m: m, start: start, end: end, cache: cache, id: id}, nil
+		return newChatML(m, start, end, cache, id)
 	}
 	return newJinjaRenderer(m, t, bos, cache, id, log)
 }
@@ -90,6 +90,41 @@ type chatML struct {
 	// history is not tokenized again every turn; nil disables it.
 	cache *kvcache.TokenCache
 	id    string // the tokenizer's identity in cache keys
+	// The fixed pieces, tokenized once: a tokenize call through cgo costs
+	// more than a short message's cached tokens, and render needs these
+	// for every message. bos is empty when the model adds none; open and
+	// close are the markers as render adds them (the control tokens, or
+	// the markers' text tokenized as plain text); nl is "\n".
+	bos, open, close, nl []int
+}
+
+func newChatML(m *llama.Model, start, end []int, cache *kvcache.TokenCache, id string) (*chatML, error) {
+	c := &chatML{m: m, start: start, end: end, cache: cache, id: id, open: start, close: end}
+	var err error
+	tok := func(text string, addSpecial bool) []int {
+		if err != nil {
+			return nil
+		}
+		var ids []int
+		if ids, err = m.Tokenize(text, addSpecial, false); err != nil {
+			err = fmt.Errorf("tokenize %q: %w", text, err)
+		}
+		return ids
+	}
+	if m.AddBOSToken() {
+		c.bos = tok("", true)
+	}
+	if c.open == nil {
+		c.open = tok("<|im_start|>", false)
+	}
+	if c.close == nil {
+		c.close = tok("<|im_end|>", false)
+	}
+	c.nl = tok("\n", false)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // text tokenizes role+"\n"+content, through the cache, appending to dst.
@@ -130,63 +165,23 @@ func (c *chatML) name() string {
 	return "chatml"
 }
 
-func (c *chatML) marker(ids []int, text string) ([]int, error) {
-	if ids != nil {
-		return ids, nil
-	}
-	return c.m.Tokenize(text, false, false)
-}
-
 func (c *chatML) render(msgs []engine.Message, _ []any, padSinks, block int) ([]int, error) {
-	var out []int
-	if c.m.AddBOSToken() {
-		bos, err := c.m.Tokenize("", true, false)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, bos...)
-	}
-	add := func(ids []int, err error) error {
-		if err != nil {
-			return fmt.Errorf("tokenize: %w", err)
-		}
-		out = append(out, ids...)
-		return nil
-	}
-	turn := func(role, content string, closed bool) error {
-		if err := add(c.marker(c.start, "<|im_start|>")); err != nil {
-			return err
-		}
-		var err error
-		if out, err = c.text(out, role, content); err != nil {
-			return err
-		}
-		if !closed {
-			return nil
-		}
-		if err := add(c.marker(c.end, "<|im_end|>")); err != nil {
-			return err
-		}
-		return add(c.m.Tokenize("\n", false, false))
-	}
+	out := append(make([]int, 0, 64*len(msgs)), c.bos...)
+	var err error
 	for i, msg := range msgs {
-		if err := turn(msg.Role, msg.Content, true); err != nil {
+		out = append(out, c.open...)
+		if out, err = c.text(out, msg.Role, msg.Content); err != nil {
 			return nil, err
 		}
-		if i+1 == padSinks && block > 1 && len(out)%block != 0 {
+		out = append(append(out, c.close...), c.nl...)
+		if i+1 == padSinks && block > 1 && len(out)%block != 0 && len(c.nl) == 1 {
 			// Newlines between messages: the filler a ChatML model reads
 			// as nothing.
-			nl, err := c.m.Tokenize("\n", false, false)
-			if err != nil || len(nl) != 1 {
-				continue
-			}
 			for len(out)%block != 0 {
-				out = append(out, nl[0])
+				out = append(out, c.nl[0])
 			}
 		}
 	}
-	if err := turn("assistant", "", false); err != nil {
-		return nil, err
-	}
-	return out, nil
+	out = append(out, c.open...)
+	return c.text(out, "assistant", "")
 }
