@@ -3,6 +3,7 @@ package llamacpp
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/ollama/ollama/llama"
@@ -14,10 +15,12 @@ import (
 
 // renderer turns chat messages into prompt tokens.
 type renderer interface {
-	// render renders msgs; padSinks > 0 pads after the first padSinks
-	// messages to a multiple of block tokens (where the template allows).
-	// tools are the request's tools, for a template that renders them.
-	render(msgs []engine.Message, tools []any, padSinks, block int) ([]int, error)
+	// render renders msgs for tenant; padSinks > 0 pads after the first
+	// padSinks messages to a multiple of block tokens (where the template
+	// allows). tools are the request's tools, for a template that renders
+	// them. A prefix of msgs rendered for the tenant's earlier turns comes
+	// from the prompt cache: the tokens are the same either way.
+	render(tenant string, msgs []engine.Message, tools []any, padSinks, block int) ([]int, error)
 	name() string
 	// count is one message's share of a rendered prompt, in tokens.
 	count(m engine.Message) int
@@ -35,16 +38,16 @@ type renderer interface {
 //
 // A template that does not compile or cannot render a probe conversation is
 // an error: the engine does not start with a prompt format it cannot keep.
-func newRenderer(m *llama.Model, tmpl string, variants map[string]string, cache *kvcache.TokenCache, id string, log *slog.Logger) (renderer, error) {
+func newRenderer(m *llama.Model, tmpl string, variants map[string]string, cache *kvcache.TokenCache, prompts *kvcache.PromptCache, id string, log *slog.Logger) (renderer, error) {
 	start, errS := m.Tokenize("<|im_start|>", false, true)
 	end, errE := m.Tokenize("<|im_end|>", false, true)
 	hasChatML := errS == nil && errE == nil && len(start) == 1 && len(end) == 1
 	if strings.TrimSpace(tmpl) == "" {
 		log.Warn("model has no chat template; rendering chats as ChatML")
 		if hasChatML {
-			return newChatML(m, start, end, cache, id)
+			return newChatML(m, start, end, cache, prompts, id)
 		}
-		return newChatML(m, nil, nil, cache, id)
+		return newChatML(m, nil, nil, cache, prompts, id)
 	}
 	bos, eos := specialTexts(m)
 	t, err := chattemplate.Parse(chattemplate.Config{Source: tmpl, BOS: bos, EOS: eos, Variants: variants})
@@ -52,9 +55,9 @@ func newRenderer(m *llama.Model, tmpl string, variants map[string]string, cache 
 		return nil, fmt.Errorf("model's %w", err)
 	}
 	if hasChatML && isChatML(t) {
-		return newChatML(m, start, end, cache, id)
+		return newChatML(m, start, end, cache, prompts, id)
 	}
-	return newJinjaRenderer(m, t, bos, cache, id, log)
+	return newJinjaRenderer(m, t, bos, cache, prompts, id, log)
 }
 
 // isChatML reports whether t renders a conversation, with and without a
@@ -96,10 +99,12 @@ type chatML struct {
 	// close are the markers as render adds them (the control tokens, or
 	// the markers' text tokenized as plain text); nl is "\n".
 	bos, open, close, nl []int
+	// prompts holds rendered conversation prefixes; nil disables it.
+	prompts *kvcache.PromptCache
 }
 
-func newChatML(m *llama.Model, start, end []int, cache *kvcache.TokenCache, id string) (*chatML, error) {
-	c := &chatML{m: m, start: start, end: end, cache: cache, id: id, open: start, close: end}
+func newChatML(m *llama.Model, start, end []int, cache *kvcache.TokenCache, prompts *kvcache.PromptCache, id string) (*chatML, error) {
+	c := &chatML{m: m, start: start, end: end, cache: cache, prompts: prompts, id: id, open: start, close: end}
 	var err error
 	tok := func(text string, addSpecial bool) []int {
 		if err != nil {
@@ -165,10 +170,29 @@ func (c *chatML) name() string {
 	return "chatml"
 }
 
-func (c *chatML) render(msgs []engine.Message, _ []any, padSinks, block int) ([]int, error) {
-	out := append(make([]int, 0, 64*len(msgs)), c.bos...)
+// render renders msgs after the longest prefix of them the prompt cache
+// holds for the tenant. ChatML renders message by message, each message's
+// tokens following from the tokens before it alone (the sink padding
+// included), so a cached prefix is exactly what rendering it again gives.
+// It stores this turn's messages and the history before its last message,
+// which the conversation's next turn (a reply and a new ask added, or the
+// last message edited) continues.
+func (c *chatML) render(tenant string, msgs []engine.Message, _ []any, padSinks, block int) ([]int, error) {
+	keys := chainKeys(c.prompts, tenant, c.id+"\x00"+c.name(), msgs, strconv.Itoa(padSinks), strconv.Itoa(block))
+	var out []int
+	from := 0
+	if p, k := longestPrefix(c.prompts, keys, func(*kvcache.Prefix) bool { return true }); p != nil {
+		out, from = appendIDs(make([]int, 0, len(p.Tokens)+32*(len(msgs)-k)), p.Tokens), k
+	} else {
+		out = append(make([]int, 0, 64*len(msgs)), c.bos...)
+	}
+	history := -1 // out's length after all but the last message
 	var err error
-	for i, msg := range msgs {
+	for i := from; i < len(msgs); i++ {
+		if i == len(msgs)-1 {
+			history = len(out)
+		}
+		msg := msgs[i]
 		out = append(out, c.open...)
 		if out, err = c.text(out, msg.Role, msg.Content); err != nil {
 			return nil, err
@@ -182,6 +206,42 @@ func (c *chatML) render(msgs []engine.Message, _ []any, padSinks, block int) ([]
 			}
 		}
 	}
+	if c.prompts != nil && from < len(msgs) {
+		c.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0)
+		if history > 0 && from < len(msgs)-1 {
+			c.prompts.Put(keys[len(msgs)-1], out[:history], kvcache.Signature{}, 0)
+		}
+	}
 	out = append(out, c.open...)
 	return c.text(out, "assistant", "")
+}
+
+// chainKeys are the prompt cache's keys of every prefix of msgs: keys[k]
+// names msgs[:k] for tenant under renderer and settings. nil without a
+// cache.
+func chainKeys(prompts *kvcache.PromptCache, tenant, renderer string, msgs []engine.Message, settings ...string) []kvcache.ChainKey {
+	if prompts == nil {
+		return nil
+	}
+	keys := make([]kvcache.ChainKey, len(msgs)+1)
+	keys[0] = kvcache.Root(tenant, renderer, settings...)
+	for i, m := range msgs {
+		keys[i+1] = keys[i].Next(m.Role, m.Content)
+	}
+	return keys
+}
+
+// longestPrefix is the prompt cache's Longest; nil without a cache.
+func longestPrefix(prompts *kvcache.PromptCache, keys []kvcache.ChainKey, usable func(*kvcache.Prefix) bool) (*kvcache.Prefix, int) {
+	if prompts == nil || keys == nil {
+		return nil, 0
+	}
+	return prompts.Longest(keys, usable)
+}
+
+func appendIDs(dst []int, ids []int32) []int {
+	for _, id := range ids {
+		dst = append(dst, int(id))
+	}
+	return dst
 }

@@ -44,8 +44,10 @@ type Engine struct {
 	model  *llama.Model
 	lctx   *llama.Context
 	render renderer
-	vocab  int
-	kv     *kv
+	// countID names the renderer in the token cache's message counts.
+	countID string
+	vocab   int
+	kv      *kv
 	// pieces is every token's text (pieceTable), set before the loop
 	// starts and read-only after: the loop detokenizes with it and
 	// callers prepare output constraints with it (constrain.go).
@@ -123,29 +125,43 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		llama.FreeModel(model)
 		return nil, err
 	}
+	prompts, err := kvcache.NewPromptCache(kvcache.PromptCacheConfig{MaxBytes: cfg.PromptCacheBytes})
+	if err != nil {
+		tokens.Close()
+		freeContext(lctx)
+		llama.FreeModel(model)
+		return nil, err
+	}
 	fp, err := modelFingerprint(cfg.ModelPath)
 	if err != nil {
+		tokens.Close()
+		prompts.Close()
 		freeContext(lctx)
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("fingerprint model %q: %w", cfg.ModelPath, err)
 	}
-	render, err := newRenderer(model, shape.ChatTemplate, map[string]string{"tool_use": shape.ChatTemplateToolUse}, tokens, fmt.Sprintf("%016x", fp), log)
+	id := fmt.Sprintf("%016x", fp)
+	render, err := newRenderer(model, shape.ChatTemplate, map[string]string{"tool_use": shape.ChatTemplateToolUse}, tokens, prompts, id, log)
 	if err != nil {
 		tokens.Close()
+		prompts.Close()
 		freeContext(lctx)
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("model %q: %w", cfg.ModelPath, err)
 	}
 	kvs, err := newKV(cfg, fp, render.name()+"\x00"+shape.ChatTemplate, log)
 	if err != nil {
+		tokens.Close()
+		prompts.Close()
 		freeContext(lctx)
 		llama.FreeModel(model)
 		return nil, err
 	}
-	kvs.tokens = tokens
+	kvs.tokens, kvs.prompts = tokens, prompts
 	e := &Engine{
 		cfg: cfg, log: log, shape: shape, model: model, lctx: lctx, kv: kvs,
 		render:   render,
+		countID:  id + "\x00" + render.name(),
 		vocab:    model.NumVocab(),
 		admit:    make(chan struct{}, cfg.Slots+max(cfg.Queue, 0)),
 		incoming: make(chan *task, cfg.Slots+max(cfg.Queue, 0)),
@@ -208,7 +224,16 @@ func (e *Engine) CountMessage(m engine.Message) int {
 		return (len(m.Content) + 3) / 4
 	}
 	defer e.life.RUnlock()
-	return e.render.count(m)
+	// A message's count is a function of the renderer, its role and its
+	// text alone, and the window asks for every message every turn: the
+	// token cache keeps it, so an unchanged history costs a lookup per
+	// message, not a rendering.
+	if n, ok := e.kv.tokens.Count(e.countID, m.Role, m.Content); ok {
+		return n
+	}
+	n := e.render.count(m)
+	e.kv.tokens.PutCount(e.countID, m.Role, m.Content, n)
+	return n
 }
 
 // TemplateTools reports whether the model's own chat template renders a
@@ -292,7 +317,7 @@ func (e *Engine) prompt(req engine.Request) ([]int, error) {
 				return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
 			}
 		}
-		return e.render.render(req.Messages, req.Tools, req.PadSinks, e.cfg.BlockTokens)
+		return e.render.render(req.Tenant, req.Messages, req.Tools, req.PadSinks, e.cfg.BlockTokens)
 	case req.Prompt != "":
 		return e.model.Tokenize(req.Prompt, true, false)
 	default:
