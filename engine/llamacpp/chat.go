@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ollama/ollama/llama"
 
@@ -20,7 +21,9 @@ type renderer interface {
 	// allows). tools are the request's tools, for a template that renders
 	// them. A prefix of msgs rendered for the tenant's earlier turns comes
 	// from the prompt cache: the tokens are the same either way.
-	render(tenant string, msgs []engine.Message, tools []any, padSinks, block int) ([]int, error)
+	// The tokenizer's time on text no cache held is added to sp (nil: not
+	// measured).
+	render(tenant string, msgs []engine.Message, tools []any, padSinks, block int, sp *spent) ([]int, error)
 	name() string
 	// count is one message's share of a rendered prompt, in tokens.
 	count(m engine.Message) int
@@ -132,14 +135,26 @@ func newChatML(m *llama.Model, start, end []int, cache *kvcache.TokenCache, prom
 	return c, nil
 }
 
+// spent is what one rendering spent tokenizing text no cache held.
+type spent struct{ tokenize time.Duration }
+
+// since adds the time since start to sp's tokenizing time.
+func (sp *spent) since(start time.Time) {
+	if sp != nil {
+		sp.tokenize += time.Since(start)
+	}
+}
+
 // text tokenizes role+"\n"+content, through the cache, appending to dst.
-func (c *chatML) text(dst []int, role, content string) ([]int, error) {
+func (c *chatML) text(dst []int, role, content string, sp *spent) ([]int, error) {
 	if c.cache != nil {
 		if out, ok := c.cache.Append(dst, c.id, role, content); ok {
 			return out, nil
 		}
 	}
+	start := time.Now()
 	ids, err := c.m.Tokenize(role+"\n"+content, false, false)
+	sp.since(start)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
@@ -152,7 +167,7 @@ func (c *chatML) text(dst []int, role, content string) ([]int, error) {
 // count returns a message's tokens as render adds them: markers, role and
 // content, and the newline after the end marker.
 func (c *chatML) count(m engine.Message) int {
-	ids, err := c.text(nil, m.Role, m.Content)
+	ids, err := c.text(nil, m.Role, m.Content, nil)
 	if err != nil {
 		return (len(m.Role) + len(m.Content) + 3) / 4
 	}
@@ -177,7 +192,7 @@ func (c *chatML) name() string {
 // It stores this turn's messages and the history before its last message,
 // which the conversation's next turn (a reply and a new ask added, or the
 // last message edited) continues.
-func (c *chatML) render(tenant string, msgs []engine.Message, _ []any, padSinks, block int) ([]int, error) {
+func (c *chatML) render(tenant string, msgs []engine.Message, _ []any, padSinks, block int, sp *spent) ([]int, error) {
 	keys := chainKeys(c.prompts, tenant, c.id+"\x00"+c.name(), msgs, strconv.Itoa(padSinks), strconv.Itoa(block))
 	var out []int
 	from := 0
@@ -194,7 +209,7 @@ func (c *chatML) render(tenant string, msgs []engine.Message, _ []any, padSinks,
 		}
 		msg := msgs[i]
 		out = append(out, c.open...)
-		if out, err = c.text(out, msg.Role, msg.Content); err != nil {
+		if out, err = c.text(out, msg.Role, msg.Content, sp); err != nil {
 			return nil, err
 		}
 		out = append(append(out, c.close...), c.nl...)
@@ -213,7 +228,7 @@ func (c *chatML) render(tenant string, msgs []engine.Message, _ []any, padSinks,
 		}
 	}
 	out = append(out, c.open...)
-	return c.text(out, "assistant", "")
+	return c.text(out, "assistant", "", sp)
 }
 
 // chainKeys are the prompt cache's keys of every prefix of msgs: keys[k]

@@ -306,7 +306,10 @@ func (e *Engine) Detokenize(_ context.Context, tokens []int) (string, error) {
 }
 
 // prompt turns a request into prompt tokens.
-func (e *Engine) prompt(req engine.Request) ([]int, error) {
+func (e *Engine) prompt(req engine.Request) ([]int, error) { return e.promptSpent(req, nil) }
+
+// promptSpent is prompt, adding the tokenizer's time to sp.
+func (e *Engine) promptSpent(req engine.Request, sp *spent) ([]int, error) {
 	if err := req.CheckPrompt(); err != nil {
 		return nil, err
 	}
@@ -317,8 +320,9 @@ func (e *Engine) prompt(req engine.Request) ([]int, error) {
 				return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
 			}
 		}
-		return e.render.render(req.Tenant, req.Messages, req.Tools, req.PadSinks, e.cfg.BlockTokens)
+		return e.render.render(req.Tenant, req.Messages, req.Tools, req.PadSinks, e.cfg.BlockTokens, sp)
 	case req.Prompt != "":
+		defer sp.since(time.Now())
 		return e.model.Tokenize(req.Prompt, true, false)
 	default:
 		for i, t := range req.Tokens {
@@ -337,10 +341,13 @@ func (e *Engine) newTask(ctx context.Context, req engine.Request, arrived time.T
 		return nil, engine.ErrClosed
 	}
 	defer e.life.RUnlock()
-	tokens, err := e.prompt(req)
+	var sp spent
+	rendering := time.Now()
+	tokens, err := e.promptSpent(req, &sp)
 	if err != nil {
 		return nil, err
 	}
+	rendered := time.Since(rendering)
 	if len(tokens) == 0 {
 		return nil, engine.Invalid("the prompt is empty")
 	}
@@ -355,6 +362,8 @@ func (e *Engine) newTask(ctx context.Context, req engine.Request, arrived time.T
 	if !req.NoCache && !(req.SlotOnly && req.Slot >= 0) {
 		t.restore = e.kv.prepareRestore(req.Tenant, t.chain, tokens)
 	}
+	t.render, t.tokenize = rendered-sp.tokenize, sp.tokenize
+	t.ready = rendering.Add(rendered)
 	return t, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ollama/ollama/llama"
 
@@ -92,7 +93,7 @@ func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, 
 	for _, text := range r.guard {
 		r.controls = append(r.controls, text)
 	}
-	if none, err := r.tokenize("", false, nil, nil, false); err == nil {
+	if none, err := r.tokenize("", false, nil, nil, false, nil); err == nil {
 		r.none = none
 	} else {
 		r.none = r.bos
@@ -106,7 +107,7 @@ func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, 
 func (r *jinjaRenderer) name() string { return "jinja" }
 
 // tokens tokenizes one piece through the token cache.
-func (r *jinjaRenderer) tokens(dst []int, p chattemplate.Piece) ([]int, error) {
+func (r *jinjaRenderer) tokens(dst []int, p chattemplate.Piece, sp *spent) ([]int, error) {
 	kind := pieceStructure
 	if p.Content {
 		kind = pieceText
@@ -116,6 +117,7 @@ func (r *jinjaRenderer) tokens(dst []int, p chattemplate.Piece) ([]int, error) {
 			return out, nil
 		}
 	}
+	start := time.Now()
 	ids, err := r.m.Tokenize(p.Text, false, !p.Content)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
@@ -125,6 +127,7 @@ func (r *jinjaRenderer) tokens(dst []int, p chattemplate.Piece) ([]int, error) {
 			return nil, err
 		}
 	}
+	sp.since(start)
 	if r.cache != nil {
 		r.cache.Put(r.id, kind, p.Text, ids)
 	}
@@ -188,7 +191,7 @@ func (r *jinjaRenderer) plain(text string) ([]int, error) {
 // text for text (compared by signature), are reused: each piece tokenizes on
 // its own, so equal pieces give equal tokens, and a template that rewrote
 // earlier text is simply a miss.
-func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Message, tools []any, addGen bool) ([]int, error) {
+func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Message, tools []any, addGen bool, sp *spent) ([]int, error) {
 	if err := r.checkTools(tools, "tools"); err != nil {
 		return nil, err
 	}
@@ -239,7 +242,7 @@ func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Messa
 	}
 	ends := make([]int, len(pieces)) // out's length after each piece
 	for i := from; i < len(pieces); i++ {
-		if out, err = r.tokens(out, pieces[i]); err != nil {
+		if out, err = r.tokens(out, pieces[i], sp); err != nil {
 			return nil, err
 		}
 		ends[i] = len(out)
@@ -283,8 +286,8 @@ func pieceKind(p chattemplate.Piece) byte {
 
 // render renders the conversation with the generation prompt. The template
 // decides the layout, so nothing is padded (padSinks is a ChatML ability).
-func (r *jinjaRenderer) render(tenant string, msgs []engine.Message, tools []any, _, _ int) ([]int, error) {
-	return r.tokenize(tenant, true, msgs, tools, true)
+func (r *jinjaRenderer) render(tenant string, msgs []engine.Message, tools []any, _, _ int, sp *spent) ([]int, error) {
+	return r.tokenize(tenant, true, msgs, tools, true, sp)
 }
 
 // checkTools refuses tool definitions holding a control token's text: the
@@ -327,7 +330,7 @@ func (r *jinjaRenderer) checkTools(v any, at string) error {
 // default system turn). A template that refuses either conversation (a
 // system message under Gemma) falls back to the message's text plus four.
 func (r *jinjaRenderer) count(m engine.Message) int {
-	one, err := r.tokenize("", false, []engine.Message{m}, nil, false)
+	one, err := r.tokenize("", false, []engine.Message{m}, nil, false, nil)
 	if err != nil {
 		ids, err := r.m.Tokenize(m.Content, false, false)
 		if err != nil {

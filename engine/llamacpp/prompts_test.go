@@ -122,7 +122,7 @@ func TestPromptCacheGivesTheUncachedPrompt(t *testing.T) {
 			turns, last := 0, 0
 			for _, system := range []bool{false, true} {
 				for i, msgs := range conversationTurns(system) {
-					want, err := plain.render("t1", msgs, nil, 0, 16)
+					want, err := plain.render("t1", msgs, nil, 0, 16, nil)
 					if err != nil {
 						if i == 0 && system {
 							break // the template refuses a system message (Gemma)
@@ -160,7 +160,7 @@ func TestPromptCacheKeepsSinkPadding(t *testing.T) {
 	e := promptCaseEngine(t, promptCases[0])
 	plain := uncached(t, e)
 	for i, msgs := range conversationTurns(true) {
-		want, err := plain.render("t1", msgs, nil, 2, 16)
+		want, err := plain.render("t1", msgs, nil, 2, 16, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // phaseOrder is the order phases are printed in.
-var phaseOrder = []string{"read", "window", "render", "tokenize", "queue", "prefill", "first_token", "total"}
+var phaseOrder = []string{"read", "window", "render", "tokenize", "queue", "prefill", "first_token", "decode", "total"}
 
 // ParseServerTiming reads a Server-Timing header's durations by metric
 // name (`name;dur=1.23, other;dur=4`); metrics without a duration are
