@@ -57,10 +57,15 @@ func newRenderer(m *llama.Model, tmpl string, variants map[string]string, cache 
 	if err != nil {
 		return nil, fmt.Errorf("model's %w", err)
 	}
-	if hasChatML && isChatML(t) {
+	chatml := isChatML(t)
+	if hasChatML && chatml {
 		return newChatML(m, start, end, cache, prompts, id)
 	}
-	return newJinjaRenderer(m, t, bos, cache, prompts, id, log)
+	r, err := newJinjaRenderer(m, t, bos, cache, prompts, id, log)
+	if err == nil {
+		r.chatml = chatml
+	}
+	return r, err
 }
 
 // isChatML reports whether t renders a conversation, with and without a

@@ -29,6 +29,10 @@ type jinjaRenderer struct {
 	bos     []int // prepended when the model adds BOS and the template does not write it
 	cache   *kvcache.TokenCache
 	prompts *kvcache.PromptCache // rendered prefixes; nil disables it
+	// chatml: the template renders as ChatML does (isChatML), so its
+	// pieces are written natively instead of by running it, which costs
+	// the whole conversation every turn.
+	chatml bool
 	id      string
 	log     *slog.Logger
 	loose   sync.Once // logs once that the template transforms message text
@@ -195,7 +199,14 @@ func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Messa
 	if err := r.checkTools(tools, "tools"); err != nil {
 		return nil, err
 	}
-	pieces, ok, err := r.t.Render(msgs, tools, addGen)
+	var pieces []chattemplate.Piece
+	var ok bool
+	var err error
+	if r.chatml && len(tools) == 0 {
+		pieces, ok, err = r.t.RenderChatML(msgs, addGen)
+	} else {
+		pieces, ok, err = r.t.Render(msgs, tools, addGen)
+	}
 	if err != nil {
 		if errors.Is(err, chattemplate.ErrRender) {
 			return nil, engine.Invalid("%v", err)

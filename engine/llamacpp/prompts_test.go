@@ -28,11 +28,14 @@ type promptCase struct {
 	// neverReused: the template rewrites all history when a message is
 	// added, so no turn that adds messages may reuse a prefix.
 	neverReused bool
+	chatml      bool // the Jinja renderer writes ChatML natively
 }
 
 var promptCases = []promptCase{
 	{name: "tiny-chatml", template: gguf.TinyChatTemplate, renderer: "chatml"},
-	{name: "tiny-chatml-llama3-vocab", template: gguf.TinyChatTemplate, vocab: "model/testdata/llama3.2", renderer: "jinja"},
+	// ChatML on a vocabulary without its control tokens: the pieces are
+	// written natively (jinjaRenderer.chatml), against the template run.
+	{name: "tiny-chatml-llama3-vocab", template: gguf.TinyChatTemplate, vocab: "model/testdata/llama3.2", renderer: "jinja", chatml: true},
 	{name: "llama3", file: "llama3-instruct", vocab: "model/testdata/llama3.2", renderer: "jinja"},
 	{name: "llama3.1", file: "llama3.1-instruct", vocab: "model/testdata/llama3.2", renderer: "jinja"},
 	{name: "gemma", file: "gemma-instruct", vocab: "model/testdata/gemma2/tokenizer.model", renderer: "jinja"},
@@ -74,16 +77,23 @@ func promptCaseEngine(t *testing.T, c promptCase) *Engine {
 	if e.render.name() != c.renderer {
 		t.Fatalf("renderer %q, want %q", e.render.name(), c.renderer)
 	}
+	if j, ok := e.render.(*jinjaRenderer); ok && j.chatml != c.chatml {
+		t.Fatalf("native ChatML pieces %v, want %v", j.chatml, c.chatml)
+	}
 	return e
 }
 
 // uncached is the engine's renderer built again without the token and
-// prompt caches: the prompt as rendered from nothing.
+// prompt caches, running its Jinja template: the prompt as rendered from
+// nothing.
 func uncached(t *testing.T, e *Engine) renderer {
 	t.Helper()
 	r, err := newRenderer(e.model, e.shape.ChatTemplate, map[string]string{"tool_use": e.shape.ChatTemplateToolUse}, nil, nil, "uncached", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if j, ok := r.(*jinjaRenderer); ok {
+		j.chatml = false // the template itself, run
 	}
 	return r
 }
