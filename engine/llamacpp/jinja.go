@@ -33,9 +33,9 @@ type jinjaRenderer struct {
 	// pieces are written natively instead of by running it, which costs
 	// the whole conversation every turn.
 	chatml bool
-	id      string
-	log     *slog.Logger
-	loose   sync.Once // logs once that the template transforms message text
+	id     string
+	log    *slog.Logger
+	loose  sync.Once // logs once that the template transforms message text
 	// guard holds the user-defined tokens the template's structure uses
 	// (on the probe conversation), by id: llama.cpp matches those even in
 	// plain text, so message text holding one is tokenized around it.
