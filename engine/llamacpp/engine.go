@@ -77,6 +77,7 @@ var (
 	_ engine.Tokenizer             = (*Engine)(nil)
 	_ engine.SpecialTokenizer      = (*Engine)(nil)
 	_ engine.MessageCounter        = (*Engine)(nil)
+	_ engine.ConversationCounter   = (*Engine)(nil)
 	_ engine.SlotReporter          = (*Engine)(nil)
 	_ engine.ChatTemplater         = (*Engine)(nil)
 	_ engine.ToolTemplater         = (*Engine)(nil)
@@ -234,6 +235,29 @@ func (e *Engine) CountMessage(m engine.Message) int {
 	n := e.render.count(m)
 	e.kv.tokens.PutCount(e.countID, m.Role, m.Content, n)
 	return n
+}
+
+// CountMessages returns the count of every message of msgs, as
+// CountMessage gives them; the counts of the longest prefix counted for
+// the tenant before come from the prompt cache, so an unchanged history
+// costs one lookup, not one per message.
+func (e *Engine) CountMessages(tenant string, msgs []engine.Message) []int {
+	keys := chainKeys(e.kv.prompts, tenant, e.countID+"\x00counts", msgs)
+	out := make([]int, 0, len(msgs))
+	from := 0
+	if p, k := longestPrefix(e.kv.prompts, keys, func(p *kvcache.Prefix) bool { return len(p.Tokens) > 0 }); p != nil {
+		out, from = appendIDs(out, p.Tokens), k
+	}
+	for _, m := range msgs[from:] {
+		out = append(out, e.CountMessage(m))
+	}
+	if keys != nil && from < len(msgs) {
+		e.kv.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0)
+		if n := len(msgs) - 1; n > from {
+			e.kv.prompts.Put(keys[n], out[:n], kvcache.Signature{}, 0)
+		}
+	}
+	return out
 }
 
 // TemplateTools reports whether the model's own chat template renders a

@@ -218,3 +218,38 @@ func TestPromptCacheIsPerTenant(t *testing.T) {
 		})
 	}
 }
+
+// CountMessages gives CountMessage's count of every message, from the
+// prompt cache for the prefix a tenant counted before, and never another
+// tenant's.
+func TestCountMessagesReusesItsTenantsPrefix(t *testing.T) {
+	e := promptCaseEngine(t, promptCases[0])
+	turns := conversationTurns(true)
+	lookups := func(tenant string, msgs []engine.Message) uint64 {
+		t.Helper()
+		before, _ := e.kv.prompts.Stats()
+		got := e.CountMessages(tenant, msgs)
+		e.kv.prompts.Wait()
+		after, _ := e.kv.prompts.Stats()
+		if len(got) != len(msgs) {
+			t.Fatalf("%d counts for %d messages", len(got), len(msgs))
+		}
+		for i, m := range msgs {
+			if want := e.CountMessage(m); got[i] != want {
+				t.Fatalf("message %d: %d, CountMessage %d", i, got[i], want)
+			}
+		}
+		return after - before
+	}
+	if n := lookups("alice", turns[0]); n != 0 {
+		t.Errorf("a first count reused %d prefixes", n)
+	}
+	for i := 1; i < len(turns); i++ {
+		if n := lookups("alice", turns[i]); n != 1 {
+			t.Errorf("turn %d reused %d prefixes, want 1", i, n)
+		}
+	}
+	if n := lookups("bob", turns[3]); n != 0 {
+		t.Errorf("bob reused %d of alice's prefixes", n)
+	}
+}
