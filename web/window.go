@@ -46,7 +46,11 @@ func (s *Server) ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string
 		count = mc.CountMessage
 	}
 	if cc, ok := t.Backend.(engine.ConversationCounter); ok {
-		count = primed(req.Messages, cc.CountMessages(t.Tenant, req.Messages), count)
+		// Other messages (a packet's) are counted as the tenant's too.
+		tenant := t.Tenant
+		count = primed(req.Messages, cc.CountMessages(tenant, req.Messages), func(m engine.Message) int {
+			return cc.CountMessages(tenant, []engine.Message{m})[0]
+		})
 	}
 	win := s.cfg.Window
 	if mw, ok := win.(ModelWindows); ok {

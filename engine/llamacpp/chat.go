@@ -25,8 +25,9 @@ type renderer interface {
 	// measured).
 	render(tenant string, msgs []engine.Message, tools []any, padSinks, block int, sp *spent) ([]int, error)
 	name() string
-	// count is one message's share of a rendered prompt, in tokens.
-	count(m engine.Message) int
+	// count is one message's share of a rendered prompt, in tokens, for
+	// tenant (whose caches it uses: see tokenSpace).
+	count(tenant string, m engine.Message) int
 }
 
 // newRenderer picks how messages become tokens for this model:
@@ -150,10 +151,17 @@ func (sp *spent) since(start time.Time) {
 	}
 }
 
-// text tokenizes role+"\n"+content, through the cache, appending to dst.
-func (c *chatML) text(dst []int, role, content string, sp *spent) ([]int, error) {
+// tokenSpace is the token cache's namespace of a tenant under a renderer:
+// each tenant's message tokens are cached apart, so whether a text was
+// tokenized before (which the tokenize phase of Server-Timing shows) says
+// nothing of another tenant's messages.
+func tokenSpace(id, tenant string) string { return id + "\x00" + tenant }
+
+// text tokenizes role+"\n"+content, through the tenant's cache, appending to
+// dst.
+func (c *chatML) text(dst []int, tenant, role, content string, sp *spent) ([]int, error) {
 	if c.cache != nil {
-		if out, ok := c.cache.Append(dst, c.id, role, content); ok {
+		if out, ok := c.cache.Append(dst, tokenSpace(c.id, tenant), role, content); ok {
 			return out, nil
 		}
 	}
@@ -164,15 +172,15 @@ func (c *chatML) text(dst []int, role, content string, sp *spent) ([]int, error)
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
 	if c.cache != nil {
-		c.cache.Put(c.id, role, content, ids)
+		c.cache.Put(tokenSpace(c.id, tenant), role, content, ids)
 	}
 	return append(dst, ids...), nil
 }
 
 // count returns a message's tokens as render adds them: markers, role and
 // content, and the newline after the end marker.
-func (c *chatML) count(m engine.Message) int {
-	ids, err := c.text(nil, m.Role, m.Content, nil)
+func (c *chatML) count(tenant string, m engine.Message) int {
+	ids, err := c.text(nil, tenant, m.Role, m.Content, nil)
 	if err != nil {
 		return (len(m.Role) + len(m.Content) + 3) / 4
 	}
@@ -214,7 +222,7 @@ func (c *chatML) render(tenant string, msgs []engine.Message, _ []any, padSinks,
 		}
 		msg := msgs[i]
 		out = append(out, c.open...)
-		if out, err = c.text(out, msg.Role, msg.Content, sp); err != nil {
+		if out, err = c.text(out, tenant, msg.Role, msg.Content, sp); err != nil {
 			return nil, err
 		}
 		out = append(append(out, c.close...), c.nl...)
@@ -233,7 +241,7 @@ func (c *chatML) render(tenant string, msgs []engine.Message, _ []any, padSinks,
 		}
 	}
 	out = append(out, c.open...)
-	return c.text(out, "assistant", "", sp)
+	return c.text(out, tenant, "assistant", "", sp)
 }
 
 // chainKeys are the prompt cache's keys of every prefix of msgs: keys[k]

@@ -220,25 +220,29 @@ func (e *Engine) Info() engine.Info {
 
 // CountMessage returns a chat message's tokens as the engine renders it
 // into a prompt; the window plans its budget with it.
-func (e *Engine) CountMessage(m engine.Message) int {
+func (e *Engine) CountMessage(m engine.Message) int { return e.countFor("", m) }
+
+// countFor is m's count through tenant's caches.
+func (e *Engine) countFor(tenant string, m engine.Message) int {
 	if !e.use() {
 		return (len(m.Content) + 3) / 4
 	}
 	defer e.life.RUnlock()
 	// A message's count is a function of the renderer, its role and its
 	// text alone, and the window asks for every message every turn: the
-	// token cache keeps it, so an unchanged history costs a lookup per
-	// message, not a rendering.
-	if n, ok := e.kv.tokens.Count(e.countID, m.Role, m.Content); ok {
+	// token cache keeps it (per tenant, see tokenSpace), so a message costs
+	// a lookup, not a rendering.
+	space := tokenSpace(e.countID, tenant)
+	if n, ok := e.kv.tokens.Count(space, m.Role, m.Content); ok {
 		return n
 	}
-	n := e.render.count(m)
-	e.kv.tokens.PutCount(e.countID, m.Role, m.Content, n)
+	n := e.render.count(tenant, m)
+	e.kv.tokens.PutCount(space, m.Role, m.Content, n)
 	return n
 }
 
 // CountMessages returns the count of every message of msgs, as
-// CountMessage gives them; the counts of the longest prefix counted for
+// CountMessage gives them, through the tenant's own caches; the counts of the longest prefix counted for
 // the tenant before come from the prompt cache, so an unchanged history
 // costs one lookup, not one per message.
 func (e *Engine) CountMessages(tenant string, msgs []engine.Message) []int {
@@ -249,7 +253,7 @@ func (e *Engine) CountMessages(tenant string, msgs []engine.Message) []int {
 		out, from = appendIDs(out, p.Tokens), k
 	}
 	for _, m := range msgs[from:] {
-		out = append(out, e.CountMessage(m))
+		out = append(out, e.countFor(tenant, m))
 	}
 	if keys != nil && from < len(msgs) {
 		e.kv.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0)

@@ -111,13 +111,13 @@ func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, 
 func (r *jinjaRenderer) name() string { return "jinja" }
 
 // tokens tokenizes one piece through the token cache.
-func (r *jinjaRenderer) tokens(dst []int, p chattemplate.Piece, sp *spent) ([]int, error) {
+func (r *jinjaRenderer) tokens(dst []int, tenant string, p chattemplate.Piece, sp *spent) ([]int, error) {
 	kind := pieceStructure
 	if p.Content {
 		kind = pieceText
 	}
 	if r.cache != nil {
-		if out, ok := r.cache.Append(dst, r.id, kind, p.Text); ok {
+		if out, ok := r.cache.Append(dst, tokenSpace(r.id, tenant), kind, p.Text); ok {
 			return out, nil
 		}
 	}
@@ -133,7 +133,7 @@ func (r *jinjaRenderer) tokens(dst []int, p chattemplate.Piece, sp *spent) ([]in
 	}
 	sp.since(start)
 	if r.cache != nil {
-		r.cache.Put(r.id, kind, p.Text, ids)
+		r.cache.Put(tokenSpace(r.id, tenant), kind, p.Text, ids)
 	}
 	return append(dst, ids...), nil
 }
@@ -253,7 +253,7 @@ func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Messa
 	}
 	ends := make([]int, len(pieces)) // out's length after each piece
 	for i := from; i < len(pieces); i++ {
-		if out, err = r.tokens(out, pieces[i], sp); err != nil {
+		if out, err = r.tokens(out, tenant, pieces[i], sp); err != nil {
 			return nil, err
 		}
 		ends[i] = len(out)
@@ -340,8 +340,8 @@ func (r *jinjaRenderer) checkTools(v any, at string) error {
 // alone, less what the template writes for no message at all (a BOS, a
 // default system turn). A template that refuses either conversation (a
 // system message under Gemma) falls back to the message's text plus four.
-func (r *jinjaRenderer) count(m engine.Message) int {
-	one, err := r.tokenize("", false, []engine.Message{m}, nil, false, nil)
+func (r *jinjaRenderer) count(tenant string, m engine.Message) int {
+	one, err := r.tokenize(tenant, false, []engine.Message{m}, nil, false, nil)
 	if err != nil {
 		ids, err := r.m.Tokenize(m.Content, false, false)
 		if err != nil {

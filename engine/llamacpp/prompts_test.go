@@ -253,3 +253,36 @@ func TestCountMessagesReusesItsTenantsPrefix(t *testing.T) {
 		t.Errorf("bob reused %d of alice's prefixes", n)
 	}
 }
+
+// Message tokens are cached per tenant: another tenant's request for the
+// same text tokenizes it again (a miss of the token cache for every
+// message), so the tokenize phase of Server-Timing says nothing of what
+// others sent.
+func TestTokenCacheIsPerTenant(t *testing.T) {
+	for _, c := range []promptCase{promptCases[0], promptCases[2]} {
+		t.Run(c.name, func(t *testing.T) {
+			e := promptCaseEngine(t, c)
+			msgs := conversationTurns(true)[2]
+			misses := func(tenant string) uint64 {
+				t.Helper()
+				_, before := e.kv.tokens.Stats()
+				if _, err := e.prompt(engine.Request{Tenant: tenant, Messages: msgs}); err != nil {
+					t.Fatal(err)
+				}
+				e.kv.tokens.Wait()
+				e.kv.prompts.Wait()
+				_, after := e.kv.tokens.Stats()
+				return after - before
+			}
+			if n := misses("alice"); n < uint64(len(msgs)) {
+				t.Fatalf("alice's first prompt missed the token cache %d times, want at least %d", n, len(msgs))
+			}
+			if n := misses("bob"); n < uint64(len(msgs)) {
+				t.Errorf("bob's prompt of alice's messages missed %d times, want at least %d: it found her tokens", n, len(msgs))
+			}
+			if n := misses("alice"); n != 0 {
+				t.Errorf("alice's second prompt missed %d times, want none", n)
+			}
+		})
+	}
+}
