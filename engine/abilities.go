@@ -31,6 +31,14 @@ type MessageCounter interface {
 	CountMessage(m Message) int
 }
 
+// ConversationCounter is implemented by backends that count a whole
+// conversation's messages at once for a tenant, reusing the counts of the
+// prefix they counted on its earlier turns, so a turn costs its new
+// messages only. CountMessages(tenant, msgs)[i] is CountMessage(msgs[i]).
+type ConversationCounter interface {
+	CountMessages(tenant string, msgs []Message) []int
+}
+
 // Prompter is implemented by backends that render a request's prompt into
 // the token ids they compute, so a gateway keys blocks exactly. It may
 // block on the backend.

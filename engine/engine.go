@@ -172,6 +172,13 @@ type Timings struct {
 	FirstToken      time.Duration // from the backend receiving the request to the first token
 	GeneratedTokens int
 	Decode          time.Duration // time spent generating after the first token
+	// Where the backend's share of the time to the first token went, as far
+	// as it knows (zero where it does not say): turning messages into
+	// prompt tokens (Render, besides the tokenizer's own time on text no
+	// cache held, Tokenize), and waiting from then until the prompt got a
+	// slot (Queue). PromptEval is the prefill; the rest of FirstToken is
+	// placement and sampling the first token.
+	Render, Tokenize, Queue time.Duration
 }
 
 // Finish reasons, as OpenAI names them.

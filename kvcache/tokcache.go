@@ -83,6 +83,24 @@ func (t *TokenCache) Put(tokenizer, role, content string, tokens []int) {
 	t.c.Set(messageKey(tokenizer, role, content), ids, max(1, int64(len(ids))))
 }
 
+// Count returns the cached token count of (tokenizer, role, content): a
+// message's share of a rendered prompt, as the window plans with it.
+func (t *TokenCache) Count(tokenizer, role, content string) (int, bool) {
+	v, ok := t.c.Get(messageKey(tokenizer+countKind, role, content))
+	if !ok || len(v) != 1 {
+		return 0, false
+	}
+	return int(v[0]), true
+}
+
+// PutCount offers a message's token count to the cache.
+func (t *TokenCache) PutCount(tokenizer, role, content string, n int) {
+	t.c.Set(messageKey(tokenizer+countKind, role, content), []int32{int32(n)}, 1)
+}
+
+// countKind sets count entries apart from token entries of the same text.
+const countKind = "\x00count"
+
 // Wait blocks until earlier Puts are applied (or dropped). Tests use it;
 // servers need not.
 func (t *TokenCache) Wait() { t.c.Wait() }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
+	"kvwin/web/core"
 )
 
 // Bucket rules (stated, not tuned to any data): time to first token
@@ -18,6 +19,9 @@ var (
 	ttftBuckets     = prometheus.ExponentialBuckets(0.005, 2, 16)
 	durationBuckets = prometheus.ExponentialBuckets(0.01, 2, 16)
 	promptBuckets   = prometheus.ExponentialBuckets(16, 2, 14)
+	// A turn's phases double from 10 µs (a cached render, the hand-off)
+	// to about 84 s.
+	phaseBuckets = prometheus.ExponentialBuckets(0.00001, 2, 24)
 )
 
 // metrics are the server's own Prometheus collectors: what an operator
@@ -26,6 +30,7 @@ type metrics struct {
 	ttft, duration, prompt *prometheus.HistogramVec
 	promptTotal, cached    *prometheus.CounterVec
 	responses              *prometheus.CounterVec
+	phase                  *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -43,12 +48,14 @@ func newMetrics() *metrics {
 			Help: "Prompt tokens reused from a KV cache instead of computed."}, labels),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvwin_http_responses_total",
 			Help: "HTTP responses by route and status (499: the client left)."}, []string{"route", "status"}),
+		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kvwin_turn_phase_seconds",
+			Help: "Where a generation's time until its headers went, by phase (the Server-Timing header's).", Buckets: phaseBuckets}, []string{"phase"}),
 	}
 }
 
 // register adds the collectors to reg.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.ttft, m.duration, m.prompt, m.promptTotal, m.cached, m.responses} {
+	for _, c := range []prometheus.Collector{m.ttft, m.duration, m.prompt, m.promptTotal, m.cached, m.responses, m.phase} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -73,4 +80,9 @@ func (m *metrics) generation(model, backend string, t engine.Timings, ttft, tota
 	m.prompt.WithLabelValues(model, backend).Observe(float64(t.PromptTokens))
 	m.promptTotal.WithLabelValues(model, backend).Add(float64(t.PromptTokens))
 	m.cached.WithLabelValues(model, backend).Add(float64(t.CachedTokens))
+}
+
+// phases observes one turn's phases (total included).
+func (m *metrics) phases(p core.Phases) {
+	p.Each(func(name string, d time.Duration) { m.phase.WithLabelValues(name).Observe(d.Seconds()) })
 }

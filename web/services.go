@@ -17,7 +17,9 @@ import (
 // Decode reads the request body into v within the server's body limit and
 // timeout (core.Decode).
 func (s *Server) Decode(c *gin.Context, v any) error {
-	return core.Decode(c, v, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
+	err := core.Decode(c, v, s.cfg.MaxBodyBytes, s.cfg.BodyTimeout)
+	s.turnOf(c).Decoded = time.Now() // the read phase ends here
+	return err
 }
 
 // KeysEnabled reports whether the server has keys, so tenants.

@@ -48,6 +48,7 @@ func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w cor
 			w.Fail(c, err)
 			return
 		}
+		s.setPhases(c, t, called, first, time.Now(), res.Timings)
 		core.SetGenerationHeaders(c.Writer.Header(), core.ServedBy(info, res.Backend), res.Timings)
 		core.WriteJSON(c.Writer, http.StatusOK, w.Enc.Whole(res))
 		return
@@ -70,6 +71,7 @@ func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w cor
 	}
 	open := func(ev engine.Event) error {
 		opened, firstAt = true, time.Now()
+		s.setPhases(c, t, called, firstAt, firstAt, ev.Timings)
 		core.SetGenerationHeaders(c.Writer.Header(), core.ServedBy(info, ev.Backend), ev.Timings)
 		out.Start()
 		objs := w.Enc.Open(ev)
@@ -124,6 +126,15 @@ func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w cor
 	if out.Done() != nil {
 		_ = c.Error(core.ErrClientGone)
 	}
+}
+
+// setPhases writes the turn's Server-Timing header, its phases up to at
+// (the headers go out: with the first token when streamed), and observes
+// them in the phase histograms.
+func (s *Server) setPhases(c *gin.Context, t *core.Turn, called, first, at time.Time, tm engine.Timings) {
+	p := core.TurnPhases(t, called, first, at, tm)
+	core.SetServerTiming(c.Writer.Header(), p)
+	s.metrics.phases(p)
 }
 
 // observe records a finished generation: the histograms and counters for a

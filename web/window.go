@@ -45,6 +45,13 @@ func (s *Server) ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string
 	if mc, ok := t.Backend.(engine.MessageCounter); ok {
 		count = mc.CountMessage
 	}
+	if cc, ok := t.Backend.(engine.ConversationCounter); ok {
+		// Other messages (a packet's) are counted as the tenant's too.
+		tenant := t.Tenant
+		count = primed(req.Messages, cc.CountMessages(tenant, req.Messages), func(m engine.Message) int {
+			return cc.CountMessages(tenant, []engine.Message{m})[0]
+		})
+	}
 	win := s.cfg.Window
 	if mw, ok := win.(ModelWindows); ok {
 		win = mw.For(req.Model)
@@ -84,3 +91,22 @@ const (
 	HeaderCachedEstimated = wire.HeaderCachedEstimated
 	HeaderPromptMs        = wire.HeaderPromptMs
 )
+
+// primed is a counter that knows the counts of msgs, which the window asks
+// for in order: while it is asked for msgs[i], the next message, it answers
+// counts[i]; any other message goes to count. Either way the answer is the
+// message's count (counts are a function of the message), so the cursor
+// only saves the lookups. Not safe for concurrent use; one per request.
+func primed(msgs []engine.Message, counts []int, count window.Counter) window.Counter {
+	if len(counts) != len(msgs) {
+		return count
+	}
+	next := 0
+	return func(m engine.Message) int {
+		if next < len(msgs) && msgs[next] == m {
+			next++
+			return counts[next-1]
+		}
+		return count(m)
+	}
+}

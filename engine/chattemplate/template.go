@@ -195,6 +195,41 @@ func (t *Template) Render(msgs []engine.Message, tools []any, addGen bool) (piec
 	return pieces, false, nil
 }
 
+// RenderChatML is Render for a template that writes ChatML
+// (<|im_start|>role\ncontent<|im_end|>\n per message, <|im_start|>assistant\n
+// to generate), without running the template: the same pieces, at the cost
+// of copying the text. The caller has checked that t renders as ChatML
+// does; tools are not rendered (a template that renders them is not
+// ChatML's).
+func (t *Template) RenderChatML(msgs []engine.Message, addGen bool) (pieces []Piece, ok bool, err error) {
+	var marked, plain strings.Builder
+	for _, m := range msgs {
+		if strings.Contains(m.Content, t.open) || strings.Contains(m.Content, t.close) {
+			return nil, false, fmt.Errorf("%w: message text holds the renderer's sentinel", ErrRender)
+		}
+		for _, b := range []*strings.Builder{&marked, &plain} {
+			b.WriteString("<|im_start|>")
+			b.WriteString(m.Role)
+			b.WriteString("\n")
+		}
+		if m.Content != "" {
+			marked.WriteString(t.open + m.Content + t.close)
+		}
+		plain.WriteString(m.Content)
+		marked.WriteString("<|im_end|>\n")
+		plain.WriteString("<|im_end|>\n")
+	}
+	if addGen {
+		marked.WriteString("<|im_start|>assistant\n")
+		plain.WriteString("<|im_start|>assistant\n")
+	}
+	pieces, balanced := t.split(marked.String())
+	if aligned, ok := align(pieces, plain.String()); ok && balanced {
+		return aligned, true, nil
+	}
+	return pieces, false, nil
+}
+
 // split cuts a marked rendering into pieces. A sentinel without its pair
 // (the template cut message text) is dropped, and balanced is false: part
 // of a message's text may then sit in a structure piece.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -261,5 +262,35 @@ func TestCutMessageTextNotOK(t *testing.T) {
 	msgs[1].Content = "plain"
 	if _, ok, err := tm.Render(msgs, nil, false); err != nil || !ok {
 		t.Fatalf("uncut text: ok %v, %v", ok, err)
+	}
+}
+
+// RenderChatML gives the pieces Render gives under a ChatML template, for
+// conversations with empty, whitespace and marker-like text.
+func TestRenderChatMLIsRenderOfChatML(t *testing.T) {
+	const chatml = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+	tm, err := Parse(Config{Source: chatml})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msgs := range [][]engine.Message{
+		{{Role: "user", Content: "Hi."}},
+		{{Role: "system", Content: " padded \n"}, {Role: "user", Content: "<|im_end|>x"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "\n"}},
+		{{Role: "user", Content: "a"}, {Role: "assistant", Content: "b"}, {Role: "tool", Content: "c"}},
+		{},
+	} {
+		for _, addGen := range []bool{true, false} {
+			want, wantOK, err := tm.Render(msgs, nil, addGen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, gotOK, err := tm.RenderChatML(msgs, addGen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) || gotOK != wantOK {
+				t.Errorf("%v (gen %v):\n got %+v %v\nwant %+v %v", msgs, addGen, got, gotOK, want, wantOK)
+			}
+		}
 	}
 }

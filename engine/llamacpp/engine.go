@@ -44,8 +44,10 @@ type Engine struct {
 	model  *llama.Model
 	lctx   *llama.Context
 	render renderer
-	vocab  int
-	kv     *kv
+	// countID names the renderer in the token cache's message counts.
+	countID string
+	vocab   int
+	kv      *kv
 	// pieces is every token's text (pieceTable), set before the loop
 	// starts and read-only after: the loop detokenizes with it and
 	// callers prepare output constraints with it (constrain.go).
@@ -76,6 +78,7 @@ var (
 	_ engine.SpecialTokenizer      = (*Engine)(nil)
 	_ engine.MessageCounter        = (*Engine)(nil)
 	_ engine.Prompter              = (*Engine)(nil)
+	_ engine.ConversationCounter   = (*Engine)(nil)
 	_ engine.SlotReporter          = (*Engine)(nil)
 	_ engine.ChatTemplater         = (*Engine)(nil)
 	_ engine.ToolTemplater         = (*Engine)(nil)
@@ -124,29 +127,43 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		llama.FreeModel(model)
 		return nil, err
 	}
+	prompts, err := kvcache.NewPromptCache(kvcache.PromptCacheConfig{MaxBytes: cfg.PromptCacheBytes})
+	if err != nil {
+		tokens.Close()
+		freeContext(lctx)
+		llama.FreeModel(model)
+		return nil, err
+	}
 	fp, err := modelFingerprint(cfg.ModelPath)
 	if err != nil {
+		tokens.Close()
+		prompts.Close()
 		freeContext(lctx)
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("fingerprint model %q: %w", cfg.ModelPath, err)
 	}
-	render, err := newRenderer(model, shape.ChatTemplate, map[string]string{"tool_use": shape.ChatTemplateToolUse}, tokens, fmt.Sprintf("%016x", fp), log)
+	id := fmt.Sprintf("%016x", fp)
+	render, err := newRenderer(model, shape.ChatTemplate, map[string]string{"tool_use": shape.ChatTemplateToolUse}, tokens, prompts, id, log)
 	if err != nil {
 		tokens.Close()
+		prompts.Close()
 		freeContext(lctx)
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("model %q: %w", cfg.ModelPath, err)
 	}
 	kvs, err := newKV(cfg, fp, render.name()+"\x00"+shape.ChatTemplate, log)
 	if err != nil {
+		tokens.Close()
+		prompts.Close()
 		freeContext(lctx)
 		llama.FreeModel(model)
 		return nil, err
 	}
-	kvs.tokens = tokens
+	kvs.tokens, kvs.prompts = tokens, prompts
 	e := &Engine{
 		cfg: cfg, log: log, shape: shape, model: model, lctx: lctx, kv: kvs,
 		render:   render,
+		countID:  id + "\x00" + render.name(),
 		vocab:    model.NumVocab(),
 		admit:    make(chan struct{}, cfg.Slots+max(cfg.Queue, 0)),
 		incoming: make(chan *task, cfg.Slots+max(cfg.Queue, 0)),
@@ -204,12 +221,48 @@ func (e *Engine) Info() engine.Info {
 
 // CountMessage returns a chat message's tokens as the engine renders it
 // into a prompt; the window plans its budget with it.
-func (e *Engine) CountMessage(m engine.Message) int {
+func (e *Engine) CountMessage(m engine.Message) int { return e.countFor("", m) }
+
+// countFor is m's count through tenant's caches.
+func (e *Engine) countFor(tenant string, m engine.Message) int {
 	if !e.use() {
 		return (len(m.Content) + 3) / 4
 	}
 	defer e.life.RUnlock()
-	return e.render.count(m)
+	// A message's count is a function of the renderer, its role and its
+	// text alone, and the window asks for every message every turn: the
+	// token cache keeps it (per tenant, see tokenSpace), so a message costs
+	// a lookup, not a rendering.
+	space := tokenSpace(e.countID, tenant)
+	if n, ok := e.kv.tokens.Count(space, m.Role, m.Content); ok {
+		return n
+	}
+	n := e.render.count(tenant, m)
+	e.kv.tokens.PutCount(space, m.Role, m.Content, n)
+	return n
+}
+
+// CountMessages returns the count of every message of msgs, as
+// CountMessage gives them, through the tenant's own caches; the counts of the longest prefix counted for
+// the tenant before come from the prompt cache, so an unchanged history
+// costs one lookup, not one per message.
+func (e *Engine) CountMessages(tenant string, msgs []engine.Message) []int {
+	keys := chainKeys(e.kv.prompts, tenant, e.countID+"\x00counts", msgs)
+	out := make([]int, 0, len(msgs))
+	from := 0
+	if p, k := longestPrefix(e.kv.prompts, keys, func(p *kvcache.Prefix) bool { return len(p.Tokens) > 0 }); p != nil {
+		out, from = appendIDs(out, p.Tokens), k
+	}
+	for _, m := range msgs[from:] {
+		out = append(out, e.countFor(tenant, m))
+	}
+	if keys != nil && from < len(msgs) {
+		e.kv.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0)
+		if n := len(msgs) - 1; n > from {
+			e.kv.prompts.Put(keys[n], out[:n], kvcache.Signature{}, 0)
+		}
+	}
+	return out
 }
 
 // TemplateTools reports whether the model's own chat template renders a
@@ -293,7 +346,10 @@ func (e *Engine) Prompt(_ context.Context, req engine.Request) ([]int, error) {
 }
 
 // prompt turns a request into prompt tokens.
-func (e *Engine) prompt(req engine.Request) ([]int, error) {
+func (e *Engine) prompt(req engine.Request) ([]int, error) { return e.promptSpent(req, nil) }
+
+// promptSpent is prompt, adding the tokenizer's time to sp.
+func (e *Engine) promptSpent(req engine.Request, sp *spent) ([]int, error) {
 	if err := req.CheckPrompt(); err != nil {
 		return nil, err
 	}
@@ -304,8 +360,9 @@ func (e *Engine) prompt(req engine.Request) ([]int, error) {
 				return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
 			}
 		}
-		return e.render.render(req.Messages, req.Tools, req.PadSinks, e.cfg.BlockTokens)
+		return e.render.render(req.Tenant, req.Messages, req.Tools, req.PadSinks, e.cfg.BlockTokens, sp)
 	case req.Prompt != "":
+		defer sp.since(time.Now())
 		return e.model.Tokenize(req.Prompt, true, false)
 	default:
 		for i, t := range req.Tokens {
@@ -324,10 +381,13 @@ func (e *Engine) newTask(ctx context.Context, req engine.Request, arrived time.T
 		return nil, engine.ErrClosed
 	}
 	defer e.life.RUnlock()
-	tokens, err := e.prompt(req)
+	var sp spent
+	rendering := time.Now()
+	tokens, err := e.promptSpent(req, &sp)
 	if err != nil {
 		return nil, err
 	}
+	rendered := time.Since(rendering)
 	if len(tokens) == 0 {
 		return nil, engine.Invalid("the prompt is empty")
 	}
@@ -342,6 +402,8 @@ func (e *Engine) newTask(ctx context.Context, req engine.Request, arrived time.T
 	if !req.NoCache && !(req.SlotOnly && req.Slot >= 0) {
 		t.restore = e.kv.prepareRestore(req.Tenant, t.chain, tokens)
 	}
+	t.render, t.tokenize = rendered-sp.tokenize, sp.tokenize
+	t.ready = rendering.Add(rendered)
 	return t, nil
 }
 

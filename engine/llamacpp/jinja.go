@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ollama/ollama/llama"
 
@@ -26,9 +28,14 @@ type jinjaRenderer struct {
 	bosText string
 	bos     []int // prepended when the model adds BOS and the template does not write it
 	cache   *kvcache.TokenCache
-	id      string
-	log     *slog.Logger
-	loose   sync.Once // logs once that the template transforms message text
+	prompts *kvcache.PromptCache // rendered prefixes; nil disables it
+	// chatml: the template renders as ChatML does (isChatML), so its
+	// pieces are written natively instead of by running it, which costs
+	// the whole conversation every turn.
+	chatml bool
+	id     string
+	log    *slog.Logger
+	loose  sync.Once // logs once that the template transforms message text
 	// guard holds the user-defined tokens the template's structure uses
 	// (on the probe conversation), by id: llama.cpp matches those even in
 	// plain text, so message text holding one is tokenized around it.
@@ -48,8 +55,8 @@ const (
 	pieceText      = "\x00text"
 )
 
-func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, cache *kvcache.TokenCache, id string, log *slog.Logger) (*jinjaRenderer, error) {
-	r := &jinjaRenderer{m: m, t: t, bosText: bosText, cache: cache, id: id, log: log}
+func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, cache *kvcache.TokenCache, prompts *kvcache.PromptCache, id string, log *slog.Logger) (*jinjaRenderer, error) {
+	r := &jinjaRenderer{m: m, t: t, bosText: bosText, cache: cache, prompts: prompts, id: id, log: log}
 	if m.AddBOSToken() {
 		bos, err := m.Tokenize("", true, false)
 		if err != nil {
@@ -90,7 +97,7 @@ func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, 
 	for _, text := range r.guard {
 		r.controls = append(r.controls, text)
 	}
-	if none, err := r.tokenize(nil, nil, false); err == nil {
+	if none, err := r.tokenize("", false, nil, nil, false, nil); err == nil {
 		r.none = none
 	} else {
 		r.none = r.bos
@@ -104,16 +111,17 @@ func newJinjaRenderer(m *llama.Model, t *chattemplate.Template, bosText string, 
 func (r *jinjaRenderer) name() string { return "jinja" }
 
 // tokens tokenizes one piece through the token cache.
-func (r *jinjaRenderer) tokens(dst []int, p chattemplate.Piece) ([]int, error) {
+func (r *jinjaRenderer) tokens(dst []int, tenant string, p chattemplate.Piece, sp *spent) ([]int, error) {
 	kind := pieceStructure
 	if p.Content {
 		kind = pieceText
 	}
 	if r.cache != nil {
-		if out, ok := r.cache.Append(dst, r.id, kind, p.Text); ok {
+		if out, ok := r.cache.Append(dst, tokenSpace(r.id, tenant), kind, p.Text); ok {
 			return out, nil
 		}
 	}
+	start := time.Now()
 	ids, err := r.m.Tokenize(p.Text, false, !p.Content)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
@@ -123,8 +131,9 @@ func (r *jinjaRenderer) tokens(dst []int, p chattemplate.Piece) ([]int, error) {
 			return nil, err
 		}
 	}
+	sp.since(start)
 	if r.cache != nil {
-		r.cache.Put(r.id, kind, p.Text, ids)
+		r.cache.Put(tokenSpace(r.id, tenant), kind, p.Text, ids)
 	}
 	return append(dst, ids...), nil
 }
@@ -180,11 +189,24 @@ func (r *jinjaRenderer) plain(text string) ([]int, error) {
 // tokenize renders msgs and tokenizes the pieces. BOS is prepended when the
 // model adds one and the template did not write it itself (llama-server's
 // rule, so a prompt never starts with two).
-func (r *jinjaRenderer) tokenize(msgs []engine.Message, tools []any, addGen bool) ([]int, error) {
+//
+// With cached (a chat turn's prompt) and no tools, the tokens of
+// the longest cached prefix whose pieces are this rendering's first pieces,
+// text for text (compared by signature), are reused: each piece tokenizes on
+// its own, so equal pieces give equal tokens, and a template that rewrote
+// earlier text is simply a miss.
+func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Message, tools []any, addGen bool, sp *spent) ([]int, error) {
 	if err := r.checkTools(tools, "tools"); err != nil {
 		return nil, err
 	}
-	pieces, ok, err := r.t.Render(msgs, tools, addGen)
+	var pieces []chattemplate.Piece
+	var ok bool
+	var err error
+	if r.chatml && len(tools) == 0 {
+		pieces, ok, err = r.t.RenderChatML(msgs, addGen)
+	} else {
+		pieces, ok, err = r.t.Render(msgs, tools, addGen)
+	}
 	if err != nil {
 		if errors.Is(err, chattemplate.ErrRender) {
 			return nil, engine.Invalid("%v", err)
@@ -207,22 +229,76 @@ func (r *jinjaRenderer) tokenize(msgs []engine.Message, tools []any, addGen bool
 			}
 		}
 	}
-	var out []int
-	if len(r.bos) > 0 && (r.bosText == "" || len(pieces) == 0 || pieces[0].Content || !strings.HasPrefix(pieces[0].Text, r.bosText)) {
-		out = append(out, r.bos...)
+	var keys []kvcache.ChainKey
+	if cached && len(tools) == 0 {
+		keys = chainKeys(r.prompts, tenant, r.id+"\x00"+r.name(), msgs, strconv.FormatBool(addGen))
 	}
-	for _, p := range pieces {
-		if out, err = r.tokens(out, p); err != nil {
-			return nil, err
+	sigs := make([]kvcache.Signature, 0, len(pieces)+1)
+	if keys != nil {
+		var sig kvcache.Signature
+		sigs = append(sigs, sig)
+		for _, p := range pieces {
+			sig = sig.Add(pieceKind(p), p.Text)
+			sigs = append(sigs, sig)
 		}
 	}
+	var out []int
+	from := 0
+	if p, _ := longestPrefix(r.prompts, keys, func(p *kvcache.Prefix) bool {
+		return p.Pieces > 0 && p.Pieces < len(sigs) && sigs[p.Pieces] == p.Sig
+	}); p != nil {
+		out, from = appendIDs(make([]int, 0, len(p.Tokens)+64), p.Tokens), p.Pieces
+	} else if len(r.bos) > 0 && (r.bosText == "" || len(pieces) == 0 || pieces[0].Content || !strings.HasPrefix(pieces[0].Text, r.bosText)) {
+		out = append(out, r.bos...)
+	}
+	ends := make([]int, len(pieces)) // out's length after each piece
+	for i := from; i < len(pieces); i++ {
+		if out, err = r.tokens(out, tenant, pieces[i], sp); err != nil {
+			return nil, err
+		}
+		ends[i] = len(out)
+	}
+	r.remember(keys, msgs, pieces, sigs, ends, out, from)
 	return out, nil
+}
+
+// remember stores this rendering's prefixes: up to the last message's text
+// and up to the one before it, where each message rendered as one text
+// piece (otherwise which pieces belong to which message is not known, and
+// nothing is stored).
+func (r *jinjaRenderer) remember(keys []kvcache.ChainKey, msgs []engine.Message, pieces []chattemplate.Piece, sigs []kvcache.Signature, ends, out []int, from int) {
+	if keys == nil {
+		return
+	}
+	var texts []int // the index of each text piece
+	for i, p := range pieces {
+		if p.Content {
+			texts = append(texts, i)
+		}
+	}
+	if len(texts) != len(msgs) {
+		return
+	}
+	for k := len(msgs); k >= max(1, len(msgs)-1); k-- {
+		end := texts[k-1] + 1 // the pieces through message k's text
+		if end <= from {
+			return // already cached
+		}
+		r.prompts.Put(keys[k], out[:ends[end-1]], sigs[end], end)
+	}
+}
+
+func pieceKind(p chattemplate.Piece) byte {
+	if p.Content {
+		return 't'
+	}
+	return 's'
 }
 
 // render renders the conversation with the generation prompt. The template
 // decides the layout, so nothing is padded (padSinks is a ChatML ability).
-func (r *jinjaRenderer) render(msgs []engine.Message, tools []any, _, _ int) ([]int, error) {
-	return r.tokenize(msgs, tools, true)
+func (r *jinjaRenderer) render(tenant string, msgs []engine.Message, tools []any, _, _ int, sp *spent) ([]int, error) {
+	return r.tokenize(tenant, true, msgs, tools, true, sp)
 }
 
 // checkTools refuses tool definitions holding a control token's text: the
@@ -264,8 +340,8 @@ func (r *jinjaRenderer) checkTools(v any, at string) error {
 // alone, less what the template writes for no message at all (a BOS, a
 // default system turn). A template that refuses either conversation (a
 // system message under Gemma) falls back to the message's text plus four.
-func (r *jinjaRenderer) count(m engine.Message) int {
-	one, err := r.tokenize([]engine.Message{m}, nil, false)
+func (r *jinjaRenderer) count(tenant string, m engine.Message) int {
+	one, err := r.tokenize(tenant, false, []engine.Message{m}, nil, false, nil)
 	if err != nil {
 		ids, err := r.m.Tokenize(m.Content, false, false)
 		if err != nil {

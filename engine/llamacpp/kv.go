@@ -26,6 +26,7 @@ type kv struct {
 	reg       *kvcache.Registry
 	store     *kvcache.Store // nil: snapshots disabled
 	tokens    *kvcache.TokenCache
+	prompts   *kvcache.PromptCache
 	minTokens int
 	log       *slog.Logger
 
@@ -115,6 +116,9 @@ func (k *kv) close() {
 	}
 	if k.tokens != nil {
 		k.tokens.Close()
+	}
+	if k.prompts != nil {
+		k.prompts.Close()
 	}
 }
 

@@ -230,6 +230,7 @@ func (l *loop) start(t *task) bool {
 	if !idle {
 		return false
 	}
+	t.startedAt = time.Now()
 	p, own, noCache := l.plan(t, views)
 	s := l.slots[p.target]
 	// The slot's content is another conversation's if this prompt does not

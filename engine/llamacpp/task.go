@@ -49,7 +49,11 @@ type task struct {
 	text       strings.Builder
 	firstAt    time.Time
 	promptEval time.Duration
-	decodeTime time.Duration
+	// render and tokenize are the caller's rendering of the prompt; ready
+	// is when its tokens were, startedAt when the loop gave it a slot.
+	render, tokenize time.Duration
+	ready, startedAt time.Time
+	decodeTime       time.Duration
 
 	mu     sync.Mutex
 	events []engine.Event
@@ -158,6 +162,10 @@ func (t *task) timings() engine.Timings {
 	}
 	if !t.firstAt.IsZero() {
 		tm.FirstToken = t.firstAt.Sub(t.arrived)
+	}
+	tm.Render, tm.Tokenize = t.render, t.tokenize
+	if !t.startedAt.IsZero() {
+		tm.Queue = t.startedAt.Sub(t.ready)
 	}
 	return tm
 }

@@ -28,8 +28,10 @@ import (
 // window and conversation (applyWindow). Each step after the middleware is
 // handed it explicitly; it is never shared between requests.
 type Turn struct {
-	// Start is when the request arrived.
-	Start time.Time
+	// Start is when the request arrived; Decoded when its body was read
+	// and decoded (zero before), the end of its read phase.
+	Start   time.Time
+	Decoded time.Time
 	// RequestID is the request's id (X-Request-Id).
 	RequestID string
 	// Tenant is the tenant the request acts as; Admin whether it holds the

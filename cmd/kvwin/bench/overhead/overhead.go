@@ -1,0 +1,199 @@
+// Package overhead is kvwin bench overhead: what a server spends on a turn
+// besides llama.cpp's prompt decode, as the conversation grows. Each
+// history length is one conversation whose turns change only the last
+// short message, so the backend reuses everything else and computes a few
+// tokens; the client's latency minus the server's prompt time
+// (X-Kvwin-Prompt-Ms, or llama-server's timings.prompt_ms) is the
+// overhead: rendering, tokenizing, keying, the window, HTTP.
+package overhead
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/bench/stats"
+)
+
+// Options are a bench overhead run's settings (its flags).
+type Options struct {
+	// Models are GGUF files served in process, one server each; empty and
+	// no Target: the test model.
+	Models []string
+	// Target, if set, is an OpenAI-compatible server measured instead
+	// (kvwin, llama-server, …); TargetModel is the model its requests name.
+	Target, TargetModel string
+	// Messages are the history lengths, each even and at least 2.
+	Messages []int
+	// Turns are the measured turns per length (after one warm-up turn).
+	Turns   int
+	Threads int
+	// Ctx is the in-process server's context (one slot).
+	Ctx int
+	// CPUProfile, if set, is a file for a CPU profile of the measured turns
+	// (in process only: it profiles this process).
+	CPUProfile string
+	JSON       bool
+}
+
+// Row is one history length on one server. Times are medians over the
+// turns, in milliseconds; the overhead is the median of each turn's own
+// difference.
+type Row struct {
+	Model        string  `json:"model"`
+	Messages     int     `json:"messages"`
+	PromptTokens int     `json:"prompt_tokens"`
+	CachedTokens int     `json:"cached_tokens"`
+	LatencyMs    float64 `json:"latency_ms"`
+	PromptMs     float64 `json:"prompt_ms"`
+	OverheadMs   float64 `json:"overhead_ms"`
+	// Allocs and AllocKB are heap allocations per turn in this process
+	// (client and in-process server); 0 against a Target.
+	Allocs  float64 `json:"allocs_per_turn"`
+	AllocKB float64 `json:"alloc_kb_per_turn"`
+	// Phases are the medians of the Server-Timing phases, where the server
+	// sends them.
+	Phases map[string]float64 `json:"phases_ms,omitempty"`
+}
+
+// Bench measures every length on every server, one line per row on
+// standard error and, with JSON, the rows on stdout.
+func Bench(ctx context.Context, o Options, stdout io.Writer) error {
+	if o.Turns < 1 {
+		return fmt.Errorf("--turns %d: want at least 1", o.Turns)
+	}
+	for _, n := range o.Messages {
+		if n < 2 || n%2 != 0 {
+			return fmt.Errorf("--messages %d: want an even number, at least 2", n)
+		}
+	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var rows []Row
+	if o.Target != "" {
+		r, err := measure(ctx, o, o.Target, o.TargetModel, o.Target)
+		if err != nil {
+			return err
+		}
+		rows = r
+	} else {
+		if len(o.Models) == 0 {
+			p, err := app.EnsureTinyModel(filepath.Join(os.TempDir(), "kvwin-bench"))
+			if err != nil {
+				return err
+			}
+			o.Models = []string{p}
+		}
+		for _, m := range o.Models {
+			r, err := serveAndMeasure(ctx, o, m)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, r...)
+		}
+	}
+	if o.JSON {
+		return json.NewEncoder(stdout).Encode(rows)
+	}
+	return nil
+}
+
+// serveAndMeasure starts kvwin serve in process on model (one slot,
+// --window full, no snapshots) and measures it.
+func serveAndMeasure(ctx context.Context, o Options, model string) ([]Row, error) {
+	dir, err := os.MkdirTemp("", "kvwin-bench-overhead-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	a, err := app.New(app.Config{
+		Addr: "127.0.0.1:0", DataDir: dir, Model: model, Slots: 1, Ctx: o.Ctx, Threads: o.Threads,
+		Queue: 4, Window: "full", MaxBody: 64 << 20, ShutdownTimeout: 5 * time.Second, NoSnapshots: true,
+		LogLevel: slog.LevelWarn,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(sctx) }()
+	rows, err := measure(ctx, o, a.URL(), "", filepath.Base(model))
+	cancel()
+	if serr := <-done; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
+		err = serr
+	}
+	return rows, err
+}
+
+// measure runs every length against the server at base.
+func measure(ctx context.Context, o Options, base, model, label string) ([]Row, error) {
+	hc := &http.Client{}
+	url := strings.TrimSuffix(base, "/") + "/v1/chat/completions"
+	var rows []Row
+	for i, n := range o.Messages {
+		seed := uint64(time.Now().UnixNano()%1e6)*10 + uint64(i)
+		var samples []sample
+		for t := 0; t <= o.Turns; t++ { // turn 0 warms the cache up
+			b, err := json.Marshal(body{Model: model, Messages: History(seed, n, t), MaxTokens: 1, CachePrompt: true})
+			if err != nil {
+				return nil, err
+			}
+			s, err := turn(ctx, hc, url, b)
+			if err != nil {
+				return nil, fmt.Errorf("%s, %d messages, turn %d: %w", label, n, t, err)
+			}
+			if t > 0 {
+				samples = append(samples, s)
+			}
+		}
+		r := summarize(label, n, samples)
+		fmt.Fprintf(os.Stderr, "%-14s %4d messages %6d tokens (%6d cached): latency %7.2f ms, prompt %6.2f ms, overhead %6.2f ms, %7.0f allocs %8.1f KB/turn%s\n",
+			label, n, r.PromptTokens, r.CachedTokens, r.LatencyMs, r.PromptMs, r.OverheadMs, r.Allocs, r.AllocKB, phaseText(r.Phases))
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func summarize(label string, n int, ss []sample) Row {
+	var lat, prompt, over, allocs, kb []float64
+	phases := map[string][]float64{}
+	for _, s := range ss {
+		ms := float64(s.latency.Microseconds()) / 1000
+		lat, prompt, over = append(lat, ms), append(prompt, s.promptMs), append(over, ms-s.promptMs)
+		allocs, kb = append(allocs, float64(s.mallocs)), append(kb, float64(s.bytes)/1024)
+		for name, d := range ParseServerTiming(s.timing) {
+			phases[name] = append(phases[name], d)
+		}
+	}
+	r := Row{Model: label, Messages: n, LatencyMs: stats.Quantile(lat, 0.5), PromptMs: stats.Quantile(prompt, 0.5),
+		OverheadMs: stats.Quantile(over, 0.5), Allocs: stats.Quantile(allocs, 0.5), AllocKB: stats.Quantile(kb, 0.5)}
+	if last := ss[len(ss)-1]; true {
+		r.PromptTokens, r.CachedTokens = last.prompt, last.cached
+	}
+	if len(phases) > 0 {
+		r.Phases = map[string]float64{}
+		for name, ds := range phases {
+			r.Phases[name] = stats.Quantile(ds, 0.5)
+		}
+	}
+	return r
+}

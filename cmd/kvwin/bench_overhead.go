@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"kvwin/cmd/kvwin/bench/overhead"
+)
+
+func newBenchOverheadCmd() *cobra.Command {
+	var o overhead.Options
+	cmd := &cobra.Command{
+		Use:   "overhead",
+		Short: "Per-turn cost besides llama.cpp's prompt decode, against the length of the conversation",
+		Long: `For each history length (--messages), one conversation whose turns change only
+the last short message, so the server reuses its KV for everything else: the
+median over --turns turns (after one warm-up) of the client's latency of a
+one-token, non-streamed chat completion, of the server's prompt decode time
+(X-Kvwin-Prompt-Ms; llama-server's timings.prompt_ms), of their difference
+(the overhead), and of heap allocations per turn (this process: the client
+and, in process, the server), with the Server-Timing phases where the server
+sends them.
+
+Each --model is served in process (one slot, --window full, no snapshots);
+without one, the test model. --target URL measures any OpenAI-compatible
+server the same way instead (e.g. a llama-server: run it with one slot).`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return overhead.Bench(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.Models, "model", nil, "GGUF models to serve in process, each measured in turn (default: the test model)")
+	f.StringVar(&o.Target, "target", "", "measure this OpenAI-compatible server (base URL) instead")
+	f.StringVar(&o.TargetModel, "target-model", "", "the model name --target's requests carry")
+	f.IntSliceVar(&o.Messages, "messages", []int{2, 42, 122, 242}, "history lengths, in messages")
+	f.IntVar(&o.Turns, "turns", 20, "measured turns per length")
+	f.IntVar(&o.Threads, "threads", 1, "compute threads of the in-process server")
+	f.IntVar(&o.Ctx, "ctx", 8192, "context of the in-process server's one slot")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (in process)")
+	f.BoolVar(&o.JSON, "json", false, "print only JSON on standard output (the table goes to standard error)")
+	return cmd
+}

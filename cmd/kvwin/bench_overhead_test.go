@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// kvwin bench overhead --json puts one row per history length on standard
+// output; every measured turn reused all but the changed last message, and
+// the times and allocations are filled.
+func TestBenchOverheadJSONRowsPerLength(t *testing.T) {
+	stdout := runCmd(t, "bench", "overhead", "--messages", "2,8", "--turns", "2", "--ctx", "2048", "--json")
+	var rows []struct {
+		Messages     int     `json:"messages"`
+		PromptTokens int     `json:"prompt_tokens"`
+		CachedTokens int     `json:"cached_tokens"`
+		LatencyMs    float64 `json:"latency_ms"`
+		PromptMs     float64 `json:"prompt_ms"`
+		OverheadMs   float64 `json:"overhead_ms"`
+		Allocs       float64 `json:"allocs_per_turn"`
+	}
+	if err := json.Unmarshal(stdout, &rows); err != nil {
+		t.Fatalf("standard output is not the JSON rows: %v\n%s", err, stdout)
+	}
+	if len(rows) != 2 || rows[0].Messages != 2 || rows[1].Messages != 8 {
+		t.Fatalf("rows %+v, want lengths 2 and 8", rows)
+	}
+	if rows[1].PromptTokens <= rows[0].PromptTokens {
+		t.Errorf("8 messages have %d prompt tokens, 2 have %d: want more", rows[1].PromptTokens, rows[0].PromptTokens)
+	}
+	for _, r := range rows {
+		if r.CachedTokens == 0 || r.CachedTokens >= r.PromptTokens {
+			t.Errorf("%d messages: %d of %d tokens cached, want all but the new message's", r.Messages, r.CachedTokens, r.PromptTokens)
+		}
+		if !(r.LatencyMs > 0 && r.PromptMs > 0 && r.Allocs > 0) || r.OverheadMs != r.OverheadMs {
+			t.Errorf("%d messages: %+v, want times and allocations", r.Messages, r)
+		}
+	}
+}
+
+func TestBenchOverheadRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"--messages", "3"}, {"--messages", "0"}, {"--turns", "0"}} {
+		root := newRootCmd()
+		root.SetArgs(append([]string{"bench", "overhead"}, args...))
+		if err := root.Execute(); err == nil {
+			t.Errorf("bench overhead %v: no error", args)
+		}
+	}
+}

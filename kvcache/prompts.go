@@ -1,0 +1,158 @@
+package kvcache
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/dgraph-io/ristretto/v2"
+)
+
+// The prompt cache's invariants:
+//   - An entry is found only under the 128-bit hash of (tenant, renderer,
+//     the rendering's settings, every message of the prefix in order): one
+//     tenant's rendering is never served to another, and a prefix is never
+//     confused with a conversation that shares only its last messages.
+//   - An entry holds what the renderer produced for exactly that prefix, so
+//     a hit is the same tokens the renderer would compute again; renderers
+//     whose prefix rendering may depend on later messages (Jinja templates)
+//     store, and check on a hit, the signature of the text the tokens came
+//     from (Prefix.Sig), and render again when it differs.
+//   - Memory is bounded by bytes (ristretto's cost); a dropped or evicted
+//     entry costs one whole rendering, never a wrong prompt.
+
+// PromptCacheConfig sizes a PromptCache. Zero fields take the defaults.
+type PromptCacheConfig struct {
+	// MaxBytes bounds the entries' token ids (4 bytes each) and
+	// bookkeeping; default 64 MiB: about two entries (this turn's prompt and
+	// its history) of a hundred 64k-token conversations.
+	MaxBytes int64 `json:"max_bytes"`
+}
+
+// Prefix is a rendered prefix of a conversation: its prompt tokens (the
+// rendering of its messages, without the generation prompt), the renderer's
+// signature of the text they came from, and where the rendering stood after
+// it (Pieces: the renderer's own position, e.g. the pieces rendered).
+type Prefix struct {
+	Tokens []int32
+	Sig    Signature
+	Pieces int
+}
+
+// PromptCache holds the rendered prefixes of recent conversations, so a
+// turn renders and tokenizes only the messages added since the previous
+// one. Safe for concurrent use; Close stops its goroutine. Writes are
+// asynchronous and may be dropped.
+type PromptCache struct {
+	c            *ristretto.Cache[string, *Prefix]
+	hits, misses atomic.Uint64
+}
+
+// NewPromptCache returns a PromptCache; the caller owns it and must Close it.
+func NewPromptCache(cfg PromptCacheConfig) (*PromptCache, error) {
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 64 << 20
+	}
+	if cfg.MaxBytes < 0 {
+		return nil, fmt.Errorf("kvcache: prompt cache %+v: %w", cfg, ErrInvalidConfig)
+	}
+	// An entry is a prefix of some thousands of tokens: one counter per
+	// 4 KiB of budget is ten per expected entry and more.
+	c, err := ristretto.NewCache(&ristretto.Config[string, *Prefix]{
+		NumCounters: max(1000, cfg.MaxBytes/4096*10), MaxCost: cfg.MaxBytes, BufferItems: 64,
+		IgnoreInternalCost: true, KeyToHash: splitKey,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kvcache: prompt cache: %w", err)
+	}
+	return &PromptCache{c: c}, nil
+}
+
+// Longest returns the cached prefix of the most messages that usable
+// accepts, and its number of messages: keys[k] names a conversation's first
+// k messages (keys[0], the root, is never looked up). nil when none; the
+// caller must not modify the prefix. A prefix found counts as a hit, none
+// as a miss.
+func (p *PromptCache) Longest(keys []ChainKey, usable func(*Prefix) bool) (*Prefix, int) {
+	for k := len(keys) - 1; k >= 1; k-- {
+		if v, ok := p.c.Get(keys[k].String()); ok && usable(v) {
+			p.hits.Add(1)
+			return v, k
+		}
+	}
+	p.misses.Add(1)
+	return nil, 0
+}
+
+// Put stores a copy of tokens as the prefix under key.
+func (p *PromptCache) Put(key ChainKey, tokens []int, sig Signature, pieces int) {
+	ids := make([]int32, len(tokens))
+	for i, id := range tokens {
+		ids[i] = int32(id)
+	}
+	p.c.Set(key.String(), &Prefix{Tokens: ids, Sig: sig, Pieces: pieces}, int64(4*len(ids)+64))
+}
+
+// Wait blocks until earlier Puts are applied (or dropped). Tests use it.
+func (p *PromptCache) Wait() { p.c.Wait() }
+
+// Stats returns the hits and misses of Longest so far.
+func (p *PromptCache) Stats() (hits, misses uint64) { return p.hits.Load(), p.misses.Load() }
+
+// Close stops the cache's goroutine and drops its contents.
+func (p *PromptCache) Close() { p.c.Close() }
+
+// ChainKey is a 128-bit hash chain over a conversation's messages: Root
+// names the tenant, the renderer and its settings; Next adds one message.
+// It is a value; the zero ChainKey is not a root.
+type ChainKey [2]uint64
+
+// Root is the chain's start for a tenant under a renderer (its identity)
+// and the rendering's settings (anything besides the messages that changes
+// the tokens: tools, padding).
+func Root(tenant, renderer string, settings ...string) ChainKey {
+	fields := append([]string{tenant, renderer}, settings...)
+	return ChainKey{}.next(fields...)
+}
+
+// Next is the chain extended by one message.
+func (k ChainKey) Next(role, content string) ChainKey { return k.next(role, content) }
+
+func (k ChainKey) next(fields ...string) ChainKey {
+	var out ChainKey
+	var n [8]byte
+	for i, seed := range [2]uint64{0x6b76_7769_6e70_7231, 0x9e37_79b9_7f4a_7c15} {
+		d := xxhash.NewWithSeed(seed)
+		binary.LittleEndian.PutUint64(n[:], k[0])
+		d.Write(n[:])
+		binary.LittleEndian.PutUint64(n[:], k[1])
+		d.Write(n[:])
+		// Length prefixes keep the fields from running into each other.
+		for _, s := range fields {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+			d.Write(n[:])
+			d.WriteString(s)
+		}
+		out[i] = d.Sum64()
+	}
+	return out
+}
+
+// String is the key's 16 bytes, as the cache keys by.
+func (k ChainKey) String() string {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], k[0])
+	binary.LittleEndian.PutUint64(b[8:], k[1])
+	return string(b[:])
+}
+
+// Signature is a running 128-bit hash of the text a rendering's tokens came
+// from, piece by piece; Add returns the signature extended by one piece.
+type Signature [2]uint64
+
+// Add extends s by one piece of kind (the renderer's: structure or text).
+func (s Signature) Add(kind byte, text string) Signature {
+	k := ChainKey(s).next(string([]byte{kind}), text)
+	return Signature(k)
+}
