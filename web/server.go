@@ -111,6 +111,9 @@ type Config struct {
 	// all the same), and /health answers 200 with "status": "degraded".
 	// It is logged, never sent to clients.
 	MemoryUnavailable error `json:"-"`
+	// Responses, if set, keeps the Responses API's stored responses (the
+	// memory store); nil answers them without keeping them.
+	Responses openai.ResponseStore `json:"-"`
 }
 
 // withDefaults fills in defaults and checks ranges.
@@ -228,6 +231,7 @@ func (s *Server) routes() *gin.Engine {
 	// is known; tenant limits count only admitted requests.
 	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant)
 	openai.Register(r, s)
+	openai.RegisterResponses(r, s, s.cfg.Responses)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
 	llamaserver.Register(r, s)
