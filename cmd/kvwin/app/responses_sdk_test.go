@@ -448,3 +448,57 @@ func TestResponsesFortyTurnConversationHeldByKvwin(t *testing.T) {
 		}
 	}
 }
+
+// Through a gateway over kvwin nodes the Responses API answers as on a
+// node: the same greedy text, streamed or not, the same forced call, and a
+// chain the gateway holds, continued with only the new input.
+func TestResponsesThroughAGatewayAnswerAsOnANode(t *testing.T) {
+	gw, nodes := apptest.StartFleet(t, 2, "prefix")
+	onGateway, onNode := responsesClient(gw.URL(), "unused"), responsesClient(nodes[0].URL(), "unused")
+	ctx := context.Background()
+	call := weatherResponse(false)
+	call.Temperature = oai.Float(0)
+	for _, c := range []struct {
+		name   string
+		params responses.ResponseNewParams
+	}{{"text", greedy("Say something about caches.", 24)}, {"forced call", call}} {
+		viaGateway, err := onGateway.Responses.New(ctx, c.params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaNode, err := onNode.Responses.New(ctx, c.params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if viaGateway.OutputText() != viaNode.OutputText() || len(viaGateway.Output) != len(viaNode.Output) ||
+			viaGateway.Usage.InputTokens != viaNode.Usage.InputTokens {
+			t.Fatalf("%s: gateway %s, node %s", c.name, viaGateway.RawJSON(), viaNode.RawJSON())
+		}
+		for i := range viaNode.Output {
+			g, n := viaGateway.Output[i], viaNode.Output[i]
+			if g.Type != n.Type || g.Name != n.Name || g.Arguments.OfString != n.Arguments.OfString {
+				t.Fatalf("%s: output %d differs: gateway %s, node %s", c.name, i, g.RawJSON(), n.RawJSON())
+			}
+		}
+		streamed, text, _ := streamResponse(t, onGateway, c.params)
+		if text != viaNode.OutputText() || len(streamed.Output) != len(viaNode.Output) {
+			t.Fatalf("%s: streamed through the gateway %q, node %q", c.name, text, viaNode.OutputText())
+		}
+	}
+	first, err := onGateway.Responses.New(ctx, greedy("Remember: the ferry leaves at nine.", 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := onGateway.Responses.New(ctx, responses.ResponseNewParams{Model: "kvwin-tiny", Input: textInput("When does it leave?"),
+		Instructions: oai.String("Answer briefly."), MaxOutputTokens: oai.Int(4), PreviousResponseID: oai.String(first.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Usage.InputTokens <= first.Usage.InputTokens || next.Usage.InputTokensDetails.CachedTokens < first.Usage.InputTokens-16 {
+		t.Fatalf("continued through the gateway: %+v after %d input tokens", next.Usage, first.Usage.InputTokens)
+	}
+	// The chain is the gateway's: a node never saw the response id.
+	if _, err := onNode.Responses.Get(ctx, first.ID, responses.ResponseGetParams{}); !isStatus(err, 404) {
+		t.Fatalf("a node holds the gateway's response: %v", err)
+	}
+}
