@@ -80,7 +80,7 @@ func (s *server) readResponse(c *gin.Context, t *core.Turn) (*responseTurn, erro
 		return nil, err
 	}
 	b := &rt.body
-	params := core.Params{Model: b.Model, Stream: b.Stream, MaxCompletionTokens: b.MaxOutputTokens, Temperature: b.Temperature, TopP: b.TopP}
+	params := core.Params{Model: b.Model, Stream: b.Stream, MaxCompletionTokens: b.MaxOutputTokens, Temperature: b.Temperature, TopP: b.TopP, IgnoreEOS: b.IgnoreEOS}
 	_, info, err := s.SelectBackend(t, b.Model)
 	if err != nil {
 		return nil, err

@@ -27,6 +27,9 @@ type responsesRequest struct {
 	Store              *bool           `json:"store"`
 	Include            []string        `json:"include"`
 	PreviousResponseID string          `json:"previous_response_id"`
+	// IgnoreEOS is llama-server's extension, as on chat completions:
+	// generate max_output_tokens whatever the model says (benchmarks).
+	IgnoreEOS bool `json:"ignore_eos"`
 	// Accepted and not acted on: they describe the caller or OpenAI's
 	// billing, not the answer.
 	User             string `json:"user"`

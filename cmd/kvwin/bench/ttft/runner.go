@@ -26,6 +26,9 @@ type TurnResult struct {
 	// Step is the conversation's eviction steps so far (X-Kvwin-Window;
 	// 0 without the header).
 	Step int `json:"step"`
+	// RequestBytes is the size of the turn's request body: the whole
+	// history for chat completions, the new input for the Responses API.
+	RequestBytes int `json:"request_bytes"`
 	// Evicted reports that an eviction step happened at this turn: Step
 	// grew since the previous measured turn.
 	Evicted bool `json:"-"`
@@ -113,7 +116,7 @@ func (r Runner) Run(ctx context.Context, c Conversation) ([]TurnResult, error) {
 		tr := TurnResult{
 			Turn: turn, HistoryTokens: count(body.Messages),
 			PromptTokens: ex.prompt, CachedTokens: ex.cached, NewTokens: ex.prompt - ex.cached,
-			TTFTMs: millis(ex.ttft), PromptMs: ex.promptMs,
+			TTFTMs: millis(ex.ttft), PromptMs: ex.promptMs, RequestBytes: ex.bytes,
 			Step: ex.window.Step, Evicted: ex.window.Step > lastStep,
 		}
 		lastStep = max(lastStep, ex.window.Step)
