@@ -502,3 +502,78 @@ func TestResponsesThroughAGatewayAnswerAsOnANode(t *testing.T) {
 		t.Fatalf("a node holds the gateway's response: %v", err)
 	}
 }
+
+// lastConversation is the conversation the server's latest turn was served
+// in.
+func lastConversation(t *testing.T, base string) string {
+	t.Helper()
+	res, err := http.Get(base + "/kvwin/v1/traffic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct {
+		Turns []struct {
+			Conversation string `json:"conversation"`
+		} `json:"turns"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil || len(body.Turns) == 0 {
+		t.Fatalf("traffic: %v", err)
+	}
+	return body.Turns[len(body.Turns)-1].Conversation
+}
+
+// Two responses continuing one are two branches: each continues with its
+// own history only. A client that sends the whole input, not stored, is
+// served in the conversation its prompt_cache_key names.
+func TestResponsesBranchesAndUnstoredConversations(t *testing.T) {
+	a := apptest.Start(t, nil)
+	client := responsesClient(a.URL(), "unused")
+	ctx := context.Background()
+	next := func(prev, input string) *responses.Response {
+		t.Helper()
+		p := greedy(input, 4)
+		if prev != "" {
+			p.PreviousResponseID = oai.String(prev)
+		}
+		res, err := client.Responses.New(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	root := next("", "Let us plan a trip.")
+	if conv := lastConversation(t, a.URL()); conv != root.ID {
+		t.Fatalf("a new chain served in conversation %q, want its first response's id %q", conv, root.ID)
+	}
+	long := "Option B: " + apptest.Words(9, 400)
+	short, wordy := next(root.ID, "Option A."), next(root.ID, long)
+	if grew := wordy.Usage.InputTokens - root.Usage.InputTokens; grew < 400 {
+		t.Fatalf("branch B grew the prompt by %d tokens, less than its message", grew)
+	}
+	afterA, afterB := next(short.ID, "And then?"), next(wordy.ID, "And then?")
+	if grew := afterA.Usage.InputTokens - short.Usage.InputTokens; grew >= 100 {
+		t.Fatalf("branch A's next turn grew by %d tokens: it holds branch B's message", grew)
+	}
+	if grew := afterB.Usage.InputTokens - wordy.Usage.InputTokens; grew >= 100 {
+		t.Fatalf("branch B's next turn grew by %d tokens", grew)
+	}
+	if conv := lastConversation(t, a.URL()); conv != root.ID {
+		t.Fatalf("a branch served in conversation %q, want the chain's %q", conv, root.ID)
+	}
+	p := greedy("The whole history, every turn.", 4)
+	p.Store, p.PromptCacheKey = oai.Bool(false), oai.String("agent-7")
+	if _, err := client.Responses.New(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if conv := lastConversation(t, a.URL()); conv != "agent-7" {
+		t.Fatalf("store false with prompt_cache_key served in conversation %q", conv)
+	}
+	p.PromptCacheKey = oai.String("")
+	if _, err := client.Responses.New(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if conv := lastConversation(t, a.URL()); conv != "" {
+		t.Fatalf("store false without a key served in conversation %q, want none", conv)
+	}
+}
