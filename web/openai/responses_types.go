@@ -10,23 +10,23 @@ import (
 
 // responsesRequest is the body of POST /v1/responses.
 type responsesRequest struct {
-	Model              string          `json:"model"`
-	Input              json.RawMessage `json:"input"`
-	Instructions       *string         `json:"instructions"`
-	Tools              []responseTool  `json:"tools"`
-	ToolChoice         json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
-	MaxOutputTokens    *int            `json:"max_output_tokens"`
-	Temperature        *float32        `json:"temperature"`
-	TopP               *float32        `json:"top_p"`
-	Text               *responseText   `json:"text"`
-	PromptCacheKey     string          `json:"prompt_cache_key"`
-	Metadata           map[string]any  `json:"metadata"`
-	Truncation         string          `json:"truncation"`
-	Stream             bool            `json:"stream"`
-	Store              *bool           `json:"store"`
-	Include            []string        `json:"include"`
-	PreviousResponseID string          `json:"previous_response_id"`
+	Model              string            `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	Tools              []responseTool    `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Temperature        *float32          `json:"temperature"`
+	TopP               *float32          `json:"top_p"`
+	Text               *responseText     `json:"text"`
+	PromptCacheKey     string            `json:"prompt_cache_key"`
+	Metadata           map[string]string `json:"metadata"`
+	Truncation         string            `json:"truncation"`
+	Stream             bool              `json:"stream"`
+	Store              *bool             `json:"store"`
+	Include            []string          `json:"include"`
+	PreviousResponseID string            `json:"previous_response_id"`
 	// IgnoreEOS is llama-server's extension, as on chat completions:
 	// generate max_output_tokens whatever the model says (benchmarks).
 	IgnoreEOS bool `json:"ignore_eos"`
