@@ -55,6 +55,8 @@ type chatBody struct {
 	// does not vary with what the model happens to say.
 	IgnoreEOS   bool `json:"ignore_eos"`
 	CachePrompt bool `json:"cache_prompt"`
+	// PromptCacheKey names the conversation (Runner.Conversation).
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 }
 
 // exchange is what one turn's request observed.

@@ -201,6 +201,7 @@ func (s *benchServers) replay(ctx context.Context, api string, p Policy, r Runne
 		r.Salt = "~" + r.Salt[1:]
 	}
 	r.Sample = 1
+	r.Conversation = "bench-ttft-" + string(p) + r.Salt // named, as the chain is
 	sent, err := s.measure(ctx, p, r, func(r Runner) ([]TurnResult, error) { return r.Run(ctx, conv.WithReplies(replies)) })
 	return []apiRun{{APIResponses, held}, {APIChat, sent}}, err
 }

@@ -64,6 +64,9 @@ type Runner struct {
 	// stays comparable) makes the very first token differ, so no policy
 	// reuses another's cached prefix.
 	Salt string
+	// Conversation, if set, names the conversation (prompt_cache_key), so
+	// its evicted turns go to the memory store as a chain's do.
+	Conversation string
 	// Timeout bounds each request; 0 means 10 minutes.
 	Timeout time.Duration
 	// Progress, if set, is called after each measured turn with the turn
@@ -90,7 +93,7 @@ func (r Runner) Run(ctx context.Context, c Conversation) ([]TurnResult, error) {
 	if count == nil {
 		count, _ = ChatMLCounter(1)
 	}
-	body := chatBody{Stream: true, MaxTokens: r.MaxTokens, IgnoreEOS: true, CachePrompt: r.Policy.cachePrompt()}
+	body := chatBody{Stream: true, MaxTokens: r.MaxTokens, IgnoreEOS: true, CachePrompt: r.Policy.cachePrompt(), PromptCacheKey: r.Conversation}
 	if body.MaxTokens == 0 {
 		body.MaxTokens = 8
 	}
