@@ -165,3 +165,24 @@ func TestIncompleteAtTheTokenLimit(t *testing.T) {
 		t.Fatalf("status %s, details %+v", o.Status, o.IncompleteDetails)
 	}
 }
+
+// FuzzResponsesRequest: any body is a translation or a 400, never a panic.
+func FuzzResponsesRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"input":"hi"}`,
+		`{"input":[{"role":"assistant","content":[{"type":"output_text","text":"a"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]}`,
+		`{"input":"x","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"},"text":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`,
+		`{"input":[{"type":"function_call"}],"include":["x"],"metadata":{"a":"b"}}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var b responsesRequest
+		if err := decodeResponses(json.RawMessage(body), &b); err != nil {
+			return
+		}
+		_, _, _ = inputMessages(b.Input, seqIDs())
+		_, _ = readResponseTools(b.Tools, b.ToolChoice)
+		_, _ = readTextFormat(b.Text)
+	})
+}
