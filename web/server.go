@@ -112,6 +112,9 @@ type Config struct {
 	// all the same), and /health answers 200 with "status": "degraded".
 	// It is logged, never sent to clients.
 	MemoryUnavailable error `json:"-"`
+	// Responses, if set, keeps the Responses API's stored responses (the
+	// memory store); nil answers them without keeping them.
+	Responses openai.ResponseStore `json:"-"`
 }
 
 // withDefaults fills in defaults and checks ranges.
@@ -231,6 +234,7 @@ func (s *Server) routes() *gin.Engine {
 		anthropic.Models(s)) // GET /v1/models with anthropic-version, before the OpenAI route
 	openai.Register(r, s)
 	anthropic.Register(r, s)
+	openai.RegisterResponses(r, s, s.cfg.Responses)
 	r.GET("/health", s.health)
 	s.adminRoutes(r)
 	llamaserver.Register(r, s)

@@ -33,8 +33,14 @@ func (s *Server) ApplyWindow(c *gin.Context, t *core.Turn, promptCacheKey string
 	if err != nil {
 		return err
 	}
+	return s.WindowAs(c, t, conversation, c.GetHeader(HeaderWindowPolicy), req)
+}
+
+// WindowAs is ApplyWindow for a conversation and window policy ("" the
+// server's) the dialect decided: a Responses chain's, whose name the
+// server keeps, and truncation "disabled", which is policy full.
+func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy string, req *engine.Request) error {
 	t.Conversation = conversation
-	policy := c.GetHeader(HeaderWindowPolicy)
 	if s.cfg.Window == nil {
 		if policy != "" && policy != window.PolicyFull {
 			return engine.Invalid("window policy %q: this server sends every message (full)", policy)

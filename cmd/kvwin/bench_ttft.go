@@ -57,6 +57,7 @@ to standard error; with --json standard output holds only ttft.json's document.`
 	fl.Float64Var(&f.BytesPerToken, "bytes-per-token", 1, "with --target: text bytes per token of its model, for the builtin workload's lengths and the history count (1: the test model's byte-level vocabulary)")
 	fl.IntVar(&f.MaxTokens, "max-tokens", 8, "tokens generated per turn")
 	fl.StringVar(&f.Out, "out", "./out/ttft", "directory for ttft.csv, ttft.json and ttft.svg")
+	fl.StringVar(&f.API, "api", ttft.APIChat, "chat, or responses: replay each policy through the Responses API (only new input each turn) and beside it through chat completions with the same replies")
 	fl.BoolVar(&f.JSON, "json", false, "print ttft.json's document on standard output")
 	fl.BoolVar(&f.Verbose, "verbose", false, "show the in-process servers' logs (every request) on standard error")
 	return cmd

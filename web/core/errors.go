@@ -39,6 +39,7 @@ const (
 	CodeForbiddenHost        = "forbidden_host"             // the Host header is not this server's (DNS rebinding)
 	CodeUnsupportedMedia     = "unsupported_media_type"     // a body that is not application/json
 	CodeConversationNotFound = "conversation_not_found"     // DELETE of a conversation the tenant does not have
+	CodeResponseNotFound     = "response_not_found"         // a stored response (Responses API) the tenant does not have
 	CodeMemoryUnavailable    = "memory_store_unavailable"   // the memory store failed to open or verify: stored turns cannot be reached
 	CodeRequestTimeout       = "request_timeout"            // the body did not arrive in time
 	CodeBackendUnavailable   = "backend_unavailable"        // the backend cannot serve now
@@ -98,6 +99,7 @@ var (
 	ErrUnsupportedMediaType = errors.New("unsupported media type")
 	ErrTenantLimit          = errors.New("too many requests for this tenant")
 	ErrConversationNotFound = errors.New("no such conversation")
+	ErrResponseNotFound     = errors.New("no such response")
 	ErrMemoryUnavailable    = errors.New("the memory store is unavailable")
 	ErrBodyTimeout          = errors.New("the request body did not arrive in time")
 	// errClientGone is recorded (never written) when the client went away,
@@ -152,6 +154,8 @@ func Classify(err error) (int, APIError) {
 		return http.StatusServiceUnavailable, APIError{Message: err.Error(), Type: TypeServer, Code: CodeMemoryUnavailable}
 	case errors.Is(err, ErrConversationNotFound):
 		return http.StatusNotFound, invalid(CodeConversationNotFound)
+	case errors.Is(err, ErrResponseNotFound):
+		return http.StatusNotFound, invalid(CodeResponseNotFound)
 	case errors.Is(err, ErrBodyTimeout):
 		return http.StatusRequestTimeout, invalid(CodeRequestTimeout)
 	case errors.Is(err, ErrTenantLimit):

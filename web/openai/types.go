@@ -1,5 +1,6 @@
 // Package openai serves the OpenAI API: POST /v1/chat/completions (with
-// tools and response_format, through web/toolcall), POST /v1/completions,
+// tools and response_format, through web/toolcall), the Responses API
+// (POST /v1/responses and its stored responses), POST /v1/completions,
 // POST /v1/embeddings, GET /v1/models and /v1/models/{model}. A handler
 // only translates its body into an engine.Request and hands it to the
 // server's turn with this API's encoder (generate.go); errors have
@@ -8,9 +9,11 @@ package openai
 
 import (
 	"encoding/json"
+	"log/slog"
 
 	"github.com/gin-gonic/gin"
 
+	"kvwin/engine"
 	"kvwin/web/core"
 	"kvwin/web/toolcall"
 )
@@ -200,14 +203,22 @@ type Services interface {
 	core.ChatServices
 	// NewID returns the server's response ids (fixed in tests, as Now).
 	NewID(prefix string) string
+	// WindowAs windows a chat in the conversation and under the policy
+	// ("" the server's) the dialect decided: a Responses chain's.
+	WindowAs(c *gin.Context, t *core.Turn, conversation, policy string, req *engine.Request) error
+	// Log is the server's logger.
+	Log() *slog.Logger
 }
 
 // server serves the OpenAI routes over its Services.
-type server struct{ Services }
+type server struct {
+	Services
+	store ResponseStore // the Responses API's stored responses; nil: none
+}
 
 // Register mounts the OpenAI API on r, served through svc.
 func Register(r gin.IRoutes, svc Services) {
-	s := &server{svc}
+	s := &server{Services: svc}
 	r.POST("/v1/chat/completions", s.Handle(s.chatCompletions))
 	r.POST("/v1/completions", s.Handle(s.completions))
 	r.POST("/v1/embeddings", s.Handle(s.embeddings))

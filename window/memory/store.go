@@ -75,6 +75,7 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool
 	convs  *lru[Key, *convState]
+	resp   respCache // stored responses' chains (responses.go)
 
 	// wmu makes this process's writes one at a time. SQLite allows one
 	// writer; two of our pooled connections writing at once would make one
@@ -92,8 +93,9 @@ type Store struct {
 // schemaVersion is the PRAGMA user_version of the current schema. Version 1
 // (no user_version) filed turns by position alone, first writer winning;
 // its turns cannot be placed on a chain, so migrating keeps them in
-// turns_v1, never served, and deleted with their conversation.
-const schemaVersion = 2
+// turns_v1, never served, and deleted with their conversation. Version 3
+// added the stored responses (responses.go).
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE IF NOT EXISTS conversations (
@@ -221,7 +223,7 @@ func (s *Store) migrate() (err error) {
 	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turns'`).Scan(&n); err != nil {
 		return err
 	}
-	if n > 0 { // version 1
+	if version == 0 && n > 0 { // version 1 (no user_version); version 2 only gains tables
 		for _, q := range []string{
 			`ALTER TABLE turns RENAME TO turns_v1`,
 			`DROP TABLE IF EXISTS turns_fts`,
@@ -232,7 +234,7 @@ func (s *Store) migrate() (err error) {
 			}
 		}
 	}
-	if _, err := tx.Exec(schema); err != nil {
+	if _, err := tx.Exec(schema + responsesSchema); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {

@@ -92,7 +92,7 @@ func (s *Store) deleteIf(ctx context.Context, key Key, cutoff time.Time) (ok boo
 			return false, tx.Rollback()
 		}
 	}
-	stmts := []string{`DELETE FROM turns WHERE conv = ?`, `DELETE FROM conversations WHERE id = ?`}
+	stmts := []string{`DELETE FROM responses WHERE conv = ?`, `DELETE FROM turns WHERE conv = ?`, `DELETE FROM conversations WHERE id = ?`}
 	var legacy int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turns_v1'`).Scan(&legacy); err != nil {
 		return false, classify(s.path, err)
@@ -111,6 +111,7 @@ func (s *Store) deleteIf(ctx context.Context, key Key, cutoff time.Time) (ok boo
 	st.gone = true
 	st.branches = nil
 	s.forget(key)
+	s.resp.drop(st.id, "")
 	return true, nil
 }
 

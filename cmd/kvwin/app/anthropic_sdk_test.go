@@ -27,9 +27,9 @@ func anthropicClient(a *app.App, opts ...option.RequestOption) anthropic.Client 
 	return anthropic.NewClient(append(base, opts...)...)
 }
 
-// greedy sends temperature 0: the v2 SDK has no sampling fields (the API
+// anthropicGreedy sends temperature 0: the v2 SDK has no sampling fields (the API
 // deprecated them), but the wire still carries them.
-var greedy = option.WithJSONSet("temperature", 0)
+var anthropicGreedy = option.WithJSONSet("temperature", 0)
 
 // greeting is a plain request.
 func greeting(maxTokens int64) anthropic.MessageNewParams {
@@ -56,7 +56,7 @@ func textOf(m *anthropic.Message) string {
 // events by type.
 func streamed(t *testing.T, client anthropic.Client, params anthropic.MessageNewParams) (anthropic.Message, map[string]int) {
 	t.Helper()
-	stream := client.Messages.NewStreaming(context.Background(), params, greedy)
+	stream := client.Messages.NewStreaming(context.Background(), params, anthropicGreedy)
 	var msg anthropic.Message
 	events := map[string]int{}
 	for stream.Next() {
@@ -77,7 +77,7 @@ func TestAnthropicSDKMessagesStreamedAndNot(t *testing.T) {
 	client := anthropicClient(a)
 	ctx := context.Background()
 
-	whole, err := client.Messages.New(ctx, greeting(24), greedy)
+	whole, err := client.Messages.New(ctx, greeting(24), anthropicGreedy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestAnthropicSDKMessagesStreamedAndNot(t *testing.T) {
 		t.Fatalf("usage %+v", whole.Usage)
 	}
 	var resp *http.Response
-	again, err := client.Messages.New(ctx, greeting(24), greedy, option.WithResponseInto(&resp))
+	again, err := client.Messages.New(ctx, greeting(24), anthropicGreedy, option.WithResponseInto(&resp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestAnthropicSDKMessagesStreamedAndNot(t *testing.T) {
 	stop := text[6:9]
 	p := greeting(24)
 	p.StopSequences = []string{stop}
-	cut, err := client.Messages.New(ctx, p, greedy)
+	cut, err := client.Messages.New(ctx, p, anthropicGreedy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestAnthropicSDKForcedToolUseAndItsResult(t *testing.T) {
 	client := anthropicClient(a)
 	ctx := context.Background()
 
-	res, err := client.Messages.New(ctx, anthropicWeatherCall(), greedy)
+	res, err := client.Messages.New(ctx, anthropicWeatherCall(), anthropicGreedy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestAnthropicSDKForcedToolUseAndItsResult(t *testing.T) {
 		p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: &anthropic.ToolChoiceAutoParam{}}
 		p.MaxTokens = 8
 		p.Messages = append(p.Messages, res.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock(call.ID, "18 C", isError)))
-		r, err := client.Messages.New(ctx, p, greedy)
+		r, err := client.Messages.New(ctx, p, anthropicGreedy)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,7 +222,7 @@ func TestAnthropicSDKCountTokensAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := client.Messages.New(ctx, params, greedy)
+	res, err := client.Messages.New(ctx, params, anthropicGreedy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,12 +233,12 @@ func TestAnthropicSDKCountTokensAndErrors(t *testing.T) {
 
 	bad := greeting(8)
 	bad.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewImageBlockBase64("image/png", "iVBORw0KGgo="))}
-	_, err = client.Messages.New(ctx, bad, greedy)
+	_, err = client.Messages.New(ctx, bad, anthropicGreedy)
 	var apiErr *anthropic.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Type() != anthropic.ErrorTypeInvalidRequestError || !strings.Contains(apiErr.Message, "images are not supported") {
 		t.Fatalf("an image: %v, want the SDK's 400 invalid_request_error naming images", err)
 	}
-	_, err = client.Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 8, Messages: greeting(8).Messages}, greedy)
+	_, err = client.Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 8, Messages: greeting(8).Messages}, anthropicGreedy)
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Type() != anthropic.ErrorTypeNotFoundError {
 		t.Fatalf("another model: %v, want a 404 not_found_error", err)
 	}
@@ -258,7 +258,7 @@ func TestAnthropicSDKKeysAndTenants(t *testing.T) {
 	bob := anthropicClient(a, option.WithAPIKey(bobKey))
 	cached := func(c anthropic.Client) int64 {
 		t.Helper()
-		r, err := c.Messages.New(ctx, greeting(4), greedy)
+		r, err := c.Messages.New(ctx, greeting(4), anthropicGreedy)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +271,7 @@ func TestAnthropicSDKKeysAndTenants(t *testing.T) {
 		t.Fatalf("bob after alice: %d then %d cached tokens; want 0 (none of alice's), then his own", first, again)
 	}
 	stranger := anthropicClient(a, option.WithAPIKey("not-a-key-of-this-server"))
-	_, err := stranger.Messages.New(ctx, greeting(4), greedy)
+	_, err := stranger.Messages.New(ctx, greeting(4), anthropicGreedy)
 	var apiErr *anthropic.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Type() != anthropic.ErrorTypeAuthenticationError {
 		t.Fatalf("a wrong key: %v, want 401 authentication_error", err)
@@ -284,7 +284,7 @@ func TestAnthropicSDKThroughAGateway(t *testing.T) {
 	gw, nodes := apptest.StartFleet(t, 1, "prefix")
 	ctx := context.Background()
 	viaGateway, direct := anthropicClient(gw), anthropicClient(nodes[0])
-	first, err := direct.Messages.New(ctx, greeting(24), greedy)
+	first, err := direct.Messages.New(ctx, greeting(24), anthropicGreedy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,11 +301,11 @@ func TestAnthropicSDKThroughAGateway(t *testing.T) {
 		}()},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			want, err := direct.Messages.New(ctx, c.params, greedy)
+			want, err := direct.Messages.New(ctx, c.params, anthropicGreedy)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := viaGateway.Messages.New(ctx, c.params, greedy)
+			got, err := viaGateway.Messages.New(ctx, c.params, anthropicGreedy)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -343,7 +343,7 @@ func TestAnthropicSDKThroughAGateway(t *testing.T) {
 func TestAnthropicMessagesIsTheSameChat(t *testing.T) {
 	a := apptest.Start(t, nil)
 	client := anthropicClient(a)
-	msg, err := client.Messages.New(context.Background(), greeting(24), greedy)
+	msg, err := client.Messages.New(context.Background(), greeting(24), anthropicGreedy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"kvwin/kvcache"
 	"kvwin/router"
 	"kvwin/web"
+	"kvwin/web/openai"
 	"kvwin/window"
 )
 
@@ -234,7 +235,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		Status:  func(ctx context.Context) any { return a.status(ctx) },
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
-		Forget: a.forgetter(forgetWin), MemoryUnavailable: a.shared.unavailable(),
+		Forget: a.forgetter(forgetWin), MemoryUnavailable: a.shared.unavailable(), Responses: a.responseStore(),
 	}, a.backend, a.log)
 	if err != nil {
 		if ln == nil {
@@ -312,6 +313,15 @@ func (a *App) startWindow() (*window.Window, error) {
 func (a *App) followWindow(w *window.Window, policy string, context func() int) web.Windower {
 	return &followingWindow{context: context, log: a.log, ctx: context(), cur: w,
 		build: func(budget int) (*window.Window, error) { return a.newWindow(policy, budget) }}
+}
+
+// responseStore is the memory store as the Responses API's store; nil
+// (not a typed nil) without one.
+func (a *App) responseStore() openai.ResponseStore {
+	if st, ok := a.store.(openai.ResponseStore); ok {
+		return st
+	}
+	return nil
 }
 
 // openStore opens the memory store under the data dir, once. A store that

@@ -38,6 +38,10 @@ type Options struct {
 	Out     string
 	JSON    bool
 	Verbose bool
+	// API is chat (APIChat, the default) or responses (APIResponses):
+	// each policy replayed through the Responses API, sending only new
+	// input, and beside it through chat completions with the same replies.
+	API string
 }
 
 // Bench runs the benchmark: one replay per policy, then the files and
@@ -83,11 +87,12 @@ func Bench(ctx context.Context, f Options, stdout, stderr io.Writer) error {
 		failedNames []string
 	)
 	for i, p := range policies {
-		turns, err := srv.measure(ctx, p, Runner{
+		runner := Runner{
 			Policy: p, Count: count, MaxTokens: f.MaxTokens, Sample: f.Sample,
 			Salt:     saltOf(f.Target, i, nonce),
 			Progress: func(r TurnResult, n int) { progress.Turn(p, r, n) },
-		}, conv)
+		}
+		results, err := srv.replay(ctx, f.API, p, runner, conv)
 		progress.Done()
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", p, err)
@@ -97,7 +102,17 @@ func Bench(ctx context.Context, f Options, stdout, stderr io.Writer) error {
 			}
 			continue
 		}
-		report.Policies = append(report.Policies, Summarize(p, turns, f.Budget))
+		for _, r := range results {
+			sum := Summarize(p, r.turns, f.Budget)
+			sum.API = r.api
+			report.Policies = append(report.Policies, sum)
+		}
+		if len(results) == 2 {
+			fmt.Fprintln(stderr)
+			if err := WriteAPIComparison(stderr, p, results[0].turns, results[1].turns); err != nil {
+				return err
+			}
+		}
 	}
 	if err := writeTTFTFiles(f.Out, report, f.Budget); err != nil {
 		return err
@@ -235,12 +250,12 @@ func (s *benchServers) describe() string {
 	return fmt.Sprintf("a fresh in-process server per policy: the test model, 1 slot of %d tokens, threads %d", s.ctx, s.threads)
 }
 
-// measure runs r (its BaseURL filled here) on policy p's server. An
-// in-process server is started for the run and stopped after it.
-func (s *benchServers) measure(ctx context.Context, p Policy, r Runner, conv Conversation) ([]TurnResult, error) {
+// measure runs run with r (its BaseURL filled here) on policy p's server.
+// An in-process server is started for the run and stopped after it.
+func (s *benchServers) measure(ctx context.Context, p Policy, r Runner, run func(Runner) ([]TurnResult, error)) ([]TurnResult, error) {
 	if s.target != "" {
 		r.BaseURL = s.target
-		return r.Run(ctx, conv)
+		return run(r)
 	}
 	dir, err := os.MkdirTemp("", "kvwin-bench-ttft")
 	if err != nil {
@@ -256,7 +271,7 @@ func (s *benchServers) measure(ctx context.Context, p Policy, r Runner, conv Con
 	done := make(chan error, 1)
 	go func() { done <- a.Run(sctx) }()
 	r.BaseURL = a.URL()
-	turns, err := r.Run(ctx, conv)
+	turns, err := run(r)
 	cancel()
 	if serr := <-done; err == nil {
 		err = serr

@@ -49,7 +49,7 @@ func WriteCSV(w io.Writer, r Report) error {
 			if t.Evicted {
 				evicted = "1"
 			}
-			row := []string{string(p.Policy), itoa(t.Turn), itoa(t.HistoryTokens), itoa(t.PromptTokens),
+			row := []string{p.label(), itoa(t.Turn), itoa(t.HistoryTokens), itoa(t.PromptTokens),
 				itoa(t.CachedTokens), itoa(t.NewTokens), ftoa(t.TTFTMs), ftoa(t.PromptMs), itoa(t.Step), evicted}
 			if err := cw.Write(row); err != nil {
 				return err

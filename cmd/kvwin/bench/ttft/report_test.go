@@ -46,7 +46,7 @@ func TestWriteJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 		"document": {"policies"},
 		"policy":   {"cached_share", "evictions", "fit", "plateau_ratio", "policy", "turns"},
 		"fit":      {"a", "b", "c0"},
-		"turn":     {"cached_tokens", "history_tokens", "new_tokens", "prompt_ms", "prompt_tokens", "step", "ttft_ms", "turn"},
+		"turn":     {"cached_tokens", "history_tokens", "new_tokens", "prompt_ms", "prompt_tokens", "request_bytes", "step", "ttft_ms", "turn"},
 	}
 	check := func(what string, v any) {
 		t.Helper()

@@ -55,6 +55,8 @@ type chatBody struct {
 	// does not vary with what the model happens to say.
 	IgnoreEOS   bool `json:"ignore_eos"`
 	CachePrompt bool `json:"cache_prompt"`
+	// PromptCacheKey names the conversation (Runner.Conversation).
+	PromptCacheKey string `json:"prompt_cache_key,omitempty"`
 }
 
 // exchange is what one turn's request observed.
@@ -64,6 +66,9 @@ type exchange struct {
 	cached   int
 	promptMs float64
 	window   WindowState
+	bytes    int // the request body's
+	// Of a response (RunResponses): its id and the text it streamed.
+	id, text string
 }
 
 // send posts one turn and reads its stream to the end.
@@ -75,7 +80,14 @@ type exchange struct {
 // preferred over the first chunk with content because a byte-level model
 // may hold back the first token's bytes until they form valid UTF-8.
 // (Servers that send the role chunk before prefill would be measured short.)
-func send(ctx context.Context, hc *http.Client, url string, p Policy, body chatBody, turn int) (exchange, error) {
+func send(ctx context.Context, hc *http.Client, url string, p Policy, body any, turn int) (exchange, error) {
+	return sendWith(ctx, hc, url, p, body, turn, func(r io.Reader, start time.Time, _ *exchange) (time.Duration, error) { return readStream(r, start) })
+}
+
+// sendWith is send with read reading the stream (which may note what it
+// read in the exchange).
+func sendWith(ctx context.Context, hc *http.Client, url string, p Policy, body any, turn int,
+	read func(r io.Reader, start time.Time, ex *exchange) (time.Duration, error)) (exchange, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return exchange{}, err
@@ -102,7 +114,8 @@ func send(ctx context.Context, hc *http.Client, url string, p Policy, body chatB
 	if err := checkPolicy(p, ex.window); err != nil {
 		return exchange{}, fmt.Errorf("%w: policy %s, turn %d: %s", ErrPolicyIgnored, p, turn, err)
 	}
-	if ex.ttft, err = readStream(resp.Body, start); err != nil {
+	ex.bytes = len(b)
+	if ex.ttft, err = read(resp.Body, start, &ex); err != nil {
 		return exchange{}, fmt.Errorf("ttft: policy %s turn %d: %w", p, turn, err)
 	}
 	return ex, nil

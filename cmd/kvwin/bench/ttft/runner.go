@@ -26,6 +26,9 @@ type TurnResult struct {
 	// Step is the conversation's eviction steps so far (X-Kvwin-Window;
 	// 0 without the header).
 	Step int `json:"step"`
+	// RequestBytes is the size of the turn's request body: the whole
+	// history for chat completions, the new input for the Responses API.
+	RequestBytes int `json:"request_bytes"`
 	// Evicted reports that an eviction step happened at this turn: Step
 	// grew since the previous measured turn.
 	Evicted bool `json:"-"`
@@ -61,6 +64,9 @@ type Runner struct {
 	// stays comparable) makes the very first token differ, so no policy
 	// reuses another's cached prefix.
 	Salt string
+	// Conversation, if set, names the conversation (prompt_cache_key), so
+	// its evicted turns go to the memory store as a chain's do.
+	Conversation string
 	// Timeout bounds each request; 0 means 10 minutes.
 	Timeout time.Duration
 	// Progress, if set, is called after each measured turn with the turn
@@ -87,7 +93,7 @@ func (r Runner) Run(ctx context.Context, c Conversation) ([]TurnResult, error) {
 	if count == nil {
 		count, _ = ChatMLCounter(1)
 	}
-	body := chatBody{Stream: true, MaxTokens: r.MaxTokens, IgnoreEOS: true, CachePrompt: r.Policy.cachePrompt()}
+	body := chatBody{Stream: true, MaxTokens: r.MaxTokens, IgnoreEOS: true, CachePrompt: r.Policy.cachePrompt(), PromptCacheKey: r.Conversation}
 	if body.MaxTokens == 0 {
 		body.MaxTokens = 8
 	}
@@ -113,7 +119,7 @@ func (r Runner) Run(ctx context.Context, c Conversation) ([]TurnResult, error) {
 		tr := TurnResult{
 			Turn: turn, HistoryTokens: count(body.Messages),
 			PromptTokens: ex.prompt, CachedTokens: ex.cached, NewTokens: ex.prompt - ex.cached,
-			TTFTMs: millis(ex.ttft), PromptMs: ex.promptMs,
+			TTFTMs: millis(ex.ttft), PromptMs: ex.promptMs, RequestBytes: ex.bytes,
 			Step: ex.window.Step, Evicted: ex.window.Step > lastStep,
 		}
 		lastStep = max(lastStep, ex.window.Step)

@@ -13,7 +13,10 @@ import (
 // ratio of a conversation that never outgrew the budget, a fit with too
 // few observations) is null.
 type PolicyResult struct {
-	Policy       Policy                  `json:"policy"`
+	Policy Policy `json:"policy"`
+	// API is the API replayed through with --api responses (chat or
+	// responses); empty for chat completions alone.
+	API          string                  `json:"api,omitempty"`
 	Evictions    int                     `json:"evictions"`
 	PlateauRatio *float64                `json:"plateau_ratio"`
 	CachedShare  float64                 `json:"cached_share"`

@@ -25,7 +25,7 @@ func WriteTable(w io.Writer, r Report) error {
 		if p.Fit != nil {
 			fit = fmt.Sprintf("%.1f\t%.1f\t%.3f", p.Fit.C0*1e3, p.Fit.A*1e6, p.Fit.B*1e9)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.1f%%\t%s\t%s\t%s\t\n", p.Policy, len(p.Turns), p.Evictions, plateau,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.1f%%\t%s\t%s\t%s\t\n", p.label(), len(p.Turns), p.Evictions, plateau,
 			100*p.CachedShare, num(TTFTQuantile(p.Turns, 0.5)), num(TTFTQuantile(p.Turns, 0.9)), fit)
 	}
 	return tw.Flush()

@@ -1,0 +1,222 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"kvwin/engine"
+	"kvwin/web/core"
+	"kvwin/window/memory"
+)
+
+// Responses kept by kvwin (store): each is saved with what it added to its
+// conversation, owned by its tenant; previous_response_id continues its
+// chain. A chain is one named conversation: the first request's
+// prompt_cache_key (or X-Conversation-Id), else the first response's id;
+// DELETE /kvwin/v1/conversations/{that name} removes the whole chain, and
+// --memory-ttl expires it as any conversation. Another tenant's id is a
+// 404, never a 403, so ids say nothing across tenants.
+
+// ResponseStore keeps stored responses (memory.Store implements it).
+type ResponseStore interface {
+	SaveResponse(ctx context.Context, r memory.StoredResponse) error
+	Response(ctx context.Context, tenant, id string) (memory.StoredResponse, error)
+	ResponseChain(ctx context.Context, tenant, id string) (memory.Key, [][]byte, error)
+	DeleteResponse(ctx context.Context, tenant, id string) (bool, error)
+}
+
+var _ ResponseStore = (*memory.Store)(nil)
+
+// maxResponseIDBytes bounds an id a client sends: kvwin's are 31 bytes.
+const maxResponseIDBytes = 128
+
+// RegisterResponses mounts the Responses API on r, its stored responses in
+// store (nil: responses are answered and not kept; stored ones cannot be
+// reached, a 503).
+func RegisterResponses(r gin.IRoutes, svc Services, store ResponseStore) {
+	s := &server{Services: svc, store: store}
+	r.POST("/v1/responses", s.Handle(s.createResponse))
+	r.GET("/v1/responses/:id", s.Handle(s.getResponse))
+	r.DELETE("/v1/responses/:id", s.Handle(s.deleteResponse))
+	r.GET("/v1/responses/:id/input_items", s.Handle(s.inputItems))
+}
+
+// chain reads the chain rt continues: its messages, first response first,
+// and its conversation. A new chain's conversation is the one the request
+// names, else (when it is stored) its own id.
+func (s *server) chain(c *gin.Context, t *core.Turn, rt *responseTurn) ([]engine.Message, error) {
+	prev := rt.body.PreviousResponseID
+	if prev == "" {
+		conv, err := core.ConversationOf(c, rt.body.PromptCacheKey)
+		if conv == "" && rt.store && s.store != nil {
+			conv = rt.id
+		}
+		rt.key = conv
+		return nil, err
+	}
+	if len(prev) > maxResponseIDBytes {
+		return nil, core.BadInput(core.CodeInvalidValue, "previous_response_id", "previous_response_id is %d bytes; kvwin's ids are shorter", len(prev))
+	}
+	if s.store == nil {
+		return nil, fmt.Errorf("%w: previous_response_id cannot be read", core.ErrMemoryUnavailable)
+	}
+	key, docs, err := s.store.ResponseChain(c.Request.Context(), t.Tenant, prev)
+	if err != nil {
+		return nil, storeError(err, prev)
+	}
+	var history []engine.Message
+	for _, d := range docs {
+		var msgs []engine.Message
+		if err := json.Unmarshal(d, &msgs); err != nil {
+			return nil, fmt.Errorf("stored response of the chain of %q does not decode: %w", prev, err)
+		}
+		history = append(history, msgs...)
+	}
+	rt.key, rt.previous = key.Conversation, prev
+	return history, nil
+}
+
+// storeError is the error a client gets for a store's err about id.
+func storeError(err error, id string) error {
+	if errors.Is(err, memory.ErrResponseNotFound) {
+		return fmt.Errorf("%w: no response %q of yours can be reached (%w)", core.ErrResponseNotFound, id, err)
+	}
+	return fmt.Errorf("%w: %w", core.ErrMemoryUnavailable, err)
+}
+
+// keep stores rt's finished response obj, with the messages it adds to its
+// chain: the new input and the answer as the model wrote it, so the next
+// turn's prompt repeats this one's tokens. A response that could not be
+// kept says store false.
+func (s *server) keep(c *gin.Context, t *core.Turn, rt *responseTurn, res engine.Result, obj *responseObject) {
+	if !rt.store {
+		return
+	}
+	ctx := c.Request.Context()
+	if s.store == nil {
+		obj.Store = false
+		s.Log().WarnContext(ctx, "response not stored: the memory store is unavailable", "response", rt.id)
+		return
+	}
+	msgs := append(slices.Clip(rt.input), engine.Message{Role: engine.RoleAssistant, Content: res.Text})
+	messages, err := json.Marshal(msgs)
+	if err != nil {
+		return
+	}
+	input, err := json.Marshal(rt.items)
+	if err != nil {
+		return
+	}
+	body, err := core.EncodeJSON(obj)
+	if err != nil {
+		return
+	}
+	err = s.store.SaveResponse(context.WithoutCancel(ctx), memory.StoredResponse{ID: rt.id, Key: memory.Key{Tenant: t.Tenant, Conversation: rt.key},
+		Previous: rt.previous, Input: input, Messages: messages, Body: body, At: s.Now()})
+	if err != nil {
+		obj.Store = false
+		s.Log().ErrorContext(ctx, "response not stored", "response", rt.id, "err", err)
+	}
+}
+
+// stored reads the tenant's stored response named by the path.
+func (s *server) stored(c *gin.Context, t *core.Turn) (memory.StoredResponse, error) {
+	id := c.Param("id")
+	if s.store == nil {
+		return memory.StoredResponse{}, fmt.Errorf("%w: stored responses cannot be read", core.ErrMemoryUnavailable)
+	}
+	if len(id) > maxResponseIDBytes {
+		return memory.StoredResponse{}, fmt.Errorf("%w: %q", core.ErrResponseNotFound, id[:maxResponseIDBytes])
+	}
+	r, err := s.store.Response(c.Request.Context(), t.Tenant, id)
+	if err != nil {
+		return r, storeError(err, id)
+	}
+	return r, nil
+}
+
+// getResponse serves GET /v1/responses/{id}: the response as it was
+// answered.
+func (s *server) getResponse(c *gin.Context, t *core.Turn) {
+	if c.Query("stream") == "true" {
+		core.Fail(c, core.BadInput(core.CodeInvalidValue, "stream", "kvwin does not stream stored responses again; ask without stream"))
+		return
+	}
+	r, err := s.stored(c, t)
+	if err != nil {
+		core.Fail(c, err)
+		return
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", r.Body)
+}
+
+// deleteResponse serves DELETE /v1/responses/{id}: that response only;
+// the responses continuing it can no longer be continued.
+func (s *server) deleteResponse(c *gin.Context, t *core.Turn) {
+	id := c.Param("id")
+	if s.store == nil {
+		core.Fail(c, fmt.Errorf("%w: stored responses cannot be deleted", core.ErrMemoryUnavailable))
+		return
+	}
+	ok, err := s.store.DeleteResponse(c.Request.Context(), t.Tenant, id)
+	if err == nil && !ok {
+		err = memory.ErrResponseNotFound
+	}
+	if err != nil {
+		core.Fail(c, storeError(err, id))
+		return
+	}
+	core.WriteJSON(c.Writer, http.StatusOK, deletedResponse{ID: id, Object: "response.deleted", Deleted: true})
+}
+
+// inputItems serves GET /v1/responses/{id}/input_items: the items of the
+// response's own input, newest first unless order=asc, limit (1-100,
+// default 20) at a time after the item named by after.
+func (s *server) inputItems(c *gin.Context, t *core.Turn) {
+	limit := 20
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			core.Fail(c, core.BadInput(core.CodeInvalidValue, "limit", "limit must be in [1, 100], not %q", v))
+			return
+		}
+		limit = n
+	}
+	order := c.DefaultQuery("order", "desc")
+	if order != "asc" && order != "desc" {
+		core.Fail(c, core.BadInput(core.CodeInvalidValue, "order", `order must be "asc" or "desc", not %q`, order))
+		return
+	}
+	r, err := s.stored(c, t)
+	if err != nil {
+		core.Fail(c, err)
+		return
+	}
+	var items []listedItem
+	if err := json.Unmarshal(r.Input, &items); err != nil {
+		core.Fail(c, fmt.Errorf("stored input of %q does not decode: %w", r.ID, err))
+		return
+	}
+	if order == "desc" {
+		slices.Reverse(items)
+	}
+	if after := c.Query("after"); after != "" {
+		i := slices.IndexFunc(items, func(it listedItem) bool { return it.ID == after })
+		items = items[i+1:] // not found (-1): from the start
+	}
+	list := itemList{Object: objectList, Data: items, HasMore: len(items) > limit}
+	list.Data = items[:min(limit, len(items))]
+	if n := len(list.Data); n > 0 {
+		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
+	} else {
+		list.Data = []listedItem{}
+	}
+	core.WriteJSON(c.Writer, http.StatusOK, list)
+}

@@ -1,0 +1,282 @@
+package memory
+
+// Stored responses: the conversations the OpenAI Responses API asks the
+// server to hold (store, previous_response_id). Each response is one row:
+// its id, its conversation (a row of conversations, so the window's evicted
+// turns, the TTL and Delete cover it with the rest of the conversation), the
+// response it continues, and three JSON documents the store does not read:
+// the request's input items, the messages the response adds to its chain
+// (its input and its answer, as the model read and wrote them) and the
+// response object. Two responses continuing the same one are two branches;
+// each chain is the path from a response up through its previous ones.
+//
+// A chain is rebuilt every turn, so the messages of a conversation's rows
+// are kept in memory once read (respCache): a turn reads its response's row
+// by primary key and walks the chain in memory; the conversation's rows are
+// read from the file only when it is not held (first use, after a restart).
+//
+// The SQL is portable (placeholders, TEXT and INTEGER, no SQLite-only
+// syntax) so that other engines of the store can run it as it is.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// responsesSchema holds the stored responses; migrate creates it.
+const responsesSchema = `
+CREATE TABLE IF NOT EXISTS responses (
+	id       TEXT PRIMARY KEY,
+	conv     INTEGER NOT NULL REFERENCES conversations (id),
+	tenant   TEXT NOT NULL,
+	previous TEXT NOT NULL,
+	input    TEXT NOT NULL,
+	messages TEXT NOT NULL,
+	body     TEXT NOT NULL,
+	at       INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_conv ON responses (conv);`
+
+// ErrResponseNotFound: the tenant has no stored response of that id (never
+// had one, it was deleted, it expired, or it is another tenant's), or a
+// response its chain passes through is gone.
+var ErrResponseNotFound = errors.New("no such response")
+
+// StoredResponse is one stored response. The store keeps Input, Messages
+// and Body as they are given (JSON documents of the API that stores them).
+type StoredResponse struct {
+	ID string
+	// Key is the response's owner and conversation.
+	Key Key
+	// Previous is the id of the response it continues; "" for a chain's
+	// first.
+	Previous string
+	Input    []byte
+	Messages []byte
+	Body     []byte
+	At       time.Time
+}
+
+// maxResponseConvs bounds the conversations whose responses' messages are
+// held in memory; others are read from the file again when continued.
+const maxResponseConvs = 64
+
+// respCache holds, per conversation, the messages of its responses by id
+// and the response each continues. Its own lock guards it; it is taken
+// under no other of the store's locks and holds none.
+type respCache struct {
+	mu    sync.Mutex
+	convs *lru[int64, *respConv]
+}
+
+type respConv struct {
+	nodes map[string]respNode
+}
+
+type respNode struct {
+	previous string
+	messages []byte
+}
+
+func (c *respCache) get(conv int64) (*respConv, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.convs == nil {
+		return nil, false
+	}
+	return c.convs.get(conv)
+}
+
+func (c *respCache) put(conv int64, rc *respConv) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.convs == nil {
+		c.convs = newLRU[int64, *respConv](maxResponseConvs)
+	}
+	c.convs.put(conv, rc)
+}
+
+// add records a new response of a held conversation (one not held is read
+// whole when it is next used).
+func (c *respCache) add(conv int64, id string, n respNode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.convs == nil {
+		return
+	}
+	if rc, ok := c.convs.get(conv); ok {
+		rc.nodes[id] = n
+	}
+}
+
+// drop forgets a response (id non-empty) or a whole conversation.
+func (c *respCache) drop(conv int64, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.convs == nil {
+		return
+	}
+	if id == "" {
+		c.convs.remove(conv)
+		return
+	}
+	if rc, ok := c.convs.get(conv); ok {
+		delete(rc.nodes, id)
+	}
+}
+
+// SaveResponse stores r in its conversation (created if new), which counts
+// as a use of the conversation for the TTL. The response it continues must
+// be stored (ResponseChain found it); r.ID must be new.
+func (s *Store) SaveResponse(ctx context.Context, r StoredResponse) error {
+	st, err := s.locked(ctx, r.Key, true)
+	if err != nil {
+		return err
+	}
+	defer st.mu.Unlock()
+	at := r.At
+	if at.IsZero() {
+		at = s.cfg.Now()
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return classify(s.path, err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `INSERT INTO responses (id, conv, tenant, previous, input, messages, body, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, st.id, r.Key.Tenant, r.Previous, string(r.Input), string(r.Messages), string(r.Body), at.UnixNano()); err != nil {
+		return classify(s.path, fmt.Errorf("save response: %w", err))
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET used = ? WHERE id = ?`, s.cfg.Now().UnixNano(), st.id); err != nil {
+		return classify(s.path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return classify(s.path, err)
+	}
+	s.resp.add(st.id, r.ID, respNode{previous: r.Previous, messages: r.Messages})
+	return nil
+}
+
+// Response returns tenant's stored response id, wrapping
+// ErrResponseNotFound when it has none.
+func (s *Store) Response(ctx context.Context, tenant, id string) (StoredResponse, error) {
+	if s.isClosed() {
+		return StoredResponse{}, ErrClosed
+	}
+	r := StoredResponse{ID: id, Key: Key{Tenant: tenant}}
+	var input, messages, body string
+	var at int64
+	err := s.db.QueryRowContext(ctx, `SELECT c.name, r.previous, r.input, r.messages, r.body, r.at FROM responses r JOIN conversations c ON c.id = r.conv WHERE r.id = ? AND r.tenant = ?`,
+		id, tenant).Scan(&r.Key.Conversation, &r.Previous, &input, &messages, &body, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("%w: %q", ErrResponseNotFound, id)
+	}
+	if err != nil {
+		return r, classify(s.path, err)
+	}
+	r.Input, r.Messages, r.Body, r.At = []byte(input), []byte(messages), []byte(body), time.Unix(0, at)
+	return r, nil
+}
+
+// ResponseChain returns the conversation of tenant's stored response id and
+// the Messages of its chain, first response first, id's last. It reads one
+// row from the file while the conversation is held in memory.
+func (s *Store) ResponseChain(ctx context.Context, tenant, id string) (Key, [][]byte, error) {
+	if s.isClosed() {
+		return Key{}, nil, ErrClosed
+	}
+	key := Key{Tenant: tenant}
+	var conv int64
+	err := s.db.QueryRowContext(ctx, `SELECT r.conv, c.name FROM responses r JOIN conversations c ON c.id = r.conv WHERE r.id = ? AND r.tenant = ?`,
+		id, tenant).Scan(&conv, &key.Conversation)
+	if errors.Is(err, sql.ErrNoRows) {
+		return key, nil, fmt.Errorf("%w: %q", ErrResponseNotFound, id)
+	}
+	if err != nil {
+		return key, nil, classify(s.path, err)
+	}
+	if rc, ok := s.resp.get(conv); ok {
+		if chain, ok := rc.chain(id); ok {
+			return key, chain, nil
+		}
+	}
+	// Not held, or held without a response saved while it was being read:
+	// read the conversation's rows again.
+	rc, err := s.loadResponses(ctx, conv)
+	if err != nil {
+		return key, nil, err
+	}
+	s.resp.put(conv, rc)
+	chain, ok := rc.chain(id)
+	if !ok {
+		return key, nil, fmt.Errorf("%w: a response the chain of %q continues was deleted", ErrResponseNotFound, id)
+	}
+	return key, chain, nil
+}
+
+// chain walks from id up through the responses it continues.
+func (rc *respConv) chain(id string) ([][]byte, bool) {
+	var rev [][]byte
+	for cur := id; cur != ""; {
+		n, ok := rc.nodes[cur]
+		if !ok || len(rev) > len(rc.nodes) {
+			return nil, false
+		}
+		rev = append(rev, n.messages)
+		cur = n.previous
+	}
+	out := make([][]byte, len(rev))
+	for i, m := range rev {
+		out[len(rev)-1-i] = m
+	}
+	return out, true
+}
+
+// loadResponses reads the responses of conversation conv.
+func (s *Store) loadResponses(ctx context.Context, conv int64) (*respConv, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, previous, messages FROM responses WHERE conv = ?`, conv)
+	if err != nil {
+		return nil, classify(s.path, err)
+	}
+	defer rows.Close()
+	rc := &respConv{nodes: map[string]respNode{}}
+	for rows.Next() {
+		var id, prev, msgs string
+		if err := rows.Scan(&id, &prev, &msgs); err != nil {
+			return nil, classify(s.path, err)
+		}
+		rc.nodes[id] = respNode{previous: prev, messages: []byte(msgs)}
+	}
+	return rc, classify(s.path, rows.Err())
+}
+
+// DeleteResponse deletes tenant's stored response id and reports whether
+// there was one. Responses continuing it can no longer be continued.
+func (s *Store) DeleteResponse(ctx context.Context, tenant, id string) (bool, error) {
+	if s.isClosed() {
+		return false, ErrClosed
+	}
+	var conv int64
+	err := s.db.QueryRowContext(ctx, `SELECT conv FROM responses WHERE id = ? AND tenant = ?`, id, tenant).Scan(&conv)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, classify(s.path, err)
+	}
+	s.wmu.Lock()
+	res, err := s.db.ExecContext(ctx, `DELETE FROM responses WHERE id = ? AND tenant = ?`, id, tenant)
+	s.wmu.Unlock()
+	if err != nil {
+		return false, classify(s.path, err)
+	}
+	s.resp.drop(conv, id)
+	n, err := res.RowsAffected()
+	return n > 0, classify(s.path, err)
+}

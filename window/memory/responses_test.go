@@ -1,0 +1,157 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// saveChain stores responses r1…rn of key, each continuing the one before.
+func saveChain(t *testing.T, s *Store, key Key, prefix string, n int, from string) []string {
+	t.Helper()
+	var ids []string
+	prev := from
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("%s%d", prefix, i)
+		err := s.SaveResponse(context.Background(), StoredResponse{ID: id, Key: key, Previous: prev,
+			Input: []byte(`["in ` + id + `"]`), Messages: []byte(`"` + id + `"`), Body: []byte(`{"id":"` + id + `"}`)})
+		if err != nil {
+			t.Fatalf("save %s: %v", id, err)
+		}
+		ids, prev = append(ids, id), id
+	}
+	return ids
+}
+
+func chainText(t *testing.T, s *Store, tenant, id string) (Key, string, error) {
+	t.Helper()
+	key, msgs, err := s.ResponseChain(context.Background(), tenant, id)
+	var parts []string
+	for _, m := range msgs {
+		parts = append(parts, string(m))
+	}
+	return key, strings.Join(parts, ","), err
+}
+
+func TestResponseChainsBranchesAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	key := Key{"t1", "r1"}
+	saveChain(t, s, key, "r", 3, "")
+	saveChain(t, s, key, "b", 2, "r2") // a branch off r2
+	cases := []struct{ id, want string }{
+		{"r3", `"r1","r2","r3"`},
+		{"b2", `"r1","r2","b1","b2"`},
+		{"r1", `"r1"`},
+	}
+	check := func(when string) {
+		for _, c := range cases {
+			got, text, err := chainText(t, s, "t1", c.id)
+			if err != nil || text != c.want || got != key {
+				t.Fatalf("%s: chain of %s = %v %s, %v; want %v %s", when, c.id, got, text, err, key, c.want)
+			}
+		}
+	}
+	check("held")
+	_ = s.Close()
+	s = openStore(t, dir)
+	check("after a restart")
+
+	r, err := s.Response(context.Background(), "t1", "b1")
+	if err != nil || r.Previous != "r2" || string(r.Body) != `{"id":"b1"}` || string(r.Input) != `["in b1"]` || r.Key != key || r.At.IsZero() {
+		t.Fatalf("Response(b1) = %+v, %v", r, err)
+	}
+	if _, err := s.Response(context.Background(), "t2", "b1"); !errors.Is(err, ErrResponseNotFound) {
+		t.Fatalf("another tenant's response: %v, want ErrResponseNotFound", err)
+	}
+	if _, _, err := s.ResponseChain(context.Background(), "t2", "r3"); !errors.Is(err, ErrResponseNotFound) {
+		t.Fatalf("another tenant's chain: %v, want ErrResponseNotFound", err)
+	}
+}
+
+func TestDeletingResponses(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	key := Key{"t1", "r1"}
+	saveChain(t, s, key, "r", 3, "")
+	if _, _, err := s.ResponseChain(ctx, "t1", "r3"); err != nil { // held from now on
+		t.Fatal(err)
+	}
+	if ok, err := s.DeleteResponse(ctx, "t2", "r2"); ok || err != nil {
+		t.Fatalf("another tenant deleted r2: %v %v", ok, err)
+	}
+	if ok, err := s.DeleteResponse(ctx, "t1", "r2"); !ok || err != nil {
+		t.Fatalf("DeleteResponse(r2) = %v, %v", ok, err)
+	}
+	if ok, _ := s.DeleteResponse(ctx, "t1", "r2"); ok {
+		t.Fatal("r2 deleted twice")
+	}
+	if _, _, err := s.ResponseChain(ctx, "t1", "r3"); !errors.Is(err, ErrResponseNotFound) {
+		t.Fatalf("chain through a deleted response: %v", err)
+	}
+	if _, text, err := chainText(t, s, "t1", "r1"); err != nil || text != `"r1"` {
+		t.Fatalf("r1 after deleting r2: %s %v", text, err)
+	}
+	// The conversation's delete (DELETE /kvwin/v1/conversations, the TTL)
+	// takes every response with it.
+	if ok, err := s.Delete(ctx, key); !ok || err != nil {
+		t.Fatalf("Delete = %v, %v", ok, err)
+	}
+	for _, id := range []string{"r1", "r3"} {
+		if _, err := s.Response(ctx, "t1", id); !errors.Is(err, ErrResponseNotFound) {
+			t.Fatalf("%s after the conversation's delete: %v", id, err)
+		}
+	}
+}
+
+func TestResponsesExpireWithTheirConversation(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s, err := Open(StoreConfig{Dir: t.TempDir(), TTL: time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	saveChain(t, s, Key{"t1", "old"}, "o", 2, "")
+	now = now.Add(50 * time.Minute)
+	saveChain(t, s, Key{"t1", "new"}, "n", 1, "")
+	now = now.Add(20 * time.Minute) // old unused for 70 min, new for 20
+	if n, err := s.Expire(context.Background()); n != 1 || err != nil {
+		t.Fatalf("Expire = %d, %v; want 1", n, err)
+	}
+	if _, err := s.Response(context.Background(), "t1", "o2"); !errors.Is(err, ErrResponseNotFound) {
+		t.Fatalf("expired response: %v", err)
+	}
+	if _, err := s.Response(context.Background(), "t1", "n1"); err != nil {
+		t.Fatalf("the used conversation's response: %v", err)
+	}
+}
+
+// A version 2 file (turns, no responses table) gains the table and keeps
+// its turns.
+func TestMigrationFromVersion2KeepsTurns(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	key := Key{"t1", "c1"}
+	if _, err := s.Ingest(ctx, key, team(5)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TABLE responses`, `PRAGMA user_version = 2`} {
+		if _, err := s.db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = s.Close()
+	s = openStore(t, dir)
+	got, err := s.Turns(ctx, key)
+	if err != nil || len(got) != len(team(5)) {
+		t.Fatalf("turns after migrating: %d, %v; want %d", len(got), err, len(team(5)))
+	}
+	saveChain(t, s, key, "m", 1, "")
+	if _, text, err := chainText(t, s, "t1", "m1"); err != nil || text != `"m1"` {
+		t.Fatalf("response after migrating: %s %v", text, err)
+	}
+}
