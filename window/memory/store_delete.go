@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"time"
 
 	"kvwin/engine/datadir"
@@ -23,26 +25,26 @@ func (s *Store) Expire(ctx context.Context) (int, error) {
 	if s.cfg.TTL <= 0 {
 		return 0, nil
 	}
-	if s.isClosed() {
-		return 0, ErrClosed
+	if err := s.usable(); err != nil {
+		return 0, err
 	}
 	cutoff := s.cfg.Now().Add(-s.cfg.TTL)
-	rows, err := s.db.QueryContext(ctx, `SELECT tenant, name FROM conversations WHERE used < ?`, cutoff.UnixNano())
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT tenant, name FROM conversations WHERE used < ?`), cutoff.UnixNano())
 	if err != nil {
-		return 0, classify(s.path, err)
+		return 0, s.classify(err)
 	}
 	var keys []Key
 	for rows.Next() {
 		var k Key
 		if err := rows.Scan(&k.Tenant, &k.Conversation); err != nil {
 			_ = rows.Close()
-			return 0, classify(s.path, err)
+			return 0, s.classify(err)
 		}
 		keys = append(keys, k)
 	}
 	_ = rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, classify(s.path, err)
+		return 0, s.classify(err)
 	}
 	n := 0
 	for _, k := range keys {
@@ -69,44 +71,44 @@ func (s *Store) deleteIf(ctx context.Context, key Key, cutoff time.Time) (ok boo
 		return false, err
 	}
 	defer st.mu.Unlock()
-	if s.isClosed() {
-		return false, ErrClosed
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	defer s.writeLock()()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, classify(s.path, err)
+		return false, s.classify(err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
-	if !cutoff.IsZero() {
-		var used int64
-		if err := tx.QueryRowContext(ctx, `SELECT used FROM conversations WHERE id = ?`, st.id).Scan(&used); err != nil {
-			return false, classify(s.path, err)
+	// Lock the row (PostgreSQL): an ingest through another replica waits,
+	// then finds it gone and starts the conversation anew.
+	var used int64
+	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT used FROM conversations WHERE id = ?`+s.d.forUpdate), st.id).Scan(&used)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Another process deleted it first: there is nothing to delete.
+		st.gone, st.branches = true, nil
+		s.forget(key)
+		return false, tx.Rollback()
+	}
+	if err != nil {
+		return false, s.classify(err)
+	}
+	if !cutoff.IsZero() && used >= cutoff.UnixNano() {
+		return false, tx.Rollback()
+	}
+	if s.d.dropLegacy != nil {
+		if err := s.d.dropLegacy(ctx, tx, st.id); err != nil {
+			return false, s.classify(err)
 		}
-		if used >= cutoff.UnixNano() {
-			return false, tx.Rollback()
-		}
 	}
-	stmts := []string{`DELETE FROM turns WHERE conv = ?`, `DELETE FROM conversations WHERE id = ?`}
-	var legacy int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turns_v1'`).Scan(&legacy); err != nil {
-		return false, classify(s.path, err)
-	}
-	if legacy > 0 {
-		stmts = append([]string{`DELETE FROM turns_v1 WHERE conv = ?`}, stmts...)
-	}
-	for _, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q, st.id); err != nil {
-			return false, classify(s.path, err)
+	for _, q := range []string{`DELETE FROM turns WHERE conv = ?`, `DELETE FROM conversations WHERE id = ?`} {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(q), st.id); err != nil {
+			return false, s.classify(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return false, classify(s.path, err)
+		return false, s.classify(err)
 	}
 	st.gone = true
 	st.branches = nil

@@ -62,11 +62,11 @@ func (s *Store) touch(ctx context.Context, st *convState) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	s.wmu.Lock()
-	_, err := s.db.ExecContext(ctx, `UPDATE conversations SET used = ? WHERE id = ?`, now.UnixNano(), st.id)
-	s.wmu.Unlock()
+	unlock := s.writeLock()
+	_, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE conversations SET used = ? WHERE id = ?`), now.UnixNano(), st.id)
+	unlock()
 	if err != nil {
-		return classify(s.path, err)
+		return s.classify(err)
 	}
 	st.used = now
 	return nil
