@@ -4,6 +4,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"strings"
@@ -48,7 +49,8 @@ func classify(path string, err error) error {
 	switch {
 	case errors.As(err, &pe):
 		kind = postgresKind(pe.Code)
-	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, driverBadConn):
+	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, driverBadConn),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF): // the connection broke mid-statement
 		kind = ErrUnavailable
 	case errors.As(err, &se):
 		switch se.Code() & 0xff {

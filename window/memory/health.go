@@ -128,5 +128,8 @@ func (s *Store) reconnectLoop() {
 		if err := s.prepare(context.Background()); err != nil {
 			continue // recorded again if the database went away once more
 		}
+		if s.cfg.reconnected != nil {
+			s.cfg.reconnected()
+		}
 	}
 }

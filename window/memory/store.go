@@ -72,7 +72,8 @@ type StoreConfig struct {
 	// expiry waits for it.
 	Expired func(Key)
 
-	readOnly bool // open with mode=ro (tests of the read-only path)
+	readOnly    bool   // open with mode=ro (tests of the read-only path)
+	reconnected func() // called when the reconnect loop cleared a fault (tests)
 }
 
 // Store is the durable memory of named conversations. Safe for concurrent
