@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -207,71 +205,6 @@ func TestSharedMigrationRace(t *testing.T) {
 	}
 }
 
-// proxy forwards a loopback port to the test server, and can cut every
-// connection and refuse new ones (the database going away) and come back
-// on the same port.
-type proxy struct {
-	t      *testing.T
-	addr   string // listen address
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{t: t, addr: "127.0.0.1:0", target: target}
-	p.up()
-	p.addr = p.ln.Addr().String()
-	t.Cleanup(func() { p.down(); p.wg.Wait() })
-	return p
-}
-
-func (p *proxy) up() {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", p.target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(u, c); _ = u.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(c, u); _ = c.Close() }()
-		}
-	}()
-}
-
-func (p *proxy) down() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		_ = p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
 // TestSharedDatabaseDown: while the database is away the store fails at
 // once with ErrUnavailable (counted, nothing written), Health says so, and
 // it serves again once the database is back, without a restart.
@@ -282,8 +215,8 @@ func TestSharedDatabaseDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProxy(t, u.Host)
-	u.Host = p.addr
+	p := pgtest.NewProxy(t, u.Host)
+	u.Host = p.Addr()
 	back := make(chan struct{}, 8)
 	s := openAt(t, StoreConfig{URL: u.String(), reconnected: func() { back <- struct{}{} }})
 	key := Key{"t", "c"}
@@ -291,7 +224,7 @@ func TestSharedDatabaseDown(t *testing.T) {
 	if _, err := s.Ingest(ctx, key, h[:20]); err != nil {
 		t.Fatal(err)
 	}
-	p.down()
+	p.Down()
 	if _, err := s.Ingest(ctx, key, h[:30]); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("ingest with the database down: %v, want ErrUnavailable", err)
 	}
@@ -310,7 +243,7 @@ func TestSharedDatabaseDown(t *testing.T) {
 	if got := s.unstored.Load(); got != 30 {
 		t.Fatalf("%d unstored turns counted, want 30", got)
 	}
-	p.up()
+	p.Up()
 	awaitReconnect(t, s, back)
 	if n, err := s.Ingest(ctx, key, h); n != 20 || err != nil {
 		t.Fatalf("ingest after the database came back = %d, %v; want the 20 turns not stored yet", n, err)
@@ -328,9 +261,9 @@ func TestSharedOpenWhileDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProxy(t, u.Host)
-	p.down()
-	u.Host = p.addr
+	p := pgtest.NewProxy(t, u.Host)
+	p.Down()
+	u.Host = p.Addr()
 	back := make(chan struct{}, 8)
 	s, err := Open(StoreConfig{URL: u.String(), reconnected: func() { back <- struct{}{} }})
 	if err != nil {
@@ -343,7 +276,7 @@ func TestSharedOpenWhileDown(t *testing.T) {
 	if _, err := s.Ingest(context.Background(), Key{"t", "c"}, history(4, 0, "")); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Ingest = %v", err)
 	}
-	p.up()
+	p.Up()
 	awaitReconnect(t, s, back)
 	if n, err := s.Ingest(context.Background(), Key{"t", "c"}, history(4, 0, "")); n != 4 || err != nil {
 		t.Fatalf("Ingest after the database came = %d, %v", n, err)
