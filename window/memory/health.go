@@ -50,9 +50,12 @@ func (s *Store) prepare(ctx context.Context) error {
 	ready := s.ready
 	s.fmu.Unlock()
 	if !ready {
-		ctx, cancel := context.WithTimeout(ctx, 2*connectTimeout)
-		err := s.classify(s.d.migrate(ctx, s.db))
+		mctx, cancel := context.WithTimeout(ctx, 2*connectTimeout)
+		err := s.classify(s.d.migrate(mctx, s.db))
 		cancel()
+		if s.down(ctx, err) {
+			s.markDown(err)
+		}
 		if err != nil {
 			return err
 		}
@@ -83,19 +86,40 @@ func (s *Store) usable() error {
 // database.
 func (s *Store) Health() error { return s.usable() }
 
-// classify wraps err with the store error it amounts to, and records an
-// unreachable shared database as the store's fault.
-func (s *Store) classify(err error) error {
-	err = classify(s.path, err)
-	if err != nil && s.d != nil && s.d.shared && errors.Is(err, ErrUnavailable) &&
-		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) { // a request that went away is not the database's fault
-		s.fmu.Lock()
-		if s.fault == nil {
-			s.fault = err
-		}
-		s.fmu.Unlock()
+// classify wraps err with the store error it amounts to.
+func (s *Store) classify(err error) error { return classify(s.path, err) }
+
+// down reports whether err says the shared database cannot be reached now
+// (not a request that went away).
+func (s *Store) down(ctx context.Context, err error) bool {
+	return err != nil && s.d.shared && errors.Is(err, ErrUnavailable) && ctx.Err() == nil &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// retry runs op, and once more if it failed because the database could not
+// be reached: a pooled connection that broke (a database restarted, a
+// proxy that cut it) fails one statement, and the retry takes a fresh one.
+// Every op is idempotent (turns are unique by chain, a delete of what is
+// gone finds nothing). A second such failure marks the store down: calls
+// then fail at once until the reconnect loop finds the database again.
+func (s *Store) retry(ctx context.Context, op func() error) error {
+	err := op()
+	if !s.down(ctx, err) {
+		return err
+	}
+	if err = op(); s.down(ctx, err) {
+		s.markDown(err)
 	}
 	return err
+}
+
+// markDown records err as why the store cannot be used.
+func (s *Store) markDown(err error) {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	if s.fault == nil {
+		s.fault = err
+	}
 }
 
 // reconnectLoop retries a faulty database every reconnectInterval until

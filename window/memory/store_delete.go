@@ -13,18 +13,24 @@ import (
 // and its in-memory state. It reports false when the store held nothing
 // for key. Safe for concurrent use: an Ingest racing it either lands before
 // (and is deleted) or after (and starts the conversation anew).
-func (s *Store) Delete(ctx context.Context, key Key) (bool, error) {
-	return s.deleteIf(ctx, key, time.Time{})
+func (s *Store) Delete(ctx context.Context, key Key) (ok bool, err error) {
+	err = s.retry(ctx, func() (err error) { ok, err = s.deleteIf(ctx, key, time.Time{}); return err })
+	return ok, err
 }
 
 // Expire deletes the conversations not used since Now() - TTL and returns
 // how many; with no TTL it does nothing. Each one deleted is passed to
 // StoreConfig.Expired. Open and a background loop call it; it is exported
 // for operators and tests.
-func (s *Store) Expire(ctx context.Context) (int, error) {
+func (s *Store) Expire(ctx context.Context) (n int, err error) {
 	if s.cfg.TTL <= 0 {
 		return 0, nil
 	}
+	err = s.retry(ctx, func() (err error) { n, err = s.expire(ctx); return err })
+	return n, err
+}
+
+func (s *Store) expire(ctx context.Context) (int, error) {
 	if err := s.usable(); err != nil {
 		return 0, err
 	}

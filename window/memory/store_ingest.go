@@ -16,12 +16,16 @@ import (
 // When it returns nil every turn is durable. It blocks on disk; safe for
 // concurrent use.
 func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
-	n, err := s.ingest(ctx, key, turns)
-	if errors.Is(err, errGone) {
-		// Another process deleted the conversation between our check and
-		// our write: this history starts it anew.
+	var n int
+	err := s.retry(ctx, func() (err error) {
 		n, err = s.ingest(ctx, key, turns)
-	}
+		if errors.Is(err, errGone) {
+			// Another process deleted the conversation between our check and
+			// our write: this history starts it anew.
+			n, err = s.ingest(ctx, key, turns)
+		}
+		return err
+	})
 	s.count(ctx, err)
 	if err != nil && ctx.Err() == nil {
 		s.unstored.Add(int64(len(turns)))
@@ -151,7 +155,12 @@ func (s *Store) insert(ctx context.Context, conv int64, turns []Turn, now time.T
 
 // Turns returns every stored turn of key's conversation, every branch, in
 // position order.
-func (s *Store) Turns(ctx context.Context, key Key) ([]Turn, error) {
+func (s *Store) Turns(ctx context.Context, key Key) (out []Turn, err error) {
+	err = s.retry(ctx, func() (err error) { out, err = s.turns(ctx, key); return err })
+	return out, err
+}
+
+func (s *Store) turns(ctx context.Context, key Key) ([]Turn, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}

@@ -9,7 +9,8 @@ import "context"
 // nothing. Safe for concurrent use; blocks on disk when a branch is not in
 // memory.
 func (s *Store) Search(ctx context.Context, key Key, q Query) ([]Hit, error) {
-	hits, err := s.search(ctx, key, q)
+	var hits []Hit
+	err := s.retry(ctx, func() (err error) { hits, err = s.search(ctx, key, q); return err })
 	s.count(ctx, err)
 	return hits, err
 }

@@ -221,8 +221,18 @@ func TestSharedDatabaseDown(t *testing.T) {
 	s := openAt(t, StoreConfig{URL: u.String(), reconnected: func() { back <- struct{}{} }})
 	key := Key{"t", "c"}
 	h := history(40, 5, "The boiler code is 7781.")
-	if _, err := s.Ingest(ctx, key, h[:20]); err != nil {
+	if _, err := s.Ingest(ctx, key, h[:10]); err != nil {
 		t.Fatal(err)
+	}
+	// A blip: every pooled connection cut, the database reachable again at
+	// once. The next call retries on a fresh connection: nothing degrades.
+	p.Down()
+	p.Up()
+	if n, err := s.Ingest(ctx, key, h[:20]); n != 10 || err != nil {
+		t.Fatalf("ingest after a blip = %d, %v; want 10 new", n, err)
+	}
+	if err := s.Health(); err != nil {
+		t.Fatalf("Health after a blip: %v", err)
 	}
 	p.Down()
 	if _, err := s.Ingest(ctx, key, h[:30]); !errors.Is(err, ErrUnavailable) {
