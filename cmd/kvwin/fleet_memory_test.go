@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,6 +13,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +60,7 @@ func fleetFact(c int) string { return fmt.Sprintf("the vault code of Project%d i
 // the requests it forwards (what the gateways send the node).
 type recorder struct {
 	srv    *httptest.Server
+	seen   chan struct{} // a token per POST forwarded (a turn; dropped when full)
 	mu     sync.Mutex
 	bodies []string
 }
@@ -65,7 +70,7 @@ func newRecorder(t *testing.T, target string) *recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &recorder{}
+	r := &recorder{seen: make(chan struct{}, 1)}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -75,6 +80,12 @@ func newRecorder(t *testing.T, target string) *recorder {
 			r.mu.Lock()
 			r.bodies = append(r.bodies, string(b))
 			r.mu.Unlock()
+		}
+		if req.Method == http.MethodPost {
+			select {
+			case r.seen <- struct{}{}:
+			default:
+			}
 		}
 		rp.ServeHTTP(w, req)
 	}))
@@ -223,11 +234,8 @@ func TestFleetSharesOneMemoryStore(t *testing.T) {
 	}
 	half := turns / 2
 	runTurns(t, fleet, bases, []int{0, 1, 2}, 0, half)
-	if err := syscall.Kill(-child.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
-	runTurns(t, fleet, bases, []int{0, 1}, half, turns)
+	killMidTurn(t, fleet, bases, child, recs, half)
+	runTurns(t, fleet, bases, []int{0, 1}, half+1, turns)
 	runTurns(t, alone, []string{one.URL()}, []int{0}, 0, turns)
 	if t.Failed() {
 		t.FailNow()
@@ -263,9 +271,69 @@ func TestFleetSharesOneMemoryStore(t *testing.T) {
 	t.Logf("nodes computed %d prompt tokens behind three replicas, %d behind one gateway: %.3f× (%d conversations × %d turns; acceptance ≤ 1.15×, needs the nodes' residency shared between replicas)",
 		fleetComputed, oneComputed, float64(fleetComputed)/float64(oneComputed), fleetConvs, turns)
 
+	checkStoredOnce(t, pgtest.Open(t, dsn), fleet, bases, gwA, gwB, clock)
+}
+
+// killMidTurn sends turn i of every conversation to the child replica at
+// once, kills it with SIGKILL as soon as one of those turns reaches a node
+// (so others are being windowed, stored or generated), and resends every
+// turn it did not answer through the other replicas, as a client retrying.
+func killMidTurn(t *testing.T, convs []*fleetConv, bases []string, child *exec.Cmd, recs []*recorder, i int) {
+	for _, r := range recs {
+		select {
+		case <-r.seen:
+		default:
+		}
+	}
+	status := make([]int, len(convs))
+	var wg sync.WaitGroup
+	for k, fc := range convs {
+		fc.history = append(fc.history, map[string]string{"role": "user", "content": fleetMessage(fc.c, i)})
+		b, _ := json.Marshal(map[string]any{"messages": fc.history, "max_tokens": 2})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPost, bases[2]+"/v1/chat/completions", bytes.NewReader(b))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Conversation-Id", fmt.Sprintf("project-%d", fc.c))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				status[k] = resp.StatusCode
+			}
+		}()
+	}
+	cases := make([]reflect.SelectCase, len(recs))
+	for k, r := range recs {
+		cases[k] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.seen)}
+	}
+	reflect.Select(cases)
+	if err := syscall.Kill(-child.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	wg.Wait()
+	cut := 0
+	for k, fc := range convs {
+		if status[k] == http.StatusOK {
+			fc.history = append(fc.history, map[string]string{"role": "assistant", "content": "Noted."})
+			fc.served = append(fc.served, 2)
+			continue
+		}
+		cut++
+		fc.history = fc.history[:len(fc.history)-1]
+		fc.send(t, bases[k%2], k%2, fleetMessage(fc.c, i))
+	}
+	t.Logf("kill -9 of replica 2 with %d turns in flight: %d answered before, %d resent through the others", len(convs), len(convs)-cut, cut)
+}
+
+// checkStoredOnce checks the shared database after the run: every
+// conversation's evicted turns stored once; a DELETE through replica 0
+// gone for replica 1 (404), a resend starting afresh; an expiry through
+// replica 0 likewise.
+func checkStoredOnce(t *testing.T, db *sql.DB, fleet []*fleetConv, bases []string, gwA, gwB *app.App, clock *testClock) {
 	// The database holds every conversation's evicted turns once: as many
 	// rows as its last request evicted.
-	db := pgtest.Open(t, dsn)
 	rows := func(c int) int {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM turns t JOIN conversations v ON v.id = t.conv WHERE v.name = $1`, fmt.Sprintf("project-%d", c)).Scan(&n); err != nil {
