@@ -11,6 +11,10 @@ GO      ?= go
 BIN     := bin/kvwin
 ARGS    ?=
 
+# Tests of the PostgreSQL memory store read KVWIN_TEST_POSTGRES_DSN from the
+# environment (.ci/run starts a server and sets it; .ci/postgres start DIR
+# prints one): without it they skip, unless CI is set.
+#
 # Packages that link the cgo engine run one package at a time (-p 1) with one
 # compute thread per engine: ggml threads spin-wait, so more threads than
 # cores across processes collapse throughput. The rest run under the race

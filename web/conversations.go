@@ -43,11 +43,11 @@ func (s *Server) deleteConversation(c *gin.Context, t *core.Turn) {
 	}
 	tenant := t.Tenant
 	found, err := s.cfg.Forget.Forget(c.Request.Context(), tenant, id)
-	if err == nil && s.cfg.MemoryUnavailable != nil {
+	if down := s.memoryDown(); err == nil && down != nil {
 		// Its KV and snapshots went; its stored turns may be in a store that
 		// cannot be opened. Never a 404: the text may still be on disk.
 		s.log.WarnContext(c.Request.Context(), "conversation's stored turns not deleted: the memory store is unavailable",
-			"tenant", tenant, "err", s.cfg.MemoryUnavailable)
+			"tenant", tenant, "err", down)
 		err = fmt.Errorf("%w: the conversation's stored turns cannot be deleted now; its cached KV was", core.ErrMemoryUnavailable)
 	}
 	if err != nil {

@@ -115,6 +115,11 @@ type Config struct {
 	// Responses, if set, keeps the Responses API's stored responses (the
 	// memory store); nil answers them without keeping them.
 	Responses openai.ResponseStore `json:"-"`
+	// MemoryHealth, if set, says at each /health and DELETE of a
+	// conversation why the memory store cannot be used now (a shared
+	// database that went away; nil while it can): the same degraded
+	// answers as MemoryUnavailable, for as long as it lasts.
+	MemoryHealth func() error `json:"-"`
 }
 
 // withDefaults fills in defaults and checks ranges.
@@ -262,11 +267,23 @@ func (s *Server) health(c *gin.Context) {
 		core.Fail(c, err) // 503 with Retry-After, as every 503
 		return
 	}
-	if s.cfg.MemoryUnavailable != nil {
+	if s.memoryDown() != nil {
 		core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"status": "degraded", "memory_store": "unavailable"})
 		return
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// memoryDown is why the memory store cannot be used now; nil if it can
+// (or there is none).
+func (s *Server) memoryDown() error {
+	if s.cfg.MemoryUnavailable != nil {
+		return s.cfg.MemoryUnavailable
+	}
+	if s.cfg.MemoryHealth != nil {
+		return s.cfg.MemoryHealth()
+	}
+	return nil
 }
 
 func (s *Server) unknownRoute(c *gin.Context) {

@@ -112,3 +112,30 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryStoreFromEnvironment: --memory-store comes from the command
+// line, else the config file, else KVWIN_MEMORY_STORE (a password stays out
+// of the process list).
+func TestMemoryStoreFromEnvironment(t *testing.T) {
+	t.Setenv(envMemoryStore, "postgres://env@db/kvwin")
+	file := writeConfig(t, "memory_store: sqlite:/from/file.db\n")
+	tests := []struct {
+		name   string
+		given  map[string][]string
+		config string
+		want   string
+	}{
+		{"environment", nil, "", "postgres://env@db/kvwin"},
+		{"file over environment", nil, file, "sqlite:/from/file.db"},
+		{"flag over both", map[string][]string{"memory-store": {"/from/flag.db"}}, file, "/from/flag.db"},
+	}
+	for _, tc := range tests {
+		f, err := reloadConfig(tc.given, tc.config)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if f.MemoryStore != tc.want {
+			t.Errorf("%s: --memory-store %q, want %q", tc.name, f.MemoryStore, tc.want)
+		}
+	}
+}

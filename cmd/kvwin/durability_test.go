@@ -42,6 +42,13 @@ func serverProcess(t *testing.T, args ...string) (*exec.Cmd, string) {
 // output and error going to stdout and stderr (nil: discarded).
 func serverProcessTo(t *testing.T, stdout, stderr io.Writer, args ...string) (*exec.Cmd, string) {
 	t.Helper()
+	return serverProcessEnv(t, nil, stdout, stderr, args...)
+}
+
+// serverProcessEnv starts kvwin serve as serverProcessTo does, with env
+// ("KEY=value") added to the test's environment.
+func serverProcessEnv(t *testing.T, env []string, stdout, stderr io.Writer, args ...string) (*exec.Cmd, string) {
+	t.Helper()
 	port, err := node.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +56,7 @@ func serverProcessTo(t *testing.T, stdout, stderr io.Writer, args ...string) (*e
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	args = append([]string{"serve", "--addr", "127.0.0.1:" + strconv.Itoa(port)}, args...)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "KVWIN_TEST_MAIN=1", "KVWIN_TEST_ARGS="+strings.Join(args, "\x1f"))
+	cmd.Env = append(append(os.Environ(), env...), "KVWIN_TEST_MAIN=1", "KVWIN_TEST_ARGS="+strings.Join(args, "\x1f"))
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

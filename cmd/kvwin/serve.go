@@ -56,6 +56,7 @@ will answer it soonest.`,
 			} else if check {
 				return errors.New("--check needs --config FILE")
 			}
+			memoryStoreFromEnv(&f)
 			if check {
 				if err := app.Check(f); err != nil {
 					return fmt.Errorf("%s: %w", configPath, err)
@@ -104,6 +105,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.StringVar(&f.BackendKey, "backend-api-key", "", "with --backend: key sent to the backends as Authorization: Bearer (a kvwin node's --admin-key, so it keeps tenants apart; llama-server's --api-key)")
 	fl.IntVar(&f.TenantMaxConcurrent, "tenant-max-concurrent", 0, "generations one tenant may run at once (0: no limit)")
 	fl.IntVar(&f.TenantMaxQueued, "tenant-max-queued", 0, "with --tenant-max-concurrent: a tenant's requests that may wait beyond it; more get 429")
+	fl.StringVar(&f.MemoryStore, "memory-store", "", "where named conversations' evicted turns are stored: postgres://… or postgresql://… for a PostgreSQL database gateway replicas share, a path or sqlite:PATH for a SQLite file (default: memory/memory.db under --data-dir); env "+envMemoryStore+" when neither this flag nor the config key is given, so a password stays out of the process list")
 	fl.DurationVar(&f.MemoryTTL, "memory-ttl", 0, "retention: delete a named conversation's stored turns and KV snapshots after it has been idle this long, and any KV snapshot not saved or restored for this long (checked at start, then every quarter of it, at least hourly), e.g. 720h (0: keep them)")
 	fl.DurationVar(&f.BackendConnect, "backend-connect-timeout", 5*time.Second, "with --backend: how long connecting to a backend may take")
 	fl.DurationVar(&f.BackendFirstToken, "backend-first-token-timeout", 120*time.Second, "with --backend: how long a backend may take to send a turn's first token, its queue included; then the turn is retried once elsewhere, or 504")
@@ -146,7 +148,21 @@ func reloadConfig(given map[string][]string, configPath string) (app.Config, err
 		}
 		f.Models, f.MaxLoadedModels, f.ConfigPath = file.Models, file.MaxLoadedModels, configPath
 	}
+	memoryStoreFromEnv(&f)
 	return f, nil
+}
+
+// envMemoryStore names the variable that gives --memory-store when neither
+// the flag nor the config file does: a PostgreSQL URL's password then
+// stays out of the process list (a Kubernetes Secret as an env var).
+const envMemoryStore = "KVWIN_MEMORY_STORE"
+
+// memoryStoreFromEnv fills f.MemoryStore from the environment if the flag
+// and the file left it empty.
+func memoryStoreFromEnv(f *app.Config) {
+	if f.MemoryStore == "" {
+		f.MemoryStore = os.Getenv(envMemoryStore)
+	}
 }
 
 // applyConfig loads the file at path and sets every flag it names that was

@@ -3,7 +3,8 @@
 //
 // Two memories share one retrieval. Store keeps the evicted turns of named
 // conversations, keyed by (tenant, conversation), in an embedded SQLite file
-// (WAL, synchronous=FULL), each turn filed under the chain of the history
+// (WAL, synchronous=FULL) or a PostgreSQL database several gateway replicas
+// share (dialect.go), each turn filed under the chain of the history
 // that said it (Link), so a request only ever gets back turns of its own
 // history: a diverging history is a branch of its own. Searches run over an
 // in-memory Index per branch, loaded from the file on first use. Index keeps

@@ -1,6 +1,34 @@
 package memory
 
-import "fmt"
+import (
+	"fmt"
+	"testing"
+
+	"kvwin/window/memory/pgtest"
+)
+
+// eachBackend runs f once per database the store runs on, each time with a
+// place of its own: a SQLite file in a fresh directory, and a fresh schema
+// of the PostgreSQL test server (pgtest: skipped without one outside CI).
+func eachBackend(t *testing.T, f func(t *testing.T, at StoreConfig)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, StoreConfig{Dir: t.TempDir()}) })
+	t.Run("postgres", func(t *testing.T) { f(t, StoreConfig{URL: pgtest.Schema(t)}) })
+}
+
+// openAt opens the store at (a place eachBackend gave), closed when t
+// ends.
+func openAt(t testing.TB, at StoreConfig) *Store {
+	t.Helper()
+	s, err := Open(at)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := s.Health(); err != nil {
+		t.Fatalf("Open: degraded: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
 
 // team returns a small conversation: where people live and what pet they
 // keep, some of it updated later, between routine turns. Positions start at

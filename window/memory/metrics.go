@@ -12,6 +12,11 @@ var failuresDesc = prometheus.NewDesc("kvwin_memory_store_errors_total",
 	"Memory store ingests and searches that failed (disk, lock, corruption): the request's packet came from its own turns, and turns it evicted were not stored then.",
 	nil, nil)
 
+// unstoredDesc describes kvwin_memory_store_unstored_turns_total.
+var unstoredDesc = prometheus.NewDesc("kvwin_memory_store_unstored_turns_total",
+	"Evicted turns whose ingest failed (the store was down or refused the write; nothing of that ingest was written). A later request of the conversation resends them.",
+	nil, nil)
+
 // count records a failed Ingest or Search. A request that went away (its
 // context cancelled or past its deadline) is not the store's failure.
 func (s *Store) count(ctx context.Context, err error) {
@@ -22,7 +27,7 @@ func (s *Store) count(ctx context.Context, err error) {
 }
 
 // Collector returns a Prometheus collector of the store's counters
-// (kvwin_memory_store_errors_total). It reads an atomic; safe to call
+// (kvwin_memory_store_errors_total, kvwin_memory_store_unstored_turns_total). It reads an atomic; safe to call
 // concurrently with everything else, after Close too.
 func (s *Store) Collector() prometheus.Collector { return storeCollector{s} }
 
@@ -30,8 +35,12 @@ type storeCollector struct{ s *Store }
 
 var _ prometheus.Collector = storeCollector{}
 
-func (c storeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- failuresDesc }
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- failuresDesc
+	ch <- unstoredDesc
+}
 
 func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(c.s.failures.Load()))
+	ch <- prometheus.MustNewConstMetric(unstoredDesc, prometheus.CounterValue, float64(c.s.unstored.Load()))
 }

@@ -27,19 +27,23 @@ import (
 	"time"
 )
 
-// responsesSchema holds the stored responses; migrate creates it.
-const responsesSchema = `
+// responsesStep adds the stored responses (schema version 4 on both
+// dialects). Input, messages and body are JSON documents as the API gave
+// them; PostgreSQL keeps them as bytea (its text type refuses NUL and
+// invalid UTF-8, which a stored byte string may hold).
+func responsesStep(conv, blob, at string) step {
+	return stmts(`
 CREATE TABLE IF NOT EXISTS responses (
 	id       TEXT PRIMARY KEY,
-	conv     INTEGER NOT NULL REFERENCES conversations (id),
+	conv     `+conv+` NOT NULL REFERENCES conversations (id),
 	tenant   TEXT NOT NULL,
 	previous TEXT NOT NULL,
-	input    TEXT NOT NULL,
-	messages TEXT NOT NULL,
-	body     TEXT NOT NULL,
-	at       INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS responses_conv ON responses (conv);`
+	input    `+blob+` NOT NULL,
+	messages `+blob+` NOT NULL,
+	body     `+blob+` NOT NULL,
+	at       `+at+` NOT NULL
+)`, `CREATE INDEX IF NOT EXISTS responses_conv ON responses (conv)`)
+}
 
 // ErrResponseNotFound: the tenant has no stored response of that id (never
 // had one, it was deleted, it expired, or it is another tenant's), or a
@@ -142,22 +146,21 @@ func (s *Store) SaveResponse(ctx context.Context, r StoredResponse) error {
 	if at.IsZero() {
 		at = s.cfg.Now()
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	defer s.writeLock()()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return classify(s.path, err)
+		return s.classify(err)
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, `INSERT INTO responses (id, conv, tenant, previous, input, messages, body, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, st.id, r.Key.Tenant, r.Previous, string(r.Input), string(r.Messages), string(r.Body), at.UnixNano()); err != nil {
-		return classify(s.path, fmt.Errorf("save response: %w", err))
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO responses (id, conv, tenant, previous, input, messages, body, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		r.ID, st.id, r.Key.Tenant, r.Previous, s.d.text(string(r.Input)), s.d.text(string(r.Messages)), s.d.text(string(r.Body)), at.UnixNano()); err != nil {
+		return s.classify(fmt.Errorf("save response: %w", err))
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET used = ? WHERE id = ?`, s.cfg.Now().UnixNano(), st.id); err != nil {
-		return classify(s.path, err)
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE conversations SET used = ? WHERE id = ?`), s.cfg.Now().UnixNano(), st.id); err != nil {
+		return s.classify(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return classify(s.path, err)
+		return s.classify(err)
 	}
 	s.resp.add(st.id, r.ID, respNode{previous: r.Previous, messages: r.Messages})
 	return nil
@@ -166,19 +169,19 @@ func (s *Store) SaveResponse(ctx context.Context, r StoredResponse) error {
 // Response returns tenant's stored response id, wrapping
 // ErrResponseNotFound when it has none.
 func (s *Store) Response(ctx context.Context, tenant, id string) (StoredResponse, error) {
-	if s.isClosed() {
-		return StoredResponse{}, ErrClosed
+	if err := s.usable(); err != nil {
+		return StoredResponse{}, err
 	}
 	r := StoredResponse{ID: id, Key: Key{Tenant: tenant}}
 	var input, messages, body string
 	var at int64
-	err := s.db.QueryRowContext(ctx, `SELECT c.name, r.previous, r.input, r.messages, r.body, r.at FROM responses r JOIN conversations c ON c.id = r.conv WHERE r.id = ? AND r.tenant = ?`,
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT c.name, r.previous, r.input, r.messages, r.body, r.at FROM responses r JOIN conversations c ON c.id = r.conv WHERE r.id = ? AND r.tenant = ?`),
 		id, tenant).Scan(&r.Key.Conversation, &r.Previous, &input, &messages, &body, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("%w: %q", ErrResponseNotFound, id)
 	}
 	if err != nil {
-		return r, classify(s.path, err)
+		return r, s.classify(err)
 	}
 	r.Input, r.Messages, r.Body, r.At = []byte(input), []byte(messages), []byte(body), time.Unix(0, at)
 	return r, nil
@@ -188,18 +191,18 @@ func (s *Store) Response(ctx context.Context, tenant, id string) (StoredResponse
 // the Messages of its chain, first response first, id's last. It reads one
 // row from the file while the conversation is held in memory.
 func (s *Store) ResponseChain(ctx context.Context, tenant, id string) (Key, [][]byte, error) {
-	if s.isClosed() {
-		return Key{}, nil, ErrClosed
+	if err := s.usable(); err != nil {
+		return Key{}, nil, err
 	}
 	key := Key{Tenant: tenant}
 	var conv int64
-	err := s.db.QueryRowContext(ctx, `SELECT r.conv, c.name FROM responses r JOIN conversations c ON c.id = r.conv WHERE r.id = ? AND r.tenant = ?`,
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT r.conv, c.name FROM responses r JOIN conversations c ON c.id = r.conv WHERE r.id = ? AND r.tenant = ?`),
 		id, tenant).Scan(&conv, &key.Conversation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return key, nil, fmt.Errorf("%w: %q", ErrResponseNotFound, id)
 	}
 	if err != nil {
-		return key, nil, classify(s.path, err)
+		return key, nil, s.classify(err)
 	}
 	if rc, ok := s.resp.get(conv); ok {
 		if chain, ok := rc.chain(id); ok {
@@ -240,43 +243,43 @@ func (rc *respConv) chain(id string) ([][]byte, bool) {
 
 // loadResponses reads the responses of conversation conv.
 func (s *Store) loadResponses(ctx context.Context, conv int64) (*respConv, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, previous, messages FROM responses WHERE conv = ?`, conv)
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT id, previous, messages FROM responses WHERE conv = ?`), conv)
 	if err != nil {
-		return nil, classify(s.path, err)
+		return nil, s.classify(err)
 	}
 	defer rows.Close()
 	rc := &respConv{nodes: map[string]respNode{}}
 	for rows.Next() {
 		var id, prev, msgs string
 		if err := rows.Scan(&id, &prev, &msgs); err != nil {
-			return nil, classify(s.path, err)
+			return nil, s.classify(err)
 		}
 		rc.nodes[id] = respNode{previous: prev, messages: []byte(msgs)}
 	}
-	return rc, classify(s.path, rows.Err())
+	return rc, s.classify(rows.Err())
 }
 
 // DeleteResponse deletes tenant's stored response id and reports whether
 // there was one. Responses continuing it can no longer be continued.
 func (s *Store) DeleteResponse(ctx context.Context, tenant, id string) (bool, error) {
-	if s.isClosed() {
-		return false, ErrClosed
+	if err := s.usable(); err != nil {
+		return false, err
 	}
 	var conv int64
-	err := s.db.QueryRowContext(ctx, `SELECT conv FROM responses WHERE id = ? AND tenant = ?`, id, tenant).Scan(&conv)
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT conv FROM responses WHERE id = ? AND tenant = ?`), id, tenant).Scan(&conv)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
-		return false, classify(s.path, err)
+		return false, s.classify(err)
 	}
-	s.wmu.Lock()
-	res, err := s.db.ExecContext(ctx, `DELETE FROM responses WHERE id = ? AND tenant = ?`, id, tenant)
-	s.wmu.Unlock()
+	unlock := s.writeLock()
+	res, err := s.db.ExecContext(ctx, s.d.rebind(`DELETE FROM responses WHERE id = ? AND tenant = ?`), id, tenant)
+	unlock()
 	if err != nil {
-		return false, classify(s.path, err)
+		return false, s.classify(err)
 	}
 	s.resp.drop(conv, id)
 	n, err := res.RowsAffected()
-	return n > 0, classify(s.path, err)
+	return n > 0, s.classify(err)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kvwin/window/memory/pgtest"
 )
 
 // saveChain stores responses r1…rn of key, each continuing the one before.
@@ -37,8 +39,11 @@ func chainText(t *testing.T, s *Store, tenant, id string) (Key, string, error) {
 }
 
 func TestResponseChainsBranchesAndRestart(t *testing.T) {
-	dir := t.TempDir()
-	s := openStore(t, dir)
+	eachBackend(t, testResponseChains)
+}
+
+func testResponseChains(t *testing.T, at StoreConfig) {
+	s := openAt(t, at)
 	key := Key{"t1", "r1"}
 	saveChain(t, s, key, "r", 3, "")
 	saveChain(t, s, key, "b", 2, "r2") // a branch off r2
@@ -57,7 +62,7 @@ func TestResponseChainsBranchesAndRestart(t *testing.T) {
 	}
 	check("held")
 	_ = s.Close()
-	s = openStore(t, dir)
+	s = openAt(t, at)
 	check("after a restart")
 
 	r, err := s.Response(context.Background(), "t1", "b1")
@@ -72,9 +77,11 @@ func TestResponseChainsBranchesAndRestart(t *testing.T) {
 	}
 }
 
-func TestDeletingResponses(t *testing.T) {
+func TestDeletingResponses(t *testing.T) { eachBackend(t, testDeletingResponses) }
+
+func testDeletingResponses(t *testing.T, at StoreConfig) {
 	ctx := context.Background()
-	s := openStore(t, t.TempDir())
+	s := openAt(t, at)
 	key := Key{"t1", "r1"}
 	saveChain(t, s, key, "r", 3, "")
 	if _, _, err := s.ResponseChain(ctx, "t1", "r3"); err != nil { // held from now on
@@ -129,8 +136,8 @@ func TestResponsesExpireWithTheirConversation(t *testing.T) {
 	}
 }
 
-// A version 2 file (turns, no responses table) gains the table and keeps
-// its turns.
+// A version 2 file (turns; no rev column, no responses table) gains both
+// and keeps its turns.
 func TestMigrationFromVersion2KeepsTurns(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -139,7 +146,7 @@ func TestMigrationFromVersion2KeepsTurns(t *testing.T) {
 	if _, err := s.Ingest(ctx, key, team(5)); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DROP TABLE responses`, `PRAGMA user_version = 2`} {
+	for _, q := range []string{`DROP TABLE responses`, `ALTER TABLE conversations DROP COLUMN rev`, `PRAGMA user_version = 2`} {
 		if _, err := s.db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
@@ -153,5 +160,29 @@ func TestMigrationFromVersion2KeepsTurns(t *testing.T) {
 	saveChain(t, s, key, "m", 1, "")
 	if _, text, err := chainText(t, s, "t1", "m1"); err != nil || text != `"m1"` {
 		t.Fatalf("response after migrating: %s %v", text, err)
+	}
+}
+
+// Two replicas on one shared database: a chain saved through one is
+// continued through the other, and a delete through either is seen by
+// both.
+func TestResponsesAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	at := StoreConfig{URL: pgtest.Schema(t)}
+	a, b := openAt(t, at), openAt(t, at)
+	key := Key{"t1", "r1"}
+	saveChain(t, a, key, "r", 2, "")
+	if _, text, err := chainText(t, b, "t1", "r2"); err != nil || text != `"r1","r2"` {
+		t.Fatalf("b reads a's chain: %s %v", text, err)
+	}
+	saveChain(t, b, key, "s", 1, "r2") // b continues it
+	if _, text, err := chainText(t, a, "t1", "s1"); err != nil || text != `"r1","r2","s1"` {
+		t.Fatalf("a reads b's continuation: %s %v", text, err)
+	}
+	if ok, err := a.Delete(ctx, key); !ok || err != nil {
+		t.Fatalf("Delete through a = %v, %v", ok, err)
+	}
+	if _, _, err := b.ResponseChain(ctx, "t1", "s1"); !errors.Is(err, ErrResponseNotFound) {
+		t.Fatalf("b after a's delete: %v, want ErrResponseNotFound", err)
 	}
 }

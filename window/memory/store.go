@@ -1,23 +1,31 @@
 package memory
 
-// The store is an append-only log of evicted turns in one SQLite file; the
-// search runs over in-memory indexes loaded from it on first use.
+// The store is an append-only log of evicted turns in one SQLite file, or
+// in a PostgreSQL database several gateway replicas share; the search runs
+// over in-memory indexes loaded from it on first use.
 //
 // Invariants:
 //   - A conversation is (tenant, name). Its turns form a tree: a turn is
 //     filed under its chain (Link of its parent chain, role and text), and
 //     is unique by (position, chain). Two histories that disagree at some
 //     position are two branches, both kept; neither ever changes the other
-//     (no first writer wins). A turn resent is stored once.
+//     (no first writer wins). A turn resent is stored once, whichever
+//     replica sends it, alternately or at the same time (the unique key
+//     and ON CONFLICT DO NOTHING).
 //   - A search sees only the turns on the asking history's own chain, of
 //     its own (tenant, name): what it may get back is what that history
 //     itself said. Derived state (indexes, BM25 statistics, fact analysis)
 //     is built per branch, never shared across branches or conversations.
 //   - A turn is acknowledged (Ingest returned nil) only after its
-//     transaction committed to the WAL with synchronous=FULL: a kill -9, or
-//     a power cut, after that cannot lose it.
-//   - One process owns the file at a time (an exclusive lock on a sidecar
-//     file); a second gets ErrLocked at Open instead of racing the first.
+//     transaction committed (SQLite: to the WAL with synchronous=FULL): a
+//     kill -9, or a power cut, after that cannot lose it.
+//   - SQLite: one process owns the file at a time (an exclusive lock on a
+//     sidecar file); a second gets ErrLocked at Open instead of racing the
+//     first. PostgreSQL: every write to a conversation bumps its row's rev
+//     in the same transaction, and every use compares the row's (id, rev)
+//     with what this process holds: a conversation another replica deleted
+//     is looked up anew, one it extended has its branches extended from
+//     the database before the search.
 //   - With a TTL, a conversation not used (ingest or search) for TTL is
 //     deleted: at Open and then every TTL/4 (at least every hour) by a
 //     goroutine that Close stops.
@@ -34,14 +42,17 @@ import (
 	"syscall"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
-
 	"kvwin/engine/datadir"
 )
 
 // StoreConfig configures a Store.
 type StoreConfig struct {
-	// Dir is the data directory; the store is Dir/File. Required.
+	// URL, if set, is a PostgreSQL database (postgres://… or
+	// postgresql://…) the store shares with other processes; Dir and File
+	// are then unused.
+	URL string
+	// Dir is the data directory; the store is Dir/File. Required without
+	// URL.
 	Dir string
 	// File is the database file name; default "memory.db".
 	File string
@@ -61,23 +72,30 @@ type StoreConfig struct {
 	// expiry waits for it.
 	Expired func(Key)
 
-	readOnly bool // open with mode=ro (tests of the read-only path)
+	readOnly    bool   // open with mode=ro (tests of the read-only path)
+	reconnected func() // called when the reconnect loop cleared a fault (tests)
 }
 
 // Store is the durable memory of named conversations. Safe for concurrent
 // use; its methods block on disk.
 type Store struct {
 	cfg  StoreConfig
-	path string
+	d    *dialect
+	path string // the file, or the database's URL without its password
 	db   *sql.DB
-	lock *os.File
+	lock *os.File // SQLite only
+
+	fmu   sync.Mutex
+	fault error // PostgreSQL: why the database cannot be used now (see health.go)
+	ready bool  // the schema is migrated
 
 	mu     sync.Mutex
 	closed bool
 	convs  *lru[Key, *convState]
 	resp   respCache // stored responses' chains (responses.go)
 
-	// wmu makes this process's writes one at a time. SQLite allows one
+	// wmu makes this process's writes one at a time (SQLite; see
+	// writeLock). SQLite allows one
 	// writer; two of our pooled connections writing at once would make one
 	// wait on busy_timeout, or fail at once with SQLITE_BUSY when a
 	// transaction that read first must upgrade to write. It is always the
@@ -85,49 +103,19 @@ type Store struct {
 	wmu sync.Mutex
 
 	failures atomic.Int64 // Ingest and Search calls that failed (see count)
+	unstored atomic.Int64 // turns of failed Ingest calls
 
-	stop chan struct{}  // closed by Close: ends the expiry loop
-	done sync.WaitGroup // the expiry loop
+	stop chan struct{}  // closed by Close: ends the expiry and reconnect loops
+	done sync.WaitGroup // those loops
 }
 
-// schemaVersion is the PRAGMA user_version of the current schema. Version 1
-// (no user_version) filed turns by position alone, first writer winning;
-// its turns cannot be placed on a chain, so migrating keeps them in
-// turns_v1, never served, and deleted with their conversation. Version 3
-// added the stored responses (responses.go).
-const schemaVersion = 3
-
-const schema = `
-CREATE TABLE IF NOT EXISTS conversations (
-	id     INTEGER PRIMARY KEY,
-	tenant TEXT NOT NULL,
-	name   TEXT NOT NULL,
-	used   INTEGER NOT NULL DEFAULT 0,
-	UNIQUE (tenant, name)
-);
-CREATE TABLE IF NOT EXISTS turns (
-	id     INTEGER PRIMARY KEY,
-	conv   INTEGER NOT NULL REFERENCES conversations (id),
-	pos    INTEGER NOT NULL,
-	chain  INTEGER NOT NULL,
-	parent INTEGER NOT NULL,
-	role   TEXT NOT NULL,
-	text   TEXT NOT NULL,
-	handle TEXT NOT NULL,
-	at     INTEGER NOT NULL,
-	UNIQUE (conv, pos, chain)
-);
-CREATE INDEX IF NOT EXISTS conversations_used ON conversations (used);`
-
-// Open opens (creating if needed) the store under cfg.Dir. Errors wrap
-// ErrLocked, ErrReadOnly or ErrCorrupt where they apply.
+// Open opens the store: the PostgreSQL database of cfg.URL, or the SQLite
+// file under cfg.Dir (created if needed). Errors wrap ErrLocked,
+// ErrReadOnly or ErrCorrupt where they apply. A PostgreSQL database that
+// cannot be reached is no error: the store opens degraded (Health says
+// why), its calls fail with ErrUnavailable, and it connects and migrates
+// when the database answers.
 func Open(cfg StoreConfig) (*Store, error) {
-	if cfg.Dir == "" {
-		return nil, errors.New("memory store: no data dir")
-	}
-	if cfg.File == "" {
-		cfg.File = "memory.db"
-	}
 	if cfg.Conversations <= 0 {
 		cfg.Conversations = 64
 	}
@@ -137,40 +125,64 @@ func Open(cfg StoreConfig) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	path := filepath.Join(cfg.Dir, cfg.File)
-	if err := datadir.MkdirPrivate(cfg.Dir); err != nil {
-		return nil, classify(path, err)
-	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o222 == 0 {
-		// Root may write anyway; the operator marked it read-only, so honour that.
-		return nil, fmt.Errorf("memory store %s: %w: file mode %v", path, ErrReadOnly, fi.Mode().Perm())
-	}
-	if !cfg.readOnly {
-		if err := privateFiles(path); err != nil {
-			return nil, classify(path, err)
-		}
-	}
-	lock, err := lockFile(path + ".lock")
-	if err != nil {
-		return nil, classify(path, err)
-	}
 	if cfg.TTL < 0 {
-		return nil, fmt.Errorf("memory store %s: ttl %v must not be negative", path, cfg.TTL)
+		return nil, fmt.Errorf("memory store: ttl %v must not be negative", cfg.TTL)
 	}
-	s := &Store{cfg: cfg, path: path, lock: lock, convs: newLRU[Key, *convState](cfg.Conversations), stop: make(chan struct{})}
-	if err := s.open(); err != nil {
+	s := &Store{cfg: cfg, convs: newLRU[Key, *convState](cfg.Conversations), stop: make(chan struct{})}
+	var err error
+	if cfg.URL != "" {
+		err = s.openShared()
+	} else {
+		err = s.openFile()
+	}
+	if err != nil {
 		_ = s.Close()
 		return nil, err
 	}
 	if cfg.TTL > 0 && !cfg.readOnly {
-		if _, err := s.Expire(context.Background()); err != nil {
-			_ = s.Close()
-			return nil, err
+		if s.usable() == nil {
+			if _, err := s.Expire(context.Background()); err != nil && !errors.Is(err, ErrUnavailable) {
+				_ = s.Close()
+				return nil, err
+			}
 		}
 		s.done.Add(1)
 		go s.expireLoop()
 	}
 	return s, nil
+}
+
+// openFile opens the SQLite file under cfg.Dir, which this process then
+// owns.
+func (s *Store) openFile() error {
+	cfg := &s.cfg
+	if cfg.Dir == "" {
+		return errors.New("memory store: no data dir")
+	}
+	if cfg.File == "" {
+		cfg.File = "memory.db"
+	}
+	s.d, s.ready = sqliteDialect, true
+	path := filepath.Join(cfg.Dir, cfg.File)
+	s.path = path
+	if err := datadir.MkdirPrivate(cfg.Dir); err != nil {
+		return classify(path, err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o222 == 0 {
+		// Root may write anyway; the operator marked it read-only, so honour that.
+		return fmt.Errorf("memory store %s: %w: file mode %v", path, ErrReadOnly, fi.Mode().Perm())
+	}
+	if !cfg.readOnly {
+		if err := privateFiles(path); err != nil {
+			return classify(path, err)
+		}
+	}
+	lock, err := lockFile(path + ".lock")
+	if err != nil {
+		return classify(path, err)
+	}
+	s.lock = lock
+	return s.open()
 }
 
 func (s *Store) open() error {
@@ -181,13 +193,13 @@ func (s *Store) open() error {
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return classify(s.path, err)
+		return s.classify(err)
 	}
 	db.SetMaxOpenConns(4)
 	s.db = db
 	var check string
 	if err := db.QueryRow(`PRAGMA quick_check`).Scan(&check); err != nil {
-		return classify(s.path, err)
+		return s.classify(err)
 	}
 	if check != "ok" {
 		return fmt.Errorf("memory store %s: %w: quick_check: %s", s.path, ErrCorrupt, check)
@@ -195,52 +207,7 @@ func (s *Store) open() error {
 	if s.cfg.readOnly {
 		return nil
 	}
-	return classify(s.path, s.migrate())
-}
-
-// migrate brings the file to schemaVersion in one transaction.
-func (s *Store) migrate() (err error) {
-	var version int
-	if err := s.db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
-		return err
-	}
-	if version == schemaVersion {
-		return nil
-	}
-	if version > schemaVersion {
-		return fmt.Errorf("schema version %d is newer than this kvwin's %d", version, schemaVersion)
-	}
-	tx, err := s.db.Begin()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	var n int
-	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turns'`).Scan(&n); err != nil {
-		return err
-	}
-	if version == 0 && n > 0 { // version 1 (no user_version); version 2 only gains tables
-		for _, q := range []string{
-			`ALTER TABLE turns RENAME TO turns_v1`,
-			`DROP TABLE IF EXISTS turns_fts`,
-			`ALTER TABLE conversations ADD COLUMN used INTEGER NOT NULL DEFAULT 0`,
-		} {
-			if _, err := tx.Exec(q); err != nil {
-				return fmt.Errorf("migrate to version %d: %w", schemaVersion, err)
-			}
-		}
-	}
-	if _, err := tx.Exec(schema + responsesSchema); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return s.classify(s.d.migrate(context.Background(), s.db))
 }
 
 // privateFiles makes the database file, created empty if missing, and its
@@ -278,7 +245,8 @@ func lockFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-// Path returns the database file's path.
+// Path returns the database file's path, or the PostgreSQL URL without
+// its password.
 func (s *Store) Path() string { return s.path }
 
 // Close closes the file and releases the lock. Safe to call twice.
@@ -310,22 +278,32 @@ func (s *Store) isClosed() bool {
 	return s.closed
 }
 
-// convID returns the id of key's conversation, creating it if create is set;
-// 0 if it does not exist.
-func (s *Store) convID(ctx context.Context, key Key, create bool) (int64, error) {
+// convID returns the id and rev of key's conversation, creating it if
+// create is set; id 0 if it does not exist.
+func (s *Store) convID(ctx context.Context, key Key, create bool) (id, rev int64, err error) {
 	if create {
-		s.wmu.Lock()
-		_, err := s.db.ExecContext(ctx, `INSERT INTO conversations (tenant, name, used) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+		unlock := s.writeLock()
+		_, err := s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO conversations (tenant, name, used) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
 			key.Tenant, key.Conversation, s.cfg.Now().UnixNano())
-		s.wmu.Unlock()
+		unlock()
 		if err != nil {
-			return 0, classify(s.path, err)
+			return 0, 0, s.classify(err)
 		}
 	}
-	var id int64
-	err := s.db.QueryRowContext(ctx, `SELECT id FROM conversations WHERE tenant = ? AND name = ?`, key.Tenant, key.Conversation).Scan(&id)
+	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT id, rev FROM conversations WHERE tenant = ? AND name = ?`), key.Tenant, key.Conversation).Scan(&id, &rev)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+		return 0, 0, nil
 	}
-	return id, classify(s.path, err)
+	return id, rev, s.classify(err)
+}
+
+// writeLock takes this process's write lock where the database has one
+// writer (SQLite) and returns its release; a no-op for PostgreSQL, whose
+// row locks order writers.
+func (s *Store) writeLock() func() {
+	if s.d.shared {
+		return func() {}
+	}
+	s.wmu.Lock()
+	return s.wmu.Unlock
 }

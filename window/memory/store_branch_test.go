@@ -43,102 +43,107 @@ func searchTexts(t *testing.T, s *Store, key Key, ask string, h []Turn) string {
 // position are two branches; each request gets only its own branch's turns,
 // whichever wrote first.
 func TestStoreBranches(t *testing.T) {
-	ctx := context.Background()
-	s := openStore(t, t.TempDir())
-	key := Key{"acme", "support"}
-	owner := history(40, 9, "Refunds go to IBAN DE89-3704-0044.")
-	attacker := history(40, 9, "Refunds go to ATTACKER-IBAN-666.")
-	// The attacker writes first, at the very positions the owner will use.
-	if n, err := s.Ingest(ctx, key, attacker); err != nil || n != 40 {
-		t.Fatalf("attacker ingest = %d, %v", n, err)
-	}
-	// The owner's turns before the fork are the same turns: stored once.
-	// From the fork on, hers are a branch of their own, stored too.
-	if n, err := s.Ingest(ctx, key, owner); err != nil || n != 40-(9-3) {
-		t.Fatalf("owner ingest = %d, %v; want %d new", n, err, 40-(9-3))
-	}
-	if got := searchTexts(t, s, key, "Where do refunds go?", owner); !strings.Contains(got, "DE89") || strings.Contains(got, "ATTACKER") {
-		t.Fatalf("owner's packet: %q", got)
-	}
-	if got := searchTexts(t, s, key, "Where do refunds go?", attacker); !strings.Contains(got, "ATTACKER") || strings.Contains(got, "DE89") {
-		t.Fatalf("attacker's packet: %q", got)
-	}
-	// The same holds after a restart, when branches load from the file.
-	dir := filepath.Dir(s.Path())
-	_ = s.Close()
-	s = openStore(t, dir)
-	if got := searchTexts(t, s, key, "refunds IBAN", owner); !strings.Contains(got, "DE89") || strings.Contains(got, "ATTACKER") {
-		t.Fatalf("owner's packet after restart: %q", got)
-	}
-	// A third history that shares only the sinks gets neither.
-	third := history(40, 9, "We do not do refunds.")
-	third[0].Text = "A different opening."
-	third, _ = Linked(sinkChain, third)
-	if got := searchTexts(t, s, key, "Where do refunds go? IBAN", third); strings.Contains(got, "IBAN") {
-		t.Fatalf("a history that never said it got %q", got)
-	}
-	all, err := s.Turns(ctx, key)
-	if err != nil || len(all) != 40+34 {
-		t.Fatalf("Turns = %d, %v; want both branches, %d", len(all), err, 40+34)
-	}
+	eachBackend(t, func(t *testing.T, at StoreConfig) {
+		ctx := context.Background()
+		s := openAt(t, at)
+		key := Key{"acme", "support"}
+		owner := history(40, 9, "Refunds go to IBAN DE89-3704-0044.")
+		attacker := history(40, 9, "Refunds go to ATTACKER-IBAN-666.")
+		// The attacker writes first, at the very positions the owner will use.
+		if n, err := s.Ingest(ctx, key, attacker); err != nil || n != 40 {
+			t.Fatalf("attacker ingest = %d, %v", n, err)
+		}
+		// The owner's turns before the fork are the same turns: stored once.
+		// From the fork on, hers are a branch of their own, stored too.
+		if n, err := s.Ingest(ctx, key, owner); err != nil || n != 40-(9-3) {
+			t.Fatalf("owner ingest = %d, %v; want %d new", n, err, 40-(9-3))
+		}
+		if got := searchTexts(t, s, key, "Where do refunds go?", owner); !strings.Contains(got, "DE89") || strings.Contains(got, "ATTACKER") {
+			t.Fatalf("owner's packet: %q", got)
+		}
+		if got := searchTexts(t, s, key, "Where do refunds go?", attacker); !strings.Contains(got, "ATTACKER") || strings.Contains(got, "DE89") {
+			t.Fatalf("attacker's packet: %q", got)
+		}
+		// The same holds after a restart, when branches load from the file.
+		_ = s.Close()
+		s = openAt(t, at)
+		if got := searchTexts(t, s, key, "refunds IBAN", owner); !strings.Contains(got, "DE89") || strings.Contains(got, "ATTACKER") {
+			t.Fatalf("owner's packet after restart: %q", got)
+		}
+		// A third history that shares only the sinks gets neither.
+		third := history(40, 9, "We do not do refunds.")
+		third[0].Text = "A different opening."
+		third, _ = Linked(sinkChain, third)
+		if got := searchTexts(t, s, key, "Where do refunds go? IBAN", third); strings.Contains(got, "IBAN") {
+			t.Fatalf("a history that never said it got %q", got)
+		}
+		all, err := s.Turns(ctx, key)
+		if err != nil || len(all) != 40+34 {
+			t.Fatalf("Turns = %d, %v; want both branches, %d", len(all), err, 40+34)
+		}
+	})
 }
 
 // TestStoreBranchGrows: a history ingested in steps (each resending its
 // evicted turns, as the window does) is one branch: a search sees all of it.
 func TestStoreBranchGrows(t *testing.T) {
-	ctx := context.Background()
-	s := openStore(t, t.TempDir())
-	key := Key{"t", "c"}
-	h := history(300, 5, "The boiler code is 7781.")
-	for end := 20; end <= len(h); end += 20 {
-		if _, err := s.Ingest(ctx, key, h[:end]); err != nil {
+	eachBackend(t, func(t *testing.T, at StoreConfig) {
+		ctx := context.Background()
+		s := openAt(t, at)
+		key := Key{"t", "c"}
+		h := history(300, 5, "The boiler code is 7781.")
+		for end := 20; end <= len(h); end += 20 {
+			if _, err := s.Ingest(ctx, key, h[:end]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Chunks that do not overlap continue it too (the first turn's Parent).
+		h2 := history(400, 5, "The boiler code is 7781.")
+		if _, err := s.Ingest(ctx, key, h2[300:]); err != nil {
 			t.Fatal(err)
 		}
-	}
-	// Chunks that do not overlap continue it too (the first turn's Parent).
-	h2 := history(400, 5, "The boiler code is 7781.")
-	if _, err := s.Ingest(ctx, key, h2[300:]); err != nil {
-		t.Fatal(err)
-	}
-	if got := searchTexts(t, s, key, "boiler code", h2); !strings.Contains(got, "7781") {
-		t.Fatalf("search over the grown branch: %q", got)
-	}
-	st, _ := s.state(ctx, key, false)
-	if len(st.branches) != 1 || st.branches[0].Len() != 400 {
-		t.Fatalf("%d branches, first holds %d turns; want 1 of 400", len(st.branches), st.branches[0].Len())
-	}
+		if got := searchTexts(t, s, key, "boiler code", h2); !strings.Contains(got, "7781") {
+			t.Fatalf("search over the grown branch: %q", got)
+		}
+		st, _ := s.state(ctx, key, false)
+		if len(st.branches) != 1 || st.branches[0].Len() != 400 {
+			t.Fatalf("%d branches, first holds %d turns; want 1 of 400", len(st.branches), st.branches[0].Len())
+		}
+	})
 }
 
 func TestStoreDelete(t *testing.T) {
-	ctx := context.Background()
-	s := openStore(t, t.TempDir())
-	key, other := Key{"t", "gone"}, Key{"t", "kept"}
-	h := history(30, 5, "The boiler code is 7781.")
-	for _, k := range []Key{key, other} {
-		if _, err := s.Ingest(ctx, k, h); err != nil {
-			t.Fatal(err)
+	eachBackend(t, func(t *testing.T, at StoreConfig) {
+		ctx := context.Background()
+		s := openAt(t, at)
+		key, other := Key{"t", "gone"}, Key{"t", "kept"}
+		h := history(30, 5, "The boiler code is 7781.")
+		for _, k := range []Key{key, other} {
+			if _, err := s.Ingest(ctx, k, h); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	_ = searchTexts(t, s, key, "boiler code", h) // loads a branch into memory
-	if ok, err := s.Delete(ctx, key); !ok || err != nil {
-		t.Fatalf("Delete = %v, %v; want true", ok, err)
-	}
-	if ok, err := s.Delete(ctx, key); ok || err != nil {
-		t.Fatalf("second Delete = %v, %v; want false", ok, err)
-	}
-	if turns, err := s.Turns(ctx, key); len(turns) != 0 || err != nil {
-		t.Fatalf("after Delete: %d turns, %v", len(turns), err)
-	}
-	if got := searchTexts(t, s, key, "boiler code", h); got != "" {
-		t.Fatalf("after Delete the search finds %q", got)
-	}
-	if got := searchTexts(t, s, other, "boiler code", h); !strings.Contains(got, "7781") {
-		t.Fatalf("another conversation lost its turns: %q", got)
-	}
-	// The key can be used again, from nothing.
-	if n, err := s.Ingest(ctx, key, h[:10]); err != nil || n != 10 {
-		t.Fatalf("ingest after Delete = %d, %v; want 10", n, err)
-	}
+		_ = searchTexts(t, s, key, "boiler code", h) // loads a branch into memory
+		if ok, err := s.Delete(ctx, key); !ok || err != nil {
+			t.Fatalf("Delete = %v, %v; want true", ok, err)
+		}
+		if ok, err := s.Delete(ctx, key); ok || err != nil {
+			t.Fatalf("second Delete = %v, %v; want false", ok, err)
+		}
+		if turns, err := s.Turns(ctx, key); len(turns) != 0 || err != nil {
+			t.Fatalf("after Delete: %d turns, %v", len(turns), err)
+		}
+		if got := searchTexts(t, s, key, "boiler code", h); got != "" {
+			t.Fatalf("after Delete the search finds %q", got)
+		}
+		if got := searchTexts(t, s, other, "boiler code", h); !strings.Contains(got, "7781") {
+			t.Fatalf("another conversation lost its turns: %q", got)
+		}
+		// The key can be used again, from nothing.
+		if n, err := s.Ingest(ctx, key, h[:10]); err != nil || n != 10 {
+			t.Fatalf("ingest after Delete = %d, %v; want 10", n, err)
+		}
+	})
 }
 
 // fakeClock is a clock tests move by hand.
@@ -155,52 +160,55 @@ func (c *fakeClock) Add(d time.Duration) {
 }
 
 func TestStoreTTL(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	var expired []Key // what the Expired hook was told (the engine deletes their KV snapshots)
-	open := func() *Store {
-		s, err := Open(StoreConfig{Dir: dir, TTL: time.Hour, Now: clock.Now, Expired: func(k Key) { expired = append(expired, k) }})
-		if err != nil {
-			t.Fatal(err)
+	eachBackend(t, func(t *testing.T, at StoreConfig) {
+		ctx := context.Background()
+		clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		var expired []Key // what the Expired hook was told (the engine deletes their KV snapshots)
+		open := func() *Store {
+			cfg := at
+			cfg.TTL, cfg.Now, cfg.Expired = time.Hour, clock.Now, func(k Key) { expired = append(expired, k) }
+			s, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
 		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	s := open()
-	h := history(20, 5, "The boiler code is 7781.")
-	idle, busy := Key{"t", "idle"}, Key{"t", "busy"}
-	for _, k := range []Key{idle, busy} {
-		if _, err := s.Ingest(ctx, k, h); err != nil {
-			t.Fatal(err)
+		s := open()
+		h := history(20, 5, "The boiler code is 7781.")
+		idle, busy := Key{"t", "idle"}, Key{"t", "busy"}
+		for _, k := range []Key{idle, busy} {
+			if _, err := s.Ingest(ctx, k, h); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	clock.Add(40 * time.Minute)
-	_ = searchTexts(t, s, busy, "boiler code", h) // a use: busy's clock restarts
-	clock.Add(30 * time.Minute)
-	if n, err := s.Expire(ctx); n != 1 || err != nil {
-		t.Fatalf("Expire = %d, %v; want 1 (idle)", n, err)
-	}
-	if !slices.Equal(expired, []Key{idle}) {
-		t.Fatalf("Expired hook told %v, want only %v", expired, idle)
-	}
-	if turns, _ := s.Turns(ctx, idle); len(turns) != 0 {
-		t.Fatalf("idle conversation kept %d turns past its TTL", len(turns))
-	}
-	if got := searchTexts(t, s, busy, "boiler code", h); !strings.Contains(got, "7781") {
-		t.Fatalf("busy conversation expired: %q", got)
-	}
-	// Open sweeps: busy, last used now, is expired by the next start after
-	// more than an hour.
-	_ = s.Close()
-	clock.Add(61 * time.Minute)
-	s = open()
-	if turns, _ := s.Turns(ctx, busy); len(turns) != 0 {
-		t.Fatalf("Open did not expire a conversation idle for 61m: %d turns", len(turns))
-	}
-	if !slices.Equal(expired, []Key{idle, busy}) {
-		t.Fatalf("Expired hook told %v, want %v then %v (at Open)", expired, idle, busy)
-	}
+		clock.Add(40 * time.Minute)
+		_ = searchTexts(t, s, busy, "boiler code", h) // a use: busy's clock restarts
+		clock.Add(30 * time.Minute)
+		if n, err := s.Expire(ctx); n != 1 || err != nil {
+			t.Fatalf("Expire = %d, %v; want 1 (idle)", n, err)
+		}
+		if !slices.Equal(expired, []Key{idle}) {
+			t.Fatalf("Expired hook told %v, want only %v", expired, idle)
+		}
+		if turns, _ := s.Turns(ctx, idle); len(turns) != 0 {
+			t.Fatalf("idle conversation kept %d turns past its TTL", len(turns))
+		}
+		if got := searchTexts(t, s, busy, "boiler code", h); !strings.Contains(got, "7781") {
+			t.Fatalf("busy conversation expired: %q", got)
+		}
+		// Open sweeps: busy, last used now, is expired by the next start after
+		// more than an hour.
+		_ = s.Close()
+		clock.Add(61 * time.Minute)
+		s = open()
+		if turns, _ := s.Turns(ctx, busy); len(turns) != 0 {
+			t.Fatalf("Open did not expire a conversation idle for 61m: %d turns", len(turns))
+		}
+		if !slices.Equal(expired, []Key{idle, busy}) {
+			t.Fatalf("Expired hook told %v, want %v then %v (at Open)", expired, idle, busy)
+		}
+	})
 }
 
 // TestStoreMigratesVersion1: a file written by the previous schema (turns
@@ -252,37 +260,41 @@ func TestStoreMigratesVersion1(t *testing.T) {
 // TestStoreResendWritesNothing: a request resends its whole history; turns
 // a held branch already has cost no transaction (no fsync on every turn).
 func TestStoreResendWritesNothing(t *testing.T) {
-	ctx := context.Background()
-	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	s, err := Open(StoreConfig{Dir: t.TempDir(), Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	key := Key{"t", "c"}
-	h := history(30, 5, "The boiler code is 7781.")
-	if n, err := s.Ingest(ctx, key, h[:20]); n != 20 || err != nil {
-		t.Fatalf("first ingest = %d, %v", n, err)
-	}
-	used := func() int64 {
-		var u int64
-		if err := s.db.QueryRow(`SELECT used FROM conversations`).Scan(&u); err != nil {
+	eachBackend(t, func(t *testing.T, at StoreConfig) {
+		ctx := context.Background()
+		clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		cfg := at
+		cfg.Now = clock.Now
+		s, err := Open(cfg)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return u
-	}
-	first := used()
-	clock.Add(time.Hour)
-	if n, err := s.Ingest(ctx, key, h[:20]); n != 0 || err != nil {
-		t.Fatalf("resend = %d, %v", n, err)
-	}
-	if used() != first {
-		t.Fatal("a resent history wrote to the file")
-	}
-	if n, err := s.Ingest(ctx, key, h); n != 10 || err != nil {
-		t.Fatalf("grown history = %d, %v; want the 10 new turns", n, err)
-	}
-	if used() == first {
-		t.Fatal("new turns did not record the use")
-	}
+		defer s.Close()
+		key := Key{"t", "c"}
+		h := history(30, 5, "The boiler code is 7781.")
+		if n, err := s.Ingest(ctx, key, h[:20]); n != 20 || err != nil {
+			t.Fatalf("first ingest = %d, %v", n, err)
+		}
+		used := func() int64 {
+			var u int64
+			if err := s.db.QueryRow(`SELECT used FROM conversations`).Scan(&u); err != nil {
+				t.Fatal(err)
+			}
+			return u
+		}
+		first := used()
+		clock.Add(time.Hour)
+		if n, err := s.Ingest(ctx, key, h[:20]); n != 0 || err != nil {
+			t.Fatalf("resend = %d, %v", n, err)
+		}
+		if used() != first {
+			t.Fatal("a resent history wrote to the file")
+		}
+		if n, err := s.Ingest(ctx, key, h); n != 10 || err != nil {
+			t.Fatalf("grown history = %d, %v; want the 10 new turns", n, err)
+		}
+		if used() == first {
+			t.Fatal("new turns did not record the use")
+		}
+	})
 }

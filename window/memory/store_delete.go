@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"time"
 
 	"kvwin/engine/datadir"
@@ -11,38 +13,44 @@ import (
 // and its in-memory state. It reports false when the store held nothing
 // for key. Safe for concurrent use: an Ingest racing it either lands before
 // (and is deleted) or after (and starts the conversation anew).
-func (s *Store) Delete(ctx context.Context, key Key) (bool, error) {
-	return s.deleteIf(ctx, key, time.Time{})
+func (s *Store) Delete(ctx context.Context, key Key) (ok bool, err error) {
+	err = s.retry(ctx, func() (err error) { ok, err = s.deleteIf(ctx, key, time.Time{}); return err })
+	return ok, err
 }
 
 // Expire deletes the conversations not used since Now() - TTL and returns
 // how many; with no TTL it does nothing. Each one deleted is passed to
 // StoreConfig.Expired. Open and a background loop call it; it is exported
 // for operators and tests.
-func (s *Store) Expire(ctx context.Context) (int, error) {
+func (s *Store) Expire(ctx context.Context) (n int, err error) {
 	if s.cfg.TTL <= 0 {
 		return 0, nil
 	}
-	if s.isClosed() {
-		return 0, ErrClosed
+	err = s.retry(ctx, func() (err error) { n, err = s.expire(ctx); return err })
+	return n, err
+}
+
+func (s *Store) expire(ctx context.Context) (int, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
 	}
 	cutoff := s.cfg.Now().Add(-s.cfg.TTL)
-	rows, err := s.db.QueryContext(ctx, `SELECT tenant, name FROM conversations WHERE used < ?`, cutoff.UnixNano())
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT tenant, name FROM conversations WHERE used < ?`), cutoff.UnixNano())
 	if err != nil {
-		return 0, classify(s.path, err)
+		return 0, s.classify(err)
 	}
 	var keys []Key
 	for rows.Next() {
 		var k Key
 		if err := rows.Scan(&k.Tenant, &k.Conversation); err != nil {
 			_ = rows.Close()
-			return 0, classify(s.path, err)
+			return 0, s.classify(err)
 		}
 		keys = append(keys, k)
 	}
 	_ = rows.Close()
 	if err := rows.Err(); err != nil {
-		return 0, classify(s.path, err)
+		return 0, s.classify(err)
 	}
 	n := 0
 	for _, k := range keys {
@@ -69,44 +77,44 @@ func (s *Store) deleteIf(ctx context.Context, key Key, cutoff time.Time) (ok boo
 		return false, err
 	}
 	defer st.mu.Unlock()
-	if s.isClosed() {
-		return false, ErrClosed
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	defer s.writeLock()()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, classify(s.path, err)
+		return false, s.classify(err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
-	if !cutoff.IsZero() {
-		var used int64
-		if err := tx.QueryRowContext(ctx, `SELECT used FROM conversations WHERE id = ?`, st.id).Scan(&used); err != nil {
-			return false, classify(s.path, err)
+	// Lock the row (PostgreSQL): an ingest through another replica waits,
+	// then finds it gone and starts the conversation anew.
+	var used int64
+	err = tx.QueryRowContext(ctx, s.d.rebind(`SELECT used FROM conversations WHERE id = ?`+s.d.forUpdate), st.id).Scan(&used)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Another process deleted it first: there is nothing to delete.
+		st.gone, st.branches = true, nil
+		s.forget(key)
+		return false, tx.Rollback()
+	}
+	if err != nil {
+		return false, s.classify(err)
+	}
+	if !cutoff.IsZero() && used >= cutoff.UnixNano() {
+		return false, tx.Rollback()
+	}
+	if s.d.dropLegacy != nil {
+		if err := s.d.dropLegacy(ctx, tx, st.id); err != nil {
+			return false, s.classify(err)
 		}
-		if used >= cutoff.UnixNano() {
-			return false, tx.Rollback()
-		}
 	}
-	stmts := []string{`DELETE FROM responses WHERE conv = ?`, `DELETE FROM turns WHERE conv = ?`, `DELETE FROM conversations WHERE id = ?`}
-	var legacy int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'turns_v1'`).Scan(&legacy); err != nil {
-		return false, classify(s.path, err)
-	}
-	if legacy > 0 {
-		stmts = append([]string{`DELETE FROM turns_v1 WHERE conv = ?`}, stmts...)
-	}
-	for _, q := range stmts {
-		if _, err := tx.ExecContext(ctx, q, st.id); err != nil {
-			return false, classify(s.path, err)
+	for _, q := range []string{`DELETE FROM responses WHERE conv = ?`, `DELETE FROM turns WHERE conv = ?`, `DELETE FROM conversations WHERE id = ?`} {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(q), st.id); err != nil {
+			return false, s.classify(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return false, classify(s.path, err)
+		return false, s.classify(err)
 	}
 	st.gone = true
 	st.branches = nil

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sort"
 	"time"
 )
@@ -15,10 +16,26 @@ import (
 // When it returns nil every turn is durable. It blocks on disk; safe for
 // concurrent use.
 func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
-	n, err := s.ingest(ctx, key, turns)
+	var n int
+	err := s.retry(ctx, func() (err error) {
+		n, err = s.ingest(ctx, key, turns)
+		if errors.Is(err, errGone) {
+			// Another process deleted the conversation between our check and
+			// our write: this history starts it anew.
+			n, err = s.ingest(ctx, key, turns)
+		}
+		return err
+	})
 	s.count(ctx, err)
+	if err != nil && ctx.Err() == nil {
+		s.unstored.Add(int64(len(turns)))
+	}
 	return n, err
 }
+
+// errGone: the conversation's row went (deleted by another process) while
+// a write was about to extend it.
+var errGone = errors.New("conversation deleted meanwhile")
 
 func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
 	if len(turns) == 0 {
@@ -54,11 +71,18 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 		return 0, s.touch(ctx, st)
 	}
 	now := s.cfg.Now()
-	n, err := s.insert(ctx, st.id, fresh, now)
+	n, rev, err := s.insert(ctx, st.id, fresh, now)
+	if errors.Is(err, errGone) {
+		st.gone, st.branches = true, nil
+		s.forget(key)
+	}
 	if err != nil {
 		return 0, err
 	}
 	st.used = now
+	if rev == st.rev+1 {
+		st.rev = rev // no other process wrote meanwhile: the branches below are all there is
+	}
 
 	// Extend the branch this history continues, or start one.
 	chain := func(pos int) (uint64, bool) { c, ok := chains[pos]; return c, ok }
@@ -87,66 +111,77 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 	return n, nil
 }
 
-func (s *Store) insert(ctx context.Context, conv int64, turns []Turn, now time.Time) (n int, err error) {
+func (s *Store) insert(ctx context.Context, conv int64, turns []Turn, now time.Time) (n int, rev int64, err error) {
 	if s.isClosed() {
-		return 0, ErrClosed
+		return 0, 0, ErrClosed
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	defer s.writeLock()()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, classify(s.path, err)
+		return 0, 0, s.classify(err)
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO turns (conv, pos, chain, parent, role, text, handle, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conv, pos, chain) DO NOTHING`)
+	at := now.UnixNano()
+	// The conversation's row first: its lock orders the writers of one
+	// conversation (PostgreSQL), and its rev tells the other processes
+	// that it grew.
+	err = tx.QueryRowContext(ctx, s.d.rebind(`UPDATE conversations SET used = ?, rev = rev + 1 WHERE id = ? RETURNING rev`), at, conv).Scan(&rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, errGone
+	}
 	if err != nil {
-		return 0, classify(s.path, err)
+		return 0, 0, s.classify(err)
+	}
+	ins, err := tx.PrepareContext(ctx, s.d.rebind(`INSERT INTO turns (conv, pos, chain, parent, role, text, handle, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conv, pos, chain) DO NOTHING`))
+	if err != nil {
+		return 0, 0, s.classify(err)
 	}
 	defer ins.Close()
-	at := now.UnixNano()
 	for _, t := range turns {
-		res, err := ins.ExecContext(ctx, conv, t.Pos, int64(t.Chain()), int64(t.Parent), t.Role, t.Text, t.Handle, at)
+		res, err := ins.ExecContext(ctx, conv, t.Pos, int64(t.Chain()), int64(t.Parent), t.Role, s.d.text(t.Text), t.Handle, at)
 		if err != nil {
-			return 0, classify(s.path, err)
+			return 0, 0, s.classify(err)
 		}
 		if k, _ := res.RowsAffected(); k > 0 {
 			n++
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE conversations SET used = ? WHERE id = ?`, at, conv); err != nil {
-		return 0, classify(s.path, err)
-	}
-	return n, classify(s.path, tx.Commit())
+	return n, rev, s.classify(tx.Commit())
 }
 
 // Turns returns every stored turn of key's conversation, every branch, in
 // position order.
-func (s *Store) Turns(ctx context.Context, key Key) ([]Turn, error) {
-	if s.isClosed() {
-		return nil, ErrClosed
+func (s *Store) Turns(ctx context.Context, key Key) (out []Turn, err error) {
+	err = s.retry(ctx, func() (err error) { out, err = s.turns(ctx, key); return err })
+	return out, err
+}
+
+func (s *Store) turns(ctx context.Context, key Key) ([]Turn, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
-	id, err := s.convID(ctx, key, false)
+	id, _, err := s.convID(ctx, key, false)
 	if err != nil || id == 0 {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT pos, role, text, handle, at, parent, chain FROM turns WHERE conv = ? ORDER BY pos, id`, id)
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT pos, role, text, handle, at, parent, chain FROM turns WHERE conv = ? ORDER BY pos, id`), id)
 	if err != nil {
-		return nil, classify(s.path, err)
+		return nil, s.classify(err)
 	}
 	defer rows.Close()
 	var out []Turn
 	for rows.Next() {
 		t, _, err := scanChained(rows)
 		if err != nil {
-			return nil, classify(s.path, err)
+			return nil, s.classify(err)
 		}
 		out = append(out, t)
 	}
-	return out, classify(s.path, rows.Err())
+	return out, s.classify(rows.Err())
 }
 
 // scanChained reads one turn row and its stored chain.

@@ -9,7 +9,8 @@ import "context"
 // nothing. Safe for concurrent use; blocks on disk when a branch is not in
 // memory.
 func (s *Store) Search(ctx context.Context, key Key, q Query) ([]Hit, error) {
-	hits, err := s.search(ctx, key, q)
+	var hits []Hit
+	err := s.retry(ctx, func() (err error) { hits, err = s.search(ctx, key, q); return err })
 	s.count(ctx, err)
 	return hits, err
 }
@@ -62,11 +63,11 @@ func (s *Store) touch(ctx context.Context, st *convState) error {
 	if s.isClosed() {
 		return ErrClosed
 	}
-	s.wmu.Lock()
-	_, err := s.db.ExecContext(ctx, `UPDATE conversations SET used = ? WHERE id = ?`, now.UnixNano(), st.id)
-	s.wmu.Unlock()
+	unlock := s.writeLock()
+	_, err := s.db.ExecContext(ctx, s.d.rebind(`UPDATE conversations SET used = ? WHERE id = ?`), now.UnixNano(), st.id)
+	unlock()
 	if err != nil {
-		return classify(s.path, err)
+		return s.classify(err)
 	}
 	st.used = now
 	return nil

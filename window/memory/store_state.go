@@ -18,7 +18,8 @@ import (
 type convState struct {
 	mu       sync.Mutex
 	id       int64
-	gone     bool // deleted: callers must look the conversation up again
+	rev      int64 // the conversation row's rev the branches reflect
+	gone     bool  // deleted: callers must look the conversation up again
 	used     time.Time
 	branches []*Index
 }
@@ -96,11 +97,11 @@ func (s *Store) state(ctx context.Context, key Key, create bool) (*convState, er
 	if ok {
 		return st, nil
 	}
-	id, err := s.convID(ctx, key, create)
+	id, rev, err := s.convID(ctx, key, create)
 	if err != nil || id == 0 {
 		return nil, err
 	}
-	st = &convState{id: id}
+	st = &convState{id: id, rev: rev}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if held, ok := s.convs.get(key); ok {
@@ -120,19 +121,108 @@ func (s *Store) forget(key Key) {
 // locked returns key's state locked, looking it up again if a Delete or an
 // expiry removed it meanwhile; nil (unlocked) if it does not exist and
 // create is false. The caller unlocks st.mu.
+//
+// On a shared database it checks st against the conversation's row first:
+// a conversation another process deleted (no row, or a row of another id)
+// is dropped and looked up anew; one another process wrote to (another
+// rev) has its held branches extended from the database.
 func (s *Store) locked(ctx context.Context, key Key, create bool) (*convState, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	for {
 		st, err := s.state(ctx, key, create)
 		if err != nil || st == nil {
 			return nil, err
 		}
 		st.mu.Lock()
+		if !st.gone && s.d.shared {
+			err = s.check(ctx, st, key)
+		}
+		if err != nil {
+			st.mu.Unlock()
+			return nil, err
+		}
 		if !st.gone {
 			return st, nil
 		}
 		st.mu.Unlock()
 		s.forget(key)
 	}
+}
+
+// check compares st with key's row and brings st up to date: gone if the
+// row is gone or another's, its branches extended if its rev moved.
+// Callers hold st.mu.
+func (s *Store) check(ctx context.Context, st *convState, key Key) error {
+	id, rev, err := s.convID(ctx, key, false)
+	if err != nil {
+		return err
+	}
+	if id != st.id {
+		st.gone, st.branches = true, nil
+		return nil
+	}
+	if rev == st.rev {
+		return nil
+	}
+	if err := s.refresh(ctx, st); err != nil {
+		return err
+	}
+	st.rev = rev
+	return nil
+}
+
+// refresh extends each held branch with the turns other processes stored
+// after its highest one: from its tip, the turn one position up whose
+// Parent is the tip's chain, and so on. Turns are named by their chains,
+// so what is found is exactly what this history would have stored.
+// Callers hold st.mu.
+func (s *Store) refresh(ctx context.Context, st *convState) error {
+	if len(st.branches) == 0 {
+		return nil
+	}
+	from := int(^uint(0) >> 1)
+	tips := make([]Turn, len(st.branches))
+	for i, x := range st.branches {
+		t, ok := x.highest(0)
+		if !ok {
+			st.branches = nil // an empty branch agrees with nothing; reload on use
+			return nil
+		}
+		tips[i], from = t, min(from, t.Pos)
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT pos, role, text, handle, at, parent, chain FROM turns WHERE conv = ? AND pos > ? ORDER BY pos, id`), st.id, from)
+	if err != nil {
+		return s.classify(err)
+	}
+	defer rows.Close()
+	next := map[[2]uint64][]Turn{} // (pos, parent) → the turns there: more than one where histories fork
+	for rows.Next() {
+		t, _, err := scanChained(rows)
+		if err != nil {
+			return s.classify(err)
+		}
+		k := [2]uint64{uint64(t.Pos), t.Parent}
+		next[k] = append(next[k], t)
+	}
+	if err := rows.Err(); err != nil {
+		return s.classify(err)
+	}
+	for i, x := range st.branches {
+		var more []Turn
+		for tip := tips[i]; ; {
+			ts := next[[2]uint64{uint64(tip.Pos + 1), tip.Chain()}]
+			if len(ts) != 1 {
+				break // the end, or a fork: which way this history goes, its next ingest or load says
+			}
+			t := ts[0]
+			more = append(more, t)
+			tip = t
+		}
+		x.Add(more...)
+	}
+	return nil
 }
 
 // loadBranch builds the branch of chain below before from the file: every
@@ -142,9 +232,9 @@ func (s *Store) loadBranch(ctx context.Context, id int64, chain func(pos int) (u
 	if before <= 0 {
 		before = int(^uint(0) >> 1)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT pos, role, text, handle, at, parent, chain FROM turns WHERE conv = ? AND pos < ? ORDER BY pos DESC`, id, before)
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT pos, role, text, handle, at, parent, chain FROM turns WHERE conv = ? AND pos < ? ORDER BY pos DESC`), id, before)
 	if err != nil {
-		return nil, classify(s.path, err)
+		return nil, s.classify(err)
 	}
 	defer rows.Close()
 	var turns []Turn
@@ -152,7 +242,7 @@ func (s *Store) loadBranch(ctx context.Context, id int64, chain func(pos int) (u
 	for rows.Next() {
 		t, c, err := scanChained(rows)
 		if err != nil {
-			return nil, classify(s.path, err)
+			return nil, s.classify(err)
 		}
 		want, ok := chain(t.Pos)
 		if !ok {
@@ -164,7 +254,7 @@ func (s *Store) loadBranch(ctx context.Context, id int64, chain func(pos int) (u
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, classify(s.path, err)
+		return nil, s.classify(err)
 	}
 	return NewIndex(turns...), nil
 }

@@ -21,76 +21,79 @@ func openStore(t testing.TB, dir string) *Store {
 }
 
 func TestStoreIngestIdempotent(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore(t, dir)
-	key := Key{"t1", "c1"}
-	turns := team(20)
-	steps := []struct {
-		name  string
-		turns []Turn
-		want  int
-	}{
-		{"first half", turns[:30], 30},
-		{"whole history resent", turns, len(turns) - 30},
-		{"again", turns, 0},
-	}
-	for _, st := range steps {
-		n, err := s.Ingest(ctx, key, st.turns)
-		if err != nil || n != st.want {
-			t.Fatalf("%s: Ingest = %d, %v; want %d new", st.name, n, err, st.want)
+	eachBackend(t, func(t *testing.T, at StoreConfig) {
+		ctx := context.Background()
+		s := openAt(t, at)
+		key := Key{"t1", "c1"}
+		turns := team(20)
+		steps := []struct {
+			name  string
+			turns []Turn
+			want  int
+		}{
+			{"first half", turns[:30], 30},
+			{"whole history resent", turns, len(turns) - 30},
+			{"again", turns, 0},
 		}
-	}
-	_ = s.Close()
-	s = openStore(t, dir) // a restart: nothing held in memory
-	if n, err := s.Ingest(ctx, key, turns); err != nil || n != 0 {
-		t.Fatalf("after restart: Ingest = %d, %v; want 0 new", n, err)
-	}
-	got, err := s.Turns(ctx, key)
-	if err != nil || len(got) != len(turns) {
-		t.Fatalf("Turns = %d, %v; want %d", len(got), err, len(turns))
-	}
-	for i, g := range got {
-		w := turns[i]
-		if g.Pos != w.Pos || g.Role != w.Role || g.Text != w.Text || g.Handle != MakeHandle(w.Pos, w.Role, w.Text) || g.Time.IsZero() {
-			t.Fatalf("turn %d = %+v, want %+v with handle and time", i, g, w)
+		for _, st := range steps {
+			n, err := s.Ingest(ctx, key, st.turns)
+			if err != nil || n != st.want {
+				t.Fatalf("%s: Ingest = %d, %v; want %d new", st.name, n, err, st.want)
+			}
 		}
-	}
+		_ = s.Close()
+		s = openAt(t, at) // a restart: nothing held in memory
+		if n, err := s.Ingest(ctx, key, turns); err != nil || n != 0 {
+			t.Fatalf("after restart: Ingest = %d, %v; want 0 new", n, err)
+		}
+		got, err := s.Turns(ctx, key)
+		if err != nil || len(got) != len(turns) {
+			t.Fatalf("Turns = %d, %v; want %d", len(got), err, len(turns))
+		}
+		for i, g := range got {
+			w := turns[i]
+			if g.Pos != w.Pos || g.Role != w.Role || g.Text != w.Text || g.Handle != MakeHandle(w.Pos, w.Role, w.Text) || g.Time.IsZero() {
+				t.Fatalf("turn %d = %+v, want %+v with handle and time", i, g, w)
+			}
+		}
+	})
 }
 
 // TestStoreMatchesIndex: the store and the in-memory index are one
 // retrieval; only where the candidates live differs.
 func TestStoreMatchesIndex(t *testing.T) {
-	ctx := context.Background()
-	s := openStore(t, t.TempDir())
-	key := Key{"t", "c"}
-	turns := team(60)
-	if _, err := s.Ingest(ctx, key, turns); err != nil {
-		t.Fatal(err)
-	}
-	// Another conversation in the same file must not change the scores.
-	if _, err := s.Ingest(ctx, Key{"t", "other"}, team(300)); err != nil {
-		t.Fatal(err)
-	}
-	x := NewIndex(turns...)
-	for _, ask := range []string{"Where is Omar based now?", "Which pet does Mei keep?", "ticket 17 to Ravi", "forward the ticket to Lena", "nothing here matches"} {
-		for _, before := range []int{0, 40} {
-			q := Query{Ask: ask, Before: before, K: 8, Chain: chainOf(turns)}
-			want := x.Search(q)
-			got, err := s.Search(ctx, key, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fmt.Sprint(hitTexts(got)) != fmt.Sprint(hitTexts(want)) {
-				t.Errorf("%q before %d: store %q, index %q", ask, before, hitTexts(got), hitTexts(want))
-			}
-			for i := range got {
-				if got[i].Score != want[i].Score {
-					t.Errorf("%q: score %v vs %v", ask, got[i].Score, want[i].Score)
+	eachBackend(t, func(t *testing.T, at StoreConfig) {
+		ctx := context.Background()
+		s := openAt(t, at)
+		key := Key{"t", "c"}
+		turns := team(60)
+		if _, err := s.Ingest(ctx, key, turns); err != nil {
+			t.Fatal(err)
+		}
+		// Another conversation in the same file must not change the scores.
+		if _, err := s.Ingest(ctx, Key{"t", "other"}, team(300)); err != nil {
+			t.Fatal(err)
+		}
+		x := NewIndex(turns...)
+		for _, ask := range []string{"Where is Omar based now?", "Which pet does Mei keep?", "ticket 17 to Ravi", "forward the ticket to Lena", "nothing here matches"} {
+			for _, before := range []int{0, 40} {
+				q := Query{Ask: ask, Before: before, K: 8, Chain: chainOf(turns)}
+				want := x.Search(q)
+				got, err := s.Search(ctx, key, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(hitTexts(got)) != fmt.Sprint(hitTexts(want)) {
+					t.Errorf("%q before %d: store %q, index %q", ask, before, hitTexts(got), hitTexts(want))
+				}
+				for i := range got {
+					if got[i].Score != want[i].Score {
+						t.Errorf("%q: score %v vs %v", ask, got[i].Score, want[i].Score)
+					}
 				}
 			}
 		}
-	}
+	})
 }
 
 func hitTexts(hits []Hit) []string {
@@ -104,44 +107,46 @@ func hitTexts(hits []Hit) []string {
 // TestStoreIsolation: a conversation's search never returns another's
 // turns, whether the other differs by tenant or by name.
 func TestStoreIsolation(t *testing.T) {
-	ctx := context.Background()
-	s := openStore(t, t.TempDir())
-	keys := []Key{{"acme", "c1"}, {"acme", "c2"}, {"other", "c1"}}
-	histories := make([][]Turn, len(keys))
-	for i, k := range keys {
-		secret := fmt.Sprintf("The vault code of Omar is %d%d%d.", i, i, i)
-		tm := team(10)
-		last := tm[len(tm)-1]
-		histories[i] = append(tm, Turn{Pos: last.Pos + 1, Role: "user", Text: secret, Parent: last.Chain()})
-		if _, err := s.Ingest(ctx, k, histories[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, k := range keys {
-		// Each asks with the chain of the first history: only keys[0]
-		// holds those turns; the others hold their own.
-		hits, err := s.Search(ctx, k, Query{Ask: "What is the vault code of Omar?", Chain: chainOf(histories[i])})
-		if err != nil {
-			t.Fatal(err)
-		}
-		own := fmt.Sprintf("%d%d%d", i, i, i)
-		found := false
-		for _, h := range hits {
-			for j := range keys {
-				other := fmt.Sprintf("%d%d%d", j, j, j)
-				if j != i && strings.Contains(h.Text, other) {
-					t.Fatalf("%v retrieved %v's turn %q", k, keys[j], h.Text)
-				}
+	eachBackend(t, func(t *testing.T, at StoreConfig) {
+		ctx := context.Background()
+		s := openAt(t, at)
+		keys := []Key{{"acme", "c1"}, {"acme", "c2"}, {"other", "c1"}}
+		histories := make([][]Turn, len(keys))
+		for i, k := range keys {
+			secret := fmt.Sprintf("The vault code of Omar is %d%d%d.", i, i, i)
+			tm := team(10)
+			last := tm[len(tm)-1]
+			histories[i] = append(tm, Turn{Pos: last.Pos + 1, Role: "user", Text: secret, Parent: last.Chain()})
+			if _, err := s.Ingest(ctx, k, histories[i]); err != nil {
+				t.Fatal(err)
 			}
-			found = found || strings.Contains(h.Text, own)
 		}
-		if !found {
-			t.Fatalf("%v did not retrieve its own secret", k)
+		for i, k := range keys {
+			// Each asks with the chain of the first history: only keys[0]
+			// holds those turns; the others hold their own.
+			hits, err := s.Search(ctx, k, Query{Ask: "What is the vault code of Omar?", Chain: chainOf(histories[i])})
+			if err != nil {
+				t.Fatal(err)
+			}
+			own := fmt.Sprintf("%d%d%d", i, i, i)
+			found := false
+			for _, h := range hits {
+				for j := range keys {
+					other := fmt.Sprintf("%d%d%d", j, j, j)
+					if j != i && strings.Contains(h.Text, other) {
+						t.Fatalf("%v retrieved %v's turn %q", k, keys[j], h.Text)
+					}
+				}
+				found = found || strings.Contains(h.Text, own)
+			}
+			if !found {
+				t.Fatalf("%v did not retrieve its own secret", k)
+			}
 		}
-	}
-	if hits, err := s.Search(ctx, Key{"nobody", "c1"}, Query{Ask: "vault code", Chain: chainOf(histories[0])}); err != nil || len(hits) != 0 {
-		t.Fatalf("unknown conversation: %v, %v", hits, err)
-	}
+		if hits, err := s.Search(ctx, Key{"nobody", "c1"}, Query{Ask: "vault code", Chain: chainOf(histories[0])}); err != nil || len(hits) != 0 {
+			t.Fatalf("unknown conversation: %v, %v", hits, err)
+		}
+	})
 }
 
 func TestStoreFailures(t *testing.T) {

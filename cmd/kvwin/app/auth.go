@@ -13,6 +13,7 @@ import (
 	"kvwin/engine/llamacpp"
 	"kvwin/router"
 	"kvwin/web"
+	"kvwin/web/core"
 	"kvwin/window"
 	"kvwin/window/memory"
 )
@@ -112,6 +113,11 @@ func (a *App) forgetter(w *window.Window) web.Forgetter {
 		if turns != nil {
 			ok, err := turns.Delete(ctx, memory.Key{Tenant: tenant, Conversation: conversation})
 			found = found || ok
+			if err != nil {
+				// The store's error names the database: logged, not sent.
+				a.log.WarnContext(ctx, "conversation's stored turns not deleted", "tenant", tenant, "err", err)
+				err = fmt.Errorf("%w: the conversation's stored turns cannot be deleted now", core.ErrMemoryUnavailable)
+			}
 			errs = append(errs, err)
 		}
 		if snaps != nil {

@@ -22,6 +22,9 @@ func Check(f Config) error {
 	if f.MemoryTTL < 0 {
 		return fmt.Errorf("--memory-ttl %v: must not be negative", f.MemoryTTL)
 	}
+	if err := checkMemoryStore(f.MemoryStore); err != nil {
+		return err
+	}
 	if _, err := loadKeys(f); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"kvwin/engine"
@@ -20,7 +21,8 @@ type sharedState struct {
 	mu     sync.Mutex
 	opened bool
 	store  window.Store
-	err    error // why the store could not be opened; nil when it is open
+	err    error        // why the store could not be opened; nil when it is open
+	health func() error // why the open store cannot be used now (its database is down)
 	closer func()
 	hook   expiryHook // deletes the snapshots of conversations the store expires (retention.go)
 }
@@ -38,20 +40,66 @@ func (s *sharedState) open(f Config, log *slog.Logger, backend engine.Backend) w
 	s.opened = true
 	s.hook.log = log
 	s.hook.use(backend)
-	st, err := memory.Open(memory.StoreConfig{Dir: filepath.Join(f.DataDir, "memory"), TTL: f.MemoryTTL,
-		Now: f.Now, Expired: s.hook.expired})
+	cfg := storeConfig(f)
+	cfg.TTL, cfg.Now, cfg.Expired = f.MemoryTTL, f.Now, s.hook.expired
+	st, err := memory.Open(cfg)
 	if err != nil {
 		s.err = err
 		log.Error("memory store unavailable: serving degraded (named conversations get packets from their own turns only; DELETE of a conversation answers 503; /health says degraded)", "err", err)
 		return nil
 	}
-	s.store, s.closer = st, func() { st.Close() } // not a typed nil: window.New checks for nil
+	if err := st.Health(); err != nil {
+		log.Error("memory store unreachable: serving degraded until it answers (retried every second)", "store", st.Path(), "err", err)
+	} else {
+		log.Info("memory store", "store", st.Path())
+	}
+	s.store, s.health, s.closer = st, st.Health, func() { st.Close() } // not a typed nil: window.New checks for nil
 	return s.store
 }
 
-// unavailable is why the memory store could not be opened (nil: it is
-// open, or not opened yet).
+// storeConfig is where f keeps the memory store: --memory-store's
+// PostgreSQL URL or SQLite path, or memory/memory.db under the data dir.
+func storeConfig(f Config) memory.StoreConfig {
+	loc := f.MemoryStore
+	switch {
+	case loc == "":
+		return memory.StoreConfig{Dir: filepath.Join(f.DataDir, "memory")}
+	case memory.IsPostgres(loc):
+		return memory.StoreConfig{URL: loc}
+	default:
+		p := strings.TrimPrefix(loc, "sqlite:")
+		return memory.StoreConfig{Dir: filepath.Dir(p), File: filepath.Base(p)}
+	}
+}
+
+// checkMemoryStore refuses a --memory-store that is neither a PostgreSQL
+// URL nor a file path (another scheme, a path naming a directory).
+func checkMemoryStore(loc string) error {
+	switch {
+	case loc == "", memory.IsPostgres(loc):
+		return nil
+	case strings.Contains(loc, "://"):
+		return fmt.Errorf("--memory-store %q: want postgres://…, postgresql://…, a file path or sqlite:PATH", loc)
+	case strings.TrimPrefix(loc, "sqlite:") == "" || strings.HasSuffix(loc, "/"):
+		return fmt.Errorf("--memory-store %q: want a file path", loc)
+	}
+	return nil
+}
+
+// unavailable is why the memory store cannot be used now: it could not be
+// opened, or its database is down (nil: it is usable, or not opened yet).
 func (s *sharedState) unavailable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil && s.health != nil {
+		return s.health()
+	}
+	return s.err
+}
+
+// openErr is why the memory store could not be opened (nil: it is open,
+// or not opened yet).
+func (s *sharedState) openErr() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
@@ -172,6 +220,9 @@ func (a *App) Reload(f Config) error {
 	if f.Addr != cur.f.Addr || f.DataDir != cur.f.DataDir {
 		return fmt.Errorf("reload: --addr and --data-dir cannot change without a restart (%s %s → %s %s)",
 			cur.f.Addr, cur.f.DataDir, f.Addr, f.DataDir)
+	}
+	if f.MemoryStore != cur.f.MemoryStore {
+		return errors.New("reload: --memory-store cannot change without a restart") // its URL may hold a password: not echoed
 	}
 	n, err := build(f, a.log, a.shared, a.ln)
 	if err != nil {

@@ -77,6 +77,11 @@ type Config struct {
 	BackendKey          string
 	TenantMaxConcurrent int
 	TenantMaxQueued     int
+	// MemoryStore is where named conversations' evicted turns are kept:
+	// a PostgreSQL URL (postgres://…, postgresql://…) that gateway replicas
+	// share, a SQLite file's path or sqlite:PATH; "" is memory/memory.db
+	// under DataDir.
+	MemoryStore string
 	// MemoryTTL deletes a named conversation's stored turns, and any KV
 	// snapshot, not used for that long (retention.go); 0 keeps them.
 	MemoryTTL time.Duration
@@ -194,6 +199,9 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 	if f.MemoryTTL < 0 { // before the backend: its snapshots expire on it too
 		return nil, fmt.Errorf("--memory-ttl %v: must not be negative", f.MemoryTTL)
 	}
+	if err := checkMemoryStore(f.MemoryStore); err != nil {
+		return nil, err
+	}
 	keys, err := loadKeys(f)
 	if err != nil {
 		return nil, err
@@ -235,7 +243,8 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		Status:  func(ctx context.Context) any { return a.status(ctx) },
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
-		Forget: a.forgetter(forgetWin), MemoryUnavailable: a.shared.unavailable(), Responses: a.responseStore(),
+		Forget: a.forgetter(forgetWin), MemoryUnavailable: a.shared.openErr(), MemoryHealth: a.shared.unavailable,
+		Responses: a.responseStore(),
 	}, a.backend, a.log)
 	if err != nil {
 		if ln == nil {

@@ -54,6 +54,7 @@ type File struct {
 	TenantMaxConcurrent      *int      `yaml:"tenant_max_concurrent"`
 	TenantMaxQueued          *int      `yaml:"tenant_max_queued"`
 	MemoryTTL                *Duration `yaml:"memory_ttl"`
+	MemoryStore              *string   `yaml:"memory_store"`
 	BackendConnectTimeout    *Duration `yaml:"backend_connect_timeout"`
 	BackendFirstTokenTimeout *Duration `yaml:"backend_first_token_timeout"`
 	BackendIdleTimeout       *Duration `yaml:"backend_idle_timeout"`
