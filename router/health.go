@@ -117,9 +117,14 @@ func (r *Router) refresh(ctx context.Context, m *member, rejoin bool) error {
 	if rejoin || oldCtx != info.ContextSlot {
 		from = 0
 	}
+	m.resMu.Lock()
+	if m.following.Load() && from == 0 && oldCtx == info.ContextSlot {
+		from = info.Slots // its journal, followed, already says what it holds after a restart
+	}
 	for s := from; s < max(oldSlots, info.Slots); s++ {
 		_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: s})
 	}
+	m.resMu.Unlock()
 	m.forgetOwners(from)
 	if oldSlots != info.Slots || oldCtx != info.ContextSlot {
 		capacity, _ := kvcache.Budget{Context: info.ContextSlot, Slots: max(info.Slots, 1)}.CapacityBlocks(r.cfg.BlockTokens)
@@ -157,6 +162,7 @@ type BackendStatus struct {
 	ContextSlot int  `json:"ctx_per_slot"`
 	InFlight    int  `json:"in_flight"`
 	// Residency is how the registry knows what the backend holds:
+	// ResidencyEvents (its journal, followed, corrected by turns),
 	// ResidencyRead (its /slots, corrected by turns), ResidencyLearned
 	// (turns alone: it does not serve /slots), or "" (not read yet, or a
 	// backend that cannot say).

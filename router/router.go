@@ -209,6 +209,12 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 	r.stop = cancel
 	r.done.Add(1)
 	go r.checkHealth(ctx)
+	for _, m := range r.members {
+		if m.follower != nil {
+			r.done.Add(1)
+			go r.follow(ctx, m)
+		}
+	}
 	return r, nil
 }
 

@@ -68,6 +68,9 @@ type Engine struct {
 
 	stats Stats
 	card  cardOnce // Describe's model card
+	// journal publishes what the slots hold (the loop writes it at every
+	// registry record) for the gateways that follow this node.
+	journal *kvcache.Journal
 }
 
 var (
@@ -80,6 +83,8 @@ var (
 	_ engine.ToolTemplater         = (*Engine)(nil)
 	_ engine.ConversationForgetter = (*Engine)(nil)
 	_ engine.ModelDescriber        = (*Engine)(nil)
+	_ engine.SlotJournaler         = (*Engine)(nil)
+	_ engine.LoadReporter          = (*Engine)(nil)
 )
 
 // Stats are the engine's counters since start. All fields are read atomically.
@@ -143,7 +148,14 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, err
 	}
 	kvs.tokens = tokens
-	e := &Engine{
+	journal, err := kvcache.NewJournal(kvcache.JournalConfig{BlockTokens: cfg.BlockTokens})
+	if err != nil {
+		freeContext(lctx)
+		llama.FreeModel(model)
+		kvs.close()
+		return nil, err
+	}
+	e := &Engine{journal: journal,
 		cfg: cfg, log: log, shape: shape, model: model, lctx: lctx, kv: kvs,
 		render:   render,
 		vocab:    model.NumVocab(),
@@ -237,6 +249,21 @@ func (e *Engine) Shape() gguf.Shape { return e.shape }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() *Stats { return &e.stats }
+
+// SlotJournal returns the journal of what the slots hold.
+func (e *Engine) SlotJournal() *kvcache.Journal { return e.journal }
+
+// Load returns the requests running in slots and admitted but waiting
+// for one (queued). It does not block.
+func (e *Engine) Load() kvcache.Load {
+	running := 0
+	for _, s := range e.Slots() {
+		if s.Processing {
+			running++
+		}
+	}
+	return kvcache.Load{Running: running, Waiting: max(len(e.admit)-running, 0)}
+}
 
 // Slots returns a copy of the slots' state.
 func (e *Engine) Slots() []engine.SlotState {

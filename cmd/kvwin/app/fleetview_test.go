@@ -1,0 +1,108 @@
+package app_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
+	"kvwin/router"
+)
+
+// heldOn is how many blocks a's registry holds on the backend named name.
+func heldOn(a *app.App, name string) int {
+	for _, b := range a.Router().Registry().Snapshot().Backends {
+		if b.Name == name {
+			return b.BlocksHeld
+		}
+	}
+	return 0
+}
+
+// waitHeld waits, on a's router's change signal, until a's registry holds
+// at least blocks on the backend named name.
+func waitHeld(t *testing.T, a *app.App, name string, blocks int) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		ch := a.Router().Changed()
+		if heldOn(a, name) >= blocks {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("gateway's registry holds %d blocks on %s, want >= %d: the node's journal did not reach it", heldOn(a, name), name, blocks)
+		}
+	}
+}
+
+// waitFollowing waits until a's router follows every backend's journal.
+func waitFollowing(t *testing.T, a *app.App) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		ch := a.Router().Changed()
+		all := true
+		for _, b := range a.Router().Status() {
+			all = all && b.Residency == router.ResidencyEvents
+		}
+		if all {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("backends' residency %+v, want all %q", a.Router().Status(), router.ResidencyEvents)
+		}
+	}
+}
+
+// TestFleetResidencyAcrossGateways: two gateways with registries of their
+// own, the same config, over two kvwin nodes. A long system prompt placed
+// on a node through gateway A shows up in gateway B's registry there (B
+// never routed to it: only the node's journal can have told it), and a new
+// conversation with the same prompt sent through B goes to that node and
+// reuses it, for three prompts in a row.
+func TestFleetResidencyAcrossGateways(t *testing.T) {
+	var specs []string
+	for range 2 {
+		node := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 4, 4096 })
+		specs = append(specs, "llamaserver="+node.URL())
+	}
+	gw := func() *app.App { return apptest.Start(t, func(f *app.Config) { f.Backends = specs }) }
+	a, b := gw(), gw()
+	waitFollowing(t, a)
+	waitFollowing(t, b)
+	const block = 16
+	for i := range 3 {
+		before := map[string]int{}
+		for _, st := range b.Router().Registry().Snapshot().Backends {
+			before[st.Name] = st.BlocksHeld
+		}
+		system := fmt.Sprintf("You are assistant number %d. ", i) + apptest.Words(100+i, 1600)
+		first := apptest.Post(t, a, map[string]any{"model": "kvwin-tiny", "max_tokens": 4,
+			"messages": apptest.Msgs("system", system, "user", "hello there")})
+		if first.Status != 200 {
+			t.Fatalf("prompt %d through A: %d %s", i, first.Status, first.Body)
+		}
+		node := first.Header.Get("X-Kvwin-Backend")
+		// What A's turn left on the node, system prompt and all, reaches B.
+		waitHeld(t, b, node, before[node]+first.Prompt*9/10/block)
+		second := apptest.Post(t, b, map[string]any{"model": "kvwin-tiny", "max_tokens": 4,
+			"messages": apptest.Msgs("system", system, "user", "a different question")})
+		if second.Status != 200 {
+			t.Fatalf("prompt %d through B: %d %s", i, second.Status, second.Body)
+		}
+		ratio := float64(second.Cached) / float64(second.Prompt)
+		t.Logf("prompt %d: placed on %s through A (%d tokens); through B: %s, cached %d of %d (%.3f)",
+			i, node, first.Prompt, second.Header.Get("X-Kvwin-Backend"), second.Cached, second.Prompt, ratio)
+		if got := second.Header.Get("X-Kvwin-Backend"); got != node {
+			t.Errorf("prompt %d: B routed to %s, want %s where A placed it", i, got, node)
+		}
+		if ratio < 0.9 {
+			t.Errorf("prompt %d: B's turn reused %d of %d prompt tokens (%.3f), want >= 0.9", i, second.Cached, second.Prompt, ratio)
+		}
+	}
+}
