@@ -25,7 +25,7 @@ func (r *Router) checkHealth(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			for _, m := range r.members {
+			for _, m := range r.fleet() {
 				// checking orders the check's writes of next and backoff
 				// before this read.
 				if m.checking.Load() || now.Before(m.next) && !(m.wantRead.Load() && m.healthy.Load()) {
@@ -67,6 +67,7 @@ func (r *Router) check(ctx context.Context, m *member) {
 	}
 	if err == nil {
 		m.suspect.Store(false)
+		m.joined.Store(true)
 		if !m.healthy.Swap(true) {
 			r.log.Info("backend healthy again", "backend", m.name, "slots", m.slots.Load(), "ctx_per_slot", m.ctx.Load())
 			r.changed()
@@ -144,12 +145,12 @@ var _ engine.Readier = (*Router)(nil)
 // known, else an error wrapping engine.ErrUnavailable: what a gateway's
 // GET /health reports. It does not block.
 func (r *Router) Ready() error {
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		if m.healthy.Load() {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: no healthy backend (%d configured)", engine.ErrUnavailable, len(r.members))
+	return fmt.Errorf("%w: no healthy backend (%d configured)", engine.ErrUnavailable, len(r.fleet()))
 }
 
 // BackendStatus is one backend as the router sees it.
@@ -167,17 +168,33 @@ type BackendStatus struct {
 	// (turns alone: it does not serve /slots), or "" (not read yet, or a
 	// backend that cannot say).
 	Residency string `json:"residency,omitempty"`
+	// Draining: it left the fleet (its address is gone from DNS) and
+	// finishes its turns in flight; no new turn goes there.
+	Draining bool `json:"draining,omitempty"`
 }
 
-// Status returns every backend's state, in configuration order. It does not
-// block.
+// Status returns every backend's state, in configuration order (joined
+// ones last), then the backends removed that still drain their turns. It
+// does not block.
 func (r *Router) Status() []BackendStatus {
-	out := make([]BackendStatus, len(r.members))
-	for i, m := range r.members {
-		out[i] = BackendStatus{Name: m.name, Healthy: m.healthy.Load(), Suspect: m.suspect.Load(),
-			Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load()), Residency: m.residency()}
+	r.fleetMu.RLock()
+	members, draining := r.members, r.draining
+	r.fleetMu.RUnlock()
+	out := make([]BackendStatus, 0, len(members)+len(draining))
+	for _, m := range members {
+		out = append(out, m.status())
+	}
+	for _, m := range draining {
+		st := m.status()
+		st.Draining = true
+		out = append(out, st)
 	}
 	return out
+}
+
+func (m *member) status() BackendStatus {
+	return BackendStatus{Name: m.name, Healthy: m.healthy.Load(), Suspect: m.suspect.Load(),
+		Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load()), Residency: m.residency()}
 }
 
 // Changed returns a channel closed at the next change of any backend's

@@ -45,6 +45,7 @@ type member struct {
 	// remoteLoad is the backend's requests running and waiting as its
 	// journal last said.
 	follower   engine.ResidencyFollower
+	unfollow   context.CancelFunc // ends the follower (nil: none)
 	following  atomic.Bool
 	resMu      sync.Mutex
 	remoteLoad atomic.Int64
@@ -56,6 +57,14 @@ type member struct {
 	lastRead time.Time
 
 	healthy atomic.Bool
+	// joined: a health check passed since it joined (or it was configured
+	// at start); a member still joining is not tried (fleet.go).
+	joined atomic.Bool
+	// turns counts the turns on it; drained, once it was removed, is
+	// closed when turns reaches 0 (fleet.go).
+	turnMu  sync.Mutex
+	turns   int
+	drained chan struct{}
 	// suspect: the backend timed out; it is not trusted again until a
 	// probe generation succeeds (answering /health is not enough).
 	suspect atomic.Bool
@@ -103,6 +112,7 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 	m.slots.Store(int64(info.Slots))
 	m.ctx.Store(int64(info.ContextSlot))
 	m.healthy.Store(true)
+	m.joined.Store(true)
 	return m, nil
 }
 
@@ -128,6 +138,10 @@ func (m *member) slotCount() int { return max(int(m.slots.Load()), 1) }
 // generate runs req on the backend, tagging events with the backend's name;
 // started reports whether anything reached the client.
 func (m *member) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, bool, error) {
+	if !m.enter() {
+		return engine.Result{}, false, fmt.Errorf("%w: backend %s left the fleet", engine.ErrUnavailable, m.name)
+	}
+	defer m.leave()
 	m.load.Add(1)
 	defer m.load.Add(-1)
 	began := m.now()

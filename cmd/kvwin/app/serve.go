@@ -86,6 +86,12 @@ type Config struct {
 	BackendConnect    time.Duration
 	BackendFirstToken time.Duration
 	BackendIdle       time.Duration
+	// BackendResolveInterval is how often a --backend KIND=dns://NAME:PORT
+	// is resolved again (dns.go); 0: DefaultResolveInterval.
+	BackendResolveInterval time.Duration
+	// Resolver resolves those names; nil: the system's (net.DefaultResolver).
+	// Tests inject one.
+	Resolver Resolver
 
 	// From the configuration file only (--config).
 	ConfigPath      string         // the file, reread on SIGHUP
