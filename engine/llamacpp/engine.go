@@ -71,6 +71,9 @@ type Engine struct {
 	// journal publishes what the slots hold (the loop writes it at every
 	// registry record) for the gateways that follow this node.
 	journal *kvcache.Journal
+	// usedCells is the KV cells in use, as the loop last read them
+	// (llama_kv_self_used_cells): vllm:kv_cache_usage_perc's numerator.
+	usedCells atomic.Int64
 }
 
 var (

@@ -675,6 +675,7 @@ func (l *loop) publish() {
 		l.e.views[i].Tenant = s.owner.Tenant
 	}
 	l.e.mu.Unlock()
+	l.e.usedCells.Store(int64(usedCells(l.e.lctx)))
 	running := l.active()
 	l.e.journal.SetLoad(kvcache.Load{Running: running, Waiting: max(len(l.e.admit)-running, 0)})
 }

@@ -2,6 +2,10 @@ package app_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +109,86 @@ func TestFleetResidencyAcrossGateways(t *testing.T) {
 			t.Errorf("prompt %d: B's turn reused %d of %d prompt tokens (%.3f), want >= 0.9", i, second.Cached, second.Prompt, ratio)
 		}
 	}
+}
+
+// vllmGauges reads the vLLM-compatible gauges from a's /metrics.
+func vllmGauges(t *testing.T, a *app.App) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(a.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || !strings.HasPrefix(name, "vllm:") {
+			continue
+		}
+		if !strings.Contains(rest, `model_name="kvwin-tiny"`) {
+			t.Errorf("%s without the model_name label: %s", name, line)
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// TestNodeExportsVLLMGauges: a node under load reports, under vLLM's
+// names, the requests running in its one slot, those waiting for it, and
+// the share of its KV cache in use.
+func TestNodeExportsVLLMGauges(t *testing.T) {
+	node := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx = 1, 4096 })
+	idle := vllmGauges(t, node)
+	if idle["vllm:num_requests_running"] != 0 || idle["vllm:num_requests_waiting"] != 0 || idle["vllm:kv_cache_usage_perc"] != 0 {
+		t.Fatalf("an idle node: %v, want all 0", idle)
+	}
+	// Three long prompts for one slot: one runs while two wait.
+	done := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			s, _, body, err := postTurn(node.URL(), apptest.Words(300+i, 2800))
+			if err == nil && s != 200 {
+				err = fmt.Errorf("%d %s", s, body)
+			}
+			done <- err
+		}()
+	}
+	seen := map[string]float64{}
+	tick := time.NewTicker(5 * time.Millisecond) // /metrics has no change signal: it is read until it shows the load
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	finished := 0
+	for finished < 3 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished++
+		case <-tick.C:
+			g := vllmGauges(t, node)
+			if g["vllm:num_requests_running"] > 1 || g["vllm:kv_cache_usage_perc"] > 1 || g["vllm:num_requests_waiting"] > 2 {
+				t.Fatalf("gauges out of range for one slot and three requests: %v", g)
+			}
+			for k, v := range g {
+				seen[k] = max(seen[k], v)
+			}
+		case <-deadline:
+			t.Fatal("the three turns did not finish")
+		}
+	}
+	if seen["vllm:num_requests_running"] != 1 || seen["vllm:num_requests_waiting"] < 1 {
+		t.Errorf("under load, at most: %v; want 1 running and some waiting", seen)
+	}
+	after := vllmGauges(t, node)
+	// The slot keeps the last prompt's KV (about 2,800 of 4,096 cells).
+	if after["vllm:num_requests_running"] != 0 || after["vllm:num_requests_waiting"] != 0 || after["vllm:kv_cache_usage_perc"] < 0.5 {
+		t.Errorf("after the load: %v, want none running or waiting and the slot's KV > half the cache", after)
+	}
+	t.Logf("under load (max seen): %v; after: %v", seen, after)
 }
