@@ -42,7 +42,9 @@ func TestParseDNSBackend(t *testing.T) {
 // resolverFunc is a Resolver of a function.
 type resolverFunc func(ctx context.Context, host string) ([]string, error)
 
-func (f resolverFunc) LookupHost(ctx context.Context, host string) ([]string, error) { return f(ctx, host) }
+func (f resolverFunc) LookupHost(ctx context.Context, host string) ([]string, error) {
+	return f(ctx, host)
+}
 
 func TestResolveKeepsTheFleetOnAFailedLookup(t *testing.T) {
 	d, _, _ := parseDNS("x", backendKinds["llamaserver"], "dns://llama:8080")
