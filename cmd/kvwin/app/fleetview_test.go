@@ -192,3 +192,51 @@ func TestNodeExportsVLLMGauges(t *testing.T) {
 	}
 	t.Logf("under load (max seen): %v; after: %v", seen, after)
 }
+
+// TestFleetResidencyAcrossGatewaysKeepsTenantsApart: the same over nodes
+// that keep tenants apart (the gateways hold their admin key): a prefix
+// alice placed through A is reused by alice's new conversation through B,
+// and never by bob's with the same prompt.
+func TestFleetResidencyAcrossGatewaysKeepsTenantsApart(t *testing.T) {
+	const nodeAdmin = "node-admin-key-0123456789"
+	var specs []string
+	for range 2 {
+		node := apptest.Start(t, func(f *app.Config) { f.Slots, f.Ctx, f.AdminKey = 4, 4096, nodeAdmin })
+		specs = append(specs, "llamaserver="+node.URL())
+	}
+	gw := func() *app.App {
+		return apptest.Start(t, func(f *app.Config) {
+			f.Backends, f.BackendKey = specs, nodeAdmin
+			f.APIKeys = []string{"alice=alice-key-0123456789", "bob=bob-key-0123456789ab"}
+		})
+	}
+	a, b := gw(), gw()
+	waitFollowing(t, a)
+	waitFollowing(t, b)
+	system := "You are the tenants' assistant. " + apptest.Words(7, 1600)
+	chat := func(g *app.App, key, user string) apptest.Turn {
+		tr := apptest.PostWith(t, g.URL(), map[string]string{"Authorization": "Bearer " + key}, map[string]any{
+			"model": "kvwin-tiny", "max_tokens": 4, "messages": apptest.Msgs("system", system, "user", user)})
+		if tr.Status != 200 {
+			t.Fatalf("%d %s", tr.Status, tr.Body)
+		}
+		return tr
+	}
+	before := map[string]int{}
+	for _, st := range b.Router().Registry().Snapshot().Backends {
+		before[st.Name] = st.BlocksHeld
+	}
+	first := chat(a, "alice-key-0123456789", "hello there")
+	node := first.Header.Get("X-Kvwin-Backend")
+	waitHeld(t, b, node, before[node]+first.Prompt*9/10/16)
+	mine := chat(b, "alice-key-0123456789", "a different question")
+	theirs := chat(b, "bob-key-0123456789ab", "a different question")
+	t.Logf("alice through B: %s cached %d of %d; bob through B: %s cached %d of %d",
+		mine.Header.Get("X-Kvwin-Backend"), mine.Cached, mine.Prompt, theirs.Header.Get("X-Kvwin-Backend"), theirs.Cached, theirs.Prompt)
+	if mine.Header.Get("X-Kvwin-Backend") != node || mine.Cached*10 < mine.Prompt*9 {
+		t.Errorf("alice through B: %s cached %d of %d, want %s and >= 90%%", mine.Header.Get("X-Kvwin-Backend"), mine.Cached, mine.Prompt, node)
+	}
+	if theirs.Cached*10 >= theirs.Prompt {
+		t.Errorf("bob reused %d of %d prompt tokens of alice's prefix", theirs.Cached, theirs.Prompt)
+	}
+}
