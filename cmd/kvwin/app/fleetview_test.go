@@ -172,7 +172,9 @@ func TestNodeExportsVLLMGauges(t *testing.T) {
 			finished++
 		case <-tick.C:
 			g := vllmGauges(t, node)
-			if g["vllm:num_requests_running"] > 1 || g["vllm:kv_cache_usage_perc"] > 1 || g["vllm:num_requests_waiting"] > 2 {
+			// Admitted but not yet in the slot counts as waiting: all three
+			// may wait for an instant.
+			if g["vllm:num_requests_running"] > 1 || g["vllm:kv_cache_usage_perc"] > 1 || g["vllm:num_requests_running"]+g["vllm:num_requests_waiting"] > 3 {
 				t.Fatalf("gauges out of range for one slot and three requests: %v", g)
 			}
 			for k, v := range g {
