@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"kvwin/kvcache"
+)
 
 // The optional abilities of a backend, beyond Backend. Each is one small
 // interface found by type assertion: a backend that cannot do something
@@ -147,4 +151,28 @@ type Refresher interface {
 // disk.
 type SnapshotExpirer interface {
 	ExpireSnapshots() int
+}
+
+// SlotJournaler is implemented by backends that publish what their slots
+// hold as a journal of changes (the embedded engine): a kvwin node serves
+// it at GET /kvwin/v1/events, and every gateway follows it.
+type SlotJournaler interface {
+	SlotJournal() *kvcache.Journal
+}
+
+// ResidencyFollower is implemented by backends whose slots' content a
+// gateway can follow as a journal (a kvwin node's GET /kvwin/v1/events).
+// FollowResidency blocks, calling fn with each event from c on (a snapshot
+// first when c cannot be resumed), until ctx ends, the stream breaks or fn
+// returns an error; it returns an error wrapping ErrNotSupported when the
+// backend publishes no journal.
+type ResidencyFollower interface {
+	FollowResidency(ctx context.Context, c kvcache.Cursor, fn func(kvcache.JournalEvent) error) error
+}
+
+// LoadReporter is implemented by backends that can say how many requests
+// run in their slots and wait for one (the embedded engine). It does not
+// block.
+type LoadReporter interface {
+	Load() kvcache.Load
 }

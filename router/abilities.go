@@ -34,7 +34,7 @@ func delegate[A any, T any](r *Router, fn func(A) (T, error)) (T, error) {
 	var zero T
 	var errs []error
 	for _, healthy := range []bool{true, false} {
-		for _, m := range r.members {
+		for _, m := range r.fleet() {
 			a, ok := m.backend.(A)
 			if !ok || m.healthy.Load() != healthy {
 				continue
@@ -93,7 +93,7 @@ func (r *Router) Detokenize(ctx context.Context, tokens []int) (string, error) {
 func (r *Router) Slots() []engine.SlotState {
 	var out []engine.SlotState
 	offset := 0
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		n := m.backend.Info().Slots
 		if rep, ok := m.backend.(engine.SlotReporter); ok {
 			for _, s := range rep.Slots() {
@@ -112,7 +112,7 @@ func (r *Router) Slots() []engine.SlotState {
 // does not answer contributes what it last reported. It blocks on the
 // backends, one after the other.
 func (r *Router) FetchSlots(ctx context.Context) ([]engine.SlotState, error) {
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		if f, ok := m.backend.(engine.SlotFetcher); ok && m.healthy.Load() {
 			if _, err := f.FetchSlots(ctx); err != nil {
 				if ctx.Err() != nil {
@@ -127,7 +127,7 @@ func (r *Router) FetchSlots(ctx context.Context) ([]engine.SlotState, error) {
 
 // ChatTemplate is the chat template of the first backend that knows one.
 func (r *Router) ChatTemplate() string {
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		if t, ok := m.backend.(engine.ChatTemplater); ok {
 			if s := t.ChatTemplate(); s != "" {
 				return s
@@ -141,11 +141,11 @@ func (r *Router) ChatTemplate() string {
 // a request may go to any of them, and the chat handler renders tools one
 // way for all.
 func (r *Router) TemplateTools() bool {
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		t, ok := m.backend.(engine.ToolTemplater)
 		if !ok || !t.TemplateTools() {
 			return false
 		}
 	}
-	return len(r.members) > 0
+	return len(r.fleet()) > 0
 }

@@ -105,7 +105,7 @@ func (t *tally) err() error {
 // and returns the first answer, or what the failures came to.
 func (r *Router) attempt(ctx context.Context, req engine.Request, k key, stream engine.StreamFunc, ranked []candidate, t *tally) (string, engine.Result, error) {
 	for _, c := range ranked {
-		m := r.members[c.index]
+		m := c.m
 		pl, err := r.place(ctx, m, c, req, k.length)
 		if err != nil {
 			return "", engine.Result{}, err

@@ -26,7 +26,7 @@ func (r *Router) Embed(ctx context.Context, req engine.EmbedRequest) (engine.Emb
 
 // nameOf is the member name of backend b.
 func nameOf(r *Router, b any) string {
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		if any(m.backend) == b {
 			return m.name
 		}

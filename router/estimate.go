@@ -14,6 +14,7 @@ import (
 // run the turn on.
 type candidate struct {
 	index      int
+	m          *member
 	name       string
 	load       int           // requests in flight
 	slots      int           // parallel slots
@@ -48,7 +49,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 		if peer != nil && !m.cal.Stats().Fitted {
 			cost = peer
 		}
-		c := candidate{index: m.index, name: m.name, load: int(m.load.Load()), slots: m.slotCount(), held: -1, plan: -1, prefer: -1,
+		c := candidate{index: m.index, m: m, name: m.name, load: m.inflight(), slots: m.slotCount(), held: -1, plan: -1, prefer: -1,
 			isolated: r.isolates(m)}
 		mt, ok := held[m.name]
 		ok = ok && mt.Approximate != m.exact

@@ -21,8 +21,9 @@ type filter func(m *member) bool
 func healthy(m *member) bool { return m.healthy.Load() }
 
 // failsFast keeps the members that are not down for a timeout: down for a
-// reason that fails fast (refused, 5xx), or not down at all.
-func failsFast(m *member) bool { return !m.suspect.Load() }
+// reason that fails fast (refused, 5xx), or not down at all; a member
+// still joining (no health check passed yet) is not one of them.
+func failsFast(m *member) bool { return !m.suspect.Load() && m.joined.Load() }
 
 // servesModel keeps the members serving model; a member that names no
 // model, or a turn that names none, matches any.
@@ -63,12 +64,12 @@ next:
 // back between two health checks (a restart) serves at once instead of
 // after the next check.
 func (r *Router) live(model string) ([]*member, error) {
-	live := keep(r.members, healthy, servesModel(model))
+	live := keep(r.fleet(), healthy, servesModel(model))
 	if len(live) == 0 {
-		live = keep(r.members, failsFast, servesModel(model))
+		live = keep(r.fleet(), failsFast, servesModel(model))
 	}
 	if len(live) == 0 {
-		return nil, fmt.Errorf("%w: no healthy backend serves model %q (%d configured)", engine.ErrUnavailable, model, len(r.members))
+		return nil, fmt.Errorf("%w: no healthy backend serves model %q (%d configured)", engine.ErrUnavailable, model, len(r.fleet()))
 	}
 	return live, nil
 }

@@ -25,7 +25,7 @@ func (r *Router) checkHealth(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			for _, m := range r.members {
+			for _, m := range r.fleet() {
 				// checking orders the check's writes of next and backoff
 				// before this read.
 				if m.checking.Load() || now.Before(m.next) && !(m.wantRead.Load() && m.healthy.Load()) {
@@ -67,6 +67,7 @@ func (r *Router) check(ctx context.Context, m *member) {
 	}
 	if err == nil {
 		m.suspect.Store(false)
+		m.joined.Store(true)
 		if !m.healthy.Swap(true) {
 			r.log.Info("backend healthy again", "backend", m.name, "slots", m.slots.Load(), "ctx_per_slot", m.ctx.Load())
 			r.changed()
@@ -117,9 +118,14 @@ func (r *Router) refresh(ctx context.Context, m *member, rejoin bool) error {
 	if rejoin || oldCtx != info.ContextSlot {
 		from = 0
 	}
+	m.resMu.Lock()
+	if m.following.Load() && from == 0 && oldCtx == info.ContextSlot {
+		from = info.Slots // its journal, followed, already says what it holds after a restart
+	}
 	for s := from; s < max(oldSlots, info.Slots); s++ {
 		_ = r.reg.Release(kvcache.Location{Backend: m.name, Slot: s})
 	}
+	m.resMu.Unlock()
 	m.forgetOwners(from)
 	if oldSlots != info.Slots || oldCtx != info.ContextSlot {
 		capacity, _ := kvcache.Budget{Context: info.ContextSlot, Slots: max(info.Slots, 1)}.CapacityBlocks(r.cfg.BlockTokens)
@@ -139,12 +145,12 @@ var _ engine.Readier = (*Router)(nil)
 // known, else an error wrapping engine.ErrUnavailable: what a gateway's
 // GET /health reports. It does not block.
 func (r *Router) Ready() error {
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		if m.healthy.Load() {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: no healthy backend (%d configured)", engine.ErrUnavailable, len(r.members))
+	return fmt.Errorf("%w: no healthy backend (%d configured)", engine.ErrUnavailable, len(r.fleet()))
 }
 
 // BackendStatus is one backend as the router sees it.
@@ -157,21 +163,38 @@ type BackendStatus struct {
 	ContextSlot int  `json:"ctx_per_slot"`
 	InFlight    int  `json:"in_flight"`
 	// Residency is how the registry knows what the backend holds:
+	// ResidencyEvents (its journal, followed, corrected by turns),
 	// ResidencyRead (its /slots, corrected by turns), ResidencyLearned
 	// (turns alone: it does not serve /slots), or "" (not read yet, or a
 	// backend that cannot say).
 	Residency string `json:"residency,omitempty"`
+	// Draining: it left the fleet (its address is gone from DNS) and
+	// finishes its turns in flight; no new turn goes there.
+	Draining bool `json:"draining,omitempty"`
 }
 
-// Status returns every backend's state, in configuration order. It does not
-// block.
+// Status returns every backend's state, in configuration order (joined
+// ones last), then the backends removed that still drain their turns. It
+// does not block.
 func (r *Router) Status() []BackendStatus {
-	out := make([]BackendStatus, len(r.members))
-	for i, m := range r.members {
-		out[i] = BackendStatus{Name: m.name, Healthy: m.healthy.Load(), Suspect: m.suspect.Load(),
-			Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load()), Residency: m.residency()}
+	r.fleetMu.RLock()
+	members, draining := r.members, r.draining
+	r.fleetMu.RUnlock()
+	out := make([]BackendStatus, 0, len(members)+len(draining))
+	for _, m := range members {
+		out = append(out, m.status())
+	}
+	for _, m := range draining {
+		st := m.status()
+		st.Draining = true
+		out = append(out, st)
 	}
 	return out
+}
+
+func (m *member) status() BackendStatus {
+	return BackendStatus{Name: m.name, Healthy: m.healthy.Load(), Suspect: m.suspect.Load(),
+		Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load()), Residency: m.residency()}
 }
 
 // Changed returns a channel closed at the next change of any backend's

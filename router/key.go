@@ -81,7 +81,7 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 // (engine.TextRenderer: Ollama), so both key it alike; else role and
 // content lines.
 func (r *Router) promptText(req engine.Request) string {
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		if tr, ok := m.backend.(engine.TextRenderer); ok {
 			if text, err := tr.PromptText(req); err == nil {
 				return text

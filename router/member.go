@@ -38,6 +38,17 @@ type member struct {
 	reader   engine.SlotReader
 	resMode  atomic.Int32
 	wantRead atomic.Bool
+	// follower follows the backend's journal of its slots (follow.go), nil
+	// if it has none; following: the journal is followed now (a snapshot
+	// was applied and the stream is up); resMu orders the follower's
+	// writes to the registry against refresh's release at a rejoin.
+	// remoteLoad is the backend's requests running and waiting as its
+	// journal last said.
+	follower   engine.ResidencyFollower
+	unfollow   context.CancelFunc // ends the follower (nil: none)
+	following  atomic.Bool
+	resMu      sync.Mutex
+	remoteLoad atomic.Int64
 	// learned is what the router's own turns left in each slot.
 	slotMu  sync.Mutex
 	learned map[int]slotLearned
@@ -46,6 +57,14 @@ type member struct {
 	lastRead time.Time
 
 	healthy atomic.Bool
+	// joined: a health check passed since it joined (or it was configured
+	// at start); a member still joining is not tried (fleet.go).
+	joined atomic.Bool
+	// turns counts the turns on it; drained, once it was removed, is
+	// closed when turns reaches 0 (fleet.go).
+	turnMu  sync.Mutex
+	turns   int
+	drained chan struct{}
 	// suspect: the backend timed out; it is not trusted again until a
 	// probe generation succeeds (answering /health is not enough).
 	suspect atomic.Bool
@@ -89,9 +108,11 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 	_, exact := b.(engine.Prompter)
 	m := &member{index: i, name: info.Name, backend: b, exact: exact, cal: cal, snapshots: info.Snapshots, now: cfg.Now}
 	m.reader, _ = b.(engine.SlotReader)
+	m.follower, _ = b.(engine.ResidencyFollower)
 	m.slots.Store(int64(info.Slots))
 	m.ctx.Store(int64(info.ContextSlot))
 	m.healthy.Store(true)
+	m.joined.Store(true)
 	return m, nil
 }
 
@@ -99,7 +120,7 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 // the recent mean service time.
 func (m *member) wait() time.Duration {
 	slots := m.slotCount()
-	over := int(m.load.Load()) - slots + 1
+	over := m.inflight() - slots + 1
 	if over <= 0 {
 		return 0
 	}
@@ -107,12 +128,20 @@ func (m *member) wait() time.Duration {
 	return time.Duration(float64(over) * s * float64(time.Second) / float64(slots))
 }
 
+// inflight is the backend's requests in flight: the router's own, or what
+// the backend's journal says runs and waits there, the more.
+func (m *member) inflight() int { return int(max(m.load.Load(), m.remoteLoad.Load())) }
+
 // slotCount is the backend's slots as last read, at least 1.
 func (m *member) slotCount() int { return max(int(m.slots.Load()), 1) }
 
 // generate runs req on the backend, tagging events with the backend's name;
 // started reports whether anything reached the client.
 func (m *member) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, bool, error) {
+	if !m.enter() {
+		return engine.Result{}, false, fmt.Errorf("%w: backend %s left the fleet", engine.ErrUnavailable, m.name)
+	}
+	defer m.leave()
 	m.load.Add(1)
 	defer m.load.Add(-1)
 	began := m.now()

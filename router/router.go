@@ -59,6 +59,9 @@ type Config struct {
 	// where it went and why. It runs on the request's goroutine and must
 	// not block.
 	Observe func(Decision) `json:"-"`
+	// Dynamic: backends join and leave while the router runs (Add,
+	// Remove: backends found by DNS), so New accepts an empty fleet.
+	Dynamic bool
 	// Now is the clock the router reads where it scores: the service
 	// times that predict a backend's queue wait, and a Decision's time.
 	// Default time.Now; a simulated fleet gives its own.
@@ -138,15 +141,23 @@ func (c Config) withDefaults() (Config, error) {
 
 // Router is an engine.Backend over a fleet. Safe for concurrent use.
 type Router struct {
-	cfg     Config
-	log     *slog.Logger
-	reg     *kvcache.Registry
-	exact   *kvcache.Keyer
-	approx  *kvcache.Keyer
-	members []*member
-	scorer  scorer
-	stop    context.CancelFunc
-	done    sync.WaitGroup
+	cfg    Config
+	log    *slog.Logger
+	reg    *kvcache.Registry
+	exact  *kvcache.Keyer
+	approx *kvcache.Keyer
+	scorer scorer
+	ctx    context.Context // ends at Close: owns every goroutine
+	stop   context.CancelFunc
+	done   sync.WaitGroup
+
+	// members is the fleet (fleet.go): replaced whole under fleetMu, read
+	// through fleet(). draining is the members removed whose turns have
+	// not all ended; next numbers the members.
+	fleetMu  sync.RWMutex
+	members  []*member
+	draining []*member
+	next     int
 
 	watchMu sync.Mutex
 	watch   chan struct{} // closed and replaced at each health change
@@ -161,7 +172,7 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 	if err != nil {
 		return nil, err
 	}
-	if len(backends) == 0 {
+	if len(backends) == 0 && !cfg.Dynamic {
 		return nil, errors.New("router: no backends")
 	}
 	if log == nil {
@@ -188,27 +199,27 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 	if r.approx, err = kvcache.NewTextKeyer(model); err != nil {
 		return nil, err
 	}
+	r.ctx, r.stop = context.WithCancel(context.Background())
 	seen := map[string]bool{}
 	for i, b := range backends {
 		info := b.Info()
 		if seen[info.Name] {
+			r.stop()
+			r.done.Wait()
 			return nil, fmt.Errorf("router: two backends named %q", info.Name)
 		}
 		seen[info.Name] = true
-		capacity, _ := kvcache.Budget{Context: info.ContextSlot, Slots: max(info.Slots, 1)}.CapacityBlocks(cfg.BlockTokens)
-		if err := reg.SetBackend(kvcache.BackendConfig{Name: info.Name, CapacityBlocks: capacity}); err != nil {
-			return nil, err
-		}
-		m, err := newMember(i, b, cfg)
+		m, err := r.join(i, b, true)
 		if err != nil {
+			r.stop()
+			r.done.Wait()
 			return nil, err
 		}
 		r.members = append(r.members, m)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.stop = cancel
+	r.next = len(backends)
 	r.done.Add(1)
-	go r.checkHealth(ctx)
+	go r.checkHealth(r.ctx)
 	return r, nil
 }
 
@@ -223,7 +234,7 @@ func (r *Router) Close() error {
 // so the gateway's window plans in the fleet's own tokens; it estimates from
 // the bytes when none can.
 func (r *Router) CountMessage(m engine.Message) int {
-	for _, mem := range r.members {
+	for _, mem := range r.fleet() {
 		if mc, ok := mem.backend.(engine.MessageCounter); ok && mem.healthy.Load() {
 			return mc.CountMessage(m)
 		}
@@ -233,8 +244,8 @@ func (r *Router) CountMessage(m engine.Message) int {
 
 // Backends returns the backends the router fronts.
 func (r *Router) Backends() []engine.Backend {
-	out := make([]engine.Backend, len(r.members))
-	for i, m := range r.members {
+	out := make([]engine.Backend, len(r.fleet()))
+	for i, m := range r.fleet() {
 		out[i] = m.backend
 	}
 	return out
@@ -247,7 +258,7 @@ func (r *Router) Registry() *kvcache.Registry { return r.reg }
 // total slots of the healthy backends.
 func (r *Router) Info() engine.Info {
 	info := engine.Info{Name: r.cfg.Name}
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		mi := m.backend.Info()
 		if info.Model == "" {
 			info.Model = mi.Model
@@ -307,7 +318,7 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 func (r *Router) ForgetConversation(ctx context.Context, tenant, conversation string) (int, error) {
 	n := 0
 	var errs []error
-	for _, m := range r.members {
+	for _, m := range r.fleet() {
 		if f, ok := m.backend.(engine.ConversationForgetter); ok {
 			k, err := f.ForgetConversation(ctx, tenant, conversation)
 			n += k

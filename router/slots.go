@@ -110,6 +110,9 @@ func (m *member) forgetSlot(slot int) {
 
 // residency says how m's residency is known ("" before the first read).
 func (m *member) residency() string {
+	if m.following.Load() {
+		return ResidencyEvents
+	}
 	switch m.resMode.Load() {
 	case residencyRead:
 		return ResidencyRead
@@ -123,8 +126,8 @@ func (m *member) residency() string {
 // and it joined (first, or rejoin), a turn disagreed, or the interval
 // passed. Called by the check that owns m.lastRead.
 func (r *Router) readDue(m *member, rejoin bool) bool {
-	if m.reader == nil {
-		return false
+	if m.reader == nil || m.following.Load() {
+		return false // nothing to read, or its journal says it (follow.go)
 	}
 	if rejoin {
 		m.resMode.Store(residencyUnknown) // perhaps restarted with --slots now

@@ -22,6 +22,7 @@ func (s *Server) adminRoutes(r *gin.Engine) {
 		r.GET("/kvwin/v1/registry", s.registry)
 	}
 	r.GET("/kvwin/v1/traffic", s.serveTraffic)
+	r.GET("/kvwin/v1/events", s.Handle(s.events))
 	if s.cfg.Status != nil {
 		r.GET("/kvwin/v1/status", func(c *gin.Context) { core.WriteJSON(c.Writer, http.StatusOK, s.cfg.Status(c.Request.Context())) })
 	}

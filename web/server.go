@@ -173,6 +173,10 @@ type Server struct {
 	metrics *metrics
 	traffic *traffic
 
+	// streamsDone is closed by EndStreams (the server shuts down).
+	streamsDone chan struct{}
+	endStreams  sync.Once
+
 	// now and newID are fields so tests can make responses byte-exact.
 	now   func() time.Time
 	newID func(prefix string) string
@@ -203,7 +207,7 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 	}
 	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: core.NewID,
 		keys: keys, hosts: newHostGuard(cfg.ListenAddr, cfg.AllowedHosts), origins: map[string]bool{},
-		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued), metrics: newMetrics(), traffic: newTraffic()}
+		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued), metrics: newMetrics(), traffic: newTraffic(), streamsDone: make(chan struct{})}
 	if cfg.Registerer != nil {
 		if err := s.metrics.register(cfg.Registerer); err != nil {
 			return nil, fmt.Errorf("web: metrics: %w", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ func checkCompose(t *testing.T, files map[string][]byte, p string) {
 	var services []composeService
 	var gateway *composeService
 	var gatewayArgs []string
+	var databases []composeService
 	for name, v := range asMap(doc["services"]) {
 		m := asMap(v)
 		s := composeService{name: name, names: []string{name}, profiles: strs(m["profiles"]), image: asString(m["image"]), raw: m}
@@ -79,6 +81,12 @@ func checkCompose(t *testing.T, files map[string][]byte, p string) {
 		case m["build"] != nil:
 			gw := s
 			gateway, gatewayArgs = &gw, args
+			continue
+		case strings.HasPrefix(s.image, "postgres:"):
+			if hc := strs(asMap(m["healthcheck"])["test"]); !slices.Contains(hc, "pg_isready") {
+				t.Errorf("%s: %s's healthcheck %q does not ask pg_isready", p, name, hc)
+			}
+			databases = append(databases, s)
 			continue
 		default:
 			t.Fatalf("%s: service %s: image %q is neither kvwin, llama-server nor Ollama", p, name, s.image)
@@ -100,6 +108,7 @@ func checkCompose(t *testing.T, files map[string][]byte, p string) {
 	if gateway == nil {
 		t.Fatalf("%s: no kvwin service (one with build:)", p)
 	}
+	checkComposeStore(t, p, gateway, databases)
 	flags := serveArgs(t, p+" kvwin command", gatewayArgs)
 	var source string
 	for _, v := range strs(gateway.raw["volumes"]) {
@@ -155,5 +164,33 @@ func checkCompose(t *testing.T, files map[string][]byte, p string) {
 				t.Errorf("%s: backend %s: no service named %s in profile %s", source, u, u.Hostname(), profile)
 			}
 		}
+	}
+}
+
+// composeVar is a ${VAR...} substitution of compose.
+var composeVar = regexp.MustCompile(`\$\{([A-Z_]+)[^}]*\}`)
+
+// checkComposeStore: the gateway's KVWIN_MEMORY_STORE is a postgres://
+// DSN of a postgres service, with its user, database and password, and
+// the gateway waits for it to be healthy.
+func checkComposeStore(t *testing.T, p string, gw *composeService, dbs []composeService) {
+	env := asMap(gw.raw["environment"])
+	dsn := composeVar.ReplaceAllString(asString(env["KVWIN_MEMORY_STORE"]), "$1")
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme != "postgres" {
+		t.Fatalf("%s: kvwin's KVWIN_MEMORY_STORE %q: want a postgres:// DSN (%v)", p, dsn, err)
+	}
+	i := slices.IndexFunc(dbs, func(s composeService) bool { return s.name == u.Hostname() })
+	if i < 0 || u.Port() != "5432" {
+		t.Fatalf("%s: KVWIN_MEMORY_STORE names %s, not a postgres service on 5432", p, u.Host)
+	}
+	denv := asMap(dbs[i].raw["environment"])
+	pw, _ := u.User.Password()
+	if asString(denv["POSTGRES_USER"]) != u.User.Username() || asString(denv["POSTGRES_DB"]) != strings.TrimPrefix(u.Path, "/") ||
+		composeVar.ReplaceAllString(asString(denv["POSTGRES_PASSWORD"]), "$1") != pw {
+		t.Errorf("%s: KVWIN_MEMORY_STORE's user, database or password do not match %s's POSTGRES_* environment", p, dbs[i].name)
+	}
+	if dig(gw.raw, "depends_on", u.Hostname(), "condition") != "service_healthy" {
+		t.Errorf("%s: kvwin does not wait for %s to be healthy", p, u.Hostname())
 	}
 }

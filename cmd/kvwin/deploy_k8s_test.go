@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"path"
 	"slices"
 	"strconv"
@@ -134,14 +135,67 @@ func checkKubernetes(t *testing.T, files map[string][]byte, p string) {
 			for key, v := range asMap(o.raw["data"]) {
 				cfg := checkConfig(t, p+" "+key, []byte(asString(v)))
 				for _, u := range backendURLs(t, p+" "+key, cfg) {
+					if strings.HasPrefix(u.Scheme, "dns") {
+						checkHeadless(t, objs, p, u.Hostname(), u.Port())
+						continue
+					}
 					checkPodURL(t, objs, p, u.Hostname(), u.Port())
 				}
 			}
+		case "PodDisruptionBudget":
+			checkPDB(t, objs, o)
 		case "Secret", "Namespace":
 		default:
 			t.Errorf("%s: no check knows kind %s", p, o.kind)
 		}
 	}
+}
+
+// checkHeadless: a dns:// backend names a headless Service (clusterIP:
+// None, whose DNS answer is its pods' addresses, not one virtual IP) of
+// that port, selecting a workload.
+func checkHeadless(t *testing.T, objs []k8sObject, p, host, port string) {
+	s := find(objs, "Service", host)
+	if s == nil || asString(dig(s.raw, "spec", "clusterIP")) != "None" {
+		t.Errorf("%s: dns backend %s is not a headless Service (clusterIP: None): its DNS answer would be one address", p, host)
+		return
+	}
+	checkPodURL(t, objs, p, host, port)
+}
+
+// checkPDB: a PodDisruptionBudget selects a workload and lets at least
+// one of its pods go while keeping at least one.
+func checkPDB(t *testing.T, objs []k8sObject, o k8sObject) {
+	sel := asMap(dig(o.raw, "spec", "selector", "matchLabels"))
+	var w *k8sObject
+	for i := range objs {
+		labels := asMap(dig(objs[i].raw, "spec", "template", "metadata", "labels"))
+		if (objs[i].kind == "Deployment" || objs[i].kind == "StatefulSet") && len(sel) > 0 && !slices.ContainsFunc(mapKeysList(sel), func(k string) bool { return labels[k] != sel[k] }) {
+			w = &objs[i]
+		}
+	}
+	if w == nil {
+		t.Fatalf("%s: PodDisruptionBudget %s selects no workload", o.file, o.name)
+	}
+	replicas, _ := strconv.Atoi(asString(dig(w.raw, "spec", "replicas")))
+	minAvail, hasMin := dig(o.raw, "spec", "minAvailable"), dig(o.raw, "spec", "minAvailable") != nil
+	maxUnavail, _ := strconv.Atoi(asString(dig(o.raw, "spec", "maxUnavailable")))
+	if hasMin {
+		n, _ := strconv.Atoi(asString(minAvail))
+		if n < 1 || n >= replicas {
+			t.Errorf("%s: PodDisruptionBudget %s: minAvailable %d of %d replicas of %s: want 1..%d", o.file, o.name, n, replicas, w.name, replicas-1)
+		}
+	} else if maxUnavail < 1 || maxUnavail >= replicas {
+		t.Errorf("%s: PodDisruptionBudget %s: maxUnavailable %d of %d replicas of %s", o.file, o.name, maxUnavail, replicas, w.name)
+	}
+}
+
+func mapKeysList(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // checkPodURL: host is POD.SERVICE of a StatefulSet (ordinal below its
@@ -176,6 +230,9 @@ func checkWorkload(t *testing.T, objs []k8sObject, files map[string][]byte, w k8
 	for _, v := range asList(spec["volumes"]) {
 		volumes[asString(asMap(v)["name"])] = asMap(v)
 	}
+	for _, v := range asList(dig(w.raw, "spec", "volumeClaimTemplates")) {
+		volumes[asString(dig(v, "metadata", "name"))] = map[string]any{"persistentVolumeClaim": v}
+	}
 	for _, c := range asList(spec["containers"]) {
 		c := asMap(c)
 		name, image := asString(c["name"]), asString(c["image"])
@@ -185,7 +242,11 @@ func checkWorkload(t *testing.T, objs []k8sObject, files map[string][]byte, w k8
 			}
 		}
 		probe := asMap(dig(c, "readinessProbe", "httpGet"))
-		if asString(probe["path"]) != "/health" || ports[asString(probe["port"])] == 0 {
+		if strings.HasPrefix(image, "postgres:") {
+			if cmd := strs(dig(c, "readinessProbe", "exec", "command")); len(cmd) == 0 || cmd[0] != "pg_isready" {
+				t.Errorf("%s: %s: readiness probe %v: want pg_isready", p, name, cmd)
+			}
+		} else if asString(probe["path"]) != "/health" || ports[asString(probe["port"])] == 0 {
 			t.Errorf("%s: %s: readiness probe %v: want /health on a container port %v", p, name, probe, ports)
 		}
 		for _, pr := range []string{"livenessProbe", "startupProbe"} {
@@ -205,8 +266,12 @@ func checkWorkload(t *testing.T, objs []k8sObject, files map[string][]byte, w k8
 			}
 		case strings.Contains(image, "kvwin"):
 			checkGatewayContainer(t, objs, p, c, volumes, ports)
+		case strings.HasPrefix(image, "postgres:"):
+			if v, _ := mounted(c, volumes, "/var/lib/postgresql/data/x"); dig(v, "persistentVolumeClaim") == nil {
+				t.Errorf("%s: postgres keeps its data on no PersistentVolume", p)
+			}
 		default:
-			t.Errorf("%s: container %s: image %s is neither kvwin nor llama-server", p, name, image)
+			t.Errorf("%s: container %s: image %s is neither kvwin, llama-server nor postgres", p, name, image)
 		}
 	}
 }
@@ -264,8 +329,48 @@ func checkGatewayContainer(t *testing.T, objs []k8sObject, p string, c map[strin
 		}
 	}
 	for _, e := range asList(c["env"]) {
-		if ref := asMap(dig(e, "valueFrom", "secretKeyRef")); ref != nil && !secretKey(asString(ref["name"]), asString(ref["key"])) {
+		ref := asMap(dig(e, "valueFrom", "secretKeyRef"))
+		if ref != nil && !secretKey(asString(ref["name"]), asString(ref["key"])) {
 			t.Errorf("%s: env %s: Secret %s has no key %s", p, asString(asMap(e)["name"]), ref["name"], ref["key"])
+		}
+		if asString(asMap(e)["name"]) == "KVWIN_MEMORY_STORE" {
+			checkMemoryStore(t, objs, p, ref)
+		}
+	}
+}
+
+// checkMemoryStore: the gateway's KVWIN_MEMORY_STORE comes from a Secret
+// (a password stays out of the manifests' plain text and the process
+// list) and is a postgres:// DSN of a Service and port; when that Service
+// is the example PostgreSQL, its user, database and password agree.
+func checkMemoryStore(t *testing.T, objs []k8sObject, p string, ref map[string]any) {
+	if ref == nil {
+		t.Fatalf("%s: KVWIN_MEMORY_STORE is not from a Secret", p)
+	}
+	sec := find(objs, "Secret", asString(ref["name"]))
+	u, err := url.Parse(asString(dig(sec.raw, "stringData", asString(ref["key"]))))
+	if err != nil || u.Scheme != "postgres" {
+		t.Fatalf("%s: KVWIN_MEMORY_STORE %v: want a postgres:// DSN (%v)", p, u, err)
+	}
+	checkPodURL(t, objs, p, u.Hostname(), u.Port())
+	svc := find(objs, "Service", u.Hostname())
+	for _, w := range objs {
+		if w.kind != "StatefulSet" || svc == nil || !selects(*svc, w) {
+			continue
+		}
+		env := map[string]string{}
+		for _, c := range asList(dig(w.raw, "spec", "template", "spec", "containers")) {
+			for _, e := range asList(asMap(c)["env"]) {
+				v := asString(asMap(e)["value"])
+				if r := asMap(dig(e, "valueFrom", "secretKeyRef")); r != nil {
+					v = asString(dig(find(objs, "Secret", asString(r["name"])).raw, "stringData", asString(r["key"])))
+				}
+				env[asString(asMap(e)["name"])] = v
+			}
+		}
+		pw, _ := u.User.Password()
+		if env["POSTGRES_USER"] != u.User.Username() || env["POSTGRES_PASSWORD"] != pw || env["POSTGRES_DB"] != strings.TrimPrefix(u.Path, "/") {
+			t.Errorf("%s: KVWIN_MEMORY_STORE's user, password or database do not match %s's POSTGRES_* env", p, w.name)
 		}
 	}
 }

@@ -94,7 +94,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.StringVar(&f.LogFormat, "log-format", app.LogText, "log lines as text (key=value) or json (one object a line, for a log shipper); each request's lines carry its request_id")
 	fl.BoolVar(&f.NoSnapshots, "no-snapshots", false, "do not save the KV of a slot given to another conversation (under --data-dir/snapshots)")
 	fl.Int64Var(&f.SnapshotBytes, "snapshot-max-bytes", 1<<30, "disk budget for KV snapshots; least recently used go first")
-	fl.StringArrayVar(&f.Backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes, ollama=URL?model=NAME")
+	fl.StringArrayVar(&f.Backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes, ollama=URL?model=NAME; URL dns://NAME:PORT (dns+https://) is one backend per address NAME resolves to")
 	fl.StringVar(&f.Route, "route", router.PolicyPrefix, "routing policy over --backend: prefix, round-robin, least-loaded, random")
 	fl.StringArrayVar(&f.APIKeys, "api-key", nil, "TENANT=KEY (repeatable): requests with Authorization: Bearer KEY act as TENANT; with any key configured, requests without one get 401")
 	fl.StringVar(&f.APIKeyFile, "api-key-file", "", "file of TENANT=KEY lines (# comments), as --api-key")
@@ -110,6 +110,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.DurationVar(&f.BackendConnect, "backend-connect-timeout", 5*time.Second, "with --backend: how long connecting to a backend may take")
 	fl.DurationVar(&f.BackendFirstToken, "backend-first-token-timeout", 120*time.Second, "with --backend: how long a backend may take to send a turn's first token, its queue included; then the turn is retried once elsewhere, or 504")
 	fl.DurationVar(&f.BackendIdle, "backend-idle-timeout", 60*time.Second, "with --backend: how long a backend may be silent between tokens; then the stream ends with an error")
+	fl.DurationVar(&f.BackendResolveInterval, "backend-resolve-interval", app.DefaultResolveInterval, "with --backend KIND=dns://NAME:PORT: how often NAME is resolved again; addresses that appear join, those that vanish drain")
 }
 
 // givenFlags records the flags given on the command line, as they were

@@ -70,6 +70,12 @@ type Engine struct {
 
 	stats Stats
 	card  cardOnce // Describe's model card
+	// journal publishes what the slots hold (the loop writes it at every
+	// registry record) for the gateways that follow this node.
+	journal *kvcache.Journal
+	// usedCells is the KV cells in use, as the loop last read them
+	// (llama_kv_self_used_cells): vllm:kv_cache_usage_perc's numerator.
+	usedCells atomic.Int64
 }
 
 var (
@@ -84,6 +90,8 @@ var (
 	_ engine.ToolTemplater         = (*Engine)(nil)
 	_ engine.ConversationForgetter = (*Engine)(nil)
 	_ engine.ModelDescriber        = (*Engine)(nil)
+	_ engine.SlotJournaler         = (*Engine)(nil)
+	_ engine.LoadReporter          = (*Engine)(nil)
 )
 
 // Stats are the engine's counters since start. All fields are read atomically.
@@ -160,7 +168,14 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, err
 	}
 	kvs.tokens, kvs.prompts = tokens, prompts
-	e := &Engine{
+	journal, err := kvcache.NewJournal(kvcache.JournalConfig{BlockTokens: cfg.BlockTokens})
+	if err != nil {
+		freeContext(lctx)
+		llama.FreeModel(model)
+		kvs.close()
+		return nil, err
+	}
+	e := &Engine{journal: journal,
 		cfg: cfg, log: log, shape: shape, model: model, lctx: lctx, kv: kvs,
 		render:   render,
 		countID:  id + "\x00" + render.name(),
@@ -291,6 +306,21 @@ func (e *Engine) Shape() gguf.Shape { return e.shape }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() *Stats { return &e.stats }
+
+// SlotJournal returns the journal of what the slots hold.
+func (e *Engine) SlotJournal() *kvcache.Journal { return e.journal }
+
+// Load returns the requests running in slots and admitted but waiting
+// for one (queued). It does not block.
+func (e *Engine) Load() kvcache.Load {
+	running := 0
+	for _, s := range e.Slots() {
+		if s.Processing {
+			running++
+		}
+	}
+	return kvcache.Load{Running: running, Waiting: max(len(e.admit)-running, 0)}
+}
 
 // Slots returns a copy of the slots' state.
 func (e *Engine) Slots() []engine.SlotState {

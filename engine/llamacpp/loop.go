@@ -401,6 +401,13 @@ func (l *loop) record(s *slot) {
 	if err := l.e.kv.reg.Record(loc, chain); err != nil {
 		l.e.log.Warn("registry record failed", "slot", s.id, "err", err)
 	}
+	// The journal publishes the unshifted KV only: a gateway keys it as
+	// fresh prefill, which shifted KV is not.
+	held := s.tokens
+	if s.shiftedAt >= 0 {
+		held = held[:s.shiftedAt]
+	}
+	l.e.journal.SetSlot(s.id, s.owner.Tenant, held)
 }
 
 // step runs one llama_decode over the active slots; false when no slot had
@@ -669,4 +676,7 @@ func (l *loop) publish() {
 		l.e.views[i].Tenant = s.owner.Tenant
 	}
 	l.e.mu.Unlock()
+	l.e.usedCells.Store(int64(usedCells(l.e.lctx)))
+	running := l.active()
+	l.e.journal.SetLoad(kvcache.Load{Running: running, Waiting: max(len(l.e.admit)-running, 0)})
 }

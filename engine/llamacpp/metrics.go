@@ -38,6 +38,17 @@ func (e *Engine) Collector() prometheus.Collector {
 	} {
 		c.descs[name] = prometheus.NewDesc("kvwin_engine_"+name, help, nil, prometheus.Labels{"backend": e.cfg.Name})
 	}
+	// The gauges the Gateway API Inference Extension's model-server
+	// protocol reads from vLLM-compatible servers, under vLLM's names and
+	// its model_name label, so an llm-d or other endpoint picker balances
+	// kvwin nodes too (docs/fleet.md).
+	for name, help := range map[string]string{
+		"vllm:num_requests_waiting": "Requests admitted and waiting for a slot (TotalQueuedRequests).",
+		"vllm:num_requests_running": "Requests running in a slot (TotalRunningRequests).",
+		"vllm:kv_cache_usage_perc":  "KV cache in use, 0 to 1: cells used over slots × ctx (KVCacheUtilization).",
+	} {
+		c.descs[name] = prometheus.NewDesc(name, help, nil, prometheus.Labels{"model_name": e.cfg.ModelID})
+	}
 	return c
 }
 
@@ -60,6 +71,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.descs["slots_busy"], prometheus.GaugeValue, float64(busy))
 	ch <- prometheus.MustNewConstMetric(c.descs["slots"], prometheus.GaugeValue, float64(len(slots)))
+	load := c.e.Load()
+	ch <- prometheus.MustNewConstMetric(c.descs["vllm:num_requests_waiting"], prometheus.GaugeValue, float64(load.Waiting))
+	ch <- prometheus.MustNewConstMetric(c.descs["vllm:num_requests_running"], prometheus.GaugeValue, float64(load.Running))
+	cells := max(c.e.cfg.Slots*c.e.cfg.Ctx, 1)
+	ch <- prometheus.MustNewConstMetric(c.descs["vllm:kv_cache_usage_perc"], prometheus.GaugeValue, min(float64(c.e.usedCells.Load())/float64(cells), 1))
 }
 
 // counters are the engine's counters by metric name.

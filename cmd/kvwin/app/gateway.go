@@ -113,13 +113,24 @@ func (a *App) openRouter(specs []string) (*router.Router, *kvcache.Registry, err
 		return nil, nil, err
 	}
 	var backends []engine.Backend
+	var fleets []*dnsFleet
+	opts := backendOptions{apiKey: a.f.BackendKey, log: a.log,
+		connect: a.f.BackendConnect, firstToken: a.f.BackendFirstToken, idle: a.f.BackendIdle}
 	for _, spec := range specs {
 		kind, url, err := parseBackend(spec)
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := kind.open(url, backendOptions{apiKey: a.f.BackendKey, log: a.log,
-			connect: a.f.BackendConnect, firstToken: a.f.BackendFirstToken, idle: a.f.BackendIdle})
+		if d, ok, err := parseDNS(spec, kind, url); ok {
+			if err != nil {
+				return nil, nil, err
+			}
+			f := a.dnsFleet(d, opts)
+			fleets = append(fleets, f)
+			backends = append(backends, f.start()...)
+			continue
+		}
+		b, err := kind.open(url, opts)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--backend %q: %w (e.g. %s)", spec, err, kind.example)
 		}
@@ -130,10 +141,23 @@ func (a *App) openRouter(specs []string) (*router.Router, *kvcache.Registry, err
 	if !a.tenants {
 		cfg.SoleTenant = web.DefaultTenant // what a backend's slots hold is this one tenant's
 	}
+	cfg.Dynamic = len(fleets) > 0
 	r, err := router.New(cfg, backends, a.log)
 	if err != nil {
+		for _, f := range fleets {
+			f.closeAll()
+		}
 		return nil, nil, err
 	}
 	a.closers = append(a.closers, func() { r.Close() })
+	for _, f := range fleets {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			f.watch(ctx, r)
+		}()
+		a.closers = append(a.closers, func() { cancel(); <-done }) // before the router's close (newest first)
+	}
 	return r, reg, nil
 }

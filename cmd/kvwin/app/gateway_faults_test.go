@@ -154,7 +154,9 @@ func TestBackendSilentMidStreamEndsTheStreamWithAnError(t *testing.T) {
 		return nil
 	}
 	stall := httptest.NewServer(rp)
-	defer stall.Close()
+	// Closed after the gateway (cleanups run last first): Close waits for
+	// every request, and the gateway's journal stream lasts until it stops.
+	t.Cleanup(stall.Close)
 	gw := apptest.Start(t, func(f *app.Config) {
 		f.Backends = []string{"llamaserver=" + stall.URL}
 		f.BackendIdle, f.BackendFirstToken = 500*time.Millisecond, 10*time.Second

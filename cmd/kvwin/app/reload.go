@@ -174,6 +174,9 @@ func (g *generations) swap(n *App) {
 		g.retired[old] = true
 	}
 	g.mu.Unlock()
+	if old.endStreams != nil {
+		old.endStreams() // its followers resume on the new one
+	}
 	if idle {
 		g.retire(old)
 	}

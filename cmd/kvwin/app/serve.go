@@ -92,6 +92,12 @@ type Config struct {
 	BackendConnect    time.Duration
 	BackendFirstToken time.Duration
 	BackendIdle       time.Duration
+	// BackendResolveInterval is how often a --backend KIND=dns://NAME:PORT
+	// is resolved again (dns.go); 0: DefaultResolveInterval.
+	BackendResolveInterval time.Duration
+	// Resolver resolves those names; nil: the system's (net.DefaultResolver).
+	// Tests inject one.
+	Resolver Resolver
 
 	// From the configuration file only (--config).
 	ConfigPath      string         // the file, reread on SIGHUP
@@ -128,7 +134,11 @@ type App struct {
 	// one and drains the old.
 	shared  *sharedState
 	handler http.Handler // this generation's routes
-	gens    *generations
+	// endStreams ends this generation's event streams (GET
+	// /kvwin/v1/events), which would hold a shutdown or a reload's
+	// retirement of it forever.
+	endStreams func()
+	gens       *generations
 }
 
 // New builds the backend and binds the listen address; Run serves. On
@@ -253,7 +263,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		a.Close()
 		return nil, err
 	}
-	a.handler = srv.Handler()
+	a.handler, a.endStreams = srv.Handler(), srv.EndStreams
 	return a, nil
 }
 
@@ -461,6 +471,11 @@ func NewLoggerTo(w io.Writer, format string, level slog.Level) (*slog.Logger, er
 func (a *App) Run(ctx context.Context) error {
 	defer a.Close()
 	errc := make(chan error, 1)
+	a.hs.RegisterOnShutdown(func() {
+		if end := a.current().endStreams; end != nil {
+			end()
+		}
+	})
 	go func() { errc <- a.hs.Serve(a.ln) }()
 	a.log.Info("kvwin listening", "addr", a.URL(), "model", a.backend.Info().Model)
 

@@ -126,9 +126,17 @@ func backendViews(ctx context.Context, model string, b engine.Backend, reg *kvca
 		}
 	}
 	wg.Wait()
+	byName := map[string]engine.Backend{}
+	for _, m := range members {
+		byName[m.Info().Name] = m
+	}
 	var out []BackendView
-	for i, s := range r.Status() {
-		v := view(s.Name, "remote", members[i])
+	for _, s := range r.Status() {
+		m, ok := byName[s.Name]
+		if !ok {
+			continue // joined or left since members was read
+		}
+		v := view(s.Name, "remote", m)
 		v.Healthy, v.Suspect, v.InFlight, v.Residency = s.Healthy, s.Suspect, s.InFlight, s.Residency
 		if s.Residency == router.ResidencyLearned {
 			v.ResidencyNote = "residency learned, not read: the backend does not serve /slots"

@@ -58,6 +58,7 @@ type File struct {
 	BackendConnectTimeout    *Duration `yaml:"backend_connect_timeout"`
 	BackendFirstTokenTimeout *Duration `yaml:"backend_first_token_timeout"`
 	BackendIdleTimeout       *Duration `yaml:"backend_idle_timeout"`
+	BackendResolveInterval   *Duration `yaml:"backend_resolve_interval"`
 
 	// MaxLoadedModels bounds the embedded models loaded at once (0: no
 	// bound); loading one more unloads the least recently used.

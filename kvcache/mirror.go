@@ -1,0 +1,117 @@
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// The mirror: a subscriber's copy of what a journal says a node's slots
+// hold. It applies events in order and refuses a gap, so its owner resyncs
+// from a snapshot instead of believing a view with a hole in it.
+//
+// Invariant: after Apply returned nil, the mirror equals the journal's
+// slots at Cursor().After (journal invariant 3).
+
+// ErrJournalGap: an event does not follow the last one applied (a lost
+// event, another epoch, or no snapshot yet); resubscribe from Cursor.
+var ErrJournalGap = errors.New("kvcache: journal event out of sequence")
+
+// Mirror is a subscriber's copy of a node's slots. Not safe for concurrent
+// use: one follower owns it.
+type Mirror struct {
+	blockTokens int
+	cursor      Cursor
+	synced      bool
+	slots       map[int]SlotTokens
+	load        Load
+}
+
+// NewMirror returns an empty mirror; its first snapshot says the
+// journal's block size.
+func NewMirror() *Mirror {
+	return &Mirror{blockTokens: 1, slots: map[int]SlotTokens{}}
+}
+
+// Cursor returns where a resubscription resumes: after the last event
+// applied (the zero Cursor before the first snapshot).
+func (m *Mirror) Cursor() Cursor {
+	if !m.synced {
+		return Cursor{}
+	}
+	return m.cursor
+}
+
+// Apply applies ev and returns the slots whose content it changed (every
+// slot the mirror or the snapshot holds, for a snapshot). An event that
+// does not follow the last one is refused with ErrJournalGap and changes
+// nothing; a snapshot is always taken.
+func (m *Mirror) Apply(ev JournalEvent) ([]int, error) {
+	if ev.Type == EventSnapshot {
+		changed := make([]int, 0, len(m.slots)+len(ev.Slots))
+		for s := range m.slots {
+			changed = append(changed, s)
+		}
+		clear(m.slots)
+		for _, st := range ev.Slots {
+			m.slots[st.Slot] = st
+			changed = append(changed, st.Slot)
+		}
+		if ev.Load != nil {
+			m.load = *ev.Load
+		}
+		m.blockTokens = max(ev.BlockTokens, 1)
+		m.cursor, m.synced = Cursor{Epoch: ev.Epoch, After: ev.Seq}, true
+		slices.Sort(changed)
+		return slices.Compact(changed), nil
+	}
+	if !m.synced || ev.Epoch != m.cursor.Epoch || ev.Seq != m.cursor.After+1 {
+		return nil, fmt.Errorf("event %d of epoch %q after %d of %q: %w", ev.Seq, ev.Epoch, m.cursor.After, m.cursor.Epoch, ErrJournalGap)
+	}
+	var changed []int
+	switch ev.Type {
+	case EventStored, EventRemoved:
+		if err := m.applySlot(ev); err != nil {
+			return nil, err
+		}
+		changed = []int{ev.Slot}
+	case EventLoad:
+		if ev.Load != nil {
+			m.load = *ev.Load
+		}
+	}
+	// Unknown types are skipped: a newer node may publish more.
+	m.cursor.After = ev.Seq
+	return changed, nil
+}
+
+// applySlot applies a stored or removed event to its slot.
+func (m *Mirror) applySlot(ev JournalEvent) error {
+	cur := m.slots[ev.Slot]
+	from := ev.FromBlock * m.blockTokens
+	if ev.Slot < 0 || ev.FromBlock < 0 || from > len(cur.Tokens) || len(ev.Tokens)%m.blockTokens != 0 {
+		return fmt.Errorf("event %d: slot %d from block %d over %d tokens: %w", ev.Seq, ev.Slot, ev.FromBlock, len(cur.Tokens), ErrJournalGap)
+	}
+	tokens := slices.Clone(cur.Tokens[:from])
+	tenant := cur.Tenant
+	if ev.Type == EventStored {
+		tokens, tenant = append(tokens, ev.Tokens...), ev.Tenant
+	}
+	if len(tokens) == 0 {
+		delete(m.slots, ev.Slot)
+		return nil
+	}
+	m.slots[ev.Slot] = SlotTokens{Slot: ev.Slot, Tenant: tenant, Tokens: tokens}
+	return nil
+}
+
+// Slot returns what slot holds (its tokens are the mirror's: do not write
+// them).
+func (m *Mirror) Slot(slot int) SlotTokens {
+	st := m.slots[slot]
+	st.Slot = slot
+	return st
+}
+
+// Load returns the node's load as last published.
+func (m *Mirror) Load() Load { return m.load }

@@ -1,0 +1,134 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"kvwin/engine"
+	"kvwin/kvcache"
+)
+
+// Residency from the nodes.
+//
+// A kvwin node publishes what its slots hold as a journal
+// (kvcache.Journal, GET /kvwin/v1/events); the router follows the journal
+// of every backend that has one (engine.ResidencyFollower), one goroutine
+// per backend owned by the router's context, reconnecting with the health
+// checks' backoff. So every gateway replica holds the node's own view of
+// its slots, whichever replica's turns put them there, and no replica
+// coordinates with another (docs/fleet.md, "Residency from the nodes").
+//
+//   - Each event's slot is keyed again here, from its token ids, as the
+//     tenant the node says holds it: the gateway's keys are its own (its
+//     namespace, its tenant salts), never the node's. A node that keeps
+//     tenants apart under the gateway's names (Info.Tenants) is believed
+//     as it says; one that does not is believed on a gateway of one
+//     tenant (Config.SoleTenant), and otherwise only where the slot holds
+//     what this router's own last turn there left, cut back or extended.
+//     A slot another replica filled then belongs to nobody this router
+//     knows, and holds nothing here.
+//   - What the router learns from its own turns (Correct, then Record)
+//     still applies between events: the node's next event about that slot
+//     then replaces it.
+//   - A gap (a lost event, a node restarted under another epoch) makes the
+//     follower resubscribe from the last event it applied: the node replays
+//     what was missed, or sends a snapshot that replaces the whole view.
+//   - While a backend's journal is followed, its /slots are not polled
+//     (BackendStatus.Residency says "events"); when the stream is down,
+//     polling resumes until it is back. A backend that publishes no journal
+//     (llama-server, an older node) is polled as before.
+//   - The node's load (requests running and waiting) counts as the
+//     backend's load where it is more than this router's own turns there:
+//     every replica balances on the whole fleet's traffic.
+
+// ResidencyEvents: the backend's residency is its own journal, followed.
+const ResidencyEvents = "events"
+
+// follow follows m's journal until ctx ends or m publishes none.
+func (r *Router) follow(ctx context.Context, m *member) {
+	defer r.done.Done()
+	mirror := kvcache.NewMirror()
+	backoff := time.Duration(0)
+	for {
+		err := m.follower.FollowResidency(ctx, mirror.Cursor(), func(ev kvcache.JournalEvent) error {
+			changed, err := mirror.Apply(ev)
+			if err != nil {
+				return err
+			}
+			r.applyResidency(m, mirror, changed, ev.Type == kvcache.EventSnapshot)
+			backoff = 0
+			return nil
+		})
+		m.following.Store(false)
+		m.remoteLoad.Store(0)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, engine.ErrNotSupported) {
+			r.log.Info("backend publishes no slot journal; its residency is read from /slots or learned from turns", "backend", m.name, "err", err)
+			return
+		}
+		if errors.Is(err, kvcache.ErrJournalGap) {
+			r.log.Info("backend's slot journal has a gap; resubscribing", "backend", m.name, "err", err)
+			continue // at once: the node replays or sends a snapshot
+		}
+		r.log.Debug("backend's slot journal not followed; reconnecting", "backend", m.name, "err", err, "backoff", backoff)
+		backoff = min(max(2*backoff, r.cfg.HealthInterval/2), r.cfg.HealthMaxBackoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// applyResidency makes the registry hold, for each slot of changed, what
+// mirror says m's slot holds (see above); snapshot says the mirror was
+// just replaced whole.
+func (r *Router) applyResidency(m *member, mirror *kvcache.Mirror, changed []int, snapshot bool) {
+	m.resMu.Lock()
+	for _, s := range changed {
+		if n := int(m.slots.Load()); n > 0 && s >= n {
+			continue // not a slot the backend says it has
+		}
+		loc := kvcache.Location{Backend: m.name, Slot: s}
+		st := mirror.Slot(s)
+		chain, ok := r.residentChain(m, loc, st)
+		if len(st.Tokens) == 0 || !ok {
+			_ = r.reg.Release(loc)
+			continue
+		}
+		_ = r.reg.Record(loc, chain)
+	}
+	l := mirror.Load()
+	m.remoteLoad.Store(int64(l.Running + l.Waiting))
+	if snapshot && !m.following.Swap(true) {
+		r.log.Info("backend publishes its slot journal; its residency is followed", "backend", m.name)
+	}
+	m.resMu.Unlock()
+	if len(changed) > 0 || snapshot {
+		r.changed()
+	}
+}
+
+// residentChain keys what slot loc of m holds (st) as the router's
+// lookups will ask for it, and reports whether the router can tell whose
+// it is (see above). A node that does not keep tenants apart, on a gateway
+// of several, is believed where its slot holds what the router's own last
+// turn there left, or a prefix or an extension of it: the same
+// conversation, one turn on or cut back.
+func (r *Router) residentChain(m *member, loc kvcache.Location, st kvcache.SlotTokens) (kvcache.Chain, bool) {
+	switch {
+	case r.cfg.SoleTenant != "":
+		return r.exact.ForTenant(r.cfg.SoleTenant).Tokens(st.Tokens), true
+	case m.backend.Info().Tenants:
+		return r.exact.ForTenant(st.Tenant).Tokens(st.Tokens), true
+	}
+	chain := r.exact.ForTenant(m.slotState(loc.Slot).tenant).Tokens(st.Tokens)
+	held := r.reg.Held(loc)
+	n := kvcache.SharedPrefix(held, chain.Keys)
+	return chain, len(held) > 0 && n > 0 && (n == len(held) || n == len(chain.Keys))
+}
