@@ -66,6 +66,12 @@ const (
 	// conversation answers in the next turn and asks in the one before, so
 	// a neighbour is worth as much as the weakest hit that still counts.
 	neighbourShare = cutoff
+	// neighbourReach: the turns up to two positions away are neighbours,
+	// the one at distance k at neighbourShare^k of the hit's score. In a
+	// conversation of two parties, the turn two away is the same
+	// speaker's next or previous message: the one who said the hit goes
+	// on about it (or led up to it) after the other's reply.
+	neighbourReach = 2
 	// maxExamined bounds the candidates one search checks: a packet holds
 	// tens of turns, and an ask of common words can match thousands.
 	maxExamined = 1024
@@ -104,6 +110,8 @@ type match struct {
 	own      float64  // the best match that is not a statement about someone else
 	beyond   bool     // some turn matches beyond chance
 	inView   bool     // the window answers the ask as well as the memory could
+	share    float64  // the share a turn's match must be rarer than (relevant)
+	question bool     // the ask asks for recall (not Query.Statement)
 }
 
 // match scores the ask against the turns below limit.
@@ -128,6 +136,7 @@ func (x *Index) match(q Query, limit int) match {
 	if q.Statement {
 		ask = min(ask, chanceBound(limit, present))
 	}
+	m.share, m.question = ask, !q.Statement
 	m.subjects = f.askSubjects(q.Ask, q.Asker)
 	for _, d := range m.scores.touched {
 		m.best = max(m.best, m.scores.get(d))
@@ -175,7 +184,12 @@ func (cs *candidates) add(d int32, sc float64, fact bool) {
 func (x *Index) rank(m match, limit int) []cand {
 	cs := &candidates{at: map[int32]int{}}
 	for _, d := range m.scores.touched {
-		if sc := m.scores.get(d); sc >= cutoff*m.best && !m.inView && m.beyond {
+		if m.inView || !m.beyond {
+			break
+		}
+		// A question asks for recall: every turn that matches it beyond
+		// chance on its own counts, best first, as far as the room goes.
+		if sc := m.scores.get(d); sc >= cutoff*m.best || (m.question && relevant(m.scores.mass[d], m.share)) {
 			cs.add(d, sc, false)
 		}
 	}
@@ -236,10 +250,14 @@ func (x *Index) addStatements(cs *candidates, m match, limit int) {
 func (x *Index) addNeighbours(cs *candidates, limit int) {
 	for i, n := 0, len(cs.ranked); i < n; i++ {
 		c := cs.ranked[i]
-		for _, d := range []int32{c.doc - 1, c.doc + 1} {
-			// Only a true neighbour: the next position, not a gap.
-			if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == 1 {
-				cs.add(d, c.score*neighbourShare, false)
+		share := 1.0
+		for k := int32(1); k <= neighbourReach; k++ {
+			share *= neighbourShare
+			for _, d := range []int32{c.doc - k, c.doc + k} {
+				// Only a true neighbour: the next position, not a gap.
+				if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == int(k) {
+					cs.add(d, c.score*share, false)
+				}
 			}
 		}
 	}
@@ -248,6 +266,15 @@ func (x *Index) addNeighbours(cs *candidates, limit int) {
 // pick walks the ranked candidates best first and keeps those the window
 // does not already carry, within q's bounds.
 func (x *Index) pick(q Query, m match, ranked []cand) ([]Hit, searchStats) {
+	return x.pickNoted(q, m, ranked, nil)
+}
+
+// pickNoted is pick, telling note (if set) why each ranked turn is or is
+// not a hit (Explain).
+func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, why Miss)) ([]Hit, searchStats) {
+	if note == nil {
+		note = func(int, Miss) {}
+	}
 	var stats searchStats
 	f := x.facts
 	inWindow := map[int]bool{}
@@ -269,8 +296,11 @@ func (x *Index) pick(q Query, m match, ranked []cand) ([]Hit, searchStats) {
 	var out []Hit
 	seen := map[string]bool{}
 	used := 0
-	for _, c := range ranked {
+	for i, c := range ranked {
 		if q.K > 0 && len(out) >= q.K {
+			for _, c := range ranked[i:] {
+				note(x.turns[c.doc].Pos, MissCut)
+			}
 			break
 		}
 		t := x.turns[c.doc]
@@ -278,12 +308,15 @@ func (x *Index) pick(q Query, m match, ranked []cand) ([]Hit, searchStats) {
 		switch {
 		case inWindow[t.Pos]:
 			stats.inWindow++
+			note(t.Pos, MissInWindow)
 			continue
 		case windowText[text] || seen[text]:
 			stats.duplicate++
+			note(t.Pos, MissDuplicate)
 			continue
 		case f.superseded(t.Pos, among, later, m.subjects):
 			stats.superseded++
+			note(t.Pos, MissStale)
 			continue
 		}
 		cost := 1
@@ -291,8 +324,10 @@ func (x *Index) pick(q Query, m match, ranked []cand) ([]Hit, searchStats) {
 			cost = q.Cost(t)
 		}
 		if q.Tokens > 0 && used+cost > q.Tokens && !(len(out) == 0 && cost <= q.FirstTokens) {
+			note(t.Pos, MissCut)
 			continue // a shorter hit further down may still fit
 		}
+		note(t.Pos, MissNone)
 		seen[text] = true
 		used += cost
 		out = append(out, Hit{Turn: t, Score: c.score, Fact: c.fact})
