@@ -289,6 +289,11 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		found[i] = x.turns[c.doc].Pos
 	}
 	among := f.factsAt(found)
+	maybe := slices.Clone(q.Window)
+	for _, c := range ranked {
+		maybe = append(maybe, x.turns[c.doc])
+	}
+	ups := updaters(maybe, m.subjects)
 
 	// Walk best first and check each candidate only when it is reached: an
 	// ask made of common words can match thousands of turns, and only the
@@ -314,7 +319,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 			stats.duplicate++
 			note(t.Pos, MissDuplicate)
 			continue
-		case f.superseded(t.Pos, among, later, m.subjects):
+		case f.superseded(t.Pos, among, later, ups, m.subjects):
 			stats.superseded++
 			note(t.Pos, MissStale)
 			continue
