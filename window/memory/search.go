@@ -289,11 +289,21 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		found[i] = x.turns[c.doc].Pos
 	}
 	among := f.factsAt(found)
-	maybe := slices.Clone(q.Window)
-	for _, c := range ranked {
-		maybe = append(maybe, x.turns[c.doc])
+	// The turns that may update a statement, read only once a candidate
+	// states a fact about one of the ask's subjects.
+	var ups []updater
+	upsRead := false
+	updatersOf := func() []updater {
+		if !upsRead {
+			upsRead = true
+			maybe := slices.Clone(q.Window)
+			for _, c := range ranked {
+				maybe = append(maybe, x.turns[c.doc])
+			}
+			ups = updaters(maybe, m.subjects)
+		}
+		return ups
 	}
-	ups := updaters(maybe, m.subjects)
 
 	// Walk best first and check each candidate only when it is reached: an
 	// ask made of common words can match thousands of turns, and only the
@@ -319,7 +329,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 			stats.duplicate++
 			note(t.Pos, MissDuplicate)
 			continue
-		case f.superseded(t.Pos, among, later, ups, m.subjects):
+		case f.superseded(t.Pos, among, later, updatersOf, m.subjects):
 			stats.superseded++
 			note(t.Pos, MissStale)
 			continue

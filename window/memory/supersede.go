@@ -70,13 +70,16 @@ type reading struct {
 // without facts is never superseded; nor is one whose replacement the
 // packet would not carry: an old statement is dropped only in favour of the
 // newer one the window will hold.
-func (f *facts) superseded(pos int, among, window map[string][]factAt, ups []updater, subjects []string) bool {
+func (f *facts) superseded(pos int, among, window map[string][]factAt, ups func() []updater, subjects []string) bool {
 	fs := f.byTurn[pos]
+	if ups == nil {
+		ups = func() []updater { return nil }
+	}
 	someReplaced := false
 	for _, x := range fs {
 		k := historyKey(x)
 		switch {
-		case replaced(x.value, pos, among[k]) || replaced(x.value, pos, window[k]) || f.updated(x, pos, ups):
+		case replaced(x.value, pos, among[k]) || replaced(x.value, pos, window[k]) || f.updated(x, pos, ups()):
 			someReplaced = true
 		case x.aboutOther(subjects):
 			// the ask does not need it
@@ -186,8 +189,13 @@ func updaters(turns []Turn, subjects []string) []updater {
 		if len(out) >= maxUpdaters {
 			break
 		}
-		if !states(t.Text) {
-			continue
+		lower := strings.ToLower(t.Text)
+		named := false
+		for _, s := range subjects {
+			named = named || "@"+t.Role == s || strings.Contains(lower, s)
+		}
+		if !named || !states(t.Text) {
+			continue // cheap checks first: most candidates name no subject
 		}
 		ws := words(t.Text)
 		for _, s := range subjects {
