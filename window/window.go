@@ -223,7 +223,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 		id := packetKey(key, cut, prefix[a+1])
 		q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start, Chain: prefix,
 			Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines,
-			Statement: !isQuestion(msgs[a].Content)}
+			FillTokens: w.cfg.Settings.fillTokens(), Statement: !isQuestion(msgs[a].Content)}
 		if explain != nil && k == len(cut.Asks)-1 && room > 0 {
 			explain(src, q)
 		}

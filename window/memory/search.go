@@ -33,6 +33,11 @@ type Query struct {
 	FirstTokens int
 	// Cost is the tokens a hit takes in a packet. Nil counts 1 per hit.
 	Cost func(Turn) int
+	// FillTokens bounds the summed Cost of the hits a question (not
+	// Statement) gets past the relevance cutoff: the turns that match it
+	// beyond chance on their own but score below half the best, and their
+	// neighbours. Zero means none: only the cutoff sizes the packet.
+	FillTokens int
 	// Statement marks an ask that asks for nothing (not a question or a
 	// request): nothing says an old turn is needed, so its lexical hits
 	// must be beyond chance as the best match of all the turns searched
@@ -112,6 +117,7 @@ type match struct {
 	inView   bool     // the window answers the ask as well as the memory could
 	share    float64  // the share a turn's match must be rarer than (relevant)
 	question bool     // the ask asks for recall (not Query.Statement)
+	fill     bool     // Query.FillTokens allows hits past the cutoff
 }
 
 // match scores the ask against the turns below limit.
@@ -136,7 +142,7 @@ func (x *Index) match(q Query, limit int) match {
 	if q.Statement {
 		ask = min(ask, chanceBound(limit, present))
 	}
-	m.share, m.question = ask, !q.Statement
+	m.share, m.question, m.fill = ask, !q.Statement, q.FillTokens > 0
 	m.subjects = f.askSubjects(q.Ask, q.Asker)
 	for _, d := range m.scores.touched {
 		m.best = max(m.best, m.scores.get(d))
@@ -160,6 +166,7 @@ type cand struct {
 	doc   int32
 	score float64
 	fact  bool
+	fill  bool // only by the beyond-chance rule of a question (or next to such a turn)
 }
 
 // candidates collects cands, one per turn, each at the best score it was
@@ -169,14 +176,15 @@ type candidates struct {
 	at     map[int32]int // doc → index in ranked
 }
 
-func (cs *candidates) add(d int32, sc float64, fact bool) {
+func (cs *candidates) add(d int32, sc float64, fact, fill bool) {
 	if i, ok := cs.at[d]; ok {
 		cs.ranked[i].score = max(cs.ranked[i].score, sc)
 		cs.ranked[i].fact = cs.ranked[i].fact || fact
+		cs.ranked[i].fill = cs.ranked[i].fill && fill
 		return
 	}
 	cs.at[d] = len(cs.ranked)
-	cs.ranked = append(cs.ranked, cand{doc: d, score: sc, fact: fact})
+	cs.ranked = append(cs.ranked, cand{doc: d, score: sc, fact: fact, fill: fill})
 }
 
 // rank returns the candidates best first, at most maxExamined: the lexical
@@ -189,8 +197,11 @@ func (x *Index) rank(m match, limit int) []cand {
 		}
 		// A question asks for recall: every turn that matches it beyond
 		// chance on its own counts, best first, as far as the room goes.
-		if sc := m.scores.get(d); sc >= cutoff*m.best || (m.question && relevant(m.scores.mass[d], m.share)) {
-			cs.add(d, sc, false)
+		switch sc := m.scores.get(d); {
+		case sc >= cutoff*m.best:
+			cs.add(d, sc, false, false)
+		case m.question && m.fill && relevant(m.scores.mass[d], m.share):
+			cs.add(d, sc, false, true)
 		}
 	}
 	x.addStatements(cs, m, limit)
@@ -239,7 +250,7 @@ func (x *Index) addStatements(cs *candidates, m match, limit int) {
 				continue
 			}
 			if sc := max(m.scores.get(int32(d)), nameBest); sc >= cutoff*m.own {
-				cs.add(int32(d), sc, true)
+				cs.add(int32(d), sc, true, false)
 			}
 		}
 	}
@@ -256,7 +267,7 @@ func (x *Index) addNeighbours(cs *candidates, limit int) {
 			for _, d := range []int32{c.doc - k, c.doc + k} {
 				// Only a true neighbour: the next position, not a gap.
 				if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == int(k) {
-					cs.add(d, c.score*share, false)
+					cs.add(d, c.score*share, false, c.fill)
 				}
 			}
 		}
@@ -310,7 +321,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	// first few that pass matter.
 	var out []Hit
 	seen := map[string]bool{}
-	used := 0
+	used, filled := 0, 0
 	for i, c := range ranked {
 		if q.K > 0 && len(out) >= q.K {
 			for _, c := range ranked[i:] {
@@ -338,6 +349,10 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		if q.Cost != nil {
 			cost = q.Cost(t)
 		}
+		if c.fill && filled+cost > q.FillTokens {
+			note(t.Pos, MissCut)
+			continue // past the room for hits past the cutoff
+		}
 		if q.Tokens > 0 && used+cost > q.Tokens && !(len(out) == 0 && cost <= q.FirstTokens) {
 			note(t.Pos, MissCut)
 			continue // a shorter hit further down may still fit
@@ -345,6 +360,9 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		note(t.Pos, MissNone)
 		seen[text] = true
 		used += cost
+		if c.fill {
+			filled += cost
+		}
 		out = append(out, Hit{Turn: t, Score: c.score, Fact: c.fact})
 	}
 	return out, stats
