@@ -35,8 +35,10 @@ type Query struct {
 	Cost func(Turn) int
 	// FillTokens bounds the summed Cost of the hits a question (not
 	// Statement) gets past the relevance cutoff: the turns that match it
-	// beyond chance on their own but score below half the best, and their
-	// neighbours. Zero means none: only the cutoff sizes the packet.
+	// beyond chance on their own but score below half the best, the
+	// neighbours of those, and every hit's neighbours two positions away.
+	// Zero means none: only the cutoff and the next neighbours size the
+	// packet, as for a statement.
 	FillTokens int
 	// Statement marks an ask that asks for nothing (not a question or a
 	// request): nothing says an old turn is needed, so its lexical hits
@@ -267,7 +269,9 @@ func (x *Index) addNeighbours(cs *candidates, limit int) {
 			for _, d := range []int32{c.doc - k, c.doc + k} {
 				// Only a true neighbour: the next position, not a gap.
 				if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == int(k) {
-					cs.add(d, c.score*share, false, c.fill)
+					// The farther neighbours are a question's fill:
+					// context past the hit's own exchange.
+					cs.add(d, c.score*share, false, c.fill || k > 1)
 				}
 			}
 		}
@@ -349,7 +353,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		if q.Cost != nil {
 			cost = q.Cost(t)
 		}
-		if c.fill && filled+cost > q.FillTokens {
+		if c.fill && (q.Statement || filled+cost > q.FillTokens) {
 			note(t.Pos, MissCut)
 			continue // past the room for hits past the cutoff
 		}
