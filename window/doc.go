@@ -65,7 +65,12 @@
 // memory: hits within half the best score, their neighbours, nothing when
 // the last exchange already matches the ask as well as the memory could),
 // bounded by K turns and a token room, and it brings only what the window
-// does not already hold.
+// does not already hold. A question's packet also takes, best first, the
+// turns that match it beyond chance on their own though below half the
+// best, and their neighbours, up to B/8 in all (memory.Query.FillTokens):
+// the uniform cap below, at which even a packet that filled it every turn
+// would keep reuse near its target, so the packet grows with what the ask
+// matches where the budget has room and never past what reuse allows.
 //
 // Where it lives (Settings.Packets):
 //   - ask (default): only the latest ask carries a packet; the next turn

@@ -139,6 +139,12 @@ func (s Settings) packetCap(question bool) int {
 	return max(int(share*float64(s.Budget)), s.packetTokens())
 }
 
+// fillTokens is the most a question's packet may take past the relevance
+// cutoff (memory.Query.FillTokens): B/8, the uniform cap of the package
+// doc, at which even a packet that filled it every turn would stay near
+// the reuse target. The cutoff's hits take the question's cap first.
+func (s Settings) fillTokens() int { return s.Budget / 8 }
+
 // packetTokens is P, the room reserved for each ask's packet.
 func (s Settings) packetTokens() int { return int(s.PacketShare * float64(s.Budget)) }
 

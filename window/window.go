@@ -175,7 +175,7 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	res := Result{Cut: cut}
 	var packets map[int]Packet
 	if len(cut.Asks) > 0 {
-		packets, res.Degraded = w.buildPackets(ctx, req, cut, count)
+		packets, res.Degraded = w.buildPackets(ctx, req, cut, count, nil)
 	}
 	res.Messages = make([]engine.Message, 0, cut.Sinks+cut.Messages-cut.Start)
 	res.Messages = append(res.Messages, req.Messages[:cut.Sinks]...)
@@ -197,8 +197,9 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 }
 
 // buildPackets builds (or recalls) the packet of every ask since the step,
-// in order, each seeing the packets before it.
-func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count Counter) (map[int]Packet, error) {
+// in order, each seeing the packets before it. explain, if set, is given
+// the query of the latest ask and the source it searches (Explain).
+func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count Counter, explain func(*source, memory.Query)) (map[int]Packet, error) {
 	msgs := req.Messages
 	prefix := prefixHashes(msgs)
 	key := memory.Key{Tenant: req.Tenant, Conversation: req.Conversation}
@@ -220,14 +221,17 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 			window = append(window, turnAt(msgs, prefix, next))
 		}
 		id := packetKey(key, cut, prefix[a+1])
+		q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start, Chain: prefix,
+			Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines,
+			FillTokens: w.cfg.Settings.fillTokens(), Statement: !isQuestion(msgs[a].Content)}
+		if explain != nil && k == len(cut.Asks)-1 && room > 0 {
+			explain(src, q)
+		}
 		p, ok := w.packets.get(id)
 		if !ok {
 			if room <= 0 {
 				continue
 			}
-			q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start, Chain: prefix,
-				Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines,
-				Statement: !isQuestion(msgs[a].Content)}
 			hits, err := src.search(q)
 			if err != nil {
 				continue // src has recorded the failure

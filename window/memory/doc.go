@@ -46,15 +46,32 @@
 //     terms, n(2^m-1) times the match's share, is below one (fewer than
 //     one chance match expected). Its chance packets then shrink as the
 //     memory grows instead of growing with it; one word said once is never
-//     enough for a statement. Then hits within half of the best score, and the turn
-//     before and after each hit at half its score. If the last exchange in
+//     enough for a statement. Then hits within half of the best score and,
+//     for a question (which asks for recall), every turn that matches it
+//     beyond chance on its own, best first, as far as the room goes: the
+//     room, set by the reuse target, bounds a question's packet, and
+//     relevance orders it. Then the turns up to two positions from each
+//     hit, the one at distance k at 1/2^k of its score (in a conversation
+//     of two, the turn two away is the same speaker's next or previous
+//     message). If the last exchange in
 //     the window already matches the ask as well as the best turn in
 //     memory, the ask continues the conversation and gets only the fact
 //     statements.
 //  4. Supersession: a turn whose every fact is replaced by a later fact
 //     about the same subject and attribute, stated by a turn the search
-//     also found or by the window, is left out: an update does not bring
-//     back what it replaced, and nothing is dropped in favour of a
+//     also found or by the window, is left out. A fact is replaced by
+//     what a later turn does to the subject's attribute, not by its
+//     verbs: a later turn the ask's search also found (or the window
+//     holds) that names the same subject (for the asker, that the asker
+//     said), states something (not only questions), and names the value
+//     the earlier fact gave the attribute is the conversation's later
+//     word on it, in whatever words or sentences ("Remember when I said
+//     Omar's instrument was the banjo? Scratch that, the harp."), or a
+//     restatement, which carries the same value; the conversation's
+//     order is the evidence of which is current (supersede.go, updated).
+//     The frame analysis (below) reads the facts later turns state in a
+//     known frame. Either way an update does not bring back what it
+//     replaced, and nothing is dropped in favour of a
 //     statement the window will not carry. Facts about named subjects the
 //     ask does not name do not keep a turn ("Daniel is on call. Also, Sofia
 //     has rabbits." is stale for an ask about Daniel once his role changed).

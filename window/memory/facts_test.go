@@ -12,7 +12,7 @@ func supersededTexts(f *facts, turns []Turn) []string {
 	f.finish()
 	var out []string
 	for _, t := range turns {
-		if f.superseded(t.Pos, f.history, nil, nil) {
+		if f.superseded(t.Pos, f.history, nil, nil, nil) {
 			out = append(out, t.Text)
 		}
 	}
@@ -66,10 +66,10 @@ func TestWindowSupersedes(t *testing.T) {
 	f.finish()
 	later := f.windowFacts(turns[omarMoves : omarMoves+1]) // ...it is in the window
 	omar := turns[0]
-	if !f.superseded(omar.Pos, nil, later, nil) {
+	if !f.superseded(omar.Pos, nil, later, nil, nil) {
 		t.Fatalf("%q not superseded by a later statement in the window", omar.Text)
 	}
-	if f.superseded(omar.Pos, nil, nil, nil) {
+	if f.superseded(omar.Pos, nil, nil, nil, nil) {
 		t.Fatalf("%q superseded with nothing later", omar.Text)
 	}
 }
@@ -167,7 +167,7 @@ func TestChangeInOneSentence(t *testing.T) {
 	g.finish()
 	window := g.windowFacts([]Turn{update})
 	parrot := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == "Lena has a parrot at home." })
-	if parrot < 0 || !g.superseded(turns[parrot].Pos, nil, window, nil) {
+	if parrot < 0 || !g.superseded(turns[parrot].Pos, nil, window, nil, nil) {
 		t.Fatal("the swap in the window did not replace Lena's parrot")
 	}
 	// A speaker naming two of their things is no change.
@@ -231,7 +231,7 @@ func TestChangeToUnnamedValue(t *testing.T) {
 		g.add(turns[:len(turns)-1])
 		g.finish()
 		at := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == parrot })
-		if g.superseded(turns[at].Pos, nil, g.windowFacts(turns[len(turns)-1:]), nil) != tc.changed {
+		if g.superseded(turns[at].Pos, nil, g.windowFacts(turns[len(turns)-1:]), nil, nil) != tc.changed {
 			t.Errorf("%q in the window: superseded = %v, want %v", tc.text, !tc.changed, tc.changed)
 		}
 	}
@@ -258,7 +258,7 @@ func TestSupersededForTheAsk(t *testing.T) {
 		{[]string{"omar", "lena"}, false},
 		{nil, false},
 	} {
-		if got := f.superseded(both.Pos, f.history, nil, tc.subjects); got != tc.want {
+		if got := f.superseded(both.Pos, f.history, nil, nil, tc.subjects); got != tc.want {
 			t.Errorf("subjects %q: superseded = %v, want %v", tc.subjects, got, tc.want)
 		}
 	}

@@ -28,7 +28,7 @@ func hitSet(hits []Hit) map[string]bool {
 }
 
 // TestRelevance: the packet's size follows the ask: a pointed question gets
-// its match and the match's neighbours, an ask that matches nothing gets
+// its match and the match's neighbours (up to neighbourReach away), an ask that matches nothing gets
 // nothing, one whose matches are scattered gets all of them, and stemming
 // matches other forms of a word.
 func TestRelevance(t *testing.T) {
@@ -48,7 +48,8 @@ func TestRelevance(t *testing.T) {
 	if !got[texts[11]] || !got[texts[10]] {
 		t.Fatalf("flute: want the match and the question before it, got %q", hitTexts(flute))
 	}
-	if len(flute) > 3 {
+	// The match and its neighbours up to two away on each side, no more.
+	if len(flute) > 1+2*neighbourReach {
 		t.Fatalf("flute: %d hits for a pointed question: %q", len(flute), hitTexts(flute))
 	}
 	if hits := x.Search(Query{Ask: "Write a limerick about teapots."}); len(hits) != 0 {

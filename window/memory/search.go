@@ -33,6 +33,13 @@ type Query struct {
 	FirstTokens int
 	// Cost is the tokens a hit takes in a packet. Nil counts 1 per hit.
 	Cost func(Turn) int
+	// FillTokens bounds the summed Cost of the hits a question (not
+	// Statement) gets past the relevance cutoff: the turns that match it
+	// beyond chance on their own but score below half the best, the
+	// neighbours of those, and every hit's neighbours two positions away.
+	// Zero means none: only the cutoff and the next neighbours size the
+	// packet, as for a statement.
+	FillTokens int
 	// Statement marks an ask that asks for nothing (not a question or a
 	// request): nothing says an old turn is needed, so its lexical hits
 	// must be beyond chance as the best match of all the turns searched
@@ -66,6 +73,12 @@ const (
 	// conversation answers in the next turn and asks in the one before, so
 	// a neighbour is worth as much as the weakest hit that still counts.
 	neighbourShare = cutoff
+	// neighbourReach: the turns up to two positions away are neighbours,
+	// the one at distance k at neighbourShare^k of the hit's score. In a
+	// conversation of two parties, the turn two away is the same
+	// speaker's next or previous message: the one who said the hit goes
+	// on about it (or led up to it) after the other's reply.
+	neighbourReach = 2
 	// maxExamined bounds the candidates one search checks: a packet holds
 	// tens of turns, and an ask of common words can match thousands.
 	maxExamined = 1024
@@ -104,6 +117,9 @@ type match struct {
 	own      float64  // the best match that is not a statement about someone else
 	beyond   bool     // some turn matches beyond chance
 	inView   bool     // the window answers the ask as well as the memory could
+	share    float64  // the share a turn's match must be rarer than (relevant)
+	question bool     // the ask asks for recall (not Query.Statement)
+	fill     bool     // Query.FillTokens allows hits past the cutoff
 }
 
 // match scores the ask against the turns below limit.
@@ -128,6 +144,7 @@ func (x *Index) match(q Query, limit int) match {
 	if q.Statement {
 		ask = min(ask, chanceBound(limit, present))
 	}
+	m.share, m.question, m.fill = ask, !q.Statement, q.FillTokens > 0
 	m.subjects = f.askSubjects(q.Ask, q.Asker)
 	for _, d := range m.scores.touched {
 		m.best = max(m.best, m.scores.get(d))
@@ -151,6 +168,7 @@ type cand struct {
 	doc   int32
 	score float64
 	fact  bool
+	fill  bool // only by the beyond-chance rule of a question (or next to such a turn)
 }
 
 // candidates collects cands, one per turn, each at the best score it was
@@ -160,14 +178,15 @@ type candidates struct {
 	at     map[int32]int // doc → index in ranked
 }
 
-func (cs *candidates) add(d int32, sc float64, fact bool) {
+func (cs *candidates) add(d int32, sc float64, fact, fill bool) {
 	if i, ok := cs.at[d]; ok {
 		cs.ranked[i].score = max(cs.ranked[i].score, sc)
 		cs.ranked[i].fact = cs.ranked[i].fact || fact
+		cs.ranked[i].fill = cs.ranked[i].fill && fill
 		return
 	}
 	cs.at[d] = len(cs.ranked)
-	cs.ranked = append(cs.ranked, cand{doc: d, score: sc, fact: fact})
+	cs.ranked = append(cs.ranked, cand{doc: d, score: sc, fact: fact, fill: fill})
 }
 
 // rank returns the candidates best first, at most maxExamined: the lexical
@@ -175,8 +194,16 @@ func (cs *candidates) add(d int32, sc float64, fact bool) {
 func (x *Index) rank(m match, limit int) []cand {
 	cs := &candidates{at: map[int32]int{}}
 	for _, d := range m.scores.touched {
-		if sc := m.scores.get(d); sc >= cutoff*m.best && !m.inView && m.beyond {
-			cs.add(d, sc, false)
+		if m.inView || !m.beyond {
+			break
+		}
+		// A question asks for recall: every turn that matches it beyond
+		// chance on its own counts, best first, as far as the room goes.
+		switch sc := m.scores.get(d); {
+		case sc >= cutoff*m.best:
+			cs.add(d, sc, false, false)
+		case m.question && m.fill && relevant(m.scores.mass[d], m.share):
+			cs.add(d, sc, false, true)
 		}
 	}
 	x.addStatements(cs, m, limit)
@@ -225,7 +252,7 @@ func (x *Index) addStatements(cs *candidates, m match, limit int) {
 				continue
 			}
 			if sc := max(m.scores.get(int32(d)), nameBest); sc >= cutoff*m.own {
-				cs.add(int32(d), sc, true)
+				cs.add(int32(d), sc, true, false)
 			}
 		}
 	}
@@ -236,10 +263,16 @@ func (x *Index) addStatements(cs *candidates, m match, limit int) {
 func (x *Index) addNeighbours(cs *candidates, limit int) {
 	for i, n := 0, len(cs.ranked); i < n; i++ {
 		c := cs.ranked[i]
-		for _, d := range []int32{c.doc - 1, c.doc + 1} {
-			// Only a true neighbour: the next position, not a gap.
-			if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == 1 {
-				cs.add(d, c.score*neighbourShare, false)
+		share := 1.0
+		for k := int32(1); k <= neighbourReach; k++ {
+			share *= neighbourShare
+			for _, d := range []int32{c.doc - k, c.doc + k} {
+				// Only a true neighbour: the next position, not a gap.
+				if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == int(k) {
+					// The farther neighbours are a question's fill:
+					// context past the hit's own exchange.
+					cs.add(d, c.score*share, false, c.fill || k > 1)
+				}
 			}
 		}
 	}
@@ -248,6 +281,15 @@ func (x *Index) addNeighbours(cs *candidates, limit int) {
 // pick walks the ranked candidates best first and keeps those the window
 // does not already carry, within q's bounds.
 func (x *Index) pick(q Query, m match, ranked []cand) ([]Hit, searchStats) {
+	return x.pickNoted(q, m, ranked, nil)
+}
+
+// pickNoted is pick, telling note (if set) why each ranked turn is or is
+// not a hit (Explain).
+func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, why Miss)) ([]Hit, searchStats) {
+	if note == nil {
+		note = func(int, Miss) {}
+	}
 	var stats searchStats
 	f := x.facts
 	inWindow := map[int]bool{}
@@ -262,15 +304,33 @@ func (x *Index) pick(q Query, m match, ranked []cand) ([]Hit, searchStats) {
 		found[i] = x.turns[c.doc].Pos
 	}
 	among := f.factsAt(found)
+	// The turns that may update a statement, read only once a candidate
+	// states a fact about one of the ask's subjects.
+	var ups []updater
+	upsRead := false
+	updatersOf := func() []updater {
+		if !upsRead {
+			upsRead = true
+			maybe := slices.Clone(q.Window)
+			for _, c := range ranked {
+				maybe = append(maybe, x.turns[c.doc])
+			}
+			ups = updaters(maybe, m.subjects)
+		}
+		return ups
+	}
 
 	// Walk best first and check each candidate only when it is reached: an
 	// ask made of common words can match thousands of turns, and only the
 	// first few that pass matter.
 	var out []Hit
 	seen := map[string]bool{}
-	used := 0
-	for _, c := range ranked {
+	used, filled := 0, 0
+	for i, c := range ranked {
 		if q.K > 0 && len(out) >= q.K {
+			for _, c := range ranked[i:] {
+				note(x.turns[c.doc].Pos, MissCut)
+			}
 			break
 		}
 		t := x.turns[c.doc]
@@ -278,23 +338,35 @@ func (x *Index) pick(q Query, m match, ranked []cand) ([]Hit, searchStats) {
 		switch {
 		case inWindow[t.Pos]:
 			stats.inWindow++
+			note(t.Pos, MissInWindow)
 			continue
 		case windowText[text] || seen[text]:
 			stats.duplicate++
+			note(t.Pos, MissDuplicate)
 			continue
-		case f.superseded(t.Pos, among, later, m.subjects):
+		case f.superseded(t.Pos, among, later, updatersOf, m.subjects):
 			stats.superseded++
+			note(t.Pos, MissStale)
 			continue
 		}
 		cost := 1
 		if q.Cost != nil {
 			cost = q.Cost(t)
 		}
+		if c.fill && (q.Statement || filled+cost > q.FillTokens) {
+			note(t.Pos, MissCut)
+			continue // past the room for hits past the cutoff
+		}
 		if q.Tokens > 0 && used+cost > q.Tokens && !(len(out) == 0 && cost <= q.FirstTokens) {
+			note(t.Pos, MissCut)
 			continue // a shorter hit further down may still fit
 		}
+		note(t.Pos, MissNone)
 		seen[text] = true
 		used += cost
+		if c.fill {
+			filled += cost
+		}
 		out = append(out, Hit{Turn: t, Score: c.score, Fact: c.fact})
 	}
 	return out, stats

@@ -3,6 +3,8 @@ package memory
 import (
 	"slices"
 	"strings"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Supersession: a later statement about the same thing replaces an earlier
@@ -68,13 +70,16 @@ type reading struct {
 // without facts is never superseded; nor is one whose replacement the
 // packet would not carry: an old statement is dropped only in favour of the
 // newer one the window will hold.
-func (f *facts) superseded(pos int, among, window map[string][]factAt, subjects []string) bool {
+func (f *facts) superseded(pos int, among, window map[string][]factAt, ups func() []updater, subjects []string) bool {
 	fs := f.byTurn[pos]
+	if ups == nil {
+		ups = func() []updater { return nil }
+	}
 	someReplaced := false
 	for _, x := range fs {
 		k := historyKey(x)
 		switch {
-		case replaced(x.value, pos, among[k]) || replaced(x.value, pos, window[k]):
+		case replaced(x.value, pos, among[k]) || replaced(x.value, pos, window[k]) || f.updated(x, pos, ups()):
 			someReplaced = true
 		case x.aboutOther(subjects):
 			// the ask does not need it
@@ -153,4 +158,99 @@ func (f *facts) aboutOthers(pos int, subjects []string) bool {
 // themself, "@role", always concern the ask).
 func (x fact) aboutOther(subjects []string) bool {
 	return len(subjects) > 0 && !strings.HasPrefix(x.subject, "@") && !slices.Contains(subjects, x.subject)
+}
+
+// maxUpdaters bounds the turns one search reads as possible updates: a
+// packet holds tens of turns, and the latest statements are the ones that
+// count.
+const maxUpdaters = 256
+
+// updater is a turn that may update what an earlier turn said about one
+// of the ask's subjects: a candidate or window turn that names the subject
+// (or, for the asker itself, that the asker said) and states something
+// (not every sentence of it is a question), with every short run of its
+// words hashed as the fact analysis hashes a value.
+type updater struct {
+	pos     int
+	subject string
+	has     map[uint64]bool
+}
+
+// updaters returns, latest first, the turns among turns that may update a
+// statement about one of subjects.
+func updaters(turns []Turn, subjects []string) []updater {
+	if len(subjects) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(turns)
+	slices.SortFunc(sorted, func(a, b Turn) int { return b.Pos - a.Pos })
+	var out []updater
+	for _, t := range sorted {
+		if len(out) >= maxUpdaters {
+			break
+		}
+		lower := strings.ToLower(t.Text)
+		named := false
+		for _, s := range subjects {
+			named = named || "@"+t.Role == s || strings.Contains(lower, s)
+		}
+		if !named || !states(t.Text) {
+			continue // cheap checks first: most candidates name no subject
+		}
+		ws := words(t.Text)
+		for _, s := range subjects {
+			named := "@"+t.Role == s
+			for _, w := range ws {
+				named = named || w.lower == s
+			}
+			if named {
+				out = append(out, updater{pos: t.Pos, subject: s, has: spans(ws)})
+			}
+		}
+	}
+	return out
+}
+
+// states reports whether some sentence of text is not a question.
+func states(text string) bool {
+	for _, s := range sentences(text) {
+		if !strings.HasSuffix(s, "?") {
+			return true
+		}
+	}
+	return false
+}
+
+// spans returns the hashes of every run of up to maxValueWords words.
+func spans(ws []word) map[uint64]bool {
+	out := map[uint64]bool{}
+	for i := range ws {
+		var b strings.Builder
+		for j := i; j < len(ws) && j < i+maxValueWords; j++ {
+			if j > i {
+				b.WriteByte(' ')
+			}
+			b.WriteString(ws[j].lower)
+			out[xxhash.Sum64String(b.String())] = true
+		}
+	}
+	return out
+}
+
+// updated reports whether a later turn in ups replaces fact x, said at
+// pos: a turn about the same subject, found by the same search (or held
+// by the window), that names the value x gave the attribute. It is the
+// conversation's later word on that attribute of that subject, whatever
+// its words or sentences: a change ("S's instrument isn't the cello
+// anymore, it's the harp now", "Remember when I said S was curling?
+// Scratch that, judo."), or a restatement, which carries the same value.
+// The order of the conversation is the evidence of which is current; no
+// list of verbs is.
+func (f *facts) updated(x fact, pos int, ups []updater) bool {
+	for _, u := range ups {
+		if u.pos > pos && u.subject == x.subject && u.has[x.value] {
+			return true
+		}
+	}
+	return false
 }

@@ -54,10 +54,18 @@ func bm25Window(msgs []engine.Message, count window.Counter, speaker func(engine
 			}
 		}
 	}
+	// The ask's distinct words in sorted order: a score is summed over
+	// them in the same order every run, so equal documents tie exactly
+	// and the packet does not depend on map iteration order.
 	query := map[string]bool{}
 	for _, w := range plainWords(msgs[n-1].Content) {
 		query[w] = true
 	}
+	qwords := make([]string, 0, len(query))
+	for w := range query {
+		qwords = append(qwords, w)
+	}
+	sort.Strings(qwords)
 	type scored struct {
 		pos   int
 		score float64
@@ -71,7 +79,11 @@ func bm25Window(msgs []engine.Message, count window.Counter, speaker func(engine
 			}
 		}
 		var s float64
-		for w, f := range tf {
+		for _, w := range qwords {
+			f, ok := tf[w]
+			if !ok {
+				continue
+			}
 			idf := math.Log(1 + (float64(len(docs)-df[w])+0.5)/(float64(df[w])+0.5))
 			s += idf * float64(f) * 2.2 / (float64(f) + 1.2*(0.25+0.75*float64(len(d))/avg))
 		}

@@ -7,6 +7,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/window"
+	"kvwin/window/memory"
 )
 
 // Options choose what to evaluate.
@@ -58,6 +59,11 @@ type Row struct {
 	// Failed counts questions the policy could not window (full past the
 	// budget): they count as recall 0 and are left out of PromptTokens.
 	Failed int `json:"-"`
+	// Lost is, for the memory policy, the recall lost by why each missed
+	// evidence turn is not in the window (memory.Miss): per question the
+	// share of its evidence missed for that reason, averaged over
+	// questions like Recall, so the shares sum to 1 − Recall.
+	Lost map[memory.Miss]float64 `json:"-"`
 }
 
 // DefaultPolicies are evaluated when Options.Policies is empty.
@@ -114,6 +120,11 @@ func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, er
 						tokens += float64(prompt)
 					}
 					recall += share(q.Evidence, in)
+					if err == nil {
+						if err := build.explain(ctx, c, q, in, &row); err != nil {
+							return nil, fmt.Errorf("policy %s at budget %d, question %q: %w", policy, budget, q.Question, err)
+						}
+					}
 					row.Questions++
 					if len(q.Stale) > 0 {
 						stale += share(q.Stale, in)
@@ -136,6 +147,9 @@ func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, er
 			}
 			if row.Questions > 0 {
 				row.Recall = recall / float64(row.Questions)
+				for k := range row.Lost {
+					row.Lost[k] /= float64(row.Questions)
+				}
 			}
 			if row.StaleQuestions > 0 {
 				row.Stale = stale / float64(row.StaleQuestions)
@@ -206,6 +220,34 @@ func (r *policyRun) question(ctx context.Context, c Conversation, q Question) (m
 		}
 	}
 	return in, res.PromptTokens(), nil
+}
+
+// explain adds to row.Lost why q's evidence turns missing from in are not
+// in the memory policy's window (other policies explain nothing).
+func (r *policyRun) explain(ctx context.Context, c Conversation, q Question, in map[int]bool, row *Row) error {
+	if r.w == nil {
+		return nil
+	}
+	var missed []int
+	for _, e := range q.Evidence {
+		if !in[e] {
+			missed = append(missed, e)
+		}
+	}
+	if len(missed) == 0 || row.Policy != window.PolicyMemory {
+		return nil
+	}
+	why, err := r.w.Explain(ctx, window.Request{Tenant: "bench", Conversation: c.ID, Messages: messages(c, q.Question), Count: counter(c)}, missed)
+	if err != nil {
+		return err
+	}
+	if row.Lost == nil {
+		row.Lost = map[memory.Miss]float64{}
+	}
+	for _, m := range why {
+		row.Lost[m] += 1 / float64(len(q.Evidence))
+	}
+	return nil
 }
 
 // window renders the window of msgs (the last is the ask) as sent.

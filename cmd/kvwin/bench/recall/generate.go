@@ -17,7 +17,25 @@ import (
 //
 // It was written to check the memory policy, never to tune it: no default
 // of the window was chosen by looking at its output.
-func Generate(seed int64, turns int) Conversation {
+func Generate(seed int64, turns int) Conversation { return GenerateFamily(FamilyTeam, seed, turns) }
+
+// Families of generated conversations: the same club, plan and questions,
+// updated in different words.
+const (
+	// FamilyTeam updates in the team's own phrasings (genUpdates).
+	FamilyTeam = "team"
+	// FamilyIndependent updates in phrasings written apart from the
+	// window's rules (independentUpdates), which name the attribute by a
+	// noun and its owner ("Tomasz's instrument") rather than by a verb.
+	FamilyIndependent = "independent"
+)
+
+// Families returns the generator's families.
+func Families() []string { return []string{FamilyTeam, FamilyIndependent} }
+
+// GenerateFamily is Generate with the update phrasings of family (an
+// unknown family is FamilyTeam's).
+func GenerateFamily(family string, seed int64, turns int) Conversation {
 	r := rand.New(rand.NewSource(seed))
 	people := r.Perm(len(genPeople))
 	members := make([]string, 0, 24)
@@ -25,6 +43,9 @@ func Generate(seed int64, turns int) Conversation {
 		members = append(members, genPeople[i])
 	}
 	c := Conversation{ID: fmt.Sprintf("generated-%d", seed), SpeakerA: "Robin", SpeakerB: "Helper"}
+	if family == FamilyIndependent {
+		c.ID = fmt.Sprintf("generated-%s-%d", family, seed)
+	}
 	session := 1
 	say := func(speaker, text string) int {
 		if len(c.Turns) > 0 && len(c.Turns)%80 == 0 {
@@ -78,7 +99,7 @@ func Generate(seed int64, turns int) Conversation {
 				v = a.values[r.Intn(len(a.values))]
 			}
 			name := members[ev.key[0]]
-			at := say(c.SpeakerA, fmt.Sprintf(genUpdates[r.Intn(len(genUpdates))], name, fmt.Sprintf(a.bare, v), fmt.Sprintf(a.bare, st.value)))
+			at := say(c.SpeakerA, update(family, r, name, a, fmt.Sprintf(a.bare, v), fmt.Sprintf(a.bare, st.value)))
 			st.stale = append(st.stale, st.at)
 			st.value, st.at = v, at
 		default:
@@ -103,10 +124,21 @@ func Generate(seed int64, turns int) Conversation {
 	return c
 }
 
+// update phrases the change of name's attribute a from old to new in
+// family's words.
+func update(family string, r *rand.Rand, name string, a genAttr, new, old string) string {
+	if family != FamilyIndependent {
+		return fmt.Sprintf(genUpdates[r.Intn(len(genUpdates))], name, new, old)
+	}
+	return strings.NewReplacer("{subject}", name+"'s "+a.noun, "{old}", old, "{new}", new).
+		Replace(independentUpdates[r.Intn(len(independentUpdates))])
+}
+
 // genAttr is one habit a member has: how it is stated, how its value reads
 // inside an update, and how a question asks for it.
 type genAttr struct {
 	states    []string // %[1]s name, %[2]s value
+	noun      string   // the attribute as a noun ("instrument")
 	bare      string   // the value as an update says it
 	values    []string
 	questions []string // %s name
@@ -115,30 +147,35 @@ type genAttr struct {
 var genAttrs = []genAttr{
 	{
 		states:    []string{"%s plays the %s in the evening band.", "For the record, %s practises %s every weekend."},
+		noun:      "instrument",
 		bare:      "the %s",
 		values:    []string{"cello", "trombone", "banjo", "clarinet", "harp", "accordion"},
 		questions: []string{"Which instrument does %s play?", "What does %s practise musically?"},
 	},
 	{
 		states:    []string{"%s trains for %s twice a week.", "%s signed up for the %s league."},
+		noun:      "sport",
 		bare:      "%s",
 		values:    []string{"fencing", "rowing", "handball", "climbing", "judo", "curling"},
 		questions: []string{"What sport is %s doing at the moment?", "Which league is %s in?"},
 	},
 	{
 		states:    []string{"%s drives a %s to the meetings.", "%s picked up a %s from the dealer."},
+		noun:      "ride",
 		bare:      "a %s",
 		values:    []string{"red hatchback", "camper van", "pickup truck", "electric scooter", "station wagon", "vintage roadster"},
 		questions: []string{"What vehicle does %s get around in?", "How does %s travel to meetings?"},
 	},
 	{
 		states:    []string{"%s takes evening classes in %s.", "%s is learning %s with a tutor."},
+		noun:      "language class",
 		bare:      "%s",
 		values:    []string{"Portuguese", "Korean", "Swahili", "Finnish", "Greek", "Turkish"},
 		questions: []string{"Which language is %s studying?", "What are %s's evening classes about?"},
 	},
 	{
 		states:    []string{"%s keeps reading %s on the train.", "%s borrowed %s from the library."},
+		noun:      "book",
 		bare:      "%s",
 		values:    []string{"a sailing memoir", "a chess manual", "a mushroom guide", "a space opera", "a baking almanac", "a bridge atlas"},
 		questions: []string{"Which book has %s got with them lately?", "What is %s reading?"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,9 @@ type Run struct {
 	Format, Data string
 	Seeds        []int64
 	Turns        int
+	// Family is the generated conversations' family (Families; default
+	// FamilyTeam).
+	Family string
 	// Options are Evaluate's; Progress is set by Do.
 	Options Options
 	// JSON also prints the rows as one JSON array on stdout.
@@ -36,6 +40,9 @@ func (r Run) Do(ctx context.Context, stdout, stderr io.Writer) error {
 	data := r.Data
 	if data == "" {
 		data = fmt.Sprintf("generated seeds %v", r.Seeds)
+		if r.Family != "" && r.Family != FamilyTeam {
+			data = fmt.Sprintf("generated %s seeds %v", r.Family, r.Seeds)
+		}
 	}
 	questions, turns := 0, 0
 	for _, c := range convs {
@@ -71,9 +78,16 @@ func (r Run) load() ([]Conversation, error) {
 		if r.Turns < 100 {
 			return nil, fmt.Errorf("--turns %d: want at least 100", r.Turns)
 		}
+		family := r.Family
+		if family == "" {
+			family = FamilyTeam
+		}
+		if !slices.Contains(Families(), family) {
+			return nil, fmt.Errorf("--family %q: want one of %v", r.Family, Families())
+		}
 		var convs []Conversation
 		for _, seed := range r.Seeds {
-			convs = append(convs, Generate(seed, r.Turns))
+			convs = append(convs, GenerateFamily(family, seed, r.Turns))
 		}
 		return convs, nil
 	case "locomo":
