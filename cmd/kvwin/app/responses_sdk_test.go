@@ -451,9 +451,12 @@ func TestResponsesFortyTurnConversationHeldByKvwin(t *testing.T) {
 
 // Through a gateway over kvwin nodes the Responses API answers as on a
 // node: the same greedy text, streamed or not, the same forced call, and a
-// chain the gateway holds, continued with only the new input.
+// chain the gateway holds, continued with only the new input. One node:
+// with two, a continuation this short (41 new tokens against 92 on the
+// other node) is within the router's tie margin of either node, so its
+// reuse would depend on the nodes' measured speeds, not on the chain.
 func TestResponsesThroughAGatewayAnswerAsOnANode(t *testing.T) {
-	gw, nodes := apptest.StartFleet(t, 2, "prefix")
+	gw, nodes := apptest.StartFleet(t, 1, "prefix")
 	onGateway, onNode := responsesClient(gw.URL(), "unused"), responsesClient(nodes[0].URL(), "unused")
 	ctx := context.Background()
 	call := weatherResponse(false)
