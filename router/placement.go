@@ -70,18 +70,23 @@ type slotPlan struct {
 	reuse   int // prompt tokens the turn would reuse there: own, or what a prompt cache loads
 	held    int // tokens the slot holds
 	evicted int // of them, beyond reuse: overwritten by the turn
+	// stale is 1 − the chance its chain is continued (liveness.go): what
+	// evicting it destroys counts (1 − stale) times. 0: counts whole.
+	stale   float64
+	weighed bool
 }
 
 // destroyed is what taking the slot costs other conversations (see the
 // file comment): room says some slot of the fleet is free.
 func (p slotPlan) destroyed(room bool) int {
+	live := 1 - p.stale
 	switch {
 	case p.evicted == 0:
 		return 0
-	case room:
-		return p.held
+	case room || p.weighed:
+		return int(live * float64(p.held))
 	default:
-		return evictWeight * p.evicted
+		return int(live * float64(evictWeight*p.evicted))
 	}
 }
 
@@ -104,15 +109,18 @@ func (r *Router) plansSlots(m *member) bool {
 // tokens) would find in each.
 func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPlan {
 	var out []slotPlan
+	now := r.cfg.Now()
 	for s := range m.slotCount() {
 		if m.running(s) {
 			continue
 		}
-		held := r.reg.Held(kvcache.Location{Backend: m.name, Slot: s})
+		loc := kvcache.Location{Backend: m.name, Slot: s}
+		held := r.reg.Held(loc)
 		shared := kvcache.SharedPrefix(held, chain.Keys)
 		reuse := min(chain.Units(shared), max(length-1, 0))
+		w, known := r.lively.weight(loc, now)
 		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
-			held: chain.Units(len(held)), evicted: chain.Units(len(held) - shared)})
+			held: chain.Units(len(held)), evicted: chain.Units(len(held) - shared), stale: 1 - w, weighed: known})
 	}
 	return out
 }
@@ -148,10 +156,11 @@ func restorable(plans []slotPlan, best, length int) []slotPlan {
 	return out
 }
 
-// hasRoom reports whether some plan evicts nothing.
+// hasRoom reports whether some plan evicts nothing, or only a chain very
+// likely abandoned (liveness.go).
 func hasRoom(plans []slotPlan) bool {
 	for _, p := range plans {
-		if p.evicted == 0 {
+		if p.evicted == 0 || 1-p.stale < abandoned {
 			return true
 		}
 	}
