@@ -59,6 +59,10 @@ type liveness struct {
 	cont   int             // of them, continuations of an earlier turn's chain
 }
 
+// resort: the sorted gaps are refreshed every resort continuations, not
+// at each: a plan asks for weights of every slot of the fleet per turn.
+const resort = 64
+
 // maxTips bounds the chains whose continuation liveness watches for.
 const maxTips = 1 << 16
 
@@ -87,7 +91,9 @@ func (l *liveness) observe(loc kvcache.Location, prompt, held []kvcache.Key, now
 			l.gaps[l.next] = now.Sub(at)
 			l.next = (l.next + 1) % maxGaps
 		}
-		l.sorted = nil
+		if l.cont%resort == 0 {
+			l.sorted = nil
+		}
 		delete(l.tips, prompt[i])
 		break
 	}

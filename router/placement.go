@@ -34,6 +34,11 @@ import (
 //     computes it again, and coming back evicts this one), and the least
 //     valuable slot is taken; the shared prefix wins where it outweighs
 //     that suffix.
+//   - Once the router knows how conversations come back (liveness.go),
+//     what a slot's chain is worth is all of it times the chance it is
+//     continued, free or not: its owner, evicted, computes all of it again
+//     somewhere; and a slot whose chain is very likely abandoned counts as
+//     free.
 //
 // The backend's score is its best slot's, and the turn is pinned to that
 // slot (id_slot): llama-server's own choice, unpinned, would give a
@@ -115,12 +120,11 @@ func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPla
 			continue
 		}
 		loc := kvcache.Location{Backend: m.name, Slot: s}
-		held := r.reg.Held(loc)
-		shared := kvcache.SharedPrefix(held, chain.Keys)
+		held, shared := r.reg.Overlap(loc, chain.Keys)
 		reuse := min(chain.Units(shared), max(length-1, 0))
 		w, known := r.lively.weight(loc, now)
 		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
-			held: chain.Units(len(held)), evicted: chain.Units(len(held) - shared), stale: 1 - w, weighed: known})
+			held: chain.Units(held), evicted: chain.Units(held - shared), stale: 1 - w, weighed: known})
 	}
 	return out
 }

@@ -18,6 +18,7 @@ func newBenchFleetCmd() *cobra.Command {
 		kind, trace  string
 		out          string
 		asJSON       bool
+		parallel     int
 	)
 	cmd := &cobra.Command{
 		Use:   "fleet",
@@ -38,7 +39,7 @@ out: docs/benchmarks.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := fleet.Options{Nodes: nodes, Slots: slots, Kind: kind, Policies: policies, Loads: loads, Workload: w,
-				Model: fleet.DefaultNodeModel(), Progress: func(r fleet.Row) {
+				Model: fleet.DefaultNodeModel(), Parallel: parallel, Progress: func(r fleet.Row) {
 					fmt.Fprintf(os.Stderr, "load %.2f %-12s ttft p90 %8.0f ms, prefill %.2f× the oracle's (%.1f s)\n",
 						r.Load, r.Policy, r.TTFTP90, r.PrefillVsOracle, r.WallSeconds)
 				}}
@@ -77,6 +78,7 @@ out: docs/benchmarks.md.`,
 	f.StringVar(&kind, "node-kind", fleet.KindLlamaServer, "llamaserver (a slot reuses only its own KV) or kvwin (prefix copy between slots, no snapshots)")
 	f.StringVar(&trace, "trace", "", "replay a Mooncake-format trace (JSON lines) instead of the synthetic conversations")
 	f.StringVar(&out, "out", "", "directory for fleet.json, fleet.csv and fleet.svg")
+	f.IntVar(&parallel, "parallel", 2, "runs simulated at once (one core each)")
 	f.BoolVar(&asJSON, "json", false, "print the rows as one JSON array on standard output")
 	f.IntVar(&w.Conversations, "conversations", w.Conversations, "conversations in the workload")
 	f.IntVar(&w.Context, "ctx", w.Context, "KV tokens per slot")

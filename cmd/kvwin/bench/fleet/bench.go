@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"kvwin/cmd/kvwin/bench/stats"
@@ -27,7 +28,10 @@ type Options struct {
 	// Mooncake trace (ReadMooncake), their times scaled to each load.
 	Trace []*conversation
 	Model NodeModel
-	// Progress, if set, is called after each run.
+	// Parallel is how many runs go at once (each on one core: a run is
+	// one thread of control); default 1.
+	Parallel int
+	// Progress, if set, is called after each run (one call at a time).
 	Progress func(Row)
 }
 
@@ -91,24 +95,51 @@ func Bench(ctx context.Context, o Options) ([]Row, error) {
 			return nil, fmt.Errorf("fleet: load %v", load)
 		}
 		rate := schedule(convs, orig, load, o)
-		for _, policy := range o.Policies {
-			cfg.Policy = policy
-			began := time.Now()
-			out, err := run(ctx, cfg, convs)
-			if err != nil {
-				return nil, fmt.Errorf("policy %s at load %v: %w", policy, load, err)
-			}
-			row := summarize(out.turns, cfg, load)
-			row.ActivePerSlot = out.meanActive / float64(cfg.Nodes*cfg.Slots)
-			row.WallSeconds = time.Since(began).Seconds()
-			row.ConversationsRate = rate
-			if o.Progress != nil {
-				o.Progress(row)
-			}
-			rows = append(rows, row)
+		at := make([]Row, len(o.Policies))
+		errs := make([]error, len(o.Policies))
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range max(o.Parallel, 1) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					at[i], errs[i] = runOne(ctx, cfg, o.Policies[i], load, rate, convs)
+					if errs[i] == nil && o.Progress != nil {
+						mu.Lock()
+						o.Progress(at[i])
+						mu.Unlock()
+					}
+				}
+			}()
 		}
+		for i := range o.Policies {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		rows = append(rows, at...)
 	}
 	return rows, nil
+}
+
+// runOne runs one policy at one load; the conversations are only read.
+func runOne(ctx context.Context, cfg Config, policy string, load, rate float64, convs []*conversation) (Row, error) {
+	cfg.Policy = policy
+	began := time.Now()
+	out, err := run(ctx, cfg, convs)
+	if err != nil {
+		return Row{}, fmt.Errorf("policy %s at load %v: %w", policy, load, err)
+	}
+	row := summarize(out.turns, cfg, load)
+	row.ActivePerSlot = out.meanActive / float64(cfg.Nodes*cfg.Slots)
+	row.ConversationsRate = rate
+	row.WallSeconds = time.Since(began).Seconds()
+	return row, nil
 }
 
 // schedule sets the conversations' arrival times for load: the rate at

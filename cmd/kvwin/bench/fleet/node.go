@@ -103,7 +103,15 @@ var (
 
 func newNode(s *sim, i int, cfg Config) *node {
 	n := &node{sim: s, kind: cfg.Kind, model: cfg.Model, slots: make([]slotState, cfg.Slots)}
-	n.info = engine.Info{Name: fmt.Sprintf("node%03d", i), Model: "sim", ContextSlot: cfg.Context, Slots: cfg.Slots,
+	name := fmt.Sprintf("node%03d", i)
+	if i < len(cfg.Names) {
+		name = cfg.Names[i]
+	}
+	model := cfg.ModelName
+	if model == "" {
+		model = "sim"
+	}
+	n.info = engine.Info{Name: name, Model: model, ContextSlot: cfg.Context, Slots: cfg.Slots,
 		SharesPrefixes: cfg.Kind == KindKvwin}
 	return n
 }

@@ -38,6 +38,11 @@ type Config struct {
 	Kind         string // KindLlamaServer or KindKvwin
 	Policy       string
 	Model        NodeModel
+	// Names, if set, names the nodes, and ModelName the model they serve
+	// (a replay gives the real fleet's, which the router's keys and
+	// rendezvous ties hash); default node000… and "sim".
+	Names     []string
+	ModelName string
 }
 
 // turnRecord is one turn as the simulation saw it.
@@ -92,6 +97,9 @@ type sim struct {
 	// activeArea integrates active over time, for the mean.
 	activeArea float64
 	lastAt     time.Duration
+	// onEnd, if set, is told of each turn's end instead of the
+	// conversation going on after its think time (a replay drives it).
+	onEnd func(*turnRecord)
 }
 
 // after schedules fn at d from now.
@@ -125,6 +133,19 @@ type outcome struct {
 
 // run simulates convs on the fleet of cfg.
 func run(ctx context.Context, cfg Config, convs []*conversation) (outcome, error) {
+	s, err := newSim(cfg)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer s.router.Close()
+	for ci, c := range convs {
+		s.at(c.start, func() { s.begin(ctx, ci, c) })
+	}
+	return s.loop(), nil
+}
+
+// newSim builds the fleet of cfg and its router.
+func newSim(cfg Config) (*sim, error) {
 	s := &sim{base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), yield: make(chan struct{}), pending: map[string]*turnRecord{}}
 	backends := make([]engine.Backend, cfg.Nodes)
 	for i := range backends {
@@ -134,13 +155,14 @@ func run(ctx context.Context, cfg Config, convs []*conversation) (outcome, error
 	}
 	r, err := router.New(router.Config{Policy: cfg.Policy, SoleTenant: web.DefaultTenant, Now: s.clock}, backends, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return outcome{}, err
+		return nil, err
 	}
-	defer r.Close()
 	s.router = r
-	for ci, c := range convs {
-		s.at(c.start, func() { s.begin(ctx, ci, c) })
-	}
+	return s, nil
+}
+
+// loop runs the events until none is left.
+func (s *sim) loop() outcome {
 	for s.queue.Len() > 0 {
 		ev := heap.Pop(&s.queue).(event)
 		s.activeArea += float64(s.active) * (ev.at - s.lastAt).Seconds()
@@ -151,7 +173,7 @@ func run(ctx context.Context, cfg Config, convs []*conversation) (outcome, error
 	if s.now > 0 {
 		out.meanActive = s.activeArea / s.now.Seconds()
 	}
-	return out, nil
+	return out
 }
 
 // at schedules fn at the absolute simulated time t.
@@ -171,7 +193,7 @@ func (s *sim) turn(ctx context.Context, ci int, c *conversation, t int) {
 		id: strconv.Itoa(ci) + "." + strconv.Itoa(t)}
 	s.pending[rec.id] = rec
 	s.turns = append(s.turns, rec)
-	req := engine.Request{Model: "sim", Tokens: c.prompt(t), MaxTokens: len(rec.answer) + 1, Slot: -1,
+	req := engine.Request{Model: s.nodes[0].info.Model, Tokens: c.prompt(t), MaxTokens: len(rec.answer) + 1, Slot: -1,
 		Tenant: web.DefaultTenant, Conversation: rec.id, Sampling: engine.DefaultSampling()}
 	go func() {
 		res, err := s.router.Generate(ctx, req, nil)
@@ -190,6 +212,10 @@ func (s *sim) turn(ctx context.Context, ci int, c *conversation, t int) {
 // trace's at its own time), or ends the conversation.
 func (s *sim) ended(rec *turnRecord) {
 	delete(s.pending, rec.id)
+	if s.onEnd != nil {
+		s.onEnd(rec)
+		return
+	}
 	c, t := rec.conv, rec.index
 	if t+1 >= c.turns() {
 		s.active--
