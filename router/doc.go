@@ -62,7 +62,10 @@
 // new conversation takes a free slot rather than a sibling's that shares
 // its system prompt, and every turn there is pinned to the planned slot
 // (llama-server's own choice would be the sibling's: the slot sharing the
-// longest prefix, --slot-prompt-similarity). A backend found restoring
+// longest prefix, --slot-prompt-similarity). Once the router has watched
+// enough turns, a chain's worth is weighed by the chance it is continued,
+// given how long it has been idle (liveness.go): a slot whose conversation
+// has most likely ended is nearly free. A backend found restoring
 // what its slots gave up (a turn reusing more than its slot held:
 // llama-server's --cache-ram) has those chains counted as held there, as a
 // kvwin node's snapshots are.
@@ -74,7 +77,9 @@
 // else it is sent with cache_prompt false (tenancy.go). Ollama cannot be
 // pinned and is left as it is.
 //
-// Other policies, for comparison: round-robin, least-loaded, random.
+// Other policies, for comparison: round-robin, least-loaded, random, and
+// the peers' (peers.go): llm-d's, SGLang's and Dynamo's, each from its
+// published description with its published defaults.
 //
 // # Failures
 //

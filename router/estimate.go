@@ -25,8 +25,11 @@ type candidate struct {
 	plan       int           // the planned slot; -1 every slot is busy
 	isolated   bool          // the router isolates tenants on it: the tenant pin chooses the slot (tenancy.go)
 	predicted  time.Duration // predicted time to first token
+	extra      time.Duration // of it, the time of what the turn destroys there (placement.go): a cost, not a wait
 	slack      time.Duration // predicted time of TieTokens tokens: differences below it are ties
 	prefer     int           // the slot the scorer would run the turn on; -1 none (the backend, or the tenant pin, chooses)
+	matched    int           // prompt tokens the registry says it holds anywhere (before any slot plan)
+	cells      int           // KV cells of all its slots (slots × context per slot); 0 unknown
 }
 
 // estimate predicts each backend's time to first token for the prompt k.
@@ -50,7 +53,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			cost = peer
 		}
 		c := candidate{index: m.index, m: m, name: m.name, load: m.inflight(), slots: m.slotCount(), held: -1, plan: -1, prefer: -1,
-			isolated: r.isolates(m)}
+			isolated: r.isolates(m), cells: m.slotCount() * int(m.ctx.Load())}
 		mt, ok := held[m.name]
 		ok = ok && mt.Approximate != m.exact
 		if ok {
@@ -62,6 +65,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			if mt.Tier == kvcache.TierSlot {
 				c.held = mt.Slot
 			}
+			c.matched = c.cached
 		}
 		extra := time.Duration(0)
 		if plans, planned := plans[m.index]; planned {
@@ -81,6 +85,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			}
 		}
 		c.predicted = m.wait() + cost.Predict(max(k.length-c.cached, 1), c.cached) + extra
+		c.extra = extra
 		c.slack = cost.Predict(r.cfg.TieTokens, 0)
 		cands = append(cands, c)
 	}

@@ -34,6 +34,11 @@ import (
 //     computes it again, and coming back evicts this one), and the least
 //     valuable slot is taken; the shared prefix wins where it outweighs
 //     that suffix.
+//   - Once the router knows how conversations come back (liveness.go),
+//     what a slot's chain is worth is all of it times the chance it is
+//     continued, free or not: its owner, evicted, computes all of it again
+//     somewhere; and a slot whose chain is very likely abandoned counts as
+//     free.
 //
 // The backend's score is its best slot's, and the turn is pinned to that
 // slot (id_slot): llama-server's own choice, unpinned, would give a
@@ -70,18 +75,23 @@ type slotPlan struct {
 	reuse   int // prompt tokens the turn would reuse there: own, or what a prompt cache loads
 	held    int // tokens the slot holds
 	evicted int // of them, beyond reuse: overwritten by the turn
+	// stale is 1 − the chance its chain is continued (liveness.go): what
+	// evicting it destroys counts (1 − stale) times. 0: counts whole.
+	stale   float64
+	weighed bool
 }
 
 // destroyed is what taking the slot costs other conversations (see the
 // file comment): room says some slot of the fleet is free.
 func (p slotPlan) destroyed(room bool) int {
+	live := 1 - p.stale
 	switch {
 	case p.evicted == 0:
 		return 0
-	case room:
-		return p.held
+	case room || p.weighed:
+		return int(live * float64(p.held))
 	default:
-		return evictWeight * p.evicted
+		return int(live * float64(evictWeight*p.evicted))
 	}
 }
 
@@ -104,15 +114,17 @@ func (r *Router) plansSlots(m *member) bool {
 // tokens) would find in each.
 func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPlan {
 	var out []slotPlan
+	now := r.cfg.Now()
 	for s := range m.slotCount() {
 		if m.running(s) {
 			continue
 		}
-		held := r.reg.Held(kvcache.Location{Backend: m.name, Slot: s})
-		shared := kvcache.SharedPrefix(held, chain.Keys)
+		loc := kvcache.Location{Backend: m.name, Slot: s}
+		held, shared := r.reg.Overlap(loc, chain.Keys)
 		reuse := min(chain.Units(shared), max(length-1, 0))
+		w, known := r.lively.weight(loc, now)
 		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
-			held: chain.Units(len(held)), evicted: chain.Units(len(held) - shared)})
+			held: chain.Units(held), evicted: chain.Units(held - shared), stale: 1 - w, weighed: known})
 	}
 	return out
 }
@@ -148,10 +160,11 @@ func restorable(plans []slotPlan, best, length int) []slotPlan {
 	return out
 }
 
-// hasRoom reports whether some plan evicts nothing.
+// hasRoom reports whether some plan evicts nothing, or only a chain very
+// likely abandoned (liveness.go).
 func hasRoom(plans []slotPlan) bool {
 	for _, p := range plans {
-		if p.evicted == 0 {
+		if p.evicted == 0 || 1-p.stale < abandoned {
 			return true
 		}
 	}

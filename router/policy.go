@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	"kvwin/kvcache"
 )
 
 // Policies the router knows.
@@ -25,10 +27,16 @@ func Policies() []string {
 }
 
 // prompt is what a scorer knows of the turn: the conversation's root key
-// (for rendezvous hashing) and its length in tokens.
+// (for rendezvous hashing), its length in tokens, its block keys (exact
+// when a backend rendered its tokens, else approximate, over text) with
+// their block size in tokens, and the turn's sequence number in this
+// router.
 type prompt struct {
 	root   uint64
 	length int
+	keys   []kvcache.Key
+	block  int // tokens per key
+	id     uint64
 }
 
 // scorer is a routing policy: it ranks a turn's candidates, best first
@@ -59,7 +67,10 @@ func newScorer(policy string, cfg Config) (scorer, error) {
 	case PolicyRandom:
 		return randomOrder{}, nil
 	}
-	return nil, fmt.Errorf("router: unknown policy %q (want one of %v)", policy, Policies())
+	if sc := newPeerScorer(policy, cfg); sc != nil {
+		return sc, nil
+	}
+	return nil, fmt.Errorf("router: unknown policy %q (want one of %v or %v)", policy, Policies(), PeerPolicies())
 }
 
 // rendezvous is the highest-random-weight score of a backend for a key.
@@ -86,9 +97,13 @@ func (p prefixScorer) rank(cands []candidate, pr prompt) []candidate {
 	}
 	root := pr.root
 	best := slices.MinFunc(out, func(a, b candidate) int { return cmp.Compare(a.predicted, b.predicted) })
-	tie := best.predicted + max(time.Duration(float64(best.predicted)*p.cfg.TieTolerance), best.slack)
+	// The tolerance is of the time to first token; what a placement
+	// destroys (extra) is a cost no noise explains, so a candidate
+	// destroying more than the best does is no tie.
+	tie := best.predicted + max(time.Duration(float64(best.predicted-best.extra)*p.cfg.TieTolerance), best.slack)
+	isTie := func(c candidate) bool { return c.predicted <= tie && c.extra <= best.extra+best.slack }
 	slices.SortStableFunc(out, func(a, b candidate) int {
-		aTie, bTie := a.predicted <= tie, b.predicted <= tie
+		aTie, bTie := isTie(a), isTie(b)
 		switch {
 		case aTie && bTie:
 			return cmp.Compare(rendezvous(root, b.name), rendezvous(root, a.name))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"kvwin/attention"
@@ -161,6 +162,9 @@ type Router struct {
 
 	watchMu sync.Mutex
 	watch   chan struct{} // closed and replaced at each health change
+
+	turns  atomic.Uint64 // turns routed: each turn's prompt.id
+	lively liveness      // how likely each slot's chain is continued (liveness.go)
 }
 
 var _ engine.Backend = (*Router)(nil)
@@ -297,10 +301,18 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 		return engine.Result{}, err
 	}
 	cands := r.estimate(k, fits)
-	ranked := r.scorer.rank(cands, prompt{root: k.root(), length: k.length})
+	p := k.prompt(r.turns.Add(1))
+	ranked := r.scorer.rank(cands, p)
 	at := r.cfg.Now()
 	var t tally
+	tr, tracks := r.scorer.(tracker)
+	if tracks {
+		stream = tr.watch(p, stream)
+	}
 	chosen, res, err := r.attempt(ctx, req, k, stream, ranked, &t)
+	if tracks {
+		tr.ended(p)
+	}
 	if r.cfg.Observe != nil && len(ranked) > 0 {
 		dec := Decision{Time: at, Model: req.Model, Policy: r.cfg.Policy, PromptTokens: k.length, Candidates: len(cands),
 			First: ranked[0].name, PredictedCached: ranked[0].cached, Predicted: ranked[0].predicted, Failed: t.failed, Chosen: chosen}
@@ -372,6 +384,7 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * held.BlockSize, BlockSize: held.BlockSize, Approximate: held.Approximate})
 		}
 		r.reg.Record(loc, held)
+		r.lively.observe(loc, chain.Keys, held.Keys, r.cfg.Now())
 		count := -1 // what the slot's KV holds now, if the answer's tokens say
 		if m.exact && len(res.Tokens) > 1 {
 			count = held.Length

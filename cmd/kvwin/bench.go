@@ -4,5 +4,5 @@ import "github.com/spf13/cobra"
 
 // benchCommands lists the subcommands of kvwin bench.
 func benchCommands() []*cobra.Command {
-	return []*cobra.Command{newBenchLoadCmd(), newBenchOverheadCmd(), newBenchPrefillCmd(), newBenchRecallCmd(), newBenchConvertCmd(), newBenchRouteCmd(), newBenchTTFTCmd()}
+	return []*cobra.Command{newBenchFleetCmd(), newBenchLoadCmd(), newBenchOverheadCmd(), newBenchPrefillCmd(), newBenchRecallCmd(), newBenchConvertCmd(), newBenchRouteCmd(), newBenchTTFTCmd()}
 }

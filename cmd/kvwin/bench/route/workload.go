@@ -50,7 +50,11 @@ type Turn struct {
 	Answer         string
 	Prompt, Cached int
 	TTFT           time.Duration
-	Err            error
+	// Sent is when the turn was sent, Total how long it took to its last
+	// byte (a replay through the fleet simulator needs both).
+	Sent  time.Time
+	Total time.Duration
+	Err   error
 }
 
 // Result sums one policy's run.
@@ -200,8 +204,8 @@ func (w Workload) Run(ctx context.Context, url, policy string, progress func(Tur
 }
 
 // turn sends one streamed chat request and reads it to the end.
-func (w Workload) turn(ctx context.Context, url string, c, t int, answers []string) Turn {
-	tr := Turn{Conv: c, Turn: t, Messages: w.messages(c, t, answers)}
+func (w Workload) turn(ctx context.Context, url string, c, t int, answers []string) (tr Turn) {
+	tr = Turn{Conv: c, Turn: t, Messages: w.messages(c, t, answers)}
 	body, _ := json.Marshal(map[string]any{"messages": tr.Messages, "max_tokens": w.AnswerBytes + 8,
 		"temperature": 0, "stream": true, "grammar": fmt.Sprintf("root ::= [a-z ]{%d}", w.AnswerBytes)})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
@@ -211,6 +215,8 @@ func (w Workload) turn(ctx context.Context, url string, c, t int, answers []stri
 	}
 	req.Header.Set("Content-Type", "application/json")
 	sent := time.Now()
+	tr.Sent = sent
+	defer func() { tr.Total = time.Since(sent) }()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tr.Err = err

@@ -1,0 +1,59 @@
+package fleet
+
+// The oracle's prefill: for each turn in the order turns arrived, the
+// prompt tokens beyond the longest prefix it shares with any earlier
+// turn's prompt and answer (what a backend holds after serving it), as
+// `kvwin bench route` defines it:
+//
+//	oracle = Σ over turns of (prompt tokens − that longest shared prefix)
+//
+// the tokens no earlier turn of the run ever sent. No router can do better
+// with slots of any size. Shared prefixes are found block by block
+// (16-token blocks, chained hashes) and then extended token by token.
+
+const oracleBlock = 16
+
+// oracle returns the oracle's prefill of turns (failed turns count for
+// nothing: they leave nothing to reuse).
+func oracle(turns []*turnRecord) int {
+	seen := map[uint64][]int{} // chained hash of a block prefix → a held sequence with it
+	total := 0
+	for _, t := range turns {
+		if t.err != nil {
+			continue
+		}
+		p := t.conv.prompt(t.index)
+		held := t.conv.stream[:t.conv.answerEnd[t.index]]
+		var from []int
+		h := uint64(0)
+		for b := 0; (b+1)*oracleBlock <= len(p); b++ {
+			h = blockHash(h, p[b*oracleBlock:(b+1)*oracleBlock])
+			v, ok := seen[h]
+			if !ok {
+				break
+			}
+			from = v
+		}
+		best := 0
+		if from != nil {
+			best = lcp(from, p)
+		}
+		total += len(p) - best
+		h = 0
+		for b := 0; (b+1)*oracleBlock <= len(held); b++ {
+			h = blockHash(h, held[b*oracleBlock:(b+1)*oracleBlock])
+			seen[h] = held
+		}
+	}
+	return total
+}
+
+// blockHash chains parent with a block's tokens (FNV-1a over the words).
+func blockHash(parent uint64, block []int) uint64 {
+	h := parent ^ 0xcbf29ce484222325
+	for _, t := range block {
+		h ^= uint64(t)
+		h *= 0x100000001b3
+	}
+	return h
+}

@@ -1,0 +1,79 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/csv"
+	"strings"
+	"testing"
+)
+
+// Requests sharing hash ids share those blocks token for token and
+// diverge after; a line that is not a trace record is refused.
+func TestMooncakeTraceSharesPrefixesByHashID(t *testing.T) {
+	trace := `{"timestamp": 0, "input_length": 1100, "output_length": 10, "hash_ids": [1, 2, 3]}
+{"timestamp": 500, "input_length": 700, "output_length": 5, "hash_ids": [1, 4]}
+`
+	convs, err := ReadMooncake(strings.NewReader(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(convs) != 2 || len(convs[0].prompt(0)) != 1100 || len(convs[1].answer(0)) != 5 || convs[1].start.Milliseconds() != 500 {
+		t.Fatalf("parsed %d requests: %d prompt tokens, %d answer tokens, start %v", len(convs), len(convs[0].prompt(0)), len(convs[1].answer(0)), convs[1].start)
+	}
+	if got := lcp(convs[0].prompt(0), convs[1].prompt(0)); got < MooncakeBlockTokens || got >= 2*MooncakeBlockTokens {
+		t.Fatalf("shared prefix %d tokens, want the one shared 512-token block", got)
+	}
+	for _, bad := range []string{`{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}`, `not json`} {
+		if _, err := ReadMooncake(strings.NewReader(bad)); err == nil {
+			t.Errorf("trace %q accepted", bad)
+		}
+	}
+}
+
+// The oracle reuses each conversation's history and each group's system
+// prompt once: two conversations of one group, two turns each.
+func TestOracleCountsWhatNoEarlierTurnSent(t *testing.T) {
+	w := Workload{Conversations: 2, Groups: 1, SystemTokens: 1000, Think: 1, Context: 4096, Seed: 7}
+	convs, err := w.generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turns []*turnRecord
+	want := 1000
+	for ci, c := range convs {
+		for ti := range c.turns() {
+			turns = append(turns, &turnRecord{conv: c, ci: ci, index: ti})
+			prev := 1000
+			if ti > 0 {
+				prev = c.answerEnd[ti-1]
+			} else if ci == 0 {
+				prev = 0
+			}
+			want += c.promptEnd[ti] - prev
+		}
+	}
+	want -= 1000 // the first turn counted the system prompt already, as prev 0
+	if got := oracle(turns); got != want {
+		t.Fatalf("oracle %d, want %d", got, want)
+	}
+}
+
+// fleet.csv has a header and a row per run; fleet.svg a line per policy.
+func TestReportFilesHoldEveryRow(t *testing.T) {
+	rows := []Row{{Policy: "prefix", Load: 0.2, TTFTP90: 100}, {Policy: "prefix", Load: 0.6, TTFTP90: 300},
+		{Policy: "dynamo", Load: 0.2, TTFTP90: 900}, {Policy: "dynamo", Load: 0.6, TTFTP90: 1200}}
+	var c, s bytes.Buffer
+	if err := WriteCSV(&c, rows); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&c).ReadAll()
+	if err != nil || len(recs) != 5 || recs[0][6] != "ttft_p90_ms" || recs[3][0] != "dynamo" {
+		t.Fatalf("csv: %v %v", recs, err)
+	}
+	if err := WriteSVG(&s, rows); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(s.String(), "<polyline"); n != 2 || !strings.Contains(s.String(), ">dynamo<") {
+		t.Fatalf("svg: %d lines", n)
+	}
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"kvwin/cmd/kvwin/bench/fleet"
+)
+
+func newBenchFleetCmd() *cobra.Command {
+	w := fleet.DefaultWorkload()
+	var (
+		nodes, slots int
+		loads        []float64
+		policies     []string
+		kind, trace  string
+		out          string
+		asJSON       bool
+		parallel     int
+	)
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "Routing at fleet scale: kvwin's router and llm-d's, SGLang's and Dynamo's policies over a simulated fleet",
+		Long: `Simulates, in simulated time, a fleet of --nodes nodes × --slots slots
+(llama-server's slots, or kvwin nodes' with prefix copy and no snapshots)
+driven by kvwin's own router as serve runs it, once per policy and load:
+kvwin's policies and llm-d's, SGLang's and Dynamo's as its scorers. The
+workload is multi-turn conversations (Poisson arrivals, think times of 30 s,
+8 shared system prompts of 1,000 tokens, LoCoMo-shaped turn lengths), or
+with --trace a Mooncake-format trace (JSON lines of timestamp, input_length,
+output_length, hash_ids). --load is the offered prefill work as a share of
+the fleet's prefill capacity, every prompt counted whole. Reports per
+policy and load TTFT p50/p90/p99, queueing, prefill tokens against the
+oracle's, hit rate and throughput; writes fleet.json, fleet.csv and
+fleet.svg (TTFT p90 against load) into --out. What the simulation leaves
+out: docs/benchmarks.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o := fleet.Options{Nodes: nodes, Slots: slots, Kind: kind, Policies: policies, Loads: loads, Workload: w,
+				Model: fleet.DefaultNodeModel(), Parallel: parallel, Progress: func(r fleet.Row) {
+					fmt.Fprintf(os.Stderr, "load %.2f %-12s ttft p90 %8.0f ms, prefill %.2f× the oracle's (%.1f s)\n",
+						r.Load, r.Policy, r.TTFTP90, r.PrefillVsOracle, r.WallSeconds)
+				}}
+			if trace != "" {
+				f, err := os.Open(trace)
+				if err != nil {
+					return err
+				}
+				o.Trace, err = fleet.ReadMooncake(f)
+				f.Close()
+				if err != nil {
+					return err
+				}
+			}
+			rows, err := fleet.Bench(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fleet.PrintTable(os.Stderr, rows)
+			if out != "" {
+				if err := fleet.WriteFiles(out, rows); err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				return fleet.WriteJSON(cmd.OutOrStdout(), rows)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&nodes, "nodes", 64, "nodes in the fleet")
+	f.IntVar(&slots, "slots", 4, "slots per node")
+	f.Float64SliceVar(&loads, "load", []float64{0.2, 0.6, 1.0}, "offered loads: shares of the fleet's prefill capacity")
+	f.StringSliceVar(&policies, "policies", fleet.AllPolicies(), "routing policies to compare")
+	f.StringVar(&kind, "node-kind", fleet.KindLlamaServer, "llamaserver (a slot reuses only its own KV) or kvwin (prefix copy between slots, no snapshots)")
+	f.StringVar(&trace, "trace", "", "replay a Mooncake-format trace (JSON lines) instead of the synthetic conversations")
+	f.StringVar(&out, "out", "", "directory for fleet.json, fleet.csv and fleet.svg")
+	f.IntVar(&parallel, "parallel", 2, "runs simulated at once (one core each)")
+	f.BoolVar(&asJSON, "json", false, "print the rows as one JSON array on standard output")
+	f.IntVar(&w.Conversations, "conversations", w.Conversations, "conversations in the workload")
+	f.IntVar(&w.Context, "ctx", w.Context, "KV tokens per slot")
+	f.Uint64Var(&w.Seed, "seed", w.Seed, "seed of the workload and its arrivals")
+	return cmd
+}
