@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +130,36 @@ func TestResponsesWithoutAStore(t *testing.T) {
 	wantError(t, resp, b, 503, core.TypeServer, core.CodeMemoryUnavailable)
 	resp, b = do(t, ts, http.MethodPost, "/v1/responses", `{"input": "hi", "previous_response_id": "resp_1"}`)
 	wantError(t, resp, b, 503, core.TypeServer, core.CodeMemoryUnavailable)
+}
+
+// A streamed response names every SSE event by its type, as OpenAI's
+// stream does: an "event:" line, then the data line whose "type" it is.
+func TestResponsesStreamNamesItsEvents(t *testing.T) {
+	f := newFake().Script(engine.FinishStop, engineTimings(10, 5, 1), firstEvent(10, 5), textEvent("ok"))
+	ts := startResponses(t, f, nil)
+	resp, b := do(t, ts, http.MethodPost, "/v1/responses", `{"model":"tiny","input":"hi","stream":true}`)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	var names []string
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := 0; i < len(lines); i++ {
+		if lines[i] == "" {
+			continue
+		}
+		name, ok := strings.CutPrefix(lines[i], "event: ")
+		if !ok || i+1 >= len(lines) {
+			t.Fatalf("line %d is %q, want an event line before its data", i, lines[i])
+		}
+		data, ok := strings.CutPrefix(lines[i+1], "data: ")
+		var ev struct{ Type string }
+		if !ok || json.Unmarshal([]byte(data), &ev) != nil || ev.Type != name {
+			t.Fatalf("event %q has data %q", name, lines[i+1])
+		}
+		names = append(names, name)
+		i++
+	}
+	if len(names) < 3 || names[0] != "response.created" || names[len(names)-1] != "response.completed" {
+		t.Fatalf("events %v", names)
+	}
 }

@@ -65,7 +65,7 @@ func (s *server) createResponse(c *gin.Context, t *core.Turn) {
 		return
 	}
 	enc := s.newResponsesEncoder(c, t, rt)
-	s.RunTurn(c, t, rt.req, core.Wire{Enc: enc, Stream: rt.body.Stream, Frame: core.FrameNode, Fail: core.Fail})
+	s.RunTurn(c, t, rt.req, core.Wire{Enc: enc, Stream: rt.body.Stream, Frame: core.FrameEvents, Fail: core.Fail})
 }
 
 // readResponse decodes and translates the body, the chain it continues

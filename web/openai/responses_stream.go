@@ -106,6 +106,10 @@ func echo(rt *responseTurn, created int64) responseObject {
 	return o
 }
 
+// EventName names the event's SSE "event:" line: its type, as OpenAI's
+// stream sends it (clients that dispatch on the SSE event name need it).
+func (ev streamEvent) EventName() string { return ev.Type }
+
 func (e *responsesEncoder) event(ev streamEvent) streamEvent {
 	ev.SequenceNumber = e.seq
 	e.seq++

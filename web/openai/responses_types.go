@@ -194,7 +194,7 @@ type outputTokensDetails struct {
 }
 
 // streamEvent is one event of a streamed response; the fields set are the
-// ones its type carries.
+// ones its type carries. It names its SSE event (core.EventNamer).
 type streamEvent struct {
 	Type           string          `json:"type"`
 	SequenceNumber int             `json:"sequence_number"`
