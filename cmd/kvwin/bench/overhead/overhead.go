@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -77,17 +76,11 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 			return fmt.Errorf("--messages %d: want an even number, at least 2", n)
 		}
 	}
-	if o.CPUProfile != "" {
-		f, err := os.Create(o.CPUProfile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := stats.CPUProfile(o.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	var rows []Row
 	if o.Target != "" {
 		r, err := measure(ctx, o, o.Target, o.TargetModel, o.Target)

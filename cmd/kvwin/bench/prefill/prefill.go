@@ -12,10 +12,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"time"
 
 	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/bench/stats"
 	"kvwin/engine"
 	"kvwin/engine/llamacpp"
 )
@@ -96,17 +96,11 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 		return err
 	}
 	defer b.raw.Close()
-	if o.CPUProfile != "" {
-		f, err := os.Create(o.CPUProfile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := stats.CPUProfile(o.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	var rows []Result
 	for _, n := range o.Sizes {
 		r, err := b.measure(ctx, n)
