@@ -245,7 +245,7 @@ func (l *loop) start(t *task) bool {
 	s.owner = kvcache.Owner{Tenant: t.req.Tenant, Conversation: t.req.Conversation}
 	t.slot, t.cached, t.nPrompt = s.id, reuse, reuse
 	s.task, s.prompt = t, len(t.prompt)
-	l.record(s)
+	l.record(s, false)
 	st := &l.e.stats
 	st.Requests.Add(1)
 	st.PromptTokens.Add(int64(len(t.prompt)))
@@ -391,8 +391,12 @@ func (l *loop) restore(s *slot, r *restore) bool {
 	return true
 }
 
-// record tells the registry what slot s holds now.
-func (l *loop) record(s *slot) {
+// record tells the registry what slot s holds now, and the journal too
+// if publish. A turn taking a slot is published at its end only: the
+// journal reaches gateways behind the turn, and the cut-back published
+// as the turn starts would reach the gateway that sent the turn after it
+// recorded the turn's whole chain, and wipe that until the end's event.
+func (l *loop) record(s *slot, publish bool) {
 	loc := kvcache.Location{Backend: l.e.cfg.Name, Slot: s.id}
 	chain := l.e.kv.keyer.ForTenant(s.owner.Tenant).Tokens(s.tokens)
 	if s.shiftedAt >= 0 {
@@ -407,7 +411,9 @@ func (l *loop) record(s *slot) {
 	if s.shiftedAt >= 0 {
 		held = held[:s.shiftedAt]
 	}
-	l.e.journal.SetSlot(s.id, s.owner.Tenant, held)
+	if publish {
+		l.e.journal.SetSlot(s.id, s.owner.Tenant, held)
+	}
 }
 
 // step runs one llama_decode over the active slots; false when no slot had
@@ -648,7 +654,7 @@ func (l *loop) finish(t *task, reason string, err error) {
 			// held when the request arrived, then learns what it holds now.
 			loc := kvcache.Location{Backend: l.e.cfg.Name, Slot: s.id}
 			l.e.kv.reg.Correct(loc, t.chain, t.cached)
-			l.record(s)
+			l.record(s, true)
 			// Publish now, before the caller wakes: when Generate returns,
 			// readers see the slot free.
 			l.e.mu.Lock()
