@@ -163,3 +163,25 @@ func TestResponsesStreamNamesItsEvents(t *testing.T) {
 		t.Fatalf("events %v", names)
 	}
 }
+
+// A store that cannot be used is a 503 that says so without naming the
+// store (its path, or its database's host, user and name).
+func TestResponsesStoreDownIsA503NamingNothing(t *testing.T) {
+	f := newFake()
+	dir := t.TempDir()
+	st, err := memory.Open(memory.StoreConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startResponses(t, f, st)
+	_ = st.Close()
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/responses/resp_1", ""},
+		{http.MethodPost, "/v1/responses", `{"model":"tiny","input":"hi","previous_response_id":"resp_1"}`},
+	} {
+		resp, b := do(t, ts, c.method, c.path, c.body)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), `"memory_store_unavailable"`) || strings.Contains(string(b), dir) {
+			t.Errorf("%s %s: %d %s", c.method, c.path, resp.StatusCode, b)
+		}
+	}
+}

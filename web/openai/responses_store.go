@@ -69,7 +69,7 @@ func (s *server) chain(c *gin.Context, t *core.Turn, rt *responseTurn) ([]engine
 	}
 	key, docs, err := s.store.ResponseChain(c.Request.Context(), t.Tenant, prev)
 	if err != nil {
-		return nil, storeError(err, prev)
+		return nil, s.storeError(c, err, prev)
 	}
 	var history []engine.Message
 	for _, d := range docs {
@@ -84,11 +84,14 @@ func (s *server) chain(c *gin.Context, t *core.Turn, rt *responseTurn) ([]engine
 }
 
 // storeError is the error a client gets for a store's err about id.
-func storeError(err error, id string) error {
+func (s *server) storeError(c *gin.Context, err error, id string) error {
 	if errors.Is(err, memory.ErrResponseNotFound) {
 		return fmt.Errorf("%w: no response %q of yours can be reached (%w)", core.ErrResponseNotFound, id, err)
 	}
-	return fmt.Errorf("%w: %w", core.ErrMemoryUnavailable, err)
+	// The store's own error names its database (host, user, name): it is
+	// logged, and a client is told only that it cannot be reached now.
+	s.Log().ErrorContext(c.Request.Context(), "stored responses unavailable", "response", id, "err", err)
+	return fmt.Errorf("%w: stored responses cannot be reached now", core.ErrMemoryUnavailable)
 }
 
 // keep stores rt's finished response obj, with the messages it adds to its
@@ -137,7 +140,7 @@ func (s *server) stored(c *gin.Context, t *core.Turn) (memory.StoredResponse, er
 	}
 	r, err := s.store.Response(c.Request.Context(), t.Tenant, id)
 	if err != nil {
-		return r, storeError(err, id)
+		return r, s.storeError(c, err, id)
 	}
 	return r, nil
 }
@@ -170,7 +173,7 @@ func (s *server) deleteResponse(c *gin.Context, t *core.Turn) {
 		err = memory.ErrResponseNotFound
 	}
 	if err != nil {
-		core.Fail(c, storeError(err, id))
+		core.Fail(c, s.storeError(c, err, id))
 		return
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, deletedResponse{ID: id, Object: "response.deleted", Deleted: true})
