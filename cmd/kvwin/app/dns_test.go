@@ -21,10 +21,24 @@ import (
 	"kvwin/router"
 )
 
-// fakeResolver answers each name with the addresses a test sets.
+// fakeResolver answers each name with the addresses a test sets: none is
+// "no such name"; a name set failing gets a temporary error instead.
 type fakeResolver struct {
 	mu      sync.Mutex
 	answers map[string][]string
+	failing map[string]bool
+	lookups atomic.Int64
+}
+
+// fail makes the lookups of name fail with a temporary error (a DNS
+// server that does not answer), not "no such name".
+func (r *fakeResolver) fail(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failing == nil {
+		r.failing = map[string]bool{}
+	}
+	r.failing[name] = true
 }
 
 func (r *fakeResolver) set(name string, addrs ...string) {
@@ -36,6 +50,10 @@ func (r *fakeResolver) set(name string, addrs ...string) {
 func (r *fakeResolver) LookupHost(_ context.Context, host string) ([]string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.lookups.Add(1)
+	if r.failing[host] {
+		return nil, &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}
+	}
 	if a := r.answers[host]; len(a) > 0 {
 		return slices.Clone(a), nil
 	}
@@ -190,9 +208,20 @@ func TestBackendsFoundByDNS(t *testing.T) {
 	waitFleet(t, gw, ".2 rejoins", func(st map[string]router.BackendStatus) bool {
 		return len(st) == 2 && st[at2].Healthy && st[at3].Healthy
 	})
-	// A lookup that fails (not "no such name") keeps the fleet.
-	res.set("nodes.test")
+	// A lookup that fails (not "no such name") keeps the fleet: wait for
+	// two failed lookups, so at least one was acted on.
+	res.fail("nodes.test")
+	deadline := time.Now().Add(30 * time.Second)
+	for from := res.lookups.Load(); res.lookups.Load() < from+2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway stopped resolving its DNS backend")
+		}
+		time.Sleep(5 * time.Millisecond) // lookups run on the resolve interval; nothing signals them
+	}
+	if n := len(gw.Router().Status()); n != 2 {
+		t.Fatalf("after failed lookups the fleet has %d backends, want 2", n)
+	}
 	if s, _, body, err := postTurn(gw.URL(), "after the name stopped resolving"); err != nil || s != 200 {
-		t.Fatalf("a turn after the name vanished: %v %d %s", err, s, body)
+		t.Fatalf("a turn after the lookups failed: %v %d %s", err, s, body)
 	}
 }
