@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 )
@@ -49,22 +48,9 @@ func (r Runner) RunResponses(ctx context.Context, c Conversation) ([]TurnResult,
 	if !r.Policy.cachePrompt() {
 		return nil, nil, fmt.Errorf("ttft: policy %s recomputes every prompt, which the Responses API cannot ask for", r.Policy)
 	}
-	hc := r.Client
-	if hc == nil {
-		hc = &http.Client{}
-	}
-	count := r.Count
-	if count == nil {
-		count, _ = ChatMLCounter(1)
-	}
+	r = r.withDefaults()
+	hc, count, timeout := r.Client, r.Count, r.Timeout
 	body := responsesBody{Stream: true, MaxOutputTokens: r.MaxTokens, IgnoreEOS: true, Instructions: r.Salt + c.System}
-	if body.MaxOutputTokens == 0 {
-		body.MaxOutputTokens = 8
-	}
-	timeout := r.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Minute
-	}
 	url := strings.TrimSuffix(r.BaseURL, "/") + "/v1/responses"
 	var (
 		out      []TurnResult

@@ -74,6 +74,24 @@ type Runner struct {
 	Progress func(r TurnResult, turns int)
 }
 
+// withDefaults is r with every field a replay needs set: a plain HTTP
+// client, ChatML's token count, 8 tokens an answer, 10 minutes a turn.
+func (r Runner) withDefaults() Runner {
+	if r.Client == nil {
+		r.Client = &http.Client{}
+	}
+	if r.Count == nil {
+		r.Count, _ = ChatMLCounter(1)
+	}
+	if r.MaxTokens == 0 {
+		r.MaxTokens = 8
+	}
+	if r.Timeout == 0 {
+		r.Timeout = 10 * time.Minute
+	}
+	return r
+}
+
 // Run replays c and returns the measured turns. It blocks until the last
 // turn is done, ctx ends or a request fails; on failure it returns the
 // turns measured so far with the error (a *RejectedError for an error
@@ -85,22 +103,9 @@ func (r Runner) Run(ctx context.Context, c Conversation) ([]TurnResult, error) {
 	if len(c.Turns) == 0 {
 		return nil, ErrNoTurns
 	}
-	hc := r.Client
-	if hc == nil {
-		hc = &http.Client{}
-	}
-	count := r.Count
-	if count == nil {
-		count, _ = ChatMLCounter(1)
-	}
+	r = r.withDefaults()
+	hc, count, timeout := r.Client, r.Count, r.Timeout
 	body := chatBody{Stream: true, MaxTokens: r.MaxTokens, IgnoreEOS: true, CachePrompt: r.Policy.cachePrompt(), PromptCacheKey: r.Conversation}
-	if body.MaxTokens == 0 {
-		body.MaxTokens = 8
-	}
-	timeout := r.Timeout
-	if timeout == 0 {
-		timeout = 10 * time.Minute
-	}
 	url := strings.TrimSuffix(r.BaseURL, "/") + "/v1/chat/completions"
 	n := len(c.Turns)
 	var out []TurnResult
