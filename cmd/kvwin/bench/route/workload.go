@@ -206,10 +206,7 @@ func (w Workload) Run(ctx context.Context, url, policy string, progress func(Tur
 // turn sends one streamed chat request and reads it to the end.
 func (w Workload) turn(ctx context.Context, url string, c, t int, answers []string) (tr Turn) {
 	tr = Turn{Conv: c, Turn: t, Messages: w.messages(c, t, answers)}
-	// max_tokens is the grammar's length: an answer ends by its budget, not
-	// by sampling past a completed grammar, which aborts llama.cpp (the
-	// defect the resolving note of issues 24/25 records, not fixed yet).
-	body, _ := json.Marshal(map[string]any{"messages": tr.Messages, "max_tokens": w.AnswerBytes,
+	body, _ := json.Marshal(map[string]any{"messages": tr.Messages, "max_tokens": w.AnswerBytes + 8,
 		"temperature": 0, "stream": true, "grammar": fmt.Sprintf("root ::= [a-z ]{%d}", w.AnswerBytes)})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
