@@ -80,7 +80,7 @@ func (b *Baseline) decode(tokens []int, seq int) error {
 		for j := i; j < end; j++ {
 			b.batch.Add(tokens[j], nil, j, j == len(tokens)-1, seq)
 		}
-		if err := b.lctx.Decode(b.batch); err != nil {
+		if err := decode(b.lctx, b.batch); err != nil {
 			return fmt.Errorf("baseline: decode tokens %d..%d of sequence %d: %w", i, end-1, seq, err)
 		}
 	}

@@ -429,7 +429,7 @@ func (l *loop) step() bool {
 		return false
 	}
 	start := time.Now()
-	err := l.e.lctx.Decode(l.batch)
+	err := decode(l.e.lctx, l.batch) // compute.go
 	took := time.Since(start)
 	if err != nil {
 		l.decodeFailed(entries, err)
@@ -566,6 +566,9 @@ func (l *loop) sampleAll(entries []stepEntry) {
 			if firstLogits != nil && t.firstAt.IsZero() {
 				firstLogits(logitsRow(l.e.lctx, t.logitsAt, l.e.vocab))
 			}
+			if editLogits != nil {
+				editLogits(liveLogits(l.e.lctx, t.logitsAt, l.e.vocab))
+			}
 			tok, lp, err := l.sample(t) // sample.go
 			t.logitsAt = -1
 			if errors.Is(err, errDeferred) {
@@ -583,6 +586,10 @@ func (l *loop) sampleAll(entries []stepEntry) {
 // firstLogits, when set (by tests), sees the logits each request's first
 // token is sampled from. Only the loop calls it.
 var firstLogits func([]float32)
+
+// editLogits, when set (by tests), may rewrite the logits of every token
+// before it is sampled, as a faulty computation would. Only the loop calls it.
+var editLogits func([]float32)
 
 // accept handles one sampled token: events, stop conditions, the next step.
 func (l *loop) accept(t *task, tok int, lp *engine.TokenLogprob) {

@@ -102,8 +102,11 @@ func setSeqState(c *llama.Context, seq int, state []byte) bool {
 }
 
 // applyKVUpdates applies pending KV cache work (a defragmentation asked for
-// with KvCacheDefrag) now rather than at the next decode.
+// with KvCacheDefrag) now rather than at the next decode. It computes a
+// graph, so under computeMu (compute.go).
 func applyKVUpdates(c *llama.Context) {
+	computeMu.Lock()
+	defer computeMu.Unlock()
 	C.llama_kv_self_update(rawContext(c))
 }
 

@@ -105,8 +105,18 @@ func (l *loop) logprob(t *task, tok int, before []float32, logZ float32) *engine
 // settles the token when the close is ready.
 func (l *loop) choose(t *task) (int, error) {
 	c := t.con
+	if (c != nil || t.req.Sampling.Grammar != "") && !allFinite(liveLogits(l.e.lctx, t.logitsAt, l.e.vocab)) {
+		// Sampled from NaN, a grammar's choice is any token, one the
+		// grammar refuses among them, and accepting that aborts the
+		// process. The whole row is read: a grammar's own pass over it
+		// costs far more.
+		return 0, errNotFinite
+	}
 	if c == nil {
 		tok := t.sampler.Sample(l.e.lctx, t.logitsAt)
+		if row := liveLogits(l.e.lctx, t.logitsAt, l.e.vocab); row != nil && !allFinite(row[tok:tok+1]) {
+			return 0, errNotFinite // garbage in, garbage out: stop instead
+		}
 		t.sampler.Accept(tok, true) // advances the grammar, if any
 		return tok, nil
 	}
@@ -139,6 +149,21 @@ func (l *loop) choose(t *task) (int, error) {
 		}
 	}
 	return l.commit(t, tok, nil), nil
+}
+
+// errNotFinite ends an answer whose logits llama.cpp computed as NaN or
+// infinite: no token can be sampled from them (compute.go has the one
+// cause seen).
+var errNotFinite = errors.New("llamacpp: the model computed logits that are not finite numbers (NaN or infinite) for this token; the answer was stopped")
+
+// allFinite reports whether every logit of row is a finite number.
+func allFinite(row []float32) bool {
+	for _, v := range row {
+		if v-v != 0 { // NaN or ±Inf
+			return false
+		}
+	}
+	return true
 }
 
 // commit keeps tok, or the close's first token when tok's close (res)
