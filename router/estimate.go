@@ -71,11 +71,14 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 		if plans, planned := plans[m.index]; planned {
 			// Its slots reuse only their own KV: the slot the turn would
 			// take, and what taking it destroys (placement.go).
-			if m.restores.Load() {
-				best := 0
-				if ok {
-					best = mt.Length
-				}
+			best := 0
+			if ok {
+				best = mt.Length
+			}
+			switch {
+			case m.backend.Info().SharesPrefixes:
+				plans = seeded(plans, best, k.length)
+			case m.restores.Load():
 				plans = restorable(plans, best, k.length)
 			}
 			p := bestPlan(plans, k.length, room)

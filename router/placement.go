@@ -100,10 +100,16 @@ func (p slotPlan) cost(length int, room bool) int { return length - p.reuse + p.
 
 // plansSlots reports whether the router plans m's slots itself: m keys
 // exactly (its prompt tokens are the router's), runs a request on the slot
-// it names, cannot seed one slot from another, and is not a backend the
-// router isolates tenants on (tenancy.go claims those slots).
+// it names, and is not a backend the router isolates tenants on
+// (tenancy.go claims those slots).
+//
+// A backend that seeds one slot from another (a kvwin node) is planned
+// too: the turn reuses the best prefix the backend holds in any slot, but
+// the slot it takes still loses what it held past the prompt, and the
+// node's own choice (the least recently used idle slot) cannot know which
+// of its slots' conversations will come back: the router's liveness does.
 func (r *Router) plansSlots(m *member) bool {
-	if !m.exact || m.backend.Info().SharesPrefixes || r.isolates(m) {
+	if !m.exact || r.isolates(m) {
 		return false
 	}
 	p, ok := m.backend.(engine.SlotPinner)
@@ -140,6 +146,19 @@ func bestPlan(plans []slotPlan, length int, room bool) slotPlan {
 		}
 	}
 	return best
+}
+
+// seeded is plans on a backend that seeds a slot from another (a kvwin
+// node): every slot reuses the best prefix the backend holds anywhere
+// (best, of a prompt of length tokens), and loses what it held beyond its
+// own share of the prompt.
+func seeded(plans []slotPlan, best, length int) []slotPlan {
+	out := make([]slotPlan, len(plans))
+	for i, p := range plans {
+		p.reuse = max(p.reuse, min(best, length-1))
+		out[i] = p
+	}
+	return out
 }
 
 // restorable is plans on a backend that restores what its slots give up

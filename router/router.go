@@ -359,7 +359,7 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		if !m.exact && k.length > 0 {
 			cached = cached * chain.Length / k.length // tokens → bytes of text
 		}
-		if r.plansSlots(m) && !m.restores.Load() && cached >= chain.Units(kvcache.SharedPrefix(prev, chain.Keys)+2) {
+		if r.plansSlots(m) && !m.backend.Info().SharesPrefixes && !m.restores.Load() && cached >= chain.Units(kvcache.SharedPrefix(prev, chain.Keys)+2) {
 			// More than the slot held: the backend restored it from
 			// elsewhere (placement.go).
 			m.restores.Store(true)
