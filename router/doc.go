@@ -50,12 +50,10 @@
 // When the registry knows the slot holding most of the prompt, the request
 // is pinned to it (id_slot).
 //
-// # Backends whose slots reuse only their own KV
+// # Slots: planned by the router
 //
-// A kvwin node copies a shared prefix into a free slot
-// (engine.Info.SharesPrefixes); a llama-server cannot, and a request
-// overwrites whatever its slot held past the common prefix. For such a
-// backend the router plans the slot (placement.go): a slot's cost is what
+// A llama-server's request overwrites whatever its slot held past the
+// common prefix. The router plans the slot (placement.go): a slot's cost is what
 // the turn computes there plus what it destroys, a slot holding another
 // conversation's chain being worth that chain to it: all of it while some
 // slot of the fleet is free, twice its evicted suffix once none is. So a
@@ -68,7 +66,11 @@
 // has most likely ended is nearly free. A backend found restoring
 // what its slots gave up (a turn reusing more than its slot held:
 // llama-server's --cache-ram) has those chains counted as held there, as a
-// kvwin node's snapshots are.
+// kvwin node's snapshots are. A kvwin node, which copies a prefix one slot
+// holds into another (engine.Info.SharesPrefixes), is planned the same
+// way, every slot reusing the longest prefix the node holds anywhere: its
+// own choice, the least recently used idle slot, knows nothing of which
+// conversations will come back.
 //
 // With Config.IsolateTenants (a gateway with keys), every turn on a backend
 // that does not keep tenants apart but runs a request on the slot it names
