@@ -102,16 +102,21 @@ func (t *tally) err() error {
 }
 
 // attempt tries the turn on the ranked candidates in order (see classify)
-// and returns the first answer, or what the failures came to.
-func (r *Router) attempt(ctx context.Context, req engine.Request, k key, stream engine.StreamFunc, ranked []candidate, t *tally) (string, engine.Result, error) {
+// and returns the first answer, or what the failures came to. planned
+// releases generate's plan lock: before a tenant pin, which may wait, or
+// once run has claimed the slot.
+func (r *Router) attempt(ctx context.Context, req engine.Request, k key, stream engine.StreamFunc, ranked []candidate, t *tally, planned func()) (string, engine.Result, error) {
 	for _, c := range ranked {
 		m := c.m
+		if c.isolated {
+			planned() // the tenant pin may wait for a slot (tenancy.go)
+		}
 		pl, err := r.place(ctx, m, c, req, k.length)
 		if err != nil {
 			return "", engine.Result{}, err
 		}
 		believed := m.backend.Info().ContextSlot
-		res, started, err := r.run(ctx, m, c, k, req, stream, &pl)
+		res, started, err := r.run(ctx, m, c, k, req, stream, &pl, planned)
 		if err == nil {
 			return m.name, res, nil
 		}
@@ -177,15 +182,17 @@ func (r *Router) place(ctx context.Context, m *member, c candidate, req engine.R
 	return pl, nil
 }
 
-// run is one attempt: req as placed by pl, on m. The registry and the cost
-// model learn what really happened; the tenant is told only what usage
-// lets it know.
-func (r *Router) run(ctx context.Context, m *member, c candidate, k key, req engine.Request, stream engine.StreamFunc, pl *placement) (engine.Result, bool, error) {
+// run is one attempt: req as placed by pl, on m. planned is called once
+// the planned slot is claimed, before the turn is sent (generate). The
+// registry and the cost model learn what really happened; the tenant is
+// told only what usage lets it know.
+func (r *Router) run(ctx context.Context, m *member, c candidate, k key, req engine.Request, stream engine.StreamFunc, pl *placement, planned func()) (engine.Result, bool, error) {
 	u := r.usageOf(m, c, k, req)
 	endRun := func() {}
 	if !pl.claimed && pl.slot >= 0 && r.plansSlots(m) {
 		endRun = m.startRun(pl.slot)
 	}
+	planned() // the slot is claimed: other turns may plan now
 	res, started, err := r.generateOn(ctx, m, u, req, u.stream(stream), pl)
 	if pl.claimed {
 		m.settle(pl.pin, res.Slot, err == nil)

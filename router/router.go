@@ -163,6 +163,7 @@ type Router struct {
 	watchMu sync.Mutex
 	watch   chan struct{} // closed and replaced at each health change
 
+	planMu sync.Mutex    // held from a turn's estimate to its slot's claim (generate)
 	turns  atomic.Uint64 // turns routed: each turn's prompt.id
 	lively liveness      // how likely each slot's chain is continued (liveness.go)
 }
@@ -300,6 +301,13 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 	if err != nil {
 		return engine.Result{}, err
 	}
+	// A turn's plan and the slot it claims (run's startRun) are one step:
+	// two turns estimated at once would both see a slot free and plan it,
+	// and the second would overwrite the first's KV. The lock is released
+	// before the turn is sent (attempt), and before a tenant pin may block.
+	r.planMu.Lock()
+	planned := sync.OnceFunc(r.planMu.Unlock)
+	defer planned()
 	cands := r.estimate(k, fits)
 	p := k.prompt(r.turns.Add(1))
 	ranked := r.scorer.rank(cands, p)
@@ -309,7 +317,7 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 	if tracks {
 		stream = tr.watch(p, stream)
 	}
-	chosen, res, err := r.attempt(ctx, req, k, stream, ranked, &t)
+	chosen, res, err := r.attempt(ctx, req, k, stream, ranked, &t, planned)
 	if tracks {
 		tr.ended(p)
 	}

@@ -105,7 +105,9 @@ func (l *loop) logprob(t *task, tok int, before []float32, logZ float32) *engine
 // settles the token when the close is ready.
 func (l *loop) choose(t *task) (int, error) {
 	c := t.con
-	if (c != nil || t.req.Sampling.Grammar != "") && !allFinite(liveLogits(l.e.lctx, t.logitsAt, l.e.vocab)) {
+	row := liveLogits(l.e.lctx, t.logitsAt, l.e.vocab)
+	grammar := c != nil || t.req.Sampling.Grammar != ""
+	if grammar && !allFinite(row) {
 		// Sampled from NaN, a grammar's choice is any token, one the
 		// grammar refuses among them, and accepting that aborts the
 		// process. The whole row is read: a grammar's own pass over it
@@ -114,7 +116,7 @@ func (l *loop) choose(t *task) (int, error) {
 	}
 	if c == nil {
 		tok := t.sampler.Sample(l.e.lctx, t.logitsAt)
-		if row := liveLogits(l.e.lctx, t.logitsAt, l.e.vocab); row != nil && !allFinite(row[tok:tok+1]) {
+		if !grammar && row != nil && !allFinite(row[tok:tok+1]) {
 			return 0, errNotFinite // garbage in, garbage out: stop instead
 		}
 		t.sampler.Accept(tok, true) // advances the grammar, if any
