@@ -104,12 +104,19 @@ func (p slotPlan) cost(length int, room bool) int { return length - p.reuse + p.
 // (tenancy.go claims those slots).
 //
 // A backend that seeds one slot from another (a kvwin node) is planned
-// too: the turn reuses the best prefix the backend holds in any slot, but
-// the slot it takes still loses what it held past the prompt, and the
-// node's own choice (the least recently used idle slot) cannot know which
-// of its slots' conversations will come back: the router's liveness does.
+// too once the router's liveness weighs chains (liveness.go): the turn
+// reuses the best prefix the backend holds in any slot, but the slot it
+// takes still loses what it held past the prompt, and the node's own
+// choice (the least recently used idle slot) cannot know which of its
+// slots' conversations will come back. Before, the node chooses: counting
+// every chain whole, as a plan must then, would keep a conversation off
+// the slot of one that has ended, and recompute its shared prefix on a
+// node that does not hold it.
 func (r *Router) plansSlots(m *member) bool {
 	if !m.exact || r.isolates(m) {
+		return false
+	}
+	if m.backend.Info().SharesPrefixes && !r.lively.trusted(r.cfg.Now()) {
 		return false
 	}
 	p, ok := m.backend.(engine.SlotPinner)
