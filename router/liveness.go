@@ -136,19 +136,20 @@ func (l *liveness) weight(loc kvcache.Location, now time.Time) (w float64, known
 	return q * s / (q*s + 1 - q), true
 }
 
-// trusted reports whether weight weighs anything yet: enough
-// continuations seen, over a long enough time (see the file comment).
-func (l *liveness) trusted(now time.Time) bool {
+// outlasted reports whether the chain loc holds has been idle for longer
+// than every continuation gap seen so far (at least one seen).
+func (l *liveness) outlasted(loc kvcache.Location, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cont < minGaps || l.turns == 0 {
+	last, ok := l.last[loc]
+	if !ok || len(l.gaps) == 0 {
 		return false
 	}
 	if l.sorted == nil {
 		l.sorted = slices.Clone(l.gaps)
 		slices.Sort(l.sorted)
 	}
-	return now.Sub(l.first) >= matureGaps*l.sorted[len(l.sorted)/2]
+	return now.Sub(last) > l.sorted[len(l.sorted)-1]
 }
 
 // forget drops what is known of loc: the slot was emptied.

@@ -41,8 +41,8 @@ func TestEveryTurnIsAnsweredAndNoPolicyBeatsTheOracle(t *testing.T) {
 // On both kinds of node, kvwin's prefix policy computes no more prefill
 // than any other policy, and its TTFT p90 is the best within 5%. On kvwin
 // nodes, which seed a slot from another, the router once left the slot to
-// the node (the least recently used idle one, whoever's chain it held):
-// 6.4× the oracle's prefill here, more than SGLang's and Dynamo's.
+// the node for good (the least recently used idle one, whoever's chain it
+// held): 6.4× the oracle's prefill here, more than SGLang's and Dynamo's.
 func TestPrefixRoutingComputesLeastOnEitherKindOfNode(t *testing.T) {
 	for _, kind := range []string{KindLlamaServer, KindKvwin} {
 		rows, err := Bench(context.Background(), smallOptions(kind, AllPolicies()...))
