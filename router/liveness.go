@@ -117,18 +117,15 @@ func (l *liveness) weight(loc kvcache.Location, now time.Time) (w float64, known
 	if !ok || l.cont < minGaps || l.turns == 0 {
 		return 1, false
 	}
-	if l.sorted == nil {
-		l.sorted = slices.Clone(l.gaps)
-		slices.Sort(l.sorted)
-	}
-	if now.Sub(l.first) < matureGaps*l.sorted[len(l.sorted)/2] {
+	sorted := l.sortedGaps()
+	if now.Sub(l.first) < matureGaps*sorted[len(sorted)/2] {
 		// Only gaps shorter than the time watched can have been seen:
 		// until it is many times the median, long gaps are missing.
 		return 1, false
 	}
 	idle := now.Sub(last)
-	longer := len(l.sorted) - sort.Search(len(l.sorted), func(i int) bool { return l.sorted[i] > idle })
-	s := float64(longer) / float64(len(l.sorted))
+	longer := len(sorted) - sort.Search(len(sorted), func(i int) bool { return sorted[i] > idle })
+	s := float64(longer) / float64(len(sorted))
 	q := float64(l.cont) / float64(l.turns)
 	if q >= 1 {
 		return 1, true
@@ -145,11 +142,17 @@ func (l *liveness) outlasted(loc kvcache.Location, now time.Time) bool {
 	if !ok || len(l.gaps) == 0 {
 		return false
 	}
+	sorted := l.sortedGaps()
+	return now.Sub(last) > sorted[len(sorted)-1]
+}
+
+// sortedGaps is the gaps seen, sorted, refreshed when stale. l.mu held.
+func (l *liveness) sortedGaps() []time.Duration {
 	if l.sorted == nil {
 		l.sorted = slices.Clone(l.gaps)
 		slices.Sort(l.sorted)
 	}
-	return now.Sub(last) > l.sorted[len(l.sorted)-1]
+	return l.sorted
 }
 
 // forget drops what is known of loc: the slot was emptied.

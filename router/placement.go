@@ -117,7 +117,6 @@ func (r *Router) plansSlots(m *member) bool {
 	if !m.exact || r.isolates(m) {
 		return false
 	}
-
 	p, ok := m.backend.(engine.SlotPinner)
 	return ok && p.PinsSlots()
 }
