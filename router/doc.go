@@ -70,9 +70,7 @@
 // holds into another (engine.Info.SharesPrefixes), is planned the same
 // way, every slot reusing the longest prefix the node holds anywhere: its
 // own choice, the least recently used idle slot, knows nothing of which
-// conversations will come back. Until liveness weighs chains, a chain
-// there idle for longer than any continuation gap yet seen counts as
-// ended, as the node's own choice would treat it.
+// conversations will come back.
 //
 // With Config.IsolateTenants (a gateway with keys), every turn on a backend
 // that does not keep tenants apart but runs a request on the slot it names

@@ -133,17 +133,16 @@ func (l *liveness) weight(loc kvcache.Location, now time.Time) (w float64, known
 	return q * s / (q*s + 1 - q), true
 }
 
-// outlasted reports whether the chain loc holds has been idle for longer
-// than every continuation gap seen so far (at least one seen).
-func (l *liveness) outlasted(loc kvcache.Location, now time.Time) bool {
+// trusted reports whether weight weighs anything yet: enough
+// continuations seen, over a long enough time (see the file comment).
+func (l *liveness) trusted(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	last, ok := l.last[loc]
-	if !ok || len(l.gaps) == 0 {
+	if l.cont < minGaps || l.turns == 0 {
 		return false
 	}
 	sorted := l.sortedGaps()
-	return now.Sub(last) > sorted[len(sorted)-1]
+	return now.Sub(l.first) >= matureGaps*sorted[len(sorted)/2]
 }
 
 // sortedGaps is the gaps seen, sorted, refreshed when stale. l.mu held.

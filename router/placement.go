@@ -104,17 +104,19 @@ func (p slotPlan) cost(length int, room bool) int { return length - p.reuse + p.
 // (tenancy.go claims those slots).
 //
 // A backend that seeds one slot from another (a kvwin node) is planned
-// too: the turn reuses the best prefix the backend holds in any slot, but
-// the slot it takes still loses what it held past the prompt, and the
-// node's own choice (the least recently used idle slot) cannot know which
-// of its slots' conversations will come back. Until the router's liveness
-// weighs chains (liveness.go), a chain on such a backend idle for longer
-// than any gap yet seen between a turn and its continuation counts as
-// ended: counting it whole, a plan would keep a new conversation off the
-// slot of one that has ended and recompute its shared prefix elsewhere,
-// where the node's own choice would have taken that slot.
+// too once the router's liveness weighs chains (liveness.go): the turn
+// reuses the best prefix the backend holds in any slot, but the slot it
+// takes still loses what it held past the prompt, and the node's own
+// choice (the least recently used idle slot) cannot know which of its
+// slots' conversations will come back. Before, the node chooses: counting
+// every chain whole, as a plan must then, would keep a conversation off
+// the slot of one that has ended, and recompute its shared prefix on a
+// node that does not hold it.
 func (r *Router) plansSlots(m *member) bool {
 	if !m.exact || r.isolates(m) {
+		return false
+	}
+	if m.backend.Info().SharesPrefixes && !r.lively.trusted(r.cfg.Now()) {
 		return false
 	}
 	p, ok := m.backend.(engine.SlotPinner)
@@ -126,7 +128,6 @@ func (r *Router) plansSlots(m *member) bool {
 func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPlan {
 	var out []slotPlan
 	now := r.cfg.Now()
-	seeds := m.backend.Info().SharesPrefixes
 	for s := range m.slotCount() {
 		if m.running(s) {
 			continue
@@ -135,9 +136,6 @@ func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPla
 		held, shared := r.reg.Overlap(loc, chain.Keys)
 		reuse := min(chain.Units(shared), max(length-1, 0))
 		w, known := r.lively.weight(loc, now)
-		if !known && seeds && r.lively.outlasted(loc, now) {
-			w, known = 0, true // see plansSlots
-		}
 		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
 			held: chain.Units(held), evicted: chain.Units(held - shared), stale: 1 - w, weighed: known})
 	}

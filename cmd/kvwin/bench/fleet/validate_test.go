@@ -17,7 +17,7 @@ func TestSimulatorAgreesWithRealKvwinNodesOnPrefill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three nodes on the test model")
 	}
-	w := route.Workload{Groups: 2, PerGroup: 3, Turns: 4, SystemBytes: 800, UserBytes: 150, AnswerBytes: 100, Concurrency: 2, Seed: 3}
+	w := route.Workload{Groups: 2, PerGroup: 3, Turns: 4, SystemBytes: 800, UserBytes: 150, AnswerBytes: 100, Concurrency: 1, Seed: 3}
 	nodeCtx := w.NodeContext()
 	var urls []string
 	for range 3 {
