@@ -17,23 +17,31 @@ import (
 // slot destroys: so a fleet soon holds nothing "free", and a new
 // conversation takes a slot from a live sibling that shares its system
 // prompt rather than from one abandoned an hour ago. What the router can
-// see is time: from the turns it routes it learns how long a conversation
-// waits before its next turn (the gaps between the turns continuing a
-// slot's chain) and how often a turn is continued at all; a chain idle
-// for d is then continued with probability
+// see is time and depth: from the turns it routes it learns how long a
+// conversation waits before its next turn (the gaps between the turns
+// continuing a chain), and, for a chain of k turns, how often one is
+// continued at all (q_k); a chain of k turns idle for d is then continued
+// with probability
 //
-//	w(d) = q·S(d) / (q·S(d) + 1 − q)
+//	w(k, d) = q_k·S(d) / (q_k·S(d) + 1 − q_k)
 //
-// where q is the share of turns that were continued and S(d) the share of
-// observed gaps longer than d (Bayes: the conversation is still going,
-// given that it has not come back in d). The plan counts what evicting the
-// chain destroys times w(d), and a slot whose chain is very likely
+// where S(d) is the share of observed gaps longer than d (Bayes: the
+// conversation is still going, given that it has not come back in d).
+// Depth matters because conversations end by length, not at random: in
+// most workloads a chain of one or two turns is nearly always continued,
+// and the chains that end are the long ones; idle time alone, with think
+// times spread like an exponential's, tells a thinking user from a gone
+// one barely better than a coin. q_k is counted from the chains of k
+// turns that were continued and those that were not continued within the
+// longest gap seen (those still younger are left out, undecided), pulled
+// towards the share of all turns continued by priorTurns pseudo-turns, so
+// a depth seldom seen weighs as the average. The plan counts what evicting
+// the chain destroys times w, and a slot whose chain is very likely
 // abandoned (w < abandoned) counts as free. Until minGaps continuations
 // are seen, and until the time watched spans matureGaps median gaps (only
 // gaps shorter than it can have been seen), w is 1: every chain counts
-// whole, as before. Nothing here is
-// fitted to a workload: it is the router's own observations of its own
-// turns.
+// whole, as before. Nothing here is fitted to a workload: it is the
+// router's own observations of its own turns.
 
 const (
 	minGaps   = 32   // continuations seen before liveness weighs anything
@@ -42,22 +50,53 @@ const (
 	// matureGaps: gaps are trusted once the turns watched span this many
 	// median gaps.
 	matureGaps = 20
+	// maxDepth pools chains of more turns with those of maxDepth.
+	maxDepth = 64
+	// priorTurns is how many pseudo-turns at the overall continued share
+	// each depth's q_k starts from.
+	priorTurns = 4
 )
 
 // liveness is what the router has seen of its chains being continued.
 // Safe for concurrent use.
 type liveness struct {
 	mu     sync.Mutex
-	last   map[kvcache.Location]time.Time // when a turn last ended there
-	tips   map[kvcache.Key]time.Time      // the last block of each chain a turn left, and when
-	order  []kvcache.Key                  // tips, oldest first, bounding them to maxTips
-	gaps   []time.Duration                // ring of recent continuation gaps
+	last   map[kvcache.Location]held // the chain a turn last left there
+	tips   map[kvcache.Key]*tip      // the last block of each chain a turn left
+	order  []kvcache.Key             // tips, oldest first, bounding them to maxTips
+	aging  []agingTip                // tips not yet decided, oldest first
+	depths [maxDepth + 1]depthCount  // by the chain's turns − 1
+	gaps   []time.Duration           // ring of recent continuation gaps
 	next   int
 	sorted []time.Duration // gaps, sorted; nil when stale
 	first  time.Time       // the first turn seen
 	turns  int             // turns seen
 	cont   int             // of them, continuations of an earlier turn's chain
 }
+
+// held is the chain a slot holds: when its last turn ended, and its
+// depth (turns − 1, capped at maxDepth).
+type held struct {
+	at    time.Time
+	depth int
+}
+
+// tip is a chain's last block as a turn left it: when, its depth, and
+// whether it was counted not continued (it outlived the longest gap).
+type tip struct {
+	held
+	ended bool
+}
+
+// agingTip is a tip waiting to outlive the longest gap.
+type agingTip struct {
+	key kvcache.Key
+	t   *tip
+}
+
+// depthCount is what became of the chains of one depth: continued, or
+// not continued within the longest gap seen.
+type depthCount struct{ continued, ended int }
 
 // resort: the sorted gaps are refreshed every resort continuations, not
 // at each: a plan asks for weights of every slot of the fleet per turn.
@@ -72,65 +111,114 @@ const maxTips = 1 << 16
 // its slot and continued elsewhere is seen too, so long gaps are not
 // missed for the evictions they cause) is a continuation, after the gap
 // since that turn.
-func (l *liveness) observe(loc kvcache.Location, prompt, held []kvcache.Key, now time.Time) {
+func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.last == nil {
-		l.last, l.tips, l.first = map[kvcache.Location]time.Time{}, map[kvcache.Key]time.Time{}, now
+		l.last, l.tips, l.first = map[kvcache.Location]held{}, map[kvcache.Key]*tip{}, now
 	}
 	l.turns++
+	depth := 0
 	for i := len(prompt) - 1; i >= 0; i-- {
-		at, ok := l.tips[prompt[i]]
+		t, ok := l.tips[prompt[i]]
 		if !ok {
 			continue
 		}
 		l.cont++
 		if len(l.gaps) < maxGaps {
-			l.gaps = append(l.gaps, now.Sub(at))
+			l.gaps = append(l.gaps, now.Sub(t.at))
 		} else {
-			l.gaps[l.next] = now.Sub(at)
+			l.gaps[l.next] = now.Sub(t.at)
 			l.next = (l.next + 1) % maxGaps
 		}
 		if l.cont%resort == 0 {
 			l.sorted = nil
 		}
+		d := &l.depths[t.depth]
+		d.continued++
+		if t.ended { // it outlived the longest gap seen, until now
+			d.ended--
+		}
+		depth = min(t.depth+1, maxDepth)
 		delete(l.tips, prompt[i])
 		break
 	}
-	if len(held) > 0 {
-		l.tips[held[len(held)-1]] = now
-		l.order = append(l.order, held[len(held)-1])
+	l.age(now)
+	h := held{at: now, depth: depth}
+	if len(kept) > 0 {
+		t := &tip{held: h}
+		l.tips[kept[len(kept)-1]] = t
+		l.aging = append(l.aging, agingTip{key: kept[len(kept)-1], t: t})
+		l.order = append(l.order, kept[len(kept)-1])
 		for len(l.order) > maxTips {
 			delete(l.tips, l.order[0])
 			l.order = l.order[1:]
 		}
 	}
-	l.last[loc] = now
+	l.last[loc] = h
 }
 
-// weight is w(d) for the chain at loc, idle since its last turn ended;
-// known is false, and w 1, while too little is known.
-func (l *liveness) weight(loc kvcache.Location, now time.Time) (w float64, known bool) {
+// age counts the tips older than the longest gap seen, not continued, as
+// ended at their depth. l.mu held.
+func (l *liveness) age(now time.Time) {
+	if len(l.gaps) == 0 {
+		return
+	}
+	longest := l.sortedGaps()[len(l.sortedGaps())-1]
+	i := 0
+	for ; i < len(l.aging) && now.Sub(l.aging[i].t.at) > longest; i++ {
+		a := l.aging[i]
+		if l.tips[a.key] == a.t { // not continued, not forgotten
+			a.t.ended = true
+			l.depths[a.t.depth].ended++
+		}
+	}
+	l.aging = l.aging[i:]
+}
+
+// continued is q_k, the share of chains of depth k continued (see the file
+// comment). l.mu held.
+func (l *liveness) continued(k int) float64 {
+	q := float64(l.cont) / float64(l.turns)
+	d := l.depths[k]
+	return (float64(d.continued) + priorTurns*q) / float64(d.continued+d.ended+priorTurns)
+}
+
+// weights are a chain's chances of being continued: by its depth and idle
+// time, and by its idle time alone (q the share of all turns continued).
+type weights struct{ byDepth, byIdle float64 }
+
+// whole is the weights of a chain that counts whole.
+var whole = weights{1, 1}
+
+// bayes is q·s / (q·s + 1 − q) (see the file comment).
+func bayes(q, s float64) float64 {
+	if q >= 1 {
+		return 1
+	}
+	return q * s / (q*s + 1 - q)
+}
+
+// weight is w(k, d) for the chain at loc, idle since its last turn ended,
+// and w(d) with the share of all turns continued for q_k; known is false,
+// and both 1, while too little is known.
+func (l *liveness) weight(loc kvcache.Location, now time.Time) (w weights, known bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	last, ok := l.last[loc]
+	h, ok := l.last[loc]
 	if !ok || l.cont < minGaps || l.turns == 0 {
-		return 1, false
+		return whole, false
 	}
 	sorted := l.sortedGaps()
 	if now.Sub(l.first) < matureGaps*sorted[len(sorted)/2] {
 		// Only gaps shorter than the time watched can have been seen:
 		// until it is many times the median, long gaps are missing.
-		return 1, false
+		return whole, false
 	}
-	idle := now.Sub(last)
+	idle := now.Sub(h.at)
 	longer := len(sorted) - sort.Search(len(sorted), func(i int) bool { return sorted[i] > idle })
 	s := float64(longer) / float64(len(sorted))
-	q := float64(l.cont) / float64(l.turns)
-	if q >= 1 {
-		return 1, true
-	}
-	return q * s / (q*s + 1 - q), true
+	return weights{byDepth: bayes(l.continued(h.depth), s), byIdle: bayes(float64(l.cont)/float64(l.turns), s)}, true
 }
 
 // trusted reports whether weight weighs anything yet: enough

@@ -7,10 +7,11 @@ import (
 	"kvwin/kvcache"
 )
 
-// Chains continued after gaps of 10–50 s, one turn in ten not continued:
-// a chain idle 5 s is very likely continued, one idle ten minutes counts
-// as abandoned; before the gaps are many and watched long enough, every
-// chain counts whole.
+// Conversations of ten turns, continued after gaps of 10–50 s: a chain of
+// five turns idle 5 s is very likely continued, one idle ten minutes
+// counts as abandoned; a chain of ten turns, which no conversation has
+// ever continued, is likely ended even when idle 5 s; before the gaps are
+// many and watched long enough, every chain counts whole.
 func TestLivenessWeighsAChainByHowLongItHasBeenIdle(t *testing.T) {
 	var l liveness
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -18,29 +19,41 @@ func TestLivenessWeighsAChainByHowLongItHasBeenIdle(t *testing.T) {
 	loc := func(i int) kvcache.Location { return kvcache.Location{Backend: "n", Slot: i} }
 	key := kvcache.Key(1)
 	conv := 0
-	for i := range 400 {
+	observe := func(i int) {
 		gap := time.Duration(10+i%41) * time.Second
 		now = now.Add(gap)
 		if i%10 == 0 { // a new conversation: continues nothing
 			conv++
+			key += 1000 // its own keys
 			l.observe(loc(conv%4), []kvcache.Key{kvcache.Key(1 << 40 * conv)}, []kvcache.Key{key + 1}, now)
 			key++
-			continue
+			return
 		}
 		l.observe(loc(conv%4), []kvcache.Key{key, key + 1}, []kvcache.Key{key + 1, key + 2}, now)
 		key++
 		if i == 40 {
-			if w, known := l.weight(loc(conv%4), now.Add(time.Hour)); known || w != 1 {
+			if w, known := l.weight(loc(conv%4), now.Add(time.Hour)); known || w != whole {
 				t.Fatalf("after %s of turns: weight %v known %v, want 1 until the gaps are watched long enough", now.Sub(t0), w, known)
 			}
 		}
 	}
-	fresh, known := l.weight(loc(conv%4), now.Add(5*time.Second))
-	stale, _ := l.weight(loc(conv%4), now.Add(10*time.Minute))
+	for i := range 395 { // the last conversation has had five turns
+		observe(i)
+	}
+	w, known := l.weight(loc(conv%4), now.Add(5*time.Second))
+	fresh := w.byDepth
+	w, _ = l.weight(loc(conv%4), now.Add(10*time.Minute))
+	stale := w.byDepth
 	if !known || fresh < 0.8 || stale >= abandoned {
 		t.Fatalf("idle 5 s: %.3f; idle 10 min: %.3f (known %v); want ≥ 0.8 and < %v", fresh, stale, known, abandoned)
 	}
-	if w, _ := l.weight(loc(99), now); w != 1 {
+	for i := 395; i < 400; i++ { // and now ten
+		observe(i)
+	}
+	if w, _ := l.weight(loc(conv%4), now.Add(5*time.Second)); w.byDepth > 0.2 || w.byIdle < 0.8 {
+		t.Fatalf("a chain of ten turns idle 5 s: %.3f by depth, %.3f by idle time; want ≤ 0.2 (no chain that long was ever continued) and ≥ 0.8", w.byDepth, w.byIdle)
+	}
+	if w, _ := l.weight(loc(99), now); w != whole {
 		t.Fatalf("a slot never used: weight %v", w)
 	}
 }

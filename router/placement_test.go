@@ -260,3 +260,18 @@ func TestBestPlan(t *testing.T) {
 		})
 	}
 }
+
+// What evicting a chain destroys is weighed by its depth and idle time
+// while some slot is free (which chains have ended), by its idle time
+// alone once none is (every placement evicts a live chain).
+func TestDestroyedWeighsByDepthOnlyWhileASlotIsFree(t *testing.T) {
+	p := slotPlan{slot: 0, held: 1000, evicted: 1000, stale: 0.875, staleIdle: 0.25, weighed: true}
+	for _, c := range []struct {
+		room bool
+		want int
+	}{{true, 125}, {false, 750}} {
+		if got := p.destroyed(c.room); got != c.want {
+			t.Errorf("room %v: destroyed %d, want %d", c.room, got, c.want)
+		}
+	}
+}
