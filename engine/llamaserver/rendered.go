@@ -197,10 +197,13 @@ func (b *Backend) tokenizePieces(ctx context.Context, text string) (ids, ends []
 // asciiSpace is what llama.cpp's strip rules take for whitespace (isspace).
 const asciiSpace = " \t\n\v\f\r"
 
-// piecesExact reports whether the server's pieces spell a plain text as it
-// was written, asking once per chat: SPM vocabularies that add a space
-// before the text (and after every control token) do not, and then no
-// offset is trusted and nothing is cut.
+// piecesExact reports whether cuts can be established on the server,
+// asking once per chat. Its pieces must spell a plain text as it was
+// written (SPM vocabularies that add a space before the text, and after
+// every control token, do not), and it must tell control tokens apart:
+// BOS must classify as one (the June 2025 build parses control tokens
+// whatever parse_special says, so none would). Otherwise no offset is
+// trusted and nothing is cut.
 func (b *Backend) piecesExact(ctx context.Context, c *chat) (bool, error) {
 	c.probe.Lock()
 	defer c.probe.Unlock()
@@ -212,8 +215,18 @@ func (b *Backend) piecesExact(ctx context.Context, c *chat) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	c.probed, c.exact = true, len(ends) > 0 && ends[len(ends)-1] == len(probe)
-	return c.exact, nil
+	exact := len(ends) > 0 && ends[len(ends)-1] == len(probe)
+	if exact && len(c.bos) == 1 {
+		text, err := b.Detokenize(ctx, c.bos)
+		if err != nil {
+			return false, err
+		}
+		if exact, err = b.isControl(ctx, c, c.bos[0], []byte(text)); err != nil {
+			return false, err
+		}
+	}
+	c.probed, c.exact = true, exact
+	return exact, nil
 }
 
 // lastCut returns the index i ≥ from of the last control token among the

@@ -2,11 +2,15 @@ package llamaserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"kvwin/engine"
 )
@@ -115,16 +119,17 @@ func nextTurn(rng *rand.Rand, msgs []engine.Message) (out []engine.Message, appe
 // message boundaries; prefix-stable templates send only tails, templates
 // that rewrite earlier text when a message is added reuse nothing then.
 func TestRenderedIncrementalEqualsWhole(t *testing.T) {
-	names := []string{"count", "inst", "lastsys", "llama3", "plain", "strip", "nopieces", "spm"}
+	names := []string{"count", "inst", "lastsys", "llama3", "plain", "strip", "nopieces", "spm", "alwaysparse"}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			tmpl := vocabTemplates[name]
-			if name == "nopieces" || name == "spm" {
+			if name == "nopieces" || name == "spm" || name == "alwaysparse" {
 				tmpl = llama3
 			}
 			s := startVocabServer(t, tmpl)
 			s.pieces = name != "nopieces"
 			s.v.spacePrefix = name == "spm"
+			s.alwaysParse = name == "alwaysparse"
 			b := vocabBackend(t, s)
 			rng := rand.New(rand.NewPCG(26, uint64(len(name))))
 			reused, appendedReused, appendedTurns := 0, 0, 0
@@ -154,7 +159,7 @@ func TestRenderedIncrementalEqualsWhole(t *testing.T) {
 			}
 			t.Logf("%d turns sent a tail only; of %d that appended messages, %d", reused, appendedTurns, appendedReused)
 			switch name {
-			case "count", "nopieces", "spm":
+			case "count", "nopieces", "spm", "alwaysparse":
 				if appendedReused != 0 {
 					t.Errorf("%d turns that appended messages reused a prefix; the template rewrites or has no cut", appendedReused)
 				}
@@ -243,5 +248,50 @@ func TestRenderedTokenizesOnlyTheTail(t *testing.T) {
 	}
 	if sizes[0] != sizes[1] {
 		t.Fatalf("/tokenize bytes per turn %v grow with the history", sizes)
+	}
+}
+
+// TestTokenizePiecesRecorded reads a /tokenize answer with pieces recorded
+// from the August 2026 llama-server build serving kvwin's test model with
+// the Llama 3 vocabulary (testdata/tokenize_pieces_llama3.*): pieces that
+// are halves of an emoji come as byte arrays, and every token's end offset
+// is established, the control tokens' included.
+func TestTokenizePiecesRecorded(t *testing.T) {
+	var req tokenizeRequest
+	if err := json.Unmarshal(fixture("tokenize_pieces_llama3.request.json"), &req); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		serveFile(w, http.StatusOK, "tokenize_pieces_llama3.response.json")
+	}))
+	defer srv.Close()
+	b, err := New(Config{BaseURL: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ids, ends, pieces, err := b.tokenizePieces(context.Background(), req.Content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ends) != len(ids) || ends[len(ends)-1] != len(req.Content) {
+		t.Fatalf("offsets of %d of %d tokens, the last at %v; want all, the last at %d", len(ends), len(ids), ends[len(ends)-1:], len(req.Content))
+	}
+	var spelled []byte
+	split := 0
+	for i, p := range pieces {
+		spelled = append(spelled, p...)
+		if !utf8.Valid(p) {
+			split++
+		}
+		if start := ends[i] - len(p); req.Content[start:ends[i]] != string(p) {
+			t.Errorf("token %d (%d) at %d..%d is %q, its piece %q", i, ids[i], start, ends[i], req.Content[start:ends[i]], p)
+		}
+	}
+	if string(spelled) != req.Content || split != 2 {
+		t.Fatalf("pieces spell %q with %d byte-array pieces; want the text and the emoji's 2 halves", spelled, split)
+	}
+	if i := slices.Index(ids, 128007); i < 0 || req.Content[ends[i]-len("<|end_header_id|>"):ends[i]] != "<|end_header_id|>" {
+		t.Fatalf("<|end_header_id|> (128007) not where its text is: %v", ids)
 	}
 }

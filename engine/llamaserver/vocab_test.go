@@ -170,6 +170,9 @@ type vocabServer struct {
 	v        *mergeVocab
 	template func([]struct{ Role, Content string }) string
 	pieces   bool // answer with_pieces (an old server may not)
+	// alwaysParse parses control tokens whatever parse_special says, as
+	// the June 2025 build does.
+	alwaysParse bool
 
 	mu        sync.Mutex
 	tokenizes []tokenizeRequest
@@ -206,7 +209,7 @@ func (s *vocabServer) serve(w http.ResponseWriter, r *http.Request) {
 		s.tokenizes = append(s.tokenizes, in)
 		s.bodyBytes += len(body)
 		s.mu.Unlock()
-		ids := s.v.encode(in.Content, in.AddSpecial, in.ParseSpecial)
+		ids := s.v.encode(in.Content, in.AddSpecial, in.ParseSpecial || s.alwaysParse)
 		if !in.WithPieces || !s.pieces {
 			writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
 			return
@@ -216,6 +219,16 @@ func (s *vocabServer) serve(w http.ResponseWriter, r *http.Request) {
 			out[i] = map[string]any{"id": id, "piece": s.v.pieceJSON(id)}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	case "POST /detokenize":
+		var in struct {
+			Tokens []int `json:"tokens"`
+		}
+		_ = json.Unmarshal(body, &in)
+		var b strings.Builder
+		for _, id := range in.Tokens {
+			b.WriteString(s.v.texts[id])
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"content": b.String()})
 	default:
 		http.NotFound(w, r)
 	}
