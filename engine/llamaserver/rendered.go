@@ -43,8 +43,9 @@ import (
 //
 // Offsets come from /tokenize's pieces (with_pieces): a token's end is the
 // sum of the pieces' bytes before it, trusted only as far as the pieces
-// put together are the text byte for byte (SPM's added space, or a control
-// token that strips whitespace, ends that run: no cut past it). Which ids
+// put together are the text byte for byte (see spells for the whitespace
+// that SPM pieces and stripping control tokens spell differently); a
+// vocabulary that adds a space to the text disables cuts (piecesExact). Which ids
 // are control tokens is asked once per id and kept per chat (see
 // controlIDs). Whatever cannot be established exactly makes the turn
 // tokenize the whole text: slower, never different.
@@ -181,17 +182,38 @@ func (b *Backend) tokenizePieces(ctx context.Context, text string) (ids, ends []
 		if exact = exact && t.ok && len(t.piece) > 0; !exact {
 			continue
 		}
-		if !strings.HasPrefix(text[at:], string(t.piece)) {
+		end, ok := spells(text, at, t.piece)
+		if !ok {
 			// A control token with lstrip or rstrip drops the whole run
 			// of whitespace beside it from the tokens.
 			at += len(text[at:]) - len(strings.TrimLeft(text[at:], asciiSpace))
+			end, ok = spells(text, at, t.piece)
 		}
-		if exact = strings.HasPrefix(text[at:], string(t.piece)); exact {
-			at += len(t.piece)
+		if exact = ok; exact {
+			at = end
 			ends = append(ends, at)
 		}
 	}
 	return ids, ends, pieces, nil
+}
+
+// spells returns where piece ends if it spells text from at: byte for byte,
+// but that a "▁" (U+2581) of the piece may stand for a space of the text,
+// as SPM vocabularies' user-defined whitespace tokens ("▁▁", Gemma's) give
+// their pieces.
+func spells(text string, at int, piece []byte) (int, bool) {
+	const lower = "\u2581"
+	for len(piece) > 0 {
+		if at < len(text) && text[at] == ' ' && string(piece[:min(len(piece), len(lower))]) == lower {
+			piece, at = piece[len(lower):], at+1
+			continue
+		}
+		if at >= len(text) || text[at] != piece[0] {
+			return at, false
+		}
+		piece, at = piece[1:], at+1
+	}
+	return at, true
 }
 
 // asciiSpace is what llama.cpp's strip rules take for whitespace (isspace).

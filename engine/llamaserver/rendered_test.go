@@ -119,17 +119,18 @@ func nextTurn(rng *rand.Rand, msgs []engine.Message) (out []engine.Message, appe
 // message boundaries; prefix-stable templates send only tails, templates
 // that rewrite earlier text when a message is added reuse nothing then.
 func TestRenderedIncrementalEqualsWhole(t *testing.T) {
-	names := []string{"count", "inst", "lastsys", "llama3", "plain", "strip", "nopieces", "spm", "alwaysparse"}
+	names := []string{"count", "inst", "lastsys", "llama3", "plain", "strip", "nopieces", "spm", "alwaysparse", "gemma"}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			tmpl := vocabTemplates[name]
-			if name == "nopieces" || name == "spm" || name == "alwaysparse" {
+			if name == "nopieces" || name == "spm" || name == "alwaysparse" || name == "gemma" {
 				tmpl = llama3
 			}
 			s := startVocabServer(t, tmpl)
 			s.pieces = name != "nopieces"
 			s.v.spacePrefix = name == "spm"
 			s.alwaysParse = name == "alwaysparse"
+			s.v.escapedSpaces = name == "gemma"
 			b := vocabBackend(t, s)
 			rng := rand.New(rand.NewPCG(26, uint64(len(name))))
 			reused, appendedReused, appendedTurns := 0, 0, 0
@@ -163,7 +164,7 @@ func TestRenderedIncrementalEqualsWhole(t *testing.T) {
 				if appendedReused != 0 {
 					t.Errorf("%d turns that appended messages reused a prefix; the template rewrites or has no cut", appendedReused)
 				}
-			case "llama3", "inst", "strip":
+			case "llama3", "inst", "strip", "gemma":
 				if appendedReused < appendedTurns/2 {
 					t.Errorf("only %d of %d turns that appended messages sent a tail", appendedReused, appendedTurns)
 				}

@@ -27,6 +27,9 @@ type mergeVocab struct {
 	// spacePrefix adds a space before the text and after every special
 	// token, as SPM vocabularies with add_space_prefix do.
 	spacePrefix bool
+	// escapedSpaces gives the pieces of whitespace runs as "▁▁", as
+	// Gemma's user-defined whitespace tokens come.
+	escapedSpaces bool
 }
 
 // fakeSpecial is a special token: control (split only with parse_special)
@@ -154,6 +157,9 @@ func (v *mergeVocab) plainTokens(dst []int, s string) []int {
 // pieceJSON is what llama-server sends as a token's piece.
 func (v *mergeVocab) pieceJSON(id int) any {
 	text := v.texts[id]
+	if v.escapedSpaces && id >= 1000 && strings.Trim(text, " ") == "" {
+		return strings.ReplaceAll(text, " ", "\u2581")
+	}
 	if utf8.ValidString(text) {
 		return text
 	}
