@@ -7,7 +7,10 @@
 // tokens the server computes, and an unchanged conversation prefix is the
 // same token prefix every turn, which is what the server's prompt cache
 // reuses. Each message's tokens are cached (kvcache.TokenCache), so a turn
-// costs one /tokenize call per new message, not one per message.
+// costs one /tokenize call per new message, not one per message; a template
+// the server renders (/apply-template) has the tokens of its rendering up to
+// the previous turn's last control token cached (kvcache.PromptCache), so a
+// turn sends /tokenize only the text after it.
 //
 // Generations always stream from the server, whether or not the caller
 // streams: the first chunk marks the end of prefill (time to first token),

@@ -30,10 +30,16 @@ import (
 //     llama.cpp splits text at control tokens before tokenizing, so this is
 //     the tokenization of the whole rendered text.
 //
-//   - any other template: the server renders it (POST /apply-template) and
-//     the whole text is tokenized with control tokens parsed, as
-//     llama-server's own chat route does. Nothing is cached per message:
-//     the text of one message is not separable from the template's.
+//   - any other template: the server renders it (POST /apply-template,
+//     every turn: the template is the server's) and the text is tokenized
+//     with control tokens parsed, as llama-server's own chat route does.
+//     Nothing is cached per message: the text of one message is not
+//     separable from the template's. What is cached is the rendering:
+//     per tenant and conversation (the message chain), the ids of the text
+//     up to the last control token of the previous turn's rendering, so a
+//     turn that repeats that text sends /tokenize only the text from that
+//     control token on (rendered.go: where the cut may be, and when the
+//     whole text is tokenized instead).
 type chat struct {
 	chatML              bool
 	ns                  string     // token cache namespace: server, model, template
