@@ -27,7 +27,10 @@ import (
 // standalone with X included, so whatever X does to its neighbours (the
 // rstrip of a token that eats the whitespace after it) happens the same
 // way, and the answer's first id must be X: if it is not (a longer special
-// token starting inside X's text won), the cut is not used.
+// token starting inside X's text won), the cut is not used. What this
+// does not see is a special token starting before X whose text holds all
+// of X's and more; no vocabulary kvwin knows has one (their special
+// tokens are delimited, <|…|>, <…>, […]), so none is looked for.
 //
 // The cache. After a render the backend keeps, in a kvcache.PromptCache
 // under the message-chain key of (tenant, c.ns, every message rendered),
