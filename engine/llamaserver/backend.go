@@ -7,7 +7,10 @@
 // tokens the server computes, and an unchanged conversation prefix is the
 // same token prefix every turn, which is what the server's prompt cache
 // reuses. Each message's tokens are cached (kvcache.TokenCache), so a turn
-// costs one /tokenize call per new message, not one per message.
+// costs one /tokenize call per new message, not one per message; a template
+// the server renders (/apply-template) has the tokens of its rendering up to
+// the previous turn's last control token cached (kvcache.PromptCache), so a
+// turn sends /tokenize only the text after it.
 //
 // Generations always stream from the server, whether or not the caller
 // streams: the first chunk marks the end of prefill (time to first token),
@@ -35,14 +38,15 @@ import (
 // concurrent use; all its state is a snapshot of what the server reported,
 // replaced whole under a short lock.
 type Backend struct {
-	cfg    Config
-	base   string // cfg.BaseURL, parsed and without a trailing slash
-	client *http.Client
-	tokens *kvcache.TokenCache
-	log    *slog.Logger
+	cfg     Config
+	base    string // cfg.BaseURL, parsed and without a trailing slash
+	client  *http.Client
+	tokens  *kvcache.TokenCache
+	prompts *kvcache.PromptCache // tokenized renderings of /apply-template (rendered.go)
+	log     *slog.Logger
 
-	ownClient, ownTokens bool
-	closed               atomic.Bool
+	ownClient, ownTokens, ownPrompts bool
+	closed                           atomic.Bool
 	// slotCounts: the server counts its slots' tokens in /slots
 	// (n_prompt_tokens; /props has endpoint_slots), so a slot without a
 	// count holds nothing.
@@ -103,10 +107,19 @@ func New(cfg Config, log *slog.Logger) (*Backend, error) {
 		}
 		b.ownTokens = true
 	}
+	if b.prompts = cfg.PromptCache; b.prompts == nil {
+		if b.prompts, err = kvcache.NewPromptCache(kvcache.PromptCacheConfig{MaxBytes: DefaultPromptCacheBytes}); err != nil {
+			if b.ownTokens {
+				b.tokens.Close()
+			}
+			return nil, fmt.Errorf("llamaserver %s: %w", cfg.Name, err)
+		}
+		b.ownPrompts = true
+	}
 	return b, nil
 }
 
-// Close releases what the Backend owns (its token cache, its idle
+// Close releases what the Backend owns (its token caches, its idle
 // connections). Requests running meanwhile fail or finish; later ones get
 // engine.ErrClosed. Safe to call more than once.
 func (b *Backend) Close() error {
@@ -114,6 +127,9 @@ func (b *Backend) Close() error {
 		b.closed.Store(true)
 		if b.ownTokens {
 			b.tokens.Close()
+		}
+		if b.ownPrompts {
+			b.prompts.Close()
 		}
 		if b.ownClient {
 			b.client.CloseIdleConnections()
@@ -214,7 +230,7 @@ func (b *Backend) prompt(ctx context.Context, st *state, req engine.Request) ([]
 	}
 	switch {
 	case len(req.Messages) > 0:
-		return b.render(ctx, st.chat, req.Messages)
+		return b.render(ctx, st.chat, req.Tenant, req.Messages)
 	case req.Prompt != "":
 		// As the embedded engine does: BOS added, control tokens not
 		// parsed, so raw text cannot smuggle in a control token.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"kvwin/engine"
 )
@@ -29,15 +30,25 @@ import (
 //     llama.cpp splits text at control tokens before tokenizing, so this is
 //     the tokenization of the whole rendered text.
 //
-//   - any other template: the server renders it (POST /apply-template) and
-//     the whole text is tokenized with control tokens parsed, as
-//     llama-server's own chat route does. Nothing is cached per message:
-//     the text of one message is not separable from the template's.
+//   - any other template: the server renders it (POST /apply-template,
+//     every turn: the template is the server's) and the text is tokenized
+//     with control tokens parsed, as llama-server's own chat route does.
+//     Nothing is cached per message: the text of one message is not
+//     separable from the template's. What is cached is the rendering:
+//     per tenant and conversation (the message chain), the ids of the text
+//     up to the last control token of the previous turn's rendering, so a
+//     turn that repeats that text sends /tokenize only the text from that
+//     control token on (rendered.go: where the cut may be, and when the
+//     whole text is tokenized instead).
 type chat struct {
 	chatML              bool
-	ns                  string // token cache namespace: server, model, template
-	bos                 []int  // what add_special puts first; empty if nothing
-	start, end, newline []int  // ChatML only
+	ns                  string     // token cache namespace: server, model, template
+	bos                 []int      // what add_special puts first; empty if nothing
+	start, end, newline []int      // ChatML only
+	control             controlIDs // other templates: which ids are control tokens (rendered.go)
+
+	probe         sync.Mutex // guards probed and exact
+	probed, exact bool       // whether /tokenize's pieces spell text exactly (piecesExact)
 }
 
 // ChatML's markers.
@@ -80,14 +91,14 @@ func (b *Backend) setupChat(ctx context.Context, p Props) (*chat, error) {
 
 // render turns messages into prompt tokens (see chat). It blocks on the
 // server for what is not cached.
-func (b *Backend) render(ctx context.Context, c *chat, msgs []engine.Message) ([]int, error) {
+func (b *Backend) render(ctx context.Context, c *chat, tenant string, msgs []engine.Message) ([]int, error) {
 	for i, m := range msgs {
 		if !engine.ValidRole(m.Role) {
 			return nil, engine.Invalid("messages[%d]: unknown role %q", i, m.Role)
 		}
 	}
 	if !c.chatML {
-		return b.renderTemplate(ctx, c, msgs)
+		return b.renderTemplate(ctx, c, tenant, msgs)
 	}
 	out := slices.Clone(c.bos)
 	var err error
@@ -119,11 +130,12 @@ func (b *Backend) messageTokens(ctx context.Context, c *chat, dst []int, role, c
 	return append(dst, ids...), nil
 }
 
-// renderTemplate renders with the server's template and tokenizes the text.
-// Templates differ on whether their text starts with the BOS marker, so the
-// text is tokenized without adding one and BOS is put first only if missing:
-// never twice.
-func (b *Backend) renderTemplate(ctx context.Context, c *chat, msgs []engine.Message) ([]int, error) {
+// renderTemplate renders with the server's template and tokenizes the text,
+// the part an earlier turn of tenant's did not tokenize already
+// (tokenizeRendered). Templates differ on whether their text starts with
+// the BOS marker, so the text is tokenized without adding one and BOS is
+// put first only if missing: never twice.
+func (b *Backend) renderTemplate(ctx context.Context, c *chat, tenant string, msgs []engine.Message) ([]int, error) {
 	const path = "/apply-template"
 	var out struct {
 		Prompt *string `json:"prompt"`
@@ -137,7 +149,7 @@ func (b *Backend) renderTemplate(ctx context.Context, c *chat, msgs []engine.Mes
 	if out.Prompt == nil {
 		return nil, unavailable(http.MethodPost+" "+b.base+path, "the answer has no prompt")
 	}
-	ids, err := b.TokenizeSpecial(ctx, *out.Prompt, false, true)
+	ids, err := b.tokenizeRendered(ctx, c, tenant, *out.Prompt, msgs)
 	if err != nil {
 		return nil, err
 	}

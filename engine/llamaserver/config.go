@@ -36,6 +36,10 @@ const (
 	DefaultMaxChunkBytes = 16 << 20
 	// DefaultMaxAnswerBytes bounds the text of one answer.
 	DefaultMaxAnswerBytes = 16 << 20
+	// DefaultPromptCacheBytes bounds a Backend's own cache of tokenized
+	// renderings (Config.PromptCache): 16 MiB, as its message token cache,
+	// the token ids of four million prompt tokens.
+	DefaultPromptCacheBytes = 16 << 20
 )
 
 // Config configures a Backend. Zero fields take the defaults; New validates
@@ -91,6 +95,12 @@ type Config struct {
 	// (its budget, not its entries: keys name the server). Default: a cache
 	// of its own with kvcache's default size, closed by Close.
 	TokenCache *kvcache.TokenCache `json:"-"`
+	// PromptCache holds, per tenant and conversation, the tokens of the
+	// text the server's template rendered up to its last control token, so
+	// a turn sends /tokenize only what follows (see rendered.go); several
+	// backends may share one (keys name the server). Default: a cache of
+	// its own of DefaultPromptCacheBytes, closed by Close.
+	PromptCache *kvcache.PromptCache `json:"-"`
 }
 
 // withDefaults fills in defaults, checks ranges and returns the parsed base
