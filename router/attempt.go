@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"kvwin/engine"
 	"kvwin/kvcache"
@@ -160,6 +161,7 @@ type placement struct {
 	pin
 	noCache, slotOnly bool
 	claimed           bool
+	prefill           time.Duration // the turn's predicted prefill there (member.prefills)
 }
 
 // place chooses the slot of a turn on candidate c (member m): the client's
@@ -188,6 +190,7 @@ func (r *Router) place(ctx context.Context, m *member, c candidate, req engine.R
 // told only what usage lets it know.
 func (r *Router) run(ctx context.Context, m *member, c candidate, k key, req engine.Request, stream engine.StreamFunc, pl *placement, planned func()) (engine.Result, bool, error) {
 	u := r.usageOf(m, c, k, req)
+	pl.prefill = c.prefill
 	endRun := func() {}
 	if !pl.claimed && pl.slot >= 0 && r.plansSlots(m) {
 		endRun = m.startRun(pl.slot)
@@ -217,7 +220,7 @@ func (r *Router) generateOn(ctx context.Context, m *member, u usage, req engine.
 		sub.Messages, sub.Prompt, sub.Tokens = nil, "", u.k.tokens
 	}
 	sub.Slot, sub.NoCache, sub.SlotOnly = pl.slot, pl.noCache, pl.slotOnly
-	res, started, err := m.generate(ctx, sub, stream)
+	res, started, err := m.generate(ctx, sub, stream, pl.prefill)
 	if err == nil || started || pl.slot < 0 || req.Slot >= 0 || !errors.Is(err, engine.ErrInvalidRequest) {
 		if err == nil {
 			res.Timings = u.sane(res.Timings, res.Tokens)
@@ -243,7 +246,7 @@ func (r *Router) generateOn(ctx context.Context, m *member, u usage, req engine.
 		pl.pin, pl.noCache = p, true
 	}
 	sub.Slot, sub.NoCache = pl.slot, pl.noCache
-	res, started, err = m.generate(ctx, sub, stream)
+	res, started, err = m.generate(ctx, sub, stream, pl.prefill)
 	if err == nil {
 		res.Timings = u.sane(res.Timings, res.Tokens)
 	}

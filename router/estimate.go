@@ -25,6 +25,7 @@ type candidate struct {
 	plan       int           // the planned slot; -1 every slot is busy
 	isolated   bool          // the router isolates tenants on it: the tenant pin chooses the slot (tenancy.go)
 	predicted  time.Duration // predicted time to first token
+	prefill    time.Duration // of it, the turn's own prefill
 	extra      time.Duration // of it, the time of what the turn destroys there (placement.go): a cost, not a wait
 	slack      time.Duration // predicted time of TieTokens tokens: differences below it are ties
 	prefer     int           // the slot the scorer would run the turn on; -1 none (the backend, or the tenant pin, chooses)
@@ -87,7 +88,8 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 				extra = cost.Predict(d, 0)
 			}
 		}
-		c.predicted = m.wait() + cost.Predict(max(k.length-c.cached, 1), c.cached) + extra
+		c.prefill = cost.Predict(max(k.length-c.cached, 1), c.cached)
+		c.predicted = m.wait() + c.prefill + extra
 		c.extra = extra
 		c.slack = cost.Predict(r.cfg.TieTokens, 0)
 		cands = append(cands, c)

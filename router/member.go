@@ -72,6 +72,7 @@ type member struct {
 	checking atomic.Bool
 	load     atomic.Int64  // requests in flight
 	service  atomic.Uint64 // mean service time (EWMA), float64 seconds bits
+	prefills prefillQueue  // prompt work sent and not at its first token
 
 	// owners is what the router knows of whose KV each slot holds, kept
 	// for backends it isolates tenants on (tenancy.go); seq orders claims.
@@ -117,15 +118,65 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 }
 
 // wait predicts the queueing delay: requests beyond the slots, each taking
-// the recent mean service time.
+// the recent mean service time; or, if longer, the prompt work the router
+// sent ahead of this turn that has not reached its first token yet
+// (prefillQueue): a backend's prefills share its compute, whatever slots
+// are idle.
 func (m *member) wait() time.Duration {
+	ahead := m.prefills.wait(m.now())
 	slots := m.slotCount()
 	over := m.inflight() - slots + 1
 	if over <= 0 {
-		return 0
+		return ahead
 	}
 	s := math.Float64frombits(m.service.Load())
-	return time.Duration(float64(over) * s * float64(time.Second) / float64(slots))
+	return max(ahead, time.Duration(float64(over)*s*float64(time.Second)/float64(slots)))
+}
+
+// prefillQueue is the router's view of the prompt work it has sent a
+// backend: the time the backend would be done with every prefill that has
+// not reached its first token, done one after another at the predicted
+// times. A prefill that ends sooner than predicted moves the rest with it;
+// with none left the queue is empty. Safe for concurrent
+// use.
+type prefillQueue struct {
+	mu      sync.Mutex
+	free    time.Time // when the queued prefills would all be done
+	pending int
+}
+
+// enqueue queues a prefill of d at now and returns when it would be done.
+func (q *prefillQueue) enqueue(now time.Time, d time.Duration) (due time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.free.Before(now) {
+		q.free = now
+	}
+	q.free = q.free.Add(d)
+	q.pending++
+	return q.free
+}
+
+// finish ends, at now, the prefill that was due at due: one early moves
+// those queued after it earlier by as much (one late has held them up
+// already, as the queue's time passed now).
+func (q *prefillQueue) finish(now, due time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.pending--; q.pending <= 0 {
+		q.pending, q.free = 0, time.Time{}
+		return
+	}
+	if early := due.Sub(now); early > 0 {
+		q.free = q.free.Add(-early)
+	}
+}
+
+// wait is how long from now the queued prefills would take.
+func (q *prefillQueue) wait(now time.Time) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return max(q.free.Sub(now), 0)
 }
 
 // inflight is the backend's requests in flight: the router's own, or what
@@ -136,8 +187,10 @@ func (m *member) inflight() int { return int(max(m.load.Load(), m.remoteLoad.Loa
 func (m *member) slotCount() int { return max(int(m.slots.Load()), 1) }
 
 // generate runs req on the backend, tagging events with the backend's name;
-// started reports whether anything reached the client.
-func (m *member) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, bool, error) {
+// started reports whether anything reached the client. prefill is the
+// turn's predicted prefill there, queued in m.prefills until its first
+// token.
+func (m *member) generate(ctx context.Context, req engine.Request, stream engine.StreamFunc, prefill time.Duration) (engine.Result, bool, error) {
 	if !m.enter() {
 		return engine.Result{}, false, fmt.Errorf("%w: backend %s left the fleet", engine.ErrUnavailable, m.name)
 	}
@@ -146,7 +199,14 @@ func (m *member) generate(ctx context.Context, req engine.Request, stream engine
 	defer m.load.Add(-1)
 	began := m.now()
 	started := false
+	due := m.prefills.enqueue(began, prefill)
+	var once sync.Once
+	done := func() { once.Do(func() { m.prefills.finish(m.now(), due) }) }
+	defer done()
 	res, err := m.backend.Generate(ctx, req, func(ev engine.Event) error {
+		if ev.First {
+			done()
+		}
 		started = true
 		ev.Backend = m.name
 		if stream == nil {

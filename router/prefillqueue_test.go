@@ -1,0 +1,37 @@
+package router
+
+import (
+	"testing"
+	"time"
+)
+
+// Prefills queue one after another at their predicted times; one that ends
+// early moves those after it; with none left the wait is 0.
+func TestPrefillQueueWaitsForThePromptWorkAhead(t *testing.T) {
+	var q prefillQueue
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	first := q.enqueue(t0, ms(100))
+	second := q.enqueue(t0, ms(100))
+	steps := []struct {
+		name string
+		do   func()
+		at   time.Duration
+		want time.Duration
+	}{
+		{"two queued", func() {}, 0, ms(200)},
+		{"the first ends 50 ms early", func() { q.finish(t0.Add(ms(50)), first) }, ms(50), ms(100)},
+		{"a third after a pause", func() { q.enqueue(t0.Add(ms(400)), ms(30)) }, ms(400), ms(30)},
+		{"the second ends late", func() { q.finish(t0.Add(ms(410)), second) }, ms(410), ms(20)},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := q.wait(t0.Add(s.at)); got != s.want {
+			t.Fatalf("%s: wait %v, want %v", s.name, got, s.want)
+		}
+	}
+	q.finish(t0.Add(ms(420)), t0.Add(ms(430)))
+	if got := q.wait(t0.Add(ms(420))); got != 0 {
+		t.Fatalf("nothing queued: wait %v", got)
+	}
+}
