@@ -99,7 +99,11 @@ type agingTip struct {
 type depthCount struct{ continued, ended int }
 
 // resort: the sorted gaps are refreshed every resort continuations, not
-// at each: a plan asks for weights of every slot of the fleet per turn.
+// at each (a plan asks for weights of every slot of the fleet per turn),
+// and whenever the gaps have doubled since: the first sort, of a handful
+// of gaps, must not stand for the sixty that follow it (it once made one
+// early gap of 2.6 s the median, trusted after a minute, and every chain
+// idle longer than it counted as abandoned).
 const resort = 64
 
 // maxTips bounds the chains whose continuation liveness watches for.
@@ -131,7 +135,7 @@ func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, now
 			l.gaps[l.next] = now.Sub(t.at)
 			l.next = (l.next + 1) % maxGaps
 		}
-		if l.cont%resort == 0 {
+		if l.cont%resort == 0 || 2*len(l.sorted) <= len(l.gaps) {
 			l.sorted = nil
 		}
 		d := &l.depths[t.depth]
