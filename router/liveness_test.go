@@ -74,3 +74,26 @@ func TestPrefixTieDoesNotHideWhatAPlacementDestroys(t *testing.T) {
 		}
 	}
 }
+
+// The gaps a weight reads are re-sorted as they grow: the first sort, of
+// one gap, once stood for the next 63, and that gap alone was the median.
+func TestLivenessSortsItsGapsAgainAsTheyGrow(t *testing.T) {
+	var l liveness
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	loc := kvcache.Location{Backend: "n", Slot: 0}
+	l.observe(loc, []kvcache.Key{1}, []kvcache.Key{1, 2}, now)
+	for i := range 40 {
+		gap := 100 * time.Second
+		if i == 0 {
+			gap = time.Second
+		}
+		now = now.Add(gap)
+		l.observe(loc, []kvcache.Key{kvcache.Key(i + 1), kvcache.Key(i + 2)}, []kvcache.Key{kvcache.Key(i + 2), kvcache.Key(i + 3)}, now)
+		l.mu.Lock()
+		sorted := l.sortedGaps() // as a weight asks, after every turn
+		l.mu.Unlock()
+		if median := sorted[len(sorted)/2]; i > 2 && median != 100*time.Second {
+			t.Fatalf("after %d gaps (one of 1 s, the rest 100 s): median %v of %d sorted", i+1, median, len(sorted))
+		}
+	}
+}
