@@ -66,8 +66,9 @@
 // (llama-server's own choice would be the sibling's: the slot sharing the
 // longest prefix, --slot-prompt-similarity). Once the router has watched
 // enough turns, a chain's worth is weighed by the chance it is continued,
-// given how long it has been idle (liveness.go): a slot whose conversation
-// has most likely ended is nearly free. A backend found restoring
+// given how long it has been idle and, while some slot is free, how many
+// turns it has had (liveness.go): a slot whose conversation has most
+// likely ended is nearly free. A backend found restoring
 // what its slots gave up (a turn reusing more than its slot held:
 // llama-server's --cache-ram) has those chains counted as held there, as a
 // kvwin node's snapshots are. A kvwin node, which copies a prefix one slot
