@@ -85,10 +85,12 @@
 //     tell, remind, show, list, describe, explain, summarize, summarise,
 //     recall, repeat, please; any case); its cap is PacketCap·B, and its
 //     best hit may use all the free room past it. Any other ask is a
-//     statement: its cap is StatementCap·B, best hit included, and its
-//     lexical hits must be beyond chance as the best of all the turns in
-//     memory (memory.Query.Statement), so it usually gets nothing, and
-//     no more often as the memory grows. The replay reserves P for it.
+//     statement: its room, best hit included, is what the reuse
+//     allowance below leaves it (at most StatementCap·B, often none),
+//     and its lexical hits must be beyond chance as the best of all the
+//     turns in memory (memory.Query.Statement), so it usually gets
+//     nothing, and no more often as the memory grows. The replay
+//     reserves P for it.
 //   - ledger: every ask since the step keeps its packet, byte for byte,
 //     until the next step (a send-once ledger); each ask's room is P plus
 //     what earlier asks left unused.
@@ -111,6 +113,40 @@
 // cap at which the mean cap stays at that B/8 while up to one ask in three
 // is a question: q·B/4 + (1−q)·B/16 ≤ B/8 for q ≤ 1/3. A conversation of
 // nothing but questions may spend up to B/4 a turn.
+//
+// # The reuse allowance
+//
+// The B/8 above counts only the packet. A turn pays more than that
+// uncached, and the statement's room follows from the whole account, in
+// tokens per turn, of the conversation's own messages (so every replica
+// computes the same): with a the mean user message and g the mean unit
+// (a user message and its replies) after the sinks, L = Low·B, H = High·B,
+// S the padded sinks,
+//
+//   - every turn sends its ask uncached: a;
+//   - a step re-sends the kept history after the sinks, L − S, once every
+//     (H − P − L)/g turns: σ = g·(L − S)/(H − P − L) a turn, about one unit
+//     at Low = 1/2, whatever B;
+//   - a packet of p tokens is uncached on its turn, and on the next its ask
+//     and the answer are sent again without it: p + g;
+//   - at ReuseTarget R the mean window W̄ = (L + H − P)/2 may send
+//     (1 − R)·W̄ uncached, so packets may spend A = (1 − R)·W̄ − a − σ.
+//
+// Questions at the question cap, one ask in three, spend (PacketCap·B + g)/3
+// of A; a statement's packet may take what is left, spread over the other
+// asks and less the g each costs again: (A − (PacketCap·B + g)/3)·3/2 − g,
+// at most StatementCap·B, none if that is not positive. Questions keep
+// their cap: they are what asks for recall. So statements carry packets
+// only at budgets large against their conversation's turns (34-token
+// turns: from about 8k; 10-token chat turns: from about 4k), where the
+// allowance has room past the questions.
+//
+// Where a + σ + (PacketCap·B + g)/3 exceeds (1 − R)·W̄ (small budgets
+// against long turns: at 1,024 tokens with 34-token turns a + σ alone
+// take most of the 15%, and a packet's re-sent ask and answer cost g more),
+// no question packet that holds a turn fits the target: the window keeps
+// the question's packet and its reuse falls below R there rather than its
+// recall (docs/recall-sets.md reports that frontier).
 //
 // Replica safety: a packet is a function of messages[0..j] and the evicted
 // turns below c, nothing else (retrieval scores use the conversation's own

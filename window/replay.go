@@ -80,7 +80,9 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 		cut.PacketFree = max(s.Budget-cut.KeptTokens, 0)
 		question := len(cut.Asks) == 1 && isQuestion(c.msgs[cut.Asks[0]].Content)
 		if !question {
-			cut.PacketFree = min(cut.PacketFree, s.packetCap(false))
+			// What the reuse allowance leaves after the questions (see
+			// the package doc), 0 where it leaves nothing.
+			cut.PacketFree = min(cut.PacketFree, s.allowance(c, sinkEnd, padded).Statement)
 		}
 		cut.PacketRoom = min(s.packetCap(question), cut.PacketFree)
 		return cut, nil

@@ -1,0 +1,60 @@
+package window
+
+import "kvwin/engine"
+
+// ReuseTarget is the cached share of its prompt tokens a memory window
+// aims to keep over a conversation's turns (see the package doc, The reuse
+// allowance): the share the caps are derived from.
+const ReuseTarget = 0.85
+
+// questionShare is the share of asks the reuse allowance assumes are
+// questions at the question cap (the package doc's one ask in three).
+const questionShare = 1.0 / 3
+
+// allowance is the reuse arithmetic of one conversation at one budget (see
+// the package doc, The reuse allowance), in tokens per turn.
+type allowance struct {
+	Ask      float64 // a: the mean user message, uncached on its turn
+	Exchange float64 // g: the mean unit (a user message and its replies)
+	Steps    float64 // σ: what eviction steps re-send, per turn
+	Window   float64 // W̄: the mean window between the water marks
+	// Spare is (1−ReuseTarget)·W̄ − a − σ: what packets may cost a turn
+	// at the target. Each packet costs its tokens on its turn and g on the
+	// next (its ask and the answer are sent again without it).
+	Spare float64
+	// Statement is the most tokens a statement's packet may take: what
+	// Spare leaves after the questions' share at the question cap, spread
+	// over the other asks, less the g each packet costs again. 0: none.
+	Statement int
+}
+
+// allowance computes the reuse arithmetic of c's messages after the sinks
+// (from) with the sinks padded to padded tokens. It is a pure function of
+// the messages' token counts and the settings, so every replica agrees.
+func (s Settings) allowance(c conversation, from, padded int) allowance {
+	users, userTokens := 0, 0
+	for i := from; i < len(c.msgs); i++ {
+		if c.msgs[i].Role == engine.RoleUser {
+			users++
+			userTokens += c.tokens(i, i+1)
+		}
+	}
+	if users == 0 {
+		return allowance{}
+	}
+	var a allowance
+	a.Ask = float64(userTokens) / float64(users)
+	a.Exchange = float64(c.tokens(from, len(c.msgs))) / float64(users)
+	high, low, p := float64(s.high()), float64(s.low()), float64(s.packetTokens())
+	a.Window = (low + high - p) / 2
+	span := high - p - low // the tokens a window grows by between steps
+	if span <= 0 {
+		return a // a step every turn: nothing to spare
+	}
+	a.Steps = a.Exchange * max(low-float64(padded), 0) / span
+	a.Spare = (1-ReuseTarget)*a.Window - a.Ask - a.Steps
+	questions := questionShare * (float64(s.packetCap(true)) + a.Exchange)
+	room := (a.Spare-questions)/(1-questionShare) - a.Exchange
+	a.Statement = int(min(max(room, 0), float64(s.packetCap(false))))
+	return a
+}
