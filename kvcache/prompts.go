@@ -119,21 +119,31 @@ func Root(tenant, renderer string, settings ...string) ChainKey {
 // Next is the chain extended by one message.
 func (k ChainKey) Next(role, content string) ChainKey { return k.next(role, content) }
 
-func (k ChainKey) next(fields ...string) ChainKey {
+func (k ChainKey) next(fields ...string) ChainKey { return k.extend(0, false, fields...) }
+
+// extend hashes k and fields, each length-prefixed, under two seeds;
+// kind, if hasKind, is a one-byte field before them. The bytes are laid
+// out once and each digest takes them in one write: a rendering extends a
+// signature by every piece of the conversation each turn, and a dozen
+// small writes a piece were most of its cost.
+func (k ChainKey) extend(kind byte, hasKind bool, fields ...string) ChainKey {
+	var stack [256]byte
+	b := binary.LittleEndian.AppendUint64(stack[:0], k[0])
+	b = binary.LittleEndian.AppendUint64(b, k[1])
+	// Length prefixes keep the fields from running into each other.
+	if hasKind {
+		b = binary.LittleEndian.AppendUint64(b, 1)
+		b = append(b, kind)
+	}
+	for _, s := range fields {
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
+	}
 	var out ChainKey
-	var n [8]byte
+	var d xxhash.Digest
 	for i, seed := range [2]uint64{0x6b76_7769_6e70_7231, 0x9e37_79b9_7f4a_7c15} {
-		d := xxhash.NewWithSeed(seed)
-		binary.LittleEndian.PutUint64(n[:], k[0])
-		d.Write(n[:])
-		binary.LittleEndian.PutUint64(n[:], k[1])
-		d.Write(n[:])
-		// Length prefixes keep the fields from running into each other.
-		for _, s := range fields {
-			binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-			d.Write(n[:])
-			d.WriteString(s)
-		}
+		d.ResetWithSeed(seed)
+		d.Write(b)
 		out[i] = d.Sum64()
 	}
 	return out
@@ -153,6 +163,5 @@ type Signature [2]uint64
 
 // Add extends s by one piece of kind (the renderer's: structure or text).
 func (s Signature) Add(kind byte, text string) Signature {
-	k := ChainKey(s).next(string([]byte{kind}), text)
-	return Signature(k)
+	return Signature(ChainKey(s).extend(kind, true, text))
 }
