@@ -28,7 +28,10 @@ import (
 //     tokenizes the same way every turn whatever surrounds it. Each
 //     message's ids are cached: a new turn tokenizes only its new messages.
 //     llama.cpp splits text at control tokens before tokenizing, so this is
-//     the tokenization of the whole rendered text.
+//     the tokenization of the whole rendered text. A server that parses
+//     control-token text whatever parse_special says (the June 2025 build)
+//     cannot keep message text plain: there a message holding a ChatML
+//     marker's text is refused (400) rather than let it become a marker.
 //
 //   - any other template: the server renders it (POST /apply-template,
 //     every turn: the template is the server's) and the text is tokenized
@@ -45,6 +48,10 @@ type chat struct {
 	ns                  string     // token cache namespace: server, model, template
 	bos                 []int      // what add_special puts first; empty if nothing
 	start, end, newline []int      // ChatML only
+	// parsesAlways: the server parses control-token text whatever
+	// parse_special says (the June 2025 build), so message text holding
+	// a ChatML marker is refused (render).
+	parsesAlways bool
 	control             controlIDs // other templates: which ids are control tokens (rendered.go)
 
 	probe         sync.Mutex // guards probed and exact
@@ -80,6 +87,11 @@ func (b *Backend) setupChat(ctx context.Context, p Props) (*chat, error) {
 			if c.newline, err = b.TokenizeSpecial(ctx, "\n", false, false); err != nil {
 				return nil, err
 			}
+			plain, err := b.TokenizeSpecial(ctx, imStart, false, false)
+			if err != nil {
+				return nil, err
+			}
+			c.parsesAlways = slices.Equal(plain, start)
 			c.chatML, c.start, c.end = true, start, end
 			return c, nil
 		}
@@ -99,6 +111,15 @@ func (b *Backend) render(ctx context.Context, c *chat, tenant string, msgs []eng
 	}
 	if !c.chatML {
 		return b.renderTemplate(ctx, c, tenant, msgs)
+	}
+	if c.parsesAlways {
+		for i, m := range msgs {
+			for _, marker := range []string{imStart, imEnd} {
+				if strings.Contains(m.Content, marker) {
+					return nil, engine.Invalid("messages[%d] holds the control-token text %q, which this server parses as a control token in any text", i, marker)
+				}
+			}
+		}
 	}
 	out := slices.Clone(c.bos)
 	var err error

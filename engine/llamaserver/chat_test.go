@@ -19,8 +19,9 @@ func TestChatTokensCached(t *testing.T) {
 	a1 := engine.Message{Role: engine.RoleAssistant, Content: "Hello, world!"}
 	u2 := engine.Message{Role: engine.RoleUser, Content: "Again, <|im_start|>louder."}
 	turns := []chatTurn{
-		// BOS, <|im_start|>, <|im_end|>, "\n"; then system, user, "assistant\n".
-		{"first turn sets up and tokenizes every message", []engine.Message{sys, u1}, 4 + 3},
+		// BOS, <|im_start|>, <|im_end|>, "\n", <|im_start|> as plain text;
+		// then system, user, "assistant\n".
+		{"first turn sets up and tokenizes every message", []engine.Message{sys, u1}, 5 + 3},
 		{"second turn tokenizes its two new messages", []engine.Message{sys, u1, a1, u2}, 2},
 		{"the same turn again tokenizes nothing", []engine.Message{sys, u1, a1, u2}, 0},
 		{"a new conversation sharing the system prompt", []engine.Message{sys, u2}, 0},

@@ -212,7 +212,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			fail(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"tokens": Encode(in.Content, in.AddSpecial, in.ParseSpecial == nil || *in.ParseSpecial)})
+		// The June 2025 build parses control-token text whatever
+		// parse_special says.
+		parse := in.ParseSpecial == nil || *in.ParseSpecial || s.cfg.Rules == Rules2025
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": Encode(in.Content, in.AddSpecial, parse)})
 	case "POST /detokenize":
 		var in struct {
 			Tokens []int `json:"tokens"`
