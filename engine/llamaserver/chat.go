@@ -45,14 +45,14 @@ import (
 //     whole text is tokenized instead).
 type chat struct {
 	chatML              bool
-	ns                  string     // token cache namespace: server, model, template
-	bos                 []int      // what add_special puts first; empty if nothing
-	start, end, newline []int      // ChatML only
+	ns                  string // token cache namespace: server, model, template
+	bos                 []int  // what add_special puts first; empty if nothing
+	start, end, newline []int  // ChatML only
 	// parsesAlways: the server parses control-token text whatever
 	// parse_special says (the June 2025 build), so message text holding
 	// a ChatML marker is refused (render).
 	parsesAlways bool
-	control             controlIDs // other templates: which ids are control tokens (rendered.go)
+	control      controlIDs // other templates: which ids are control tokens (rendered.go)
 
 	probe         sync.Mutex // guards probed and exact
 	probed, exact bool       // whether /tokenize's pieces spell text exactly (piecesExact)
