@@ -2,7 +2,6 @@ package llamaserver
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -88,14 +87,7 @@ func TestRenderedRealServer(t *testing.T) {
 	tails = int(hits)
 	t.Logf("%d conversations, %d turns, all identical to whole tokenization; %d turns from a cached prefix, %d not", convs, turns, tails, misses)
 	for _, n := range []int{2, 242} {
-		history := []engine.Message{{Role: engine.RoleSystem, Content: "You are terse."}}
-		for i := 1; i < n; i++ {
-			role := engine.RoleUser
-			if i%2 == 0 {
-				role = engine.RoleAssistant
-			}
-			history = append(history, engine.Message{Role: role, Content: fmt.Sprintf("message %d: hello world, 😀 and\n\n  code {\t}", i)})
-		}
+		history := longHistory(n)
 		if _, err := b.Prompt(ctx, engine.Request{Tenant: "measure", Messages: history}); err != nil {
 			t.Fatal(err)
 		}

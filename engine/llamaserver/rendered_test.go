@@ -222,14 +222,7 @@ func TestRenderedTokenizesOnlyTheTail(t *testing.T) {
 	for _, n := range []int{2, 242} {
 		s := startVocabServer(t, llama3)
 		b := vocabBackend(t, s)
-		history := []engine.Message{{Role: engine.RoleSystem, Content: "You are terse."}}
-		for i := 1; i < n; i++ {
-			role := engine.RoleUser
-			if i%2 == 0 {
-				role = engine.RoleAssistant
-			}
-			history = append(history, engine.Message{Role: role, Content: fmt.Sprintf("message %d: hello world, 😀 and\n\n  code {\t}", i)})
-		}
+		history := longHistory(n)
 		promptTurn(t, s, b, "t", history)
 		turn := append(slices.Clone(history), engine.Message{Role: engine.RoleAssistant, Content: "Sure."},
 			engine.Message{Role: engine.RoleUser, Content: "And then?"})
@@ -295,4 +288,18 @@ func TestTokenizePiecesRecorded(t *testing.T) {
 	if i := slices.Index(ids, 128007); i < 0 || req.Content[ends[i]-len("<|end_header_id|>"):ends[i]] != "<|end_header_id|>" {
 		t.Fatalf("<|end_header_id|> (128007) not where its text is: %v", ids)
 	}
+}
+
+// longHistory is a system prompt and n−1 alternating user and assistant
+// messages with emoji, blank lines and code: a history of n messages.
+func longHistory(n int) []engine.Message {
+	history := []engine.Message{{Role: engine.RoleSystem, Content: "You are terse."}}
+	for i := 1; i < n; i++ {
+		role := engine.RoleUser
+		if i%2 == 0 {
+			role = engine.RoleAssistant
+		}
+		history = append(history, engine.Message{Role: role, Content: fmt.Sprintf("message %d: hello world, 😀 and\n\n  code {\t}", i)})
+	}
+	return history
 }
