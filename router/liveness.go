@@ -153,6 +153,11 @@ func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, now
 		t := &tip{held: h}
 		l.tips[kept[len(kept)-1]] = t
 		l.aging = append(l.aging, agingTip{key: kept[len(kept)-1], t: t})
+		if len(l.aging) > maxTips {
+			// Until a continuation is seen nothing ages out (age has no
+			// gap to go by): the tips bounded, what waits on them too.
+			l.aging = l.aging[len(l.aging)-maxTips:]
+		}
 		l.order = append(l.order, kept[len(kept)-1])
 		for len(l.order) > maxTips {
 			delete(l.tips, l.order[0])

@@ -97,3 +97,19 @@ func TestLivenessSortsItsGapsAgainAsTheyGrow(t *testing.T) {
 		}
 	}
 }
+
+// Chains never continued (single-turn requests only) leave no gap to age
+// their tips by: what liveness keeps of them stays bounded all the same.
+func TestLivenessKeepsBoundedStateWithoutContinuations(t *testing.T) {
+	var l liveness
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	loc := kvcache.Location{Backend: "n", Slot: 0}
+	for i := range maxTips + 1000 {
+		now = now.Add(time.Second)
+		k := kvcache.Key(2*i + 1)
+		l.observe(loc, []kvcache.Key{k}, []kvcache.Key{k + 1}, now)
+	}
+	if len(l.tips) > maxTips || len(l.order) > maxTips || len(l.aging) > maxTips {
+		t.Fatalf("tips %d, order %d, aging %d; want each at most %d", len(l.tips), len(l.order), len(l.aging), maxTips)
+	}
+}
