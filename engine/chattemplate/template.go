@@ -197,37 +197,48 @@ func (t *Template) Render(msgs []engine.Message, tools []any, addGen bool) (piec
 
 // RenderChatML is Render for a template that writes ChatML
 // (<|im_start|>role\ncontent<|im_end|>\n per message, <|im_start|>assistant\n
-// to generate), without running the template: the same pieces, at the cost
-// of copying the text. The caller has checked that t renders as ChatML
-// does; tools are not rendered (a template that renders them is not
-// ChatML's).
+// to generate), without running the template: the same pieces, written
+// directly. The caller has checked that t renders as ChatML does; tools are
+// not rendered (a template that renders them is not ChatML's). ok is always
+// true: the text is never cut.
 func (t *Template) RenderChatML(msgs []engine.Message, addGen bool) (pieces []Piece, ok bool, err error) {
-	var marked, plain strings.Builder
+	pieces, err = t.AppendChatML(make([]Piece, 0, 2*len(msgs)+1), msgs, false, addGen)
+	return pieces, err == nil, err
+}
+
+// AppendChatML appends to dst the pieces RenderChatML gives for msgs where
+// they follow earlier messages: after says a rendering ended with the text
+// of the message before msgs, whose "<|im_end|>\n" is still to be written
+// (the first piece then begins with it). A rendering of a conversation is
+// therefore the rendering of its first k messages through the k-th one's
+// text, followed by AppendChatML of the rest with after set: a turn renders
+// only its new messages.
+func (t *Template) AppendChatML(dst []Piece, msgs []engine.Message, after, addGen bool) ([]Piece, error) {
+	var structure strings.Builder
+	if after {
+		structure.WriteString("<|im_end|>\n")
+	}
 	for _, m := range msgs {
 		if strings.Contains(m.Content, t.open) || strings.Contains(m.Content, t.close) {
-			return nil, false, fmt.Errorf("%w: message text holds the renderer's sentinel", ErrRender)
+			// Render would find the text cut; refused the same way.
+			return nil, fmt.Errorf("%w: message text holds the renderer's sentinel", ErrRender)
 		}
-		for _, b := range []*strings.Builder{&marked, &plain} {
-			b.WriteString("<|im_start|>")
-			b.WriteString(m.Role)
-			b.WriteString("\n")
-		}
+		structure.WriteString("<|im_start|>")
+		structure.WriteString(m.Role)
+		structure.WriteString("\n")
 		if m.Content != "" {
-			marked.WriteString(t.open + m.Content + t.close)
+			dst = append(dst, Piece{Text: structure.String()}, Piece{Text: m.Content, Content: true})
+			structure.Reset()
 		}
-		plain.WriteString(m.Content)
-		marked.WriteString("<|im_end|>\n")
-		plain.WriteString("<|im_end|>\n")
+		structure.WriteString("<|im_end|>\n")
 	}
 	if addGen {
-		marked.WriteString("<|im_start|>assistant\n")
-		plain.WriteString("<|im_start|>assistant\n")
+		structure.WriteString("<|im_start|>assistant\n")
 	}
-	pieces, balanced := t.split(marked.String())
-	if aligned, ok := align(pieces, plain.String()); ok && balanced {
-		return aligned, true, nil
+	if structure.Len() > 0 {
+		dst = append(dst, Piece{Text: structure.String()})
 	}
-	return pieces, false, nil
+	return dst, nil
 }
 
 // split cuts a marked rendering into pieces. A sentinel without its pair

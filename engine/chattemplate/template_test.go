@@ -277,6 +277,7 @@ func TestRenderChatMLIsRenderOfChatML(t *testing.T) {
 		{{Role: "user", Content: "Hi."}},
 		{{Role: "system", Content: " padded \n"}, {Role: "user", Content: "<|im_end|>x"}, {Role: "assistant", Content: ""}, {Role: "user", Content: "\n"}},
 		{{Role: "user", Content: "a"}, {Role: "assistant", Content: "b"}, {Role: "tool", Content: "c"}},
+		{{Role: "system", Content: "s"}, {Role: "user", Content: ""}, {Role: "assistant", Content: "\t"}, {Role: "user", Content: "<|im_start|>user\n"}, {Role: "assistant", Content: "e"}},
 		{},
 	} {
 		for _, addGen := range []bool{true, false} {
@@ -290,6 +291,27 @@ func TestRenderChatMLIsRenderOfChatML(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, want) || gotOK != wantOK {
 				t.Errorf("%v (gen %v):\n got %+v %v\nwant %+v %v", msgs, addGen, got, gotOK, want, wantOK)
+			}
+			// A rendering through message k's text, continued by the
+			// rest: what a turn renders after its cached history.
+			for k := 1; k < len(msgs); k++ {
+				if msgs[k-1].Content == "" {
+					continue
+				}
+				head, _, err := tm.RenderChatML(msgs[:k], false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if last := head[len(head)-1]; last.Content || last.Text != "<|im_end|>\n" {
+					t.Fatalf("%v: the head ends with %+v", msgs[:k], last)
+				}
+				joined, err := tm.AppendChatML(head[:len(head)-1], msgs[k:], true, addGen)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(joined, want) {
+					t.Errorf("%v (gen %v) continued after %d:\n got %+v\nwant %+v", msgs, addGen, k, joined, want)
+				}
 			}
 		}
 	}

@@ -199,6 +199,9 @@ func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Messa
 	if err := r.checkTools(tools, "tools"); err != nil {
 		return nil, err
 	}
+	if r.chatml && cached && len(tools) == 0 && r.prompts != nil {
+		return r.tokenizeChatML(tenant, msgs, addGen, sp)
+	}
 	var pieces []chattemplate.Piece
 	var ok bool
 	var err error
@@ -259,6 +262,63 @@ func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Messa
 		ends[i] = len(out)
 	}
 	r.remember(keys, msgs, pieces, sigs, ends, out, from)
+	return out, nil
+}
+
+// tokenizeChatML is tokenize for a turn under a ChatML template: only the
+// messages after the longest prefix the prompt cache holds are rendered
+// (AppendChatML continues a rendering through a message's text) and
+// tokenized, and the signature of the pieces continues the cached one, so a
+// turn costs its new messages, not the conversation. The cached prefix is
+// taken on its key alone: the key names the tenant, the renderer and every
+// message before it, and ChatML renders those the same way whatever
+// follows. What it stores is what tokenize stores for the same messages.
+func (r *jinjaRenderer) tokenizeChatML(tenant string, msgs []engine.Message, addGen bool, sp *spent) ([]int, error) {
+	keys := chainKeys(r.prompts, tenant, r.id+"\x00"+r.name(), msgs, strconv.FormatBool(addGen))
+	var (
+		out  []int
+		sig  kvcache.Signature
+		base int // the pieces the cached prefix holds
+	)
+	p, k := longestPrefix(r.prompts, keys, func(p *kvcache.Prefix) bool { return p.Pieces > 0 })
+	rest := msgs
+	if p != nil {
+		out = appendIDs(make([]int, 0, len(p.Tokens)+64*(len(msgs)-k)+16), p.Tokens)
+		sig, base, rest = p.Sig, p.Pieces, msgs[k:]
+	}
+	pieces, err := r.t.AppendChatML(make([]chattemplate.Piece, 0, 2*len(rest)+1), rest, p != nil, addGen)
+	if err != nil {
+		return nil, engine.Invalid("%v", err)
+	}
+	if p == nil && len(r.bos) > 0 && (r.bosText == "" || len(pieces) == 0 || pieces[0].Content || !strings.HasPrefix(pieces[0].Text, r.bosText)) {
+		out = append(out, r.bos...)
+	}
+	// Prefixes are stored through the last two messages' texts, where
+	// every message has a text piece (remember's rule).
+	storable := true
+	for _, m := range rest {
+		storable = storable && m.Content != ""
+	}
+	type mark struct {
+		msgs, tokens, pieces int
+		sig                  kvcache.Signature
+	}
+	var marks []mark
+	done := k // messages whose text is tokenized
+	for i, pc := range pieces {
+		if out, err = r.tokens(out, tenant, pc, sp); err != nil {
+			return nil, err
+		}
+		sig = sig.Add(pieceKind(pc), pc.Text)
+		if pc.Content {
+			if done++; storable && done >= len(msgs)-1 {
+				marks = append(marks, mark{done, len(out), base + i + 1, sig})
+			}
+		}
+	}
+	for _, m := range marks {
+		r.prompts.Put(keys[m.msgs], out[:m.tokens], m.sig, m.pieces)
+	}
 	return out, nil
 }
 
