@@ -233,7 +233,11 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 		if err != nil {
 			return nil, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d].tool_calls: %v", i, err)
 		}
-		if out[i], err = toolcall.Message(m.Role, m.Content, calls, fmt.Sprintf("messages[%d]", i)); err != nil {
+		at := "" // named only in a tool call's error: not built per message per turn
+		if len(calls) > 0 {
+			at = fmt.Sprintf("messages[%d]", i)
+		}
+		if out[i], err = toolcall.Message(m.Role, m.Content, calls, at); err != nil {
 			return nil, err
 		}
 	}

@@ -70,11 +70,15 @@ func chatMessages(in []chatMessage) ([]engine.Message, error) {
 			return nil, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("messages[%d].role", i),
 				"messages[%d].role is %q; it must be one of system, developer, user, assistant, tool", i, m.Role)
 		}
-		content, err := messageContent(m.Content, fmt.Sprintf("messages[%d].content", i))
+		content, err := messageContent(m.Content, i)
 		if err != nil {
 			return nil, err
 		}
-		if out[i], err = toolcall.Message(role, content, m.ToolCalls, fmt.Sprintf("messages[%d]", i)); err != nil {
+		at := "" // the parameter only a tool call's error names: not built per message per turn
+		if len(m.ToolCalls) > 0 {
+			at = fmt.Sprintf("messages[%d]", i)
+		}
+		if out[i], err = toolcall.Message(role, content, m.ToolCalls, at); err != nil {
 			return nil, err
 		}
 	}
@@ -85,11 +89,15 @@ func chatMessages(in []chatMessage) ([]engine.Message, error) {
 // assistant message that only called tools), or an array of text parts.
 // Parts are concatenated as they are, with no separator, so the text the
 // model sees is exactly the client's bytes.
-func messageContent(raw json.RawMessage, param string) (string, error) {
+func messageContent(raw json.RawMessage, i int) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
+	if s, ok := plainString(raw); ok {
+		return s, nil
+	}
+	param := fmt.Sprintf("messages[%d].content", i)
 	var text string
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &text); err != nil {
@@ -113,6 +121,21 @@ func messageContent(raw json.RawMessage, param string) (string, error) {
 		b.WriteString(*p.Text)
 	}
 	return b.String(), nil
+}
+
+// plainString is the text of a JSON string without escapes: the bytes
+// between its quotes, which is what decoding it gives. raw is one JSON value
+// of a body already checked to be valid JSON and UTF-8; anything with a
+// backslash is left to the decoder.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') >= 0 || bytes.IndexByte(inner, '"') >= 0 {
+		return "", false
+	}
+	return string(inner), true
 }
 
 // chatFormat renders chat completion objects. When the request offered
