@@ -33,7 +33,7 @@ const (
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
 	core.Params
-	Messages       []chatMessage            `json:"messages"`
+	Messages       messageList              `json:"messages"`
 	Logprobs       bool                     `json:"logprobs"`
 	TopLogprobs    *int                     `json:"top_logprobs"`
 	ResponseFormat *toolcall.ResponseFormat `json:"response_format"`
