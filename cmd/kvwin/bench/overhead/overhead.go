@@ -139,7 +139,10 @@ func serveAndMeasure(ctx context.Context, o Options, model string) ([]Row, error
 
 // measure runs every length against the server at base.
 func measure(ctx context.Context, o Options, base, model, label string) ([]Row, error) {
-	hc := &http.Client{}
+	// Buffers that take a long history's body in one write: with the
+	// default 4 KiB, the client's own copying and syscalls grow with the
+	// body and count as the server's overhead.
+	hc := &http.Client{Transport: &http.Transport{WriteBufferSize: 64 << 10, ReadBufferSize: 64 << 10}}
 	url := strings.TrimSuffix(base, "/") + "/v1/chat/completions"
 	var rows []Row
 	for i, n := range o.Messages {
