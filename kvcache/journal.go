@@ -173,7 +173,12 @@ func (j *Journal) SetSlot(slot int, tenant string, tokens []int) {
 		delete(j.slots, slot)
 		return
 	}
-	j.slots[slot] = SlotTokens{Slot: slot, Tenant: tenant, Tokens: slices.Clone(tokens)}
+	// The held tokens are written in place after what they share: a turn
+	// changes its slot's last blocks, and copying the whole conversation
+	// each turn was the one cost here that grew with it. snapshot copies
+	// what it hands out, so nothing else holds this slice.
+	held := prev.Tokens[:common]
+	j.slots[slot] = SlotTokens{Slot: slot, Tenant: tenant, Tokens: append(held, tokens[common:]...)}
 }
 
 // SetLoad states the node's requests running and waiting; a change is
@@ -220,6 +225,7 @@ func (j *Journal) drop(s *Subscription) {
 func (j *Journal) snapshot() JournalEvent {
 	slots := make([]SlotTokens, 0, len(j.slots))
 	for _, st := range j.slots {
+		st.Tokens = slices.Clone(st.Tokens) // SetSlot writes the held ones in place
 		slots = append(slots, st)
 	}
 	slices.SortFunc(slots, func(a, b SlotTokens) int { return a.Slot - b.Slot })

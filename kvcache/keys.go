@@ -142,14 +142,25 @@ func (k *Keyer) BlockBytes() int { return k.blockBytes }
 
 // Tokens keys the full blocks of tokens. Token ids are hashed as 32-bit
 // values, which is what llama.cpp's llama_token is.
-func (k *Keyer) Tokens(tokens []int) Chain {
+func (k *Keyer) Tokens(tokens []int) Chain { return k.TokensAfter(nil, tokens) }
+
+// TokensAfter is Tokens where known is already the chain of the first
+// len(known) blocks of tokens under k (the caller vouches for it; at most
+// the full blocks are used): only the blocks after them are hashed. A
+// slot's chain after a turn is mostly the chain its prompt was keyed by as
+// it arrived, so recording it costs the answer, not the conversation.
+func (k *Keyer) TokensAfter(known []Key, tokens []int) Chain {
 	b := k.blockTokens
 	keys := make([]Key, len(tokens)/b)
+	from := copy(keys, known)
 	// One buffer for every block: parent key then the block's ids. Reusing it
 	// keeps keying an 8k-token prompt to a single allocation besides keys.
 	buf := make([]byte, 8+4*b)
 	parent := k.exactRoot
-	for i := range keys {
+	if from > 0 {
+		parent = keys[from-1]
+	}
+	for i := from; i < len(keys); i++ {
 		binary.LittleEndian.PutUint64(buf, uint64(parent))
 		for j, t := range tokens[i*b : (i+1)*b] {
 			binary.LittleEndian.PutUint32(buf[8+4*j:], uint32(t))

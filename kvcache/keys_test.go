@@ -228,3 +228,28 @@ func TestKeyerTenantsShareNoKey(t *testing.T) {
 		t.Fatalf("namespaces: %+v %+v", a.Namespace(), base.Namespace())
 	}
 }
+
+// A chain continued from known keys is the chain keyed from nothing, for
+// every known length, a partial tail block and known keys past the full
+// blocks (which are not used).
+func TestTokensAfterKnownKeysIsTokens(t *testing.T) {
+	k, err := NewKeyer(Namespace{Model: "m"}, KeyerConfig{BlockTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k = k.ForTenant("t")
+	for n := 0; n <= 23; n++ {
+		tokens := make([]int, n)
+		for i := range tokens {
+			tokens[i] = i*7919 + 3
+		}
+		want := k.Tokens(tokens)
+		longer := k.Tokens(append(tokens, 1, 2, 3, 4, 5, 6, 7, 8))
+		for known := 0; known <= len(longer.Keys); known++ {
+			got := k.TokensAfter(longer.Keys[:known], tokens)
+			if !slices.Equal(got.Keys, want.Keys) || got.Length != want.Length || got.BlockSize != want.BlockSize {
+				t.Fatalf("%d tokens, %d known: %v, want %v", n, known, got, want)
+			}
+		}
+	}
+}

@@ -69,7 +69,7 @@ func (l *loop) clear(s *slot) {
 	l.e.lctx.KvCacheSeqRm(s.id, 0, -1)
 	s.tokens, s.prompt, s.shared, s.shiftedAt, s.forget = s.tokens[:0], 0, 0, -1, false
 	s.owner = kvcache.Owner{}
-	l.record(s, true)
+	l.record(s, true, nil)
 	l.e.mu.Lock()
 	l.e.views[s.id].Tokens, l.e.views[s.id].Tenant = 0, ""
 	l.e.mu.Unlock()

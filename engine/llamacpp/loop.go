@@ -245,7 +245,7 @@ func (l *loop) start(t *task) bool {
 	s.owner = kvcache.Owner{Tenant: t.req.Tenant, Conversation: t.req.Conversation}
 	t.slot, t.cached, t.nPrompt = s.id, reuse, reuse
 	s.task, s.prompt = t, len(t.prompt)
-	l.record(s, false)
+	l.record(s, false, t)
 	st := &l.e.stats
 	st.Requests.Add(1)
 	st.PromptTokens.Add(int64(len(t.prompt)))
@@ -396,9 +396,15 @@ func (l *loop) restore(s *slot, r *restore) bool {
 // journal reaches gateways behind the turn, and the cut-back published
 // as the turn starts would reach the gateway that sent the turn after it
 // recorded the turn's whole chain, and wipe that until the end's event.
-func (l *loop) record(s *slot, publish bool) {
+func (l *loop) record(s *slot, publish bool, t *task) {
 	loc := kvcache.Location{Backend: l.e.cfg.Name, Slot: s.id}
-	chain := l.e.kv.keyer.ForTenant(s.owner.Tenant).Tokens(s.tokens)
+	// The slot holds t's prompt, or its first part, or more: the blocks
+	// they share keep the keys t's chain gave them.
+	var known []kvcache.Key
+	if t != nil && t.req.Tenant == s.owner.Tenant {
+		known = t.chain.Keys[:min(len(t.chain.Keys), kvcache.SharedPrefix(s.tokens, t.prompt)/l.e.kv.keyer.BlockTokens())]
+	}
+	chain := l.e.kv.keyer.ForTenant(s.owner.Tenant).TokensAfter(known, s.tokens)
 	if s.shiftedAt >= 0 {
 		chain = l.e.kv.shifted(s.id, s.shifts).ForTenant(s.owner.Tenant).Tokens(s.tokens)
 	}
@@ -661,7 +667,7 @@ func (l *loop) finish(t *task, reason string, err error) {
 			// held when the request arrived, then learns what it holds now.
 			loc := kvcache.Location{Backend: l.e.cfg.Name, Slot: s.id}
 			l.e.kv.reg.Correct(loc, t.chain, t.cached)
-			l.record(s, true)
+			l.record(s, true, t)
 			// Publish now, before the caller wakes: when Generate returns,
 			// readers see the slot free.
 			l.e.mu.Lock()
