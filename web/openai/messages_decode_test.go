@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"unicode/utf8"
@@ -63,5 +64,77 @@ func TestMessageListDecodes(t *testing.T) {
 	}
 	if taken != 8 {
 		t.Errorf("the fast path took %d seeds, want the 8 arrays of objects of a plain role and a content", taken)
+	}
+}
+
+// DecodeFast takes only valid JSON and gives what encoding/json gives.
+func FuzzDecodeFastAsDecoded(f *testing.F) {
+	for _, s := range fastMessagesSeeds {
+		f.Add([]byte(`{"model":"m","messages":` + s + `,"max_tokens":1}`))
+	}
+	for _, s := range []string{
+		`{"messages":[{"role":"user","content":"x"}],"messages":[]}`,
+		`{"Messages":[{"role":"user","content":"x"}]}`,
+		`{"m\u0065ssages":[{"role":"user","content":"x"}]}`,
+		`{"messages":[{"role":"user","content":"x"}],"temperature":0.5,"stop":["\n"],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]}`,
+		`{"messages":[{"role":"user","content":"bad \x01"}]}`,
+		`{"messages":[{"role":"user","content":"x"}] "max_tokens":1}`,
+		`{"messages":[{"role":"user","content":"x"}],"max_tokens":"1"}`,
+		`{"a":"\"messages\":[]","messages":[{"role":"user","content":"\ud83d\ude00"}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"},]}]}`,
+		`{"messages":[{"role":"user","content":"x"}]}x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !utf8.Valid(b) {
+			return // decodeBody refuses it before any decoding
+		}
+		var got chatRequest
+		if !got.DecodeFast(b) {
+			if !reflect.DeepEqual(got, chatRequest{}) {
+				t.Fatalf("%s: refused, and changed the request: %#v", b, got)
+			}
+			return
+		}
+		var want chatRequest
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatalf("%s: taken, but encoding/json refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n fast %#v\n want %#v", b, got, want)
+		}
+	})
+}
+
+// A long conversation's body is taken by DecodeFast; the bodies it must
+// leave to encoding/json are left.
+func TestDecodeFastTakesTheCommonBody(t *testing.T) {
+	msgs := []map[string]string{{"role": "system", "content": "Be brief.\nAlways."}}
+	for i := range 60 {
+		msgs = append(msgs, map[string]string{"role": "user", "content": fmt.Sprintf("ask %d: ü \"quoted\" <|im_end|>", i)},
+			map[string]string{"role": "assistant", "content": fmt.Sprintf("answer %d\t🙂", i)})
+	}
+	body, err := json.Marshal(map[string]any{"model": "m", "messages": msgs, "max_tokens": 8, "temperature": 0, "stream": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want chatRequest
+	if !got.DecodeFast(body) {
+		t.Fatal("the common body was not taken")
+	}
+	if err := json.Unmarshal(body, &want); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("fast %#v\nwant %#v (%v)", got, want, err)
+	}
+	for _, s := range []string{
+		`{"messages":[{"role":"user","content":"x"}],"messages":[{"role":"user","content":"y"}]}`,
+		`{"MESSAGES":[{"role":"user","content":"x"}]}`,
+		`{"messages":[{"role":"assistant","content":null,"tool_calls":[]}]}`,
+		`{"messages":[{"role":"user","content":"x"}],"max_tokens":1,}`,
+	} {
+		var r chatRequest
+		if r.DecodeFast([]byte(s)) {
+			t.Errorf("%s: taken", s)
+		}
 	}
 }
