@@ -1,11 +1,20 @@
-// Package chat holds the OpenAI chat pieces the route and load workloads
-// share: deterministic filler text and the reading of a stream chunk.
+// Package chat holds the OpenAI chat pieces the benches share:
+// deterministic filler text, the reading of a stream chunk, and a POST that
+// survives a server closing its kept-alive connection.
 package chat
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Words is n bytes of words drawn from a small vocabulary by seed: the
@@ -37,4 +46,34 @@ func Delta(data string) (text string, ok bool) {
 		text += ch.Delta.Content
 	}
 	return text, true
+}
+
+// Post sends body to url with header, and sends it once more on a fresh
+// connection when the server had closed the kept-alive one as it was
+// written: llama-server's HTTP library closes a connection after 100
+// requests, and Go's client resends only requests it knows to be
+// idempotent. start is when the request that was answered was sent, so a
+// turn's time never holds the failed write.
+func Post(ctx context.Context, hc *http.Client, url string, header http.Header, body []byte) (resp *http.Response, start time.Time, err error) {
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		start = time.Now()
+		resp, err = hc.Do(req)
+		if err == nil || attempt > 0 || ctx.Err() != nil || !closedUnder(err) {
+			return resp, start, err
+		}
+	}
+}
+
+// closedUnder reports whether err is the peer closing the connection as a
+// request was written to it.
+func closedUnder(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) ||
+		errors.Is(err, net.ErrClosed) // the client's reader saw the reset first and closed it under the writer
 }

@@ -1,6 +1,16 @@
 package chat
 
-import "testing"
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+)
 
 func TestWords(t *testing.T) {
 	for _, n := range []int{0, 1, 7, 200} {
@@ -29,5 +39,54 @@ func TestDelta(t *testing.T) {
 		if text, ok := Delta(tt.data); text != tt.text || ok != tt.ok {
 			t.Errorf("Delta(%s) = %q, %v; want %q, %v", tt.data, text, ok, tt.text, tt.ok)
 		}
+	}
+}
+
+// A server that closes a connection after its first request (as
+// llama-server's HTTP library does after 100) costs no turn: the next
+// request, written into the closed connection, is sent again on a new one.
+func TestPostSurvivesAClosedKeptAliveConnection(t *testing.T) {
+	var served atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				b, _ := io.ReadAll(req.Body)
+				served.Add(1)
+				// Kept alive as far as the client knows; closed, unread,
+				// once the next request starts on it.
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(b), b)
+				c.Read(make([]byte, 1))
+			}()
+		}
+	}()
+	hc := &http.Client{}
+	body := bytes.Repeat([]byte("x"), 256<<10) // larger than the socket buffers: the write fails
+	for i := range 5 {
+		resp, _, err := Post(context.Background(), hc, "http://"+ln.Addr().String(), http.Header{"Content-Type": {"text/plain"}}, body)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Equal(got, body) {
+			t.Fatalf("request %d: %d bytes back", i, len(got))
+		}
+	}
+	if n := served.Load(); n != 5 {
+		t.Fatalf("served %d requests, want 5", n)
 	}
 }

@@ -1,7 +1,6 @@
 package overhead
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -64,15 +63,9 @@ type sample struct {
 // marshaled before the measurement, so the allocations counted are the
 // HTTP exchange's and (in process) the server's.
 func turn(ctx context.Context, hc *http.Client, url string, b []byte) (sample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return sample{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	start := time.Now()
-	resp, err := hc.Do(req)
+	resp, start, err := chat.Post(ctx, hc, url, http.Header{"Content-Type": {"application/json"}}, b)
 	if err != nil {
 		return sample{}, err
 	}

@@ -2,7 +2,6 @@ package ttft
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"kvwin/cmd/kvwin/bench/chat"
 	"kvwin/engine/wire"
 )
 
@@ -92,15 +92,11 @@ func sendWith(ctx context.Context, hc *http.Client, url string, p Policy, body a
 	if err != nil {
 		return exchange{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return exchange{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set(headerPolicy, p.Window())
-	start := time.Now()
-	resp, err := hc.Do(req)
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	h.Set(headerPolicy, p.Window())
+	resp, start, err := chat.Post(ctx, hc, url, h, b)
 	if err != nil {
 		return exchange{}, fmt.Errorf("ttft: policy %s turn %d: %w", p, turn, err)
 	}
