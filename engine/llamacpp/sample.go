@@ -1,9 +1,53 @@
 package llamacpp
 
 /*
+#include <math.h>
 #include <stdint.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 struct llama_context;
 float * llama_get_logits_ith(struct llama_context * ctx, int32_t i);
+
+// kvwin_argmax is the index of row's largest value, the lowest of equals,
+// NaNs passed over, 0 when no value is above -inf: argmaxGo's answer, eight
+// lanes at a time where the build has AVX2 (max_ps returns its second
+// operand when the first is NaN, so NaNs never become the maximum).
+static int32_t kvwin_argmax(const float *row, int32_t n) {
+	float best = -INFINITY;
+	int32_t i = 0;
+#ifdef __AVX2__
+	__m256 m = _mm256_set1_ps(-INFINITY);
+	for (; i + 8 <= n; i += 8) {
+		m = _mm256_max_ps(_mm256_loadu_ps(row + i), m);
+	}
+	float lanes[8];
+	_mm256_storeu_ps(lanes, m);
+	for (int j = 0; j < 8; j++) {
+		if (lanes[j] > best) best = lanes[j];
+	}
+#endif
+	for (; i < n; i++) {
+		if (row[i] > best) best = row[i];
+	}
+	if (best == -INFINITY) {
+		return 0;
+	}
+	i = 0;
+#ifdef __AVX2__
+	__m256 b = _mm256_set1_ps(best);
+	for (; i + 8 <= n; i += 8) {
+		int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + i), b, _CMP_EQ_OQ));
+		if (mask) {
+			return i + __builtin_ctz(mask);
+		}
+	}
+#endif
+	for (; i < n; i++) {
+		if (row[i] == best) return i;
+	}
+	return 0;
+}
 */
 import "C"
 
@@ -176,14 +220,13 @@ var fullSampler bool
 
 // argmax is the id of row's largest logit, the lowest of equals; NaNs are
 // passed over (a row of them gives 0, which the caller finds not finite).
+// It runs in C, vectorised: Go's scan of a 128k-token vocabulary took
+// 0.15-0.3 ms a token, more than the rest of choosing it.
 func argmax(row []float32) int {
-	best, at := float32(math.Inf(-1)), 0
-	for i, v := range row {
-		if v > best {
-			best, at = v, i
-		}
+	if len(row) == 0 {
+		return 0
 	}
-	return at
+	return int(C.kvwin_argmax((*C.float)(unsafe.Pointer(&row[0])), C.int32_t(len(row))))
 }
 
 // errNotFinite ends an answer whose logits llama.cpp computed as NaN or

@@ -3,6 +3,7 @@ package llamacpp
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"kvwin/engine"
@@ -60,6 +61,30 @@ func TestArgmax(t *testing.T) {
 			t.Errorf("argmax(%v) = %d, want %d", c.row, got, c.want)
 		}
 	}
+	// The vectorised scan against the definition, on rows of every length
+	// around its lane width and a vocabulary's, with ties, NaNs, infinities
+	// and signed zeros where its lanes meet.
+	rng := rand.New(rand.NewPCG(1, 2))
+	special := []float32{nan, inf, -inf, 0, float32(math.Copysign(0, -1)), 7, 7}
+	for _, n := range []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 1000, 128256} {
+		for range 40 {
+			row := make([]float32, n)
+			for i := range row {
+				row[i] = float32(rng.NormFloat64())
+				if rng.IntN(8) == 0 {
+					row[i] = special[rng.IntN(len(special))]
+				}
+			}
+			if rng.IntN(4) == 0 {
+				for i := range row {
+					row[i] = special[rng.IntN(3)] // NaNs and infinities only
+				}
+			}
+			if got, want := argmax(row), argmaxGo(row); got != want {
+				t.Fatalf("%d values: argmax %d (%v), definition %d (%v)", n, got, row[got], want, row[want])
+			}
+		}
+	}
 	greedy := engine.Sampling{Temperature: 0, RepeatPenalty: 1, TopK: 40, TopP: 0.95, MinP: 0.05}
 	for _, c := range []struct {
 		name string
@@ -80,4 +105,15 @@ func TestArgmax(t *testing.T) {
 			t.Errorf("%s: argmaxes %v, want %v", c.name, got, c.want)
 		}
 	}
+}
+
+// argmaxGo is argmax's definition, in Go, which the test holds argmax to.
+func argmaxGo(row []float32) int {
+	best, at := float32(math.Inf(-1)), 0
+	for i, v := range row {
+		if v > best {
+			best, at = v, i
+		}
+	}
+	return at
 }
