@@ -66,11 +66,11 @@ func fastMessages(b []byte) (out []chatMessage, ok bool) {
 				i = skipSpace(b, i+1)
 				switch key {
 				case "role":
-					role, next, ok := plainAt(b, i)
+					role, next, ok := plainBytesAt(b, i)
 					if !ok {
 						return nil, false
 					}
-					m.Role, i = role, next
+					m.Role, i = roleString(role), next
 				case "content":
 					end, ok := valueEnd(b, i)
 					if !ok {
@@ -121,18 +121,41 @@ func skipSpace(b []byte, i int) int {
 // plainAt reads the string at b[i] if it has no escapes: its text and the
 // offset after its closing quote.
 func plainAt(b []byte, i int) (string, int, bool) {
+	s, next, ok := plainBytesAt(b, i)
+	return string(s), next, ok
+}
+
+// plainBytesAt is plainAt's text as the bytes of b.
+func plainBytesAt(b []byte, i int) ([]byte, int, bool) {
 	if i >= len(b) || b[i] != '"' {
-		return "", 0, false
+		return nil, 0, false
 	}
 	for j := i + 1; j < len(b); j++ {
 		switch c := b[j]; {
 		case c == '"':
-			return string(b[i+1 : j]), j + 1, true
+			return b[i+1 : j], j + 1, true
 		case c == '\\' || c < 0x20:
-			return "", 0, false
+			return nil, 0, false
 		}
 	}
-	return "", 0, false
+	return nil, 0, false
+}
+
+// roleString is a role's text, the known roles without an allocation.
+func roleString(b []byte) string {
+	switch string(b) {
+	case "user":
+		return "user"
+	case "assistant":
+		return "assistant"
+	case "system":
+		return "system"
+	case "tool":
+		return "tool"
+	case "developer":
+		return "developer"
+	}
+	return string(b)
 }
 
 // valueEnd is the offset after the string, null, array or object at b[i];
