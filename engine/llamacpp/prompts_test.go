@@ -189,7 +189,7 @@ func TestPromptCacheKeepsSinkPadding(t *testing.T) {
 // tenant's first request of the same conversation finds nothing, and each
 // tenant's own next turn finds its own.
 func TestPromptCacheIsPerTenant(t *testing.T) {
-	for _, c := range []promptCase{promptCases[0], promptCases[2]} {
+	for _, c := range []promptCase{promptCases[0], promptCases[1], promptCases[2]} {
 		t.Run(c.name, func(t *testing.T) {
 			e := promptCaseEngine(t, c)
 			turns := conversationTurns(false)
@@ -259,7 +259,7 @@ func TestCountMessagesReusesItsTenantsPrefix(t *testing.T) {
 // message), so the tokenize phase of Server-Timing says nothing of what
 // others sent.
 func TestTokenCacheIsPerTenant(t *testing.T) {
-	for _, c := range []promptCase{promptCases[0], promptCases[2]} {
+	for _, c := range []promptCase{promptCases[0], promptCases[1], promptCases[2]} {
 		t.Run(c.name, func(t *testing.T) {
 			e := promptCaseEngine(t, c)
 			msgs := conversationTurns(true)[2]
