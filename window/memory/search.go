@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Query asks for the evicted turns an ask needs.
@@ -147,9 +150,12 @@ func (x *Index) match(q Query, limit int) match {
 	m.share, m.question, m.fill = ask, !q.Statement, q.FillTokens > 0
 	m.subjects = f.askSubjects(q.Ask, q.Asker)
 	for _, d := range m.scores.touched {
-		m.best = max(m.best, m.scores.get(d))
-		if !f.aboutOthers(x.turns[d].Pos, m.subjects) {
-			m.own = max(m.own, m.scores.get(d))
+		s := m.scores.get(d)
+		m.best = max(m.best, s)
+		// The fact check only for a score that would raise own: a common
+		// word touches tens of thousands of turns.
+		if s > m.own && !f.aboutOthers(x.turns[d].Pos, m.subjects) {
+			m.own = s
 		}
 		m.beyond = m.beyond || relevant(m.scores.mass[d], ask)
 	}
@@ -192,7 +198,15 @@ func (cs *candidates) add(d int32, sc float64, fact, fill bool) {
 // rank returns the candidates best first, at most maxExamined: the lexical
 // hits, the statements about the ask's subjects and their neighbours.
 func (x *Index) rank(m match, limit int) []cand {
-	cs := &candidates{at: map[int32]int{}}
+	// The candidates' map and list are reused from search to search: a
+	// common word adds thousands, and growing them was most of a search's
+	// allocation.
+	cs := candidatePool.Get().(*candidates)
+	defer func() {
+		clear(cs.at)
+		cs.ranked = cs.ranked[:0]
+		candidatePool.Put(cs)
+	}()
 	for _, d := range m.scores.touched {
 		if m.inView || !m.beyond {
 			break
@@ -226,8 +240,10 @@ func (x *Index) rank(m match, limit int) []cand {
 	if len(ranked) > maxExamined {
 		ranked = ranked[:maxExamined]
 	}
-	return ranked
+	return slices.Clone(ranked) // cs goes back to the pool
 }
+
+var candidatePool = sync.Pool{New: func() any { return &candidates{at: map[int32]int{}} }}
 
 // addStatements adds the statements below limit about the ask's subjects.
 func (x *Index) addStatements(cs *candidates, m match, limit int) {
@@ -293,10 +309,10 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	var stats searchStats
 	f := x.facts
 	inWindow := map[int]bool{}
-	windowText := map[string]bool{}
+	windowText := map[uint64]bool{}
 	for _, t := range q.Window {
 		inWindow[t.Pos] = true
-		windowText[normalText(t.Text)] = true
+		windowText[normalKey(t.Text)] = true
 	}
 	later := f.windowFacts(q.Window)
 	found := make([]int, len(ranked))
@@ -324,7 +340,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	// ask made of common words can match thousands of turns, and only the
 	// first few that pass matter.
 	var out []Hit
-	seen := map[string]bool{}
+	seen := map[uint64]bool{}
 	used, filled := 0, 0
 	for i, c := range ranked {
 		if q.K > 0 && len(out) >= q.K {
@@ -334,7 +350,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 			break
 		}
 		t := x.turns[c.doc]
-		text := normalText(t.Text)
+		text := normalKey(t.Text)
 		switch {
 		case inWindow[t.Pos]:
 			stats.inWindow++
@@ -407,4 +423,27 @@ func topK[T any](xs []T, k int, key func(T) float64) []T {
 	return xs[:k]
 }
 
-func normalText(s string) string { return strings.Join(terms(s), " ") }
+// normalKey is the FNV-1a hash of a text's terms joined by spaces, computed without building
+// it: a search compares the normal texts of its window and candidates, a
+// thousand or more a search.
+func normalKey(s string) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	var buf [utf8.UTFMax]byte
+	inTerm, any := false, false
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsNumber(r) {
+			if !inTerm && any {
+				h = (h ^ ' ') * prime
+			}
+			inTerm, any = true, true
+			n := utf8.EncodeRune(buf[:], unicode.ToLower(r))
+			for _, c := range buf[:n] {
+				h = (h ^ uint64(c)) * prime
+			}
+			continue
+		}
+		inTerm = false
+	}
+	return h
+}

@@ -3,6 +3,7 @@ package memory
 import (
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -173,7 +174,8 @@ const maxUpdaters = 256
 type updater struct {
 	pos     int
 	subject string
-	has     map[uint64]bool
+	ws      []word
+	has     map[uint64]bool // spans(ws), made when a fact is first checked against it
 }
 
 // updaters returns, latest first, the turns among turns that may update a
@@ -182,33 +184,77 @@ func updaters(turns []Turn, subjects []string) []updater {
 	if len(subjects) == 0 {
 		return nil
 	}
-	sorted := slices.Clone(turns)
-	slices.SortFunc(sorted, func(a, b Turn) int { return b.Pos - a.Pos })
+	// Latest first, by index: a Turn is too large to move around in a sort.
+	order := make([]int32, len(turns))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return turns[b].Pos - turns[a].Pos })
 	var out []updater
-	for _, t := range sorted {
+	for _, i := range order {
 		if len(out) >= maxUpdaters {
 			break
 		}
-		lower := strings.ToLower(t.Text)
+		t := turns[i]
 		named := false
 		for _, s := range subjects {
-			named = named || "@"+t.Role == s || strings.Contains(lower, s)
+			named = named || isRole(s, t.Role) || containsLower(t.Text, s)
 		}
 		if !named || !states(t.Text) {
 			continue // cheap checks first: most candidates name no subject
 		}
 		ws := words(t.Text)
 		for _, s := range subjects {
-			named := "@"+t.Role == s
+			named := isRole(s, t.Role)
 			for _, w := range ws {
 				named = named || w.lower == s
 			}
 			if named {
-				out = append(out, updater{pos: t.Pos, subject: s, has: spans(ws)})
+				out = append(out, updater{pos: t.Pos, subject: s, ws: ws})
 			}
 		}
 	}
 	return out
+}
+
+// isRole reports whether subject is the speaker role ("@user").
+func isRole(subject, role string) bool {
+	return len(subject) == len(role)+1 && subject[0] == '@' && subject[1:] == role
+}
+
+// containsLower is strings.Contains(strings.ToLower(text), sub) for a
+// lower-case sub, without lowering a copy of text where text is ASCII.
+func containsLower(text, sub string) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] >= utf8.RuneSelf {
+			return strings.Contains(strings.ToLower(text), sub)
+		}
+	}
+	if len(sub) == 0 {
+		return true
+	}
+	for i := 0; i+len(sub) <= len(text); i++ {
+		if c := text[i]; c|0x20 == sub[0] || c == sub[0] {
+			if asciiLowerEqual(text[i:i+len(sub)], sub) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// asciiLowerEqual reports whether the ASCII text a, lowered, is b.
+func asciiLowerEqual(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // states reports whether some sentence of text is not a question.
@@ -247,9 +293,15 @@ func spans(ws []word) map[uint64]bool {
 // The order of the conversation is the evidence of which is current; no
 // list of verbs is.
 func (f *facts) updated(x fact, pos int, ups []updater) bool {
-	for _, u := range ups {
-		if u.pos > pos && u.subject == x.subject && u.has[x.value] {
-			return true
+	for i := range ups {
+		u := &ups[i]
+		if u.pos > pos && u.subject == x.subject {
+			if u.has == nil {
+				u.has = spans(u.ws)
+			}
+			if u.has[x.value] {
+				return true
+			}
 		}
 	}
 	return false
