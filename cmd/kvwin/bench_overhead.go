@@ -35,6 +35,8 @@ server the same way instead (e.g. a llama-server: run it with one slot).`,
 	f.IntVar(&o.Turns, "turns", 20, "measured turns per length")
 	f.IntVar(&o.Threads, "threads", 1, "compute threads of the in-process server")
 	f.IntVar(&o.Ctx, "ctx", 8192, "context of the in-process server's one slot")
+	f.StringVar(&o.Window, "window", "full", "window policy of the in-process server: full, sliding, sink or memory (a longer history is cut the same way every turn)")
+	f.IntVar(&o.WindowBudget, "window-budget", 0, "window budget of the in-process server (default: its context less the output reservation)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (in process)")
 	f.BoolVar(&o.JSON, "json", false, "print only JSON on standard output (the table goes to standard error)")
 	return cmd

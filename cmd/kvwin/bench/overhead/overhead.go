@@ -8,6 +8,7 @@
 package overhead
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,11 @@ type Options struct {
 	Threads int
 	// Ctx is the in-process server's context (one slot).
 	Ctx int
+	// Window is the in-process server's window policy (default full) and
+	// WindowBudget its budget (0: the server's default); a history beyond
+	// it is cut the same way every turn, which stays fully cached.
+	Window       string
+	WindowBudget int
 	// CPUProfile, if set, is a file for a CPU profile of the measured turns
 	// (in process only: it profiles this process).
 	CPUProfile string
@@ -111,7 +117,7 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 }
 
 // serveAndMeasure starts kvwin serve in process on model (one slot,
-// --window full, no snapshots) and measures it.
+// --window full unless o.Window says, no snapshots) and measures it.
 func serveAndMeasure(ctx context.Context, o Options, model string) ([]Row, error) {
 	dir, err := os.MkdirTemp("", "kvwin-bench-overhead-")
 	if err != nil {
@@ -120,7 +126,7 @@ func serveAndMeasure(ctx context.Context, o Options, model string) ([]Row, error
 	defer os.RemoveAll(dir)
 	a, err := app.New(app.Config{
 		Addr: "127.0.0.1:0", DataDir: dir, Model: model, Slots: 1, Ctx: o.Ctx, Threads: o.Threads,
-		Queue: 4, Window: "full", MaxBody: 64 << 20, ShutdownTimeout: 5 * time.Second, NoSnapshots: true,
+		Queue: 4, Window: cmp.Or(o.Window, "full"), WindowBudget: o.WindowBudget, MaxBody: 64 << 20, ShutdownTimeout: 5 * time.Second, NoSnapshots: true,
 		LogLevel: slog.LevelWarn,
 	})
 	if err != nil {
