@@ -121,12 +121,20 @@ func (t *Template) pick(tools []any) *jinja.Template {
 // passes it. Tools are decoded values, or JSON text (json.RawMessage) whose
 // key order is kept.
 func (t *Template) data(msgs []engine.Message, tools []any, addGen bool, wrap func(string) string) (map[string]jinja.Value, error) {
-	ms := make([]any, len(msgs))
+	// Built as the engine's values directly, which is what FromGoValue of
+	// a map[string]any per message gives (keys in sorted order) without
+	// reflecting over it: a long conversation's messages are converted
+	// every turn.
+	ms := make([]jinja.Value, len(msgs))
 	for i, m := range msgs {
-		ms[i] = map[string]any{"role": m.Role, "content": wrap(m.Content)}
+		v := jinja.NewDict()
+		d := v.AsDict()
+		d.Set("content", jinja.NewString(wrap(m.Content)))
+		d.Set("role", jinja.NewString(m.Role))
+		ms[i] = v
 	}
 	d := map[string]jinja.Value{
-		"messages":              jinja.FromGoValue(ms),
+		"messages":              jinja.NewList(ms),
 		"add_generation_prompt": jinja.NewBool(addGen),
 		"bos_token":             jinja.NewString(t.bos),
 		"eos_token":             jinja.NewString(t.eos),
