@@ -32,13 +32,20 @@ var (
 	ErrNoLogprobs = errors.New("logprobs: this backend cannot report log-probabilities")
 )
 
-// ContextLengthError says a prompt does not fit the context of one slot.
+// ContextLengthError says a prompt does not fit the context of one slot,
+// or (Window) the budget of the window policy cutting it.
 type ContextLengthError struct {
 	PromptTokens int // tokens the prompt needs
-	Limit        int // tokens one slot holds
+	Limit        int // tokens one slot holds, or the window's budget
+	// Window: Limit is the window budget (kvwin serve --window-budget),
+	// which the client is told, not the slot's context.
+	Window bool
 }
 
 func (e *ContextLengthError) Error() string {
+	if e.Window {
+		return fmt.Sprintf("the window budget is %d tokens, but the prompt needs %d tokens", e.Limit, e.PromptTokens)
+	}
 	return fmt.Sprintf("this model's context per slot is %d tokens, but the prompt has %d tokens", e.Limit, e.PromptTokens)
 }
 

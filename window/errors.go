@@ -41,5 +41,5 @@ func (e *TooLongError) Error() string {
 
 // Unwrap lets errors.As find an *engine.ContextLengthError.
 func (e *TooLongError) Unwrap() error {
-	return &engine.ContextLengthError{PromptTokens: e.Tokens, Limit: e.Budget}
+	return &engine.ContextLengthError{PromptTokens: e.Tokens, Limit: e.Budget, Window: true}
 }

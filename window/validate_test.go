@@ -108,3 +108,17 @@ func TestEmptyAssistantAnswerIsAccepted(t *testing.T) {
 		t.Fatalf("Build: %v, %d messages", err, len(res.Messages))
 	}
 }
+
+// A prompt over the window budget tells the client the budget, not a
+// slot's context it may not be near: context_length_exceeded names what
+// was exceeded.
+func TestTooLongNamesTheWindowBudget(t *testing.T) {
+	var cl *engine.ContextLengthError
+	err := error(&TooLongError{Policy: "full", Message: -1, Tokens: 7068, Budget: 2048})
+	if !errors.As(err, &cl) || !cl.Window || cl.Limit != 2048 || cl.PromptTokens != 7068 {
+		t.Fatalf("unwraps to %#v", cl)
+	}
+	if got, want := cl.Error(), "the window budget is 2048 tokens, but the prompt needs 7068 tokens"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+}
