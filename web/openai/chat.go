@@ -94,8 +94,8 @@ func messageContent(raw json.RawMessage, i int) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
-	if s, ok := plainString(raw); ok {
-		return s, nil
+	if s, ok := core.PlainString(raw); ok {
+		return string(s), nil
 	}
 	param := fmt.Sprintf("messages[%d].content", i)
 	var text string
@@ -121,21 +121,6 @@ func messageContent(raw json.RawMessage, i int) (string, error) {
 		b.WriteString(*p.Text)
 	}
 	return b.String(), nil
-}
-
-// plainString is the text of a JSON string without escapes: the bytes
-// between its quotes, which is what decoding it gives. raw is one JSON value
-// of a body already checked to be valid JSON and UTF-8; anything with a
-// backslash is left to the decoder.
-func plainString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') >= 0 || bytes.IndexByte(inner, '"') >= 0 {
-		return "", false
-	}
-	return string(inner), true
 }
 
 // chatFormat renders chat completion objects. When the request offered

@@ -3,6 +3,8 @@ package openai
 import (
 	"encoding/json"
 	"testing"
+
+	"kvwin/web/core"
 )
 
 // A message's content read without the decoder is what the decoder gives,
@@ -17,7 +19,7 @@ func TestMessageContentAsDecoded(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("%s: got %q, %v; want %q", raw, got, err, want)
 		}
-		if _, fast := plainString([]byte(raw)); fast != (want == raw[1:len(raw)-1]) {
+		if _, fast := core.PlainString([]byte(raw)); fast != (want == raw[1:len(raw)-1]) {
 			t.Errorf("%s: read without the decoder %v", raw, fast)
 		}
 	}

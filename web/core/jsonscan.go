@@ -1,0 +1,305 @@
+package core
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// A scanner for the one part of a chat body that grows with the
+// conversation: its messages. encoding/json's reflective decode of a long
+// history was most of a cached turn's time outside llama.cpp (about 1.5 µs
+// a message, more through a type with its own UnmarshalJSON). A route's
+// FastDecoder finds the top-level messages value (TopLevelValue), reads
+// its objects field by field (ScanObjects, every value checked as JSON),
+// and leaves the rest of the body, with the messages replaced by null, to
+// encoding/json (DecodeWithout). Whatever the scanner does not take -
+// another shape, an escaped key, a repeated or differently cased messages
+// key - goes to encoding/json whole, so errors keep its wording.
+
+// TopLevelValue finds the value of key in the JSON object b, scanning its
+// structure strictly (keys, colons, commas) and skipping the other values
+// by their extent only; ok is false unless key is there exactly once and no
+// key is escaped or matches key in another case (encoding/json would take
+// the last, and matches keys case-insensitively).
+func TopLevelValue(b []byte, key string) (start, end int, ok bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return 0, 0, false
+	}
+	found := false
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return 0, 0, false
+	}
+	for {
+		k, next, ok := plainAt(b, i)
+		if !ok || string(k) != key && strings.EqualFold(string(k), key) || string(k) == key && found {
+			return 0, 0, false
+		}
+		i = skipSpace(b, next)
+		if i >= len(b) || b[i] != ':' {
+			return 0, 0, false
+		}
+		i = skipSpace(b, i+1)
+		vend, ok := extent(b, i)
+		if !ok {
+			return 0, 0, false
+		}
+		if string(k) == key {
+			start, end, found = i, vend, true
+		}
+		i = skipSpace(b, vend)
+		if i >= len(b) {
+			return 0, 0, false
+		}
+		if b[i] == '}' {
+			return start, end, found && skipSpace(b, i+1) == len(b)
+		}
+		if b[i] != ',' {
+			return 0, 0, false
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+// DecodeWithout decodes body into v with its bytes start:end (a value)
+// replaced by null; false, v untouched, if encoding/json refuses that.
+// With a valid value between start and end, the body is valid exactly when
+// what is decoded is.
+func DecodeWithout[T any](body []byte, start, end int, v *T) bool {
+	rest := make([]byte, 0, len(body)-(end-start)+4)
+	rest = append(append(append(rest, body[:start]...), "null"...), body[end:]...)
+	var out T
+	if json.Unmarshal(rest, &out) != nil {
+		return false
+	}
+	*v = out
+	return true
+}
+
+// ScanObjects reads b as an array of objects, calling object before each
+// object's fields and field for each of its keys (a string without
+// escapes) with the raw value: a string, null, array or object, each
+// checked as JSON (numbers and booleans, which no message field the
+// scanners take has, end the scan). ok is false when the shape is
+// anything else, b is not valid JSON there, or field refuses. Values
+// alias b.
+func ScanObjects(b []byte, object func(), field func(key, value []byte) bool) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for {
+		if i >= len(b) || b[i] != '{' {
+			return false
+		}
+		object()
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			i++
+		} else {
+			for {
+				key, next, ok := plainAt(b, i)
+				if !ok {
+					return false
+				}
+				i = skipSpace(b, next)
+				if i >= len(b) || b[i] != ':' {
+					return false
+				}
+				i = skipSpace(b, i+1)
+				end, ok := valueEnd(b, i)
+				if !ok || !field(key, b[i:end:end]) {
+					return false
+				}
+				i = skipSpace(b, end)
+				if i >= len(b) {
+					return false
+				}
+				if b[i] == '}' {
+					i++
+					break
+				}
+				if b[i] != ',' {
+					return false
+				}
+				i = skipSpace(b, i+1)
+			}
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return false
+		}
+		if b[i] == ']' {
+			return skipSpace(b, i+1) == len(b)
+		}
+		if b[i] != ',' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+	}
+}
+
+// PlainString is the text of the JSON string raw if it has no escapes: the
+// bytes between its quotes.
+func PlainString(raw []byte) ([]byte, bool) {
+	s, next, ok := plainAt(raw, 0)
+	return s, ok && next == len(raw)
+}
+
+// String decodes the JSON string raw (checked), its escapes through
+// encoding/json; ok is false if raw is not a string.
+func String(raw []byte) (string, bool) {
+	if s, ok := PlainString(raw); ok {
+		return string(s), true
+	}
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// Role is a message role's text, the known roles without an allocation.
+func Role(b []byte) string {
+	switch string(b) {
+	case "user":
+		return "user"
+	case "assistant":
+		return "assistant"
+	case "system":
+		return "system"
+	case "tool":
+		return "tool"
+	case "developer":
+		return "developer"
+	}
+	return string(b)
+}
+
+// skipSpace is the offset of the first byte from i on that is not JSON
+// whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainAt reads the string at b[i] if it has no escapes (and no control
+// bytes): its text and the offset after its closing quote.
+func plainAt(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i+1 : j], j + 1, true
+		case c == '\\' || c < 0x20:
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
+}
+
+// valueEnd is the offset after the string, null, array or object at b[i],
+// checked as JSON; ok is false for numbers and booleans.
+func valueEnd(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case 'n':
+		if len(b)-i >= 4 && string(b[i:i+4]) == "null" {
+			return i + 4, true
+		}
+		return 0, false
+	case '[', '{':
+		// Content parts: rare enough to be checked by encoding/json's
+		// scanner once their end is found.
+		end, ok := nestedEnd(b, i)
+		return end, ok && json.Valid(b[i:end])
+	}
+	return 0, false
+}
+
+// nestedEnd is the offset after the array or object at b[i], found by
+// balancing brackets outside strings; it does not check what is between.
+func nestedEnd(b []byte, i int) (int, bool) {
+	depth := 0
+	for j := i; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			end, ok := stringEnd(b, j)
+			if !ok {
+				return 0, false
+			}
+			j = end - 1
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth--; depth == 0 {
+				return j + 1, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// stringEnd is the offset after the string that starts at b[i]; ok is
+// false unless it is a valid JSON string (no control bytes, known escapes;
+// its UTF-8 is checked with the whole body).
+func stringEnd(b []byte, i int) (int, bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1, true
+		case c < 0x20:
+			return 0, false
+		case c == '\\':
+			if j++; j >= len(b) {
+				return 0, false
+			}
+			switch b[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(b) || !isHex(b[j+1]) || !isHex(b[j+2]) || !isHex(b[j+3]) || !isHex(b[j+4]) {
+					return 0, false
+				}
+				j += 4
+			default:
+				return 0, false
+			}
+		}
+	}
+	return 0, false
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+// extent is the offset after the JSON value at b[i], by its extent only:
+// strings and brackets are matched, a number or literal runs to the next
+// delimiter.
+func extent(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '[', '{':
+		return nestedEnd(b, i)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j, j > i
+}
