@@ -12,7 +12,7 @@ import (
 // FastDecoder finds the top-level messages value (TopLevelValue), reads
 // its objects field by field (ScanObjects, every value checked as JSON),
 // and leaves the rest of the body, with the messages replaced by null, to
-// encoding/json (DecodeWithout). Whatever the scanner does not take -
+// encoding/json (DecodeMessages does the three). Whatever the scanner does not take -
 // another shape, an escaped key, a repeated or differently cased messages
 // key - goes to encoding/json whole, so errors keep its wording.
 
@@ -21,6 +21,8 @@ import (
 // by their extent only; ok is false unless key is there exactly once and no
 // key is escaped or matches key in another case (encoding/json would take
 // the last, and matches keys case-insensitively).
+//
+// A route's FastDecoder is DecodeMessages with the route's own scan.
 func TopLevelValue(b []byte, key string) (start, end int, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -62,17 +64,28 @@ func TopLevelValue(b []byte, key string) (start, end int, ok bool) {
 	}
 }
 
-// DecodeWithout decodes body into v with its bytes start:end (a value)
-// replaced by null; false, v untouched, if encoding/json refuses that.
-// With a valid value between start and end, the body is valid exactly when
-// what is decoded is.
-func DecodeWithout[T any](body []byte, start, end int, v *T) bool {
+// DecodeMessages is a FastDecoder's whole work: it finds body's top-level
+// messages value, reads it with scan, and decodes the rest of the body
+// into v with encoding/json, the messages replaced by null; then field(v)
+// gets what scan read. With the messages valid (scan checks them) the
+// body is valid exactly when that rest is. false, v untouched, when any
+// step refuses, or when the rest still sets the field.
+func DecodeMessages[T any, L ~[]E, E any](body []byte, v *T, scan func([]byte) (L, bool), field func(*T) *L) bool {
+	start, end, ok := TopLevelValue(body, "messages")
+	if !ok {
+		return false
+	}
+	msgs, ok := scan(body[start:end])
+	if !ok {
+		return false
+	}
 	rest := make([]byte, 0, len(body)-(end-start)+4)
 	rest = append(append(append(rest, body[:start]...), "null"...), body[end:]...)
 	var out T
-	if json.Unmarshal(rest, &out) != nil {
+	if json.Unmarshal(rest, &out) != nil || *field(&out) != nil {
 		return false
 	}
+	*field(&out) = msgs
 	*v = out
 	return true
 }

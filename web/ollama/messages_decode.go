@@ -18,12 +18,14 @@ import (
 // api.Message's UnmarshalJSON lowers it. FuzzChatDecodeFastAsDecoded holds
 // it to encoding/json's result.
 func (b *ollamaChatBody) DecodeFast(body []byte) bool {
-	start, end, ok := core.TopLevelValue(body, "messages")
-	if !ok {
-		return false
-	}
+	return core.DecodeMessages(body, b, scanMessages, func(b *ollamaChatBody) *[]oapi.Message { return &b.Messages })
+}
+
+// scanMessages reads an /api/chat messages array of roles and string or
+// null contents (core.ScanObjects).
+func scanMessages(raw []byte) ([]oapi.Message, bool) {
 	msgs := make([]oapi.Message, 0, 16)
-	ok = core.ScanObjects(body[start:end], func() { msgs = append(msgs, oapi.Message{}) }, func(key, value []byte) bool {
+	ok := core.ScanObjects(raw, func() { msgs = append(msgs, oapi.Message{}) }, func(key, value []byte) bool {
 		m := &msgs[len(msgs)-1]
 		if string(value) == "null" {
 			return string(key) == "role" || string(key) == "content" // a string field keeps its value
@@ -43,14 +45,5 @@ func (b *ollamaChatBody) DecodeFast(body []byte) bool {
 		}
 		return ok
 	})
-	if !ok {
-		return false
-	}
-	var out ollamaChatBody
-	if !core.DecodeWithout(body, start, end, &out) || out.Messages != nil {
-		return false
-	}
-	out.Messages = msgs
-	*b = out
-	return true
+	return msgs, ok
 }

@@ -34,8 +34,8 @@ func (l *messageList) UnmarshalJSON(b []byte) error {
 // anything else, and for anything that is not valid JSON: b need not have
 // been checked (DecodeFast). Content aliases b, the request body, which
 // lives as long as the request.
-func fastMessages(b []byte) ([]chatMessage, bool) {
-	out := make([]chatMessage, 0, 16)
+func fastMessages(b []byte) (messageList, bool) {
+	out := make(messageList, 0, 16)
 	ok := core.ScanObjects(b, func() { out = append(out, chatMessage{}) }, func(key, value []byte) bool {
 		m := &out[len(out)-1]
 		switch string(key) {
@@ -61,19 +61,5 @@ func fastMessages(b []byte) ([]chatMessage, bool) {
 // untouched, for anything else. FuzzDecodeFastAsDecoded holds it to
 // encoding/json's result.
 func (r *chatRequest) DecodeFast(body []byte) bool {
-	start, end, ok := core.TopLevelValue(body, "messages")
-	if !ok {
-		return false
-	}
-	msgs, ok := fastMessages(body[start:end])
-	if !ok {
-		return false
-	}
-	var out chatRequest
-	if !core.DecodeWithout(body, start, end, &out) || out.Messages != nil {
-		return false
-	}
-	out.Messages = msgs
-	*r = out
-	return true
+	return core.DecodeMessages(body, r, fastMessages, func(r *chatRequest) *messageList { return &r.Messages })
 }

@@ -40,7 +40,7 @@ func FuzzMessageListAsDecoded(f *testing.F) {
 		if err := json.Unmarshal(b, &want); err != nil {
 			t.Fatalf("%s: fast path took what encoding/json refuses: %v", b, err)
 		}
-		if !reflect.DeepEqual(got, want) {
+		if !reflect.DeepEqual([]chatMessage(got), want) {
 			t.Fatalf("%s:\n fast %#v\n want %#v", b, got, want)
 		}
 	})
