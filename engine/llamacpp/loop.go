@@ -398,15 +398,17 @@ func (l *loop) restore(s *slot, r *restore) bool {
 // recorded the turn's whole chain, and wipe that until the end's event.
 func (l *loop) record(s *slot, publish bool, t *task) {
 	loc := kvcache.Location{Backend: l.e.cfg.Name, Slot: s.id}
-	// The slot holds t's prompt, or its first part, or more: the blocks
-	// they share keep the keys t's chain gave them.
-	var known []kvcache.Key
-	if t != nil && t.req.Tenant == s.owner.Tenant {
-		known = t.chain.Keys[:min(len(t.chain.Keys), kvcache.SharedPrefix(s.tokens, t.prompt)/l.e.kv.keyer.BlockTokens())]
-	}
-	chain := l.e.kv.keyer.ForTenant(s.owner.Tenant).TokensAfter(known, s.tokens)
+	var chain kvcache.Chain
 	if s.shiftedAt >= 0 {
 		chain = l.e.kv.shifted(s.id, s.shifts).ForTenant(s.owner.Tenant).Tokens(s.tokens)
+	} else {
+		// The slot holds t's prompt, or its first part, or more: the
+		// blocks they share keep the keys t's chain gave them.
+		var known []kvcache.Key
+		if t != nil && t.req.Tenant == s.owner.Tenant {
+			known = t.chain.Keys[:min(len(t.chain.Keys), kvcache.SharedPrefix(s.tokens, t.prompt)/l.e.kv.keyer.BlockTokens())]
+		}
+		chain = l.e.kv.keyer.ForTenant(s.owner.Tenant).TokensAfter(known, s.tokens)
 	}
 	if err := l.e.kv.reg.Record(loc, chain); err != nil {
 		l.e.log.Warn("registry record failed", "slot", s.id, "err", err)
