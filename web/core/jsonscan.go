@@ -221,23 +221,23 @@ func plainAt(b []byte, i int) ([]byte, int, bool) {
 }
 
 // valueEnd is the offset after the string, null, array or object at b[i],
-// checked as JSON; ok is false for numbers and booleans.
+// checked as JSON; ok is false for numbers and booleans. It is extent, with
+// the check: strings are checked as they are scanned, content parts (rare)
+// by encoding/json's scanner once their end is found.
 func valueEnd(b []byte, i int) (int, bool) {
 	if i >= len(b) {
 		return 0, false
 	}
 	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
 	case 'n':
 		if len(b)-i >= 4 && string(b[i:i+4]) == "null" {
 			return i + 4, true
 		}
 		return 0, false
+	case '"':
+		return extent(b, i)
 	case '[', '{':
-		// Content parts: rare enough to be checked by encoding/json's
-		// scanner once their end is found.
-		end, ok := nestedEnd(b, i)
+		end, ok := extent(b, i)
 		return end, ok && json.Valid(b[i:end])
 	}
 	return 0, false

@@ -50,9 +50,9 @@ func Delta(data string) (text string, ok bool) {
 
 // Post sends body to url with header, and sends it once more on a fresh
 // connection when the server had closed the kept-alive one as it was
-// written: llama-server's HTTP library closes a connection after 100
-// requests, and Go's client resends only requests it knows to be
-// idempotent. start is when the request that was answered was sent, so a
+// written: llama-server closed its kept-alive connection after about 100
+// requests in the benches' runs, and Go's client resends only requests it
+// knows to be idempotent. start is when the request that was answered was sent, so a
 // turn's time never holds the failed write.
 func Post(ctx context.Context, hc *http.Client, url string, header http.Header, body []byte) (resp *http.Response, start time.Time, err error) {
 	for attempt := 0; ; attempt++ {

@@ -43,7 +43,7 @@ func TestDelta(t *testing.T) {
 }
 
 // A server that closes a connection after its first request (as
-// llama-server's HTTP library does after 100) costs no turn: the next
+// llama-server did after about 100) costs no turn: the next
 // request, written into the closed connection, is sent again on a new one.
 func TestPostSurvivesAClosedKeptAliveConnection(t *testing.T) {
 	var served atomic.Int64
