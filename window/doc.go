@@ -84,7 +84,13 @@
 //     are, was, were, can, could, would, should, will, have, has, had;
 //     tell, remind, show, list, describe, explain, summarize, summarise,
 //     recall, repeat, please; any case); its cap is PacketCap·B, and its
-//     best hit may use all the free room past it. Any other ask is a
+//     best hit may use all the free room past it. A question that finds
+//     less free room than the question zone Z (the cap, at most half of
+//     H − L) steps the window early (in the replay, so every later turn
+//     keeps that step): the room a window leaves swings between P and
+//     B − L over its cycle, and without the step a question near the top
+//     got P whatever it asked (synth-10k at 2,048: 17 of 100 questions
+//     cut by the room; the team's generator at 1,024: 27 points). Any other ask is a
 //     statement: its room, best hit included, is what the reuse
 //     allowance below leaves it (at most StatementCap·B, often none),
 //     and its lexical hits must be beyond chance as the best of all the
@@ -125,8 +131,10 @@
 //
 //   - every turn sends its ask uncached: a;
 //   - a step re-sends the kept history after the sinks, L − S, once every
-//     (H − P − L)/g turns: σ = g·(L − S)/(H − P − L) a turn, about one unit
-//     at Low = 1/2, whatever B;
+//     D/g turns: σ = g·(L − S)/D a turn, about one unit at Low = 1/2
+//     whatever B, where D is what the window grows by between steps:
+//     H − P − L, or, once questions step early, H − Z − L + g/q (in the
+//     zone one ask in 1/q is a question, q = 1/3 below), the smaller;
 //   - a packet of p tokens is uncached on its turn, and on the next its ask
 //     and the answer are sent again without it: p + g;
 //   - at ReuseTarget R the mean window W̄ = (L + H − P)/2 may send

@@ -32,7 +32,7 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 			if isAsk {
 				asks++
 			}
-			if cut.Step > 0 && window(i) <= high {
+			if cut.Step > 0 && window(i) <= high && !(onAsk && isAsk && s.questionSteps(c, padded+c.tokens(cut.Start, i), last)) {
 				continue
 			}
 			if cut.Step == 0 && window(i)-padded+c.tokens(0, cut.Start) <= high {
@@ -101,6 +101,14 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 		cut.PacketRoom = (s.Budget - cut.KeptTokens) / len(cut.Asks)
 	}
 	return cut, nil
+}
+
+// questionSteps reports whether the ask at message last, with kept tokens
+// in the window, steps it early (see the package doc, Packets): it is a
+// question, the budget leaves it less free room than the question zone,
+// and a step frees some.
+func (s Settings) questionSteps(c conversation, kept, last int) bool {
+	return s.Budget-kept < s.questionZone() && kept > s.low() && isQuestion(c.msgs[last].Content)
 }
 
 // nextUnit returns the next unit boundary after from, at most floor.

@@ -51,6 +51,12 @@ func (s Settings) allowance(c conversation, from, padded int) allowance {
 	if span <= 0 {
 		return a // a step every turn: nothing to spare
 	}
+	if z := float64(s.questionZone()); z > p {
+		// A question finding less free room than the zone steps early:
+		// once the window is in the zone, one ask in 1/questionShare is a
+		// question, so it grows about that many units into it.
+		span = min(span, high-z-low+a.Exchange/questionShare)
+	}
 	a.Steps = a.Exchange * max(low-float64(padded), 0) / span
 	a.Spare = (1-ReuseTarget)*a.Window - a.Ask - a.Steps
 	questions := questionShare * (float64(s.packetCap(true)) + a.Exchange)

@@ -139,6 +139,12 @@ func (s Settings) packetCap(question bool) int {
 	return max(int(share*float64(s.Budget)), s.packetTokens())
 }
 
+// questionZone is the free room a question's packet is always given: a
+// question that finds less steps the window early (see the package doc,
+// Packets). The question cap, but at most half the span a window grows
+// by between the water marks, so that a step always leaves it.
+func (s Settings) questionZone() int { return min(s.packetCap(true), (s.high()-s.low())/2) }
+
 // fillTokens is the most a question's packet may take past the relevance
 // cutoff (memory.Query.FillTokens): B/8, the uniform cap of the package
 // doc, at which even a packet that filled it every turn would stay near
