@@ -32,7 +32,7 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 			if isAsk {
 				asks++
 			}
-			if cut.Step > 0 && window(i) <= high && !(onAsk && isAsk && s.questionSteps(c, padded+c.tokens(cut.Start, i), last)) {
+			if cut.Step > 0 && window(i) <= high && !(onAsk && isAsk && cut.Start < c.lastUnit(last, sinkEnd) && s.questionSteps(c, padded+c.tokens(cut.Start, i), last)) {
 				continue
 			}
 			if cut.Step == 0 && window(i)-padded+c.tokens(0, cut.Start) <= high {
@@ -106,7 +106,8 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 // questionSteps reports whether the ask at message last, with kept tokens
 // in the window, steps it early (see the package doc, Packets): it is a
 // question, the budget leaves it less free room than the question zone,
-// and a step frees some.
+// and the window holds more than the low water mark (the caller checks
+// that there is a unit before the ask's to evict).
 func (s Settings) questionSteps(c conversation, kept, last int) bool {
 	return s.Budget-kept < s.questionZone() && kept > s.low() && isQuestion(c.msgs[last].Content)
 }
