@@ -90,11 +90,11 @@
 //     keeps that step): the room a window leaves swings between P and
 //     B − L over its cycle, and without the step a question near the top
 //     got P whatever it asked (synth-10k at 2,048: 17 of 100 questions
-//     cut by the room; the team's generator at 1,024: 27 points). Any other ask is a
-//     statement: its room, best hit included, is what the reuse
-//     allowance below leaves it (at most StatementCap·B, often none),
-//     and its lexical hits must be beyond chance as the best of all the
-//     turns in memory (memory.Query.Statement), so it usually gets
+//     cut by the room; the team's generator at 1,024: 27 points). Any
+//     other ask is a statement: its room, best hit included, is what
+//     the reuse allowance below leaves it (at most StatementCap·B, often
+//     none), and its lexical hits must be beyond chance as the best of
+//     all the turns in memory (memory.Query.Statement), so it usually gets
 //     nothing, and no more often as the memory grows. The replay
 //     reserves P for it.
 //   - ledger: every ask since the step keeps its packet, byte for byte,
