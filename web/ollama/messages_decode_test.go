@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
-	"unicode/utf8"
+
+	"kvwin/web/core/coretest"
 )
 
 var chatBodySeeds = []string{
@@ -30,25 +31,7 @@ func FuzzChatDecodeFastAsDecoded(f *testing.F) {
 	for _, s := range chatBodySeeds {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if !utf8.Valid(b) {
-			return // decodeBody refuses it before any decoding
-		}
-		var got ollamaChatBody
-		if !got.DecodeFast(b) {
-			if !reflect.DeepEqual(got, ollamaChatBody{}) {
-				t.Fatalf("%s: refused, and changed the body: %#v", b, got)
-			}
-			return
-		}
-		var want ollamaChatBody
-		if err := json.Unmarshal(b, &want); err != nil {
-			t.Fatalf("%s: taken, but encoding/json refuses it: %v", b, err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s:\n fast %#v\n want %#v", b, got, want)
-		}
-	})
+	f.Fuzz(func(t *testing.T, b []byte) { coretest.AsDecoded(t, b, (*ollamaChatBody).DecodeFast) })
 }
 
 // A long conversation's body is taken; the seeds are decoded as
@@ -63,13 +46,7 @@ func TestChatDecodeFastTakesTheCommonBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got, want ollamaChatBody
-	if !got.DecodeFast(body) {
-		t.Fatal("the common body was not taken")
-	}
-	if err := json.Unmarshal(body, &want); err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("fast %#v\nwant %#v (%v)", got, want, err)
-	}
+	coretest.Taken(t, body, (*ollamaChatBody).DecodeFast)
 	taken := 0
 	for _, s := range chatBodySeeds {
 		var fast, want ollamaChatBody

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"unicode/utf8"
+
+	"kvwin/web/core/coretest"
 )
 
 // fastMessagesSeeds are bodies' messages arrays the fast path takes and
@@ -86,25 +88,7 @@ func FuzzDecodeFastAsDecoded(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if !utf8.Valid(b) {
-			return // decodeBody refuses it before any decoding
-		}
-		var got chatRequest
-		if !got.DecodeFast(b) {
-			if !reflect.DeepEqual(got, chatRequest{}) {
-				t.Fatalf("%s: refused, and changed the request: %#v", b, got)
-			}
-			return
-		}
-		var want chatRequest
-		if err := json.Unmarshal(b, &want); err != nil {
-			t.Fatalf("%s: taken, but encoding/json refuses it: %v", b, err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s:\n fast %#v\n want %#v", b, got, want)
-		}
-	})
+	f.Fuzz(func(t *testing.T, b []byte) { coretest.AsDecoded(t, b, (*chatRequest).DecodeFast) })
 }
 
 // A long conversation's body is taken by DecodeFast; the bodies it must
@@ -119,13 +103,7 @@ func TestDecodeFastTakesTheCommonBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got, want chatRequest
-	if !got.DecodeFast(body) {
-		t.Fatal("the common body was not taken")
-	}
-	if err := json.Unmarshal(body, &want); err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("fast %#v\nwant %#v (%v)", got, want, err)
-	}
+	coretest.Taken(t, body, (*chatRequest).DecodeFast)
 	for _, s := range []string{
 		`{"messages":[{"role":"user","content":"x"}],"messages":[{"role":"user","content":"y"}]}`,
 		`{"MESSAGES":[{"role":"user","content":"x"}]}`,
