@@ -53,7 +53,13 @@
 //     relevance orders it. Then the turns up to two positions from each
 //     hit, the one at distance k at 1/2^k of its score (in a conversation
 //     of two, the turn two away is the same speaker's next or previous
-//     message). If the last exchange in
+//     message). Last, for a question, the weak matches: what the fill's
+//     room (Query.FillTokens) still holds goes, best first, to the turns
+//     that share any term with it without passing the chance test, and
+//     their neighbours, after every other hit. Short messages (one
+//     sentence of chat) pass the test less often than the paragraphs it
+//     was set on, though they hold answers as often; a weak match is
+//     never taken as an update (step 4). If the last exchange in
 //     the window already matches the ask as well as the best turn in
 //     memory, the ask continues the conversation and gets only the fact
 //     statements.
@@ -61,8 +67,8 @@
 //     about the same subject and attribute, stated by a turn the search
 //     also found or by the window, is left out. A fact is replaced by
 //     what a later turn does to the subject's attribute, not by its
-//     verbs: a later turn the ask's search also found (or the window
-//     holds) that names the same subject (for the asker, that the asker
+//     verbs: a later turn the ask's search also found, other than as a
+//     weak match (or the window holds), that names the same subject (for the asker, that the asker
 //     said), states something (not only questions), and names the value
 //     the earlier fact gave the attribute is the conversation's later
 //     word on it, in whatever words or sentences ("Remember when I said

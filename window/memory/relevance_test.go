@@ -156,3 +156,58 @@ func TestAskedSubjectOverOthers(t *testing.T) {
 		t.Fatalf("Laila's own statement is missing: %q", hitTexts(hits))
 	}
 }
+
+// TestWeakFill: a question's fill room left after the turns that match it
+// beyond chance takes the turns that share only a common word with it,
+// ranked after the real match and its neighbours (a weak match's own
+// neighbours are as weak), as far as FillTokens goes; with
+// no fill room, or for a statement, they stay out.
+func TestWeakFill(t *testing.T) {
+	vocab := strings.Fields("river cloud paper lamp green amber north quiet rapid")
+	var texts []string
+	for i := 0; i < 60; i++ {
+		if i%3 == 0 {
+			texts = append(texts, fmt.Sprintf("stone %d", i)) // in 20 of 60 turns
+		} else {
+			texts = append(texts, vocab[i%9])
+		}
+	}
+	texts[25] = "lantern"
+	x := NewIndex(chatTurns(texts...)...)
+	// Turns that hold "stone" and are no neighbour of the lantern's.
+	far := func(hits []Hit) (n, first int) {
+		first = -1
+		for i, h := range hits {
+			if strings.HasPrefix(h.Text, "stone") && (h.Pos < 25+3-2 || h.Pos > 25+3+2) {
+				if first < 0 {
+					first = i
+				}
+				n++
+			}
+		}
+		return n, first
+	}
+	const ask = "Tell me about the stone lantern."
+	if n, _ := far(x.Search(Query{Ask: ask})); n != 0 {
+		t.Errorf("no fill room: %d weak matches", n)
+	}
+	if n, _ := far(x.Search(Query{Ask: ask, FillTokens: 1000, Statement: true})); n != 0 {
+		t.Errorf("a statement got %d weak matches", n)
+	}
+	hits := x.Search(Query{Ask: ask, FillTokens: 1000})
+	n, first := far(hits)
+	if n < 15 {
+		t.Errorf("fill room for all: %d of the 18 far weak matches, hits %q", n, hitTexts(hits))
+	}
+	if len(hits) == 0 || hits[0].Text != "lantern" {
+		t.Fatalf("the real match should lead: %q", hitTexts(hits))
+	}
+	for i, h := range hits {
+		if d := h.Pos - (25 + 3); d >= -1 && d <= 1 && i > first {
+			t.Errorf("%q, the match or its neighbour, ranks after the first weak match", h.Text)
+		}
+	}
+	if n, _ := far(x.Search(Query{Ask: ask, FillTokens: 3})); n > 3 {
+		t.Errorf("fill room 3: %d weak matches", n)
+	}
+}

@@ -39,9 +39,10 @@ type Query struct {
 	// FillTokens bounds the summed Cost of the hits a question (not
 	// Statement) gets past the relevance cutoff: the turns that match it
 	// beyond chance on their own but score below half the best, the
-	// neighbours of those, and every hit's neighbours two positions away.
-	// Zero means none: only the cutoff and the next neighbours size the
-	// packet, as for a statement.
+	// neighbours of those, and every hit's neighbours two positions away;
+	// then, with what room is left, any other turn sharing a term with it
+	// (a weak match, see weakFill). Zero means none: only the cutoff and
+	// the next neighbours size the packet, as for a statement.
 	FillTokens int
 	// Statement marks an ask that asks for nothing (not a question or a
 	// request): nothing says an old turn is needed, so its lexical hits
@@ -85,6 +86,18 @@ const (
 	// maxExamined bounds the candidates one search checks: a packet holds
 	// tens of turns, and an ask of common words can match thousands.
 	maxExamined = 1024
+	// weakFill: a question's fill room left after the turns that match
+	// beyond chance takes, best first, the turns that share any term with
+	// it (the BM25 reference's rule). A match the chance test cannot tell
+	// from chance is no evidence on its own, so these rank after every
+	// other hit and never count as a statement's update (pick); but the
+	// room is the question's, within what reuse allows, and short
+	// messages (chat: one sentence, few words) match beyond chance less
+	// often than the paragraphs the test was set on, though they are as
+	// likely to hold the answer (a texting restyle of LoCoMo dev at
+	// 12,288: 70.8% recall without, 74.4% with, with no loss on the
+	// written sets; docs/recall-sets.md).
+	weakFill = true
 )
 
 // search ranks the held turns below q.Before for q. Callers hold x.mu.
@@ -175,6 +188,7 @@ type cand struct {
 	score float64
 	fact  bool
 	fill  bool // only by the beyond-chance rule of a question (or next to such a turn)
+	weak  bool // a weak match (see weakFill) or next to one: ranks after every other
 }
 
 // candidates collects cands, one per turn, each at the best score it was
@@ -184,15 +198,37 @@ type candidates struct {
 	at     map[int32]int // doc → index in ranked
 }
 
-func (cs *candidates) add(d int32, sc float64, fact, fill bool) {
+func (cs *candidates) add(d int32, sc float64, fact, fill, weak bool) {
 	if i, ok := cs.at[d]; ok {
-		cs.ranked[i].score = max(cs.ranked[i].score, sc)
-		cs.ranked[i].fact = cs.ranked[i].fact || fact
-		cs.ranked[i].fill = cs.ranked[i].fill && fill
+		c := &cs.ranked[i]
+		switch {
+		case c.weak && !weak: // a real match after all: its own rank
+			c.score, c.weak = sc, false
+		case !c.weak && weak:
+		default:
+			c.score = max(c.score, sc)
+		}
+		c.fact = c.fact || fact
+		c.fill = c.fill && fill
 		return
 	}
 	cs.at[d] = len(cs.ranked)
-	cs.ranked = append(cs.ranked, cand{doc: d, score: sc, fact: fact, fill: fill})
+	cs.ranked = append(cs.ranked, cand{doc: d, score: sc, fact: fact, fill: fill, weak: weak})
+}
+
+// before orders candidates best first: every match before the weak ones,
+// then by score, then the later turn.
+func before(a, b cand) int {
+	if a.weak != b.weak {
+		if a.weak {
+			return 1
+		}
+		return -1
+	}
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.doc, a.doc)
 }
 
 // rank returns the candidates best first, at most maxExamined: the lexical
@@ -212,18 +248,29 @@ func (x *Index) rank(m match, limit int) []cand {
 			break
 		}
 		// A question asks for recall: every turn that matches it beyond
-		// chance on its own counts, best first, as far as the room goes.
+		// chance on its own counts, best first, as far as the room goes;
+		// then, as far as the fill's room still goes, the weak matches.
 		switch sc := m.scores.get(d); {
 		case sc >= cutoff*m.best:
-			cs.add(d, sc, false, false)
+			cs.add(d, sc, false, false, false)
 		case m.question && m.fill && relevant(m.scores.mass[d], m.share):
-			cs.add(d, sc, false, true)
+			cs.add(d, sc, false, true, false)
+		case m.question && m.fill && weakFill:
+			cs.add(d, sc, false, true, true)
 		}
 	}
 	x.addStatements(cs, m, limit)
 	if len(cs.ranked) > maxExamined {
-		// Only the best can be reached: keep them before the neighbours.
-		cs.ranked = topK(cs.ranked, maxExamined, func(c cand) float64 { return c.score })
+		// Only the best can be reached: keep them before the neighbours,
+		// the weak matches only where the others leave places.
+		strong := slices.DeleteFunc(slices.Clone(cs.ranked), func(c cand) bool { return c.weak })
+		weak := slices.DeleteFunc(cs.ranked, func(c cand) bool { return !c.weak })
+		score := func(c cand) float64 { return c.score }
+		if len(strong) >= maxExamined {
+			cs.ranked = topK(strong, maxExamined, score)
+		} else {
+			cs.ranked = append(strong, topK(weak, maxExamined-len(strong), score)...)
+		}
 		clear(cs.at)
 		for i, c := range cs.ranked {
 			cs.at[c.doc] = i
@@ -231,12 +278,7 @@ func (x *Index) rank(m match, limit int) []cand {
 	}
 	x.addNeighbours(cs, limit)
 	ranked := cs.ranked
-	slices.SortFunc(ranked, func(a, b cand) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.doc, a.doc)
-	})
+	slices.SortFunc(ranked, before)
 	if len(ranked) > maxExamined {
 		ranked = ranked[:maxExamined]
 	}
@@ -268,7 +310,7 @@ func (x *Index) addStatements(cs *candidates, m match, limit int) {
 				continue
 			}
 			if sc := max(m.scores.get(int32(d)), nameBest); sc >= cutoff*m.own {
-				cs.add(int32(d), sc, true, false)
+				cs.add(int32(d), sc, true, false, false)
 			}
 		}
 	}
@@ -287,7 +329,7 @@ func (x *Index) addNeighbours(cs *candidates, limit int) {
 				if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == int(k) {
 					// The farther neighbours are a question's fill:
 					// context past the hit's own exchange.
-					cs.add(d, c.score*share, false, c.fill || k > 1)
+					cs.add(d, c.score*share, false, c.fill || k > 1, c.weak)
 				}
 			}
 		}
@@ -315,9 +357,13 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		windowText[normalKey(t.Text)] = true
 	}
 	later := f.windowFacts(q.Window)
-	found := make([]int, len(ranked))
-	for i, c := range ranked {
-		found[i] = x.turns[c.doc].Pos
+	// A weak match (weakFill) is no evidence that a statement changed:
+	// only the other candidates and the window may update one.
+	found := make([]int, 0, len(ranked))
+	for _, c := range ranked {
+		if !c.weak {
+			found = append(found, x.turns[c.doc].Pos)
+		}
 	}
 	among := f.factsAt(found)
 	// The turns that may update a statement, read only once a candidate
@@ -329,7 +375,9 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 			upsRead = true
 			maybe := slices.Clone(q.Window)
 			for _, c := range ranked {
-				maybe = append(maybe, x.turns[c.doc])
+				if !c.weak {
+					maybe = append(maybe, x.turns[c.doc])
+				}
 			}
 			ups = updaters(maybe, m.subjects)
 		}
