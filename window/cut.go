@@ -22,6 +22,7 @@ type Cut struct {
 	PacketRoom int   // tokens each ask's packet may take
 	PacketFree int   // tokens the budget leaves free for packets: the best hit may use them past PacketRoom
 	KeptTokens int   // sinks, padding and kept messages, without packets
+	FillRoom   int   // a question's fill room past the relevance cutoff; 0: the default
 }
 
 // Evicted returns the number of evicted messages.

@@ -64,13 +64,18 @@
 // the step) and the ask's text. Its size follows relevance (see package
 // memory: hits within half the best score, their neighbours, nothing when
 // the last exchange already matches the ask as well as the memory could),
-// bounded by K turns and a token room, and it brings only what the window
-// does not already hold. A question's packet also takes, best first, the
-// turns that match it beyond chance on their own though below half the
-// best, and their neighbours, up to B/8 in all (memory.Query.FillTokens):
-// the uniform cap below, at which even a packet that filled it every turn
-// would keep reuse near its target, so the packet grows with what the ask
-// matches where the budget has room and never past what reuse allows.
+// bounded by K turns (Settings.K: by default PacketCap·B/4, one for every
+// four tokens of the question cap, so the tokens bound it and not K,
+// however short the turns) and a token room, and it brings only what the
+// window does not already hold. A question's packet also takes, best
+// first, the turns that match it beyond chance on their own though below
+// half the best, and their neighbours, then the weak matches (any shared
+// term; memory's step 3), up to the fill room in all
+// (memory.Query.FillTokens): B/8, the uniform cap below, at which even a
+// packet that filled it every turn would keep reuse near its target, or,
+// where the reuse allowance holds the questions at their cap, the
+// question's whole room. So the packet grows with what the ask matches
+// where the budget has room and never past what reuse allows.
 //
 // Where it lives (Settings.Packets):
 //   - ask (default): only the latest ask carries a packet; the next turn
@@ -83,8 +88,9 @@
 //     who, when, where, why, how, which, whose, whom; do, does, did, is,
 //     are, was, were, can, could, would, should, will, have, has, had;
 //     tell, remind, show, list, describe, explain, summarize, summarise,
-//     recall, repeat, please; any case); its cap is PacketCap·B, and its
-//     best hit may use all the free room past it. A question that finds
+//     recall, repeat, please; any case); its cap is PacketCap·B, or more
+//     where the reuse allowance has room past it (below), and its best
+//     hit may use all the free room past it. A question that finds
 //     less free room than the question zone Z (the cap, at most half of
 //     H − L) steps the window early (in the replay, so every later turn
 //     keeps that step): the room a window leaves swings between P and
@@ -123,7 +129,7 @@
 // # The reuse allowance
 //
 // The B/8 above counts only the packet. A turn pays more than that
-// uncached, and the statement's room follows from the whole account, in
+// uncached, and the rooms past the caps follow from the whole account, in
 // tokens per turn, of the conversation's own messages (so every replica
 // computes the same): with a the mean user message and g the mean unit
 // (a user message and its replies) after the sinks, L = Low·B, H = High·B,
@@ -141,13 +147,20 @@
 //     (1 − R)·W̄ uncached, so packets may spend A = (1 − R)·W̄ − a − σ.
 //
 // Questions at the question cap, one ask in three, spend (PacketCap·B + g)/3
-// of A; a statement's packet may take what is left, spread over the other
-// asks and less the g each costs again: (A − (PacketCap·B + g)/3)·3/2 − g,
-// at most StatementCap·B, none if that is not positive. Questions keep
-// their cap: they are what asks for recall. So statements carry packets
-// only at budgets large against their conversation's turns (34-token
-// turns: from about 8k; 10-token chat turns: from about 4k), where the
-// allowance has room past the questions.
+// of A. Questions come first: they are what asks for recall. Where A holds
+// them at the cap (34-token turns: from about 8k; 10-token chat turns:
+// from about 4k), their cap grows with the rest of it, to 3A − g, at most
+// B − L (the free room a step leaves), and their fill may take all of it;
+// where it does not, they keep the cap and the fill its B/8. A
+// statement's packet may take what the questions leave, spread over the
+// other asks and less the g each costs again:
+// (A − (Q + g)/3)·3/2 − g for the questions' cap Q, at most
+// StatementCap·B, none if that is not positive: at the default water
+// marks the questions take all of A, and a statement gets a packet only
+// where the cap cannot grow (Low past 1 − PacketCap). Until this rule,
+// statements had the room past the questions at PacketCap·B; the
+// questions' recall that buys (docs/recall-sets.md, the texting restyle
+// at 12,288: 74.4% → 77.5%) is measured, a statement's is not.
 //
 // Where a + σ + (PacketCap·B + g)/3 exceeds (1 − R)·W̄ (small budgets
 // against long turns: at 1,024 tokens with 34-token turns a + σ alone

@@ -74,17 +74,24 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 				break
 			}
 		}
-		// A question asks for recall and may take the larger cap; a
-		// statement rarely needs old turns quoted back, and its packet,
-		// best hit included, stays within the small one.
+		// A question asks for recall and may take the larger cap, larger
+		// still where the reuse allowance holds it, and then the fill may
+		// take all of it; a statement rarely needs old turns quoted back,
+		// and its packet, best hit included, stays within what the
+		// allowance leaves after the questions (see the package doc), 0
+		// where it leaves nothing.
 		cut.PacketFree = max(s.Budget-cut.KeptTokens, 0)
 		question := len(cut.Asks) == 1 && isQuestion(c.msgs[cut.Asks[0]].Content)
-		if !question {
-			// What the reuse allowance leaves after the questions (see
-			// the package doc), 0 where it leaves nothing.
-			cut.PacketFree = min(cut.PacketFree, s.allowance(c, sinkEnd, padded).Statement)
+		switch a := s.allowance(c, sinkEnd, padded); {
+		case !question:
+			cut.PacketFree = min(cut.PacketFree, a.Statement)
+			cut.PacketRoom = min(s.packetCap(false), cut.PacketFree)
+		case a.Holds:
+			cut.PacketRoom = min(a.Question, cut.PacketFree)
+			cut.FillRoom = cut.PacketRoom
+		default:
+			cut.PacketRoom = min(s.packetCap(true), cut.PacketFree)
 		}
-		cut.PacketRoom = min(s.packetCap(question), cut.PacketFree)
 		return cut, nil
 	}
 	if reserve > 0 {

@@ -26,6 +26,11 @@ type allowance struct {
 	// Spare leaves after the questions' share at the question cap, spread
 	// over the other asks, less the g each packet costs again. 0: none.
 	Statement int
+	// Holds says Spare holds the questions at the question cap
+	// (PacketCap·B, one ask in three); Question is then the cap they may
+	// grow to with all of Spare, at most B − L (PacketCap·B if not).
+	Holds    bool
+	Question int
 }
 
 // allowance computes the reuse arithmetic of c's messages after the sinks
@@ -59,7 +64,18 @@ func (s Settings) allowance(c conversation, from, padded int) allowance {
 	}
 	a.Steps = a.Exchange * max(low-float64(padded), 0) / span
 	a.Spare = (1-ReuseTarget)*a.Window - a.Ask - a.Steps
-	questions := questionShare * (float64(s.packetCap(true)) + a.Exchange)
+	// Questions first: they are what asks for recall. Where Spare holds
+	// them at the question cap, their cap grows with the rest of it, up
+	// to the free room a step leaves (B − L); statements get what that
+	// leaves.
+	capQ := float64(s.packetCap(true))
+	a.Holds = a.Spare >= questionShare*(capQ+a.Exchange)
+	grown := capQ
+	if a.Holds {
+		grown = min(a.Spare/questionShare-a.Exchange, max(float64(s.Budget-s.low()), capQ))
+	}
+	a.Question = int(grown)
+	questions := questionShare * (grown + a.Exchange)
 	room := (a.Spare-questions)/(1-questionShare) - a.Exchange
 	a.Statement = int(min(max(room, 0), float64(s.packetCap(false))))
 	return a

@@ -20,34 +20,45 @@ func uniform(n, user, reply int) conversation {
 }
 
 // TestAllowance checks the reuse arithmetic of the package doc against
-// figures worked by hand: long turns at a small budget leave nothing for a
-// statement's packet, short or long turns at a large one leave some, never
-// more than the statement cap.
+// figures worked by hand: long turns at a small budget leave the questions
+// their cap and nothing for a statement's packet; at a large one the
+// questions' cap grows with the spare, up to B − L, and statements get
+// what that leaves, never more than the statement cap.
 func TestAllowance(t *testing.T) {
 	tests := []struct {
-		name               string
-		budget             int
-		user, reply        int
-		steps, spare       float64
-		statement          int
-		wantNoStatementPkt bool
+		name         string
+		budget       int
+		low          float64
+		user, reply  int
+		steps, spare float64
+		holds        bool
+		question     int
+		statement    int
 	}{
 		// W̄ = (512+1024−64)/2 = 736; the question zone is 256, and the
 		// span min(1024−64−512, 1024−256−512 + 3·64) = 448 either way;
-		// σ = 64·512/448; spare = 0.15·736 − 30 − σ.
-		{"long turns, 1,024", 1024, 30, 34, 64.0 * 512 / 448, 110.4 - 30 - 64.0*512/448, 0, true},
+		// σ = 64·512/448; spare = 0.15·736 − 30 − σ = 7.3, short of
+		// the questions at the cap, (256+64)/3.
+		{"long turns, 1,024", 1024, 0.5, 30, 34, 64.0 * 512 / 448, 110.4 - 30 - 64.0*512/448, false, 256, 0},
 		// W̄ = 11,776; questions step early from 4,096 tokens of free
 		// room, so the span is min(7168, 16384−4096−8192 + 3·20) = 4156;
-		// σ = 20·8192/4156; spare = 1766.4 − 10 − σ; questions
-		// (4096+20)/3; room (spare − questions)·3/2 − 20 = 497.
-		{"short turns, 16,384", 16384, 10, 10, 20.0 * 8192 / 4156, 1766.4 - 10 - 20.0*8192/4156, 497, false},
-		// span min(7168, 4096 + 3·64) = 4288; σ = 64·8192/4288; questions
-		// (4096+64)/3; room 277.
-		{"long turns, 16,384", 16384, 30, 34, 64.0 * 8192 / 4288, 1766.4 - 30 - 64.0*8192/4288, 277, false},
+		// σ = 20·8192/4156; spare = 1766.4 − 10 − σ = 1717.0, past the
+		// questions at the cap, (4096+20)/3: their cap grows to
+		// 3·spare − 20 = 5130, which takes all of it.
+		{"short turns, 16,384", 16384, 0.5, 10, 10, 20.0 * 8192 / 4156, 1766.4 - 10 - 20.0*8192/4156, true, 5130, 0},
+		// span min(7168, 4096 + 3·64) = 4288; σ = 64·8192/4288; spare
+		// 1614.1; the cap grows to 3·spare − 64 = 4778.
+		{"long turns, 16,384", 16384, 0.5, 30, 34, 64.0 * 8192 / 4288, 1766.4 - 30 - 64.0*8192/4288, true, 4778, 0},
+		// Low 3/4: B − L = 4096 is the cap itself, so it cannot grow.
+		// W̄ = (12288+16384−1024)/2 = 13824; the zone min(4096, 2048);
+		// span min(3072, 2048 + 3·20) = 2108; σ = 20·12288/2108; spare
+		// 2073.6 − 10 − σ = 1947.0; questions (4096+20)/3 = 1372; a
+		// statement (spare − 1372)·3/2 − 20 = 842.
+		{"short turns, 16,384, low 3/4", 16384, 0.75, 10, 10, 20.0 * 12288 / 2108, 2073.6 - 10 - 20.0*12288/2108, true, 4096, 842},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Settings{Budget: tc.budget}.Defaults()
+			s := Settings{Budget: tc.budget, Low: tc.low}.Defaults()
 			a := s.allowance(uniform(50, tc.user, tc.reply), 0, 0)
 			if a.Ask != float64(tc.user) || a.Exchange != float64(tc.user+tc.reply) {
 				t.Errorf("ask %v, exchange %v: want %d, %d", a.Ask, a.Exchange, tc.user, tc.user+tc.reply)
@@ -55,28 +66,42 @@ func TestAllowance(t *testing.T) {
 			if math.Abs(a.Steps-tc.steps) > 1e-9 || math.Abs(a.Spare-tc.spare) > 1e-9 {
 				t.Errorf("steps %v, spare %v: want %v, %v", a.Steps, a.Spare, tc.steps, tc.spare)
 			}
+			if a.Holds != tc.holds || a.Question != tc.question {
+				t.Errorf("holds %v, question cap %d: want %v, %d", a.Holds, a.Question, tc.holds, tc.question)
+			}
 			if a.Statement != tc.statement {
 				t.Errorf("statement room %d, want %d", a.Statement, tc.statement)
 			}
 			if limit := s.packetCap(false); a.Statement > limit {
 				t.Errorf("statement room %d over the statement cap %d", a.Statement, limit)
 			}
+			if a.Question > s.Budget-s.low() && a.Question > s.packetCap(true) {
+				t.Errorf("question cap %d past B − L = %d", a.Question, s.Budget-s.low())
+			}
 		})
 	}
 }
 
-// TestCutStatementRoomFollowsAllowance: a statement's packet room is what
-// the reuse allowance leaves (none for 20-token turns at 400 tokens, some
-// for 4-token turns at 16,384); a question's keeps the question cap.
-func TestCutStatementRoomFollowsAllowance(t *testing.T) {
+// TestCutRoomFollowsAllowance: a statement's packet room is what the reuse
+// allowance leaves (none for 20-token turns at 400 tokens, none where the
+// questions take the spare, some at 16,384 with Low 3/4, where they cannot
+// grow); a question's is its cap where reuse does not hold it, the grown
+// cap where it does, within the free room, and then the fill may take all
+// of it.
+func TestCutRoomFollowsAllowance(t *testing.T) {
 	for _, tc := range []struct {
 		budget, n, size int
-		wantRoom        bool
+		low             float64
+		statementRoom   bool
+		question        int  // the question's cap
+		grows           bool // past it, by the spare
+		fills           bool
 	}{
-		{400, 61, 20, false},
-		{16384, 9001, 4, true},
+		{400, 61, 20, 0.5, false, 100, false, false},
+		{16384, 9001, 4, 0.5, false, 4096, true, true},
+		{16384, 9001, 4, 0.75, true, 4096, false, true},
 	} {
-		p := mustPolicy(t, PolicyMemory, Settings{Budget: tc.budget})
+		p := mustPolicy(t, PolicyMemory, Settings{Budget: tc.budget, Low: tc.low})
 		msgs := chat(tc.n, tc.size)
 		msgs[len(msgs)-1].Content = "the build went there."
 		cut, err := p.Cut(msgs, byLen)
@@ -86,19 +111,26 @@ func TestCutStatementRoomFollowsAllowance(t *testing.T) {
 		if cut.Step == 0 {
 			t.Fatalf("budget %d: nothing evicted; the fixture must outgrow it", tc.budget)
 		}
-		if got := cut.PacketRoom > 0; got != tc.wantRoom {
-			t.Errorf("budget %d, %d-token turns: statement room %d, want room %v", tc.budget, tc.size, cut.PacketRoom, tc.wantRoom)
+		if got := cut.PacketRoom > 0; got != tc.statementRoom {
+			t.Errorf("budget %d, low %v: statement room %d, want room %v", tc.budget, tc.low, cut.PacketRoom, tc.statementRoom)
 		}
-		if cut.PacketFree != cut.PacketRoom {
-			t.Errorf("budget %d: statement's best hit may take %d past its room %d", tc.budget, cut.PacketFree, cut.PacketRoom)
+		if cut.PacketFree != cut.PacketRoom || cut.FillRoom != 0 {
+			t.Errorf("budget %d: statement's best hit may take %d past its room %d, fill %d", tc.budget, cut.PacketFree, cut.PacketRoom, cut.FillRoom)
 		}
 		msgs[len(msgs)-1].Content = "where did the build go?"
 		cut, err = p.Cut(msgs, byLen)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := min(tc.budget/4, tc.budget-cut.KeptTokens); cut.PacketRoom != want {
-			t.Errorf("budget %d: question room %d, want min(cap, free) = %d", tc.budget, cut.PacketRoom, want)
+		free := tc.budget - cut.KeptTokens
+		switch {
+		case tc.grows && (cut.PacketRoom <= tc.question || cut.PacketRoom > free):
+			t.Errorf("budget %d: question room %d, want past the cap %d, within the free %d", tc.budget, cut.PacketRoom, tc.question, free)
+		case !tc.grows && cut.PacketRoom != min(tc.question, free):
+			t.Errorf("budget %d, low %v: question room %d, want min(%d, free %d)", tc.budget, tc.low, cut.PacketRoom, tc.question, free)
+		}
+		if got := cut.FillRoom == cut.PacketRoom; got != tc.fills || !tc.fills && cut.FillRoom != 0 {
+			t.Errorf("budget %d: fill room %d of %d, want all of it %v", tc.budget, cut.FillRoom, cut.PacketRoom, tc.fills)
 		}
 	}
 }
@@ -146,5 +178,19 @@ func TestQuestionStepsWhereItsRoomIsShort(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no conversation length left a statement short of the zone")
+	}
+}
+
+// TestDefaultK: the packet's turn bound follows the question cap, a turn
+// for every four tokens of it, so that short chat messages are bounded by
+// the room and not by K.
+func TestDefaultK(t *testing.T) {
+	for budget, want := range map[int]int{1024: 64, 12288: 768, 40: 2} {
+		if got := (Settings{Budget: budget}).Defaults().K; got != want {
+			t.Errorf("budget %d: K %d, want %d", budget, got, want)
+		}
+	}
+	if got := (Settings{Budget: 12288, K: 10}).Defaults().K; got != 10 {
+		t.Errorf("a K set: %d, want 10", got)
 	}
 }

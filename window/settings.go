@@ -44,14 +44,20 @@ type Settings struct {
 	PacketShare float64
 	// PacketCap (memory, PacketsAsk) is the share of Budget the packet of
 	// a question (see isQuestion) may take when the window has room for
-	// it. Default 1/4 (see the package doc for the rule).
+	// it, and more where the reuse allowance holds it (up to B − L).
+	// Default 1/4 (see the package doc for the rule).
 	PacketCap float64
 	// StatementCap (memory, PacketsAsk) is the share of Budget the packet
 	// of an ask that is not a question may take. Default 1/16, the room P
 	// every window reserves (at most PacketCap). At most PacketCap.
 	StatementCap float64
-	// K (memory) bounds the turns of one packet. Default 64: the token cap
-	// is the real bound, K only stops a flood of one-word turns.
+	// K (memory) bounds the turns of one packet. Default PacketCap·B/4
+	// (64 at 1,024 tokens): a turn in a packet takes at least about four
+	// tokens (its speaker, a word, the line's end), so the question cap
+	// holds at most that many and the token cap stays the real bound,
+	// whatever the turns' length. A fixed bound would not: 64 chat
+	// messages of ten tokens fill a quarter of a 2,560-token window, and
+	// past that K, not the room, would cut a question's packet.
 	K int
 }
 
@@ -85,7 +91,7 @@ func (s Settings) Defaults() Settings {
 		s.StatementCap = min(1.0/16, s.PacketCap)
 	}
 	if s.K == 0 {
-		s.K = 64
+		s.K = max(int(s.PacketCap*float64(s.Budget))/4, 1)
 	}
 	return s
 }
@@ -149,6 +155,8 @@ func (s Settings) questionZone() int { return min(s.packetCap(true), (s.high()-s
 // cutoff (memory.Query.FillTokens): B/8, the uniform cap of the package
 // doc, at which even a packet that filled it every turn would stay near
 // the reuse target. The cutoff's hits take the question's cap first.
+// Where the reuse allowance holds the questions at their cap, the replay
+// sets a larger fill (Cut.FillRoom: the question's whole room).
 func (s Settings) fillTokens() int { return s.Budget / 8 }
 
 // packetTokens is P, the room reserved for each ask's packet.

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -223,7 +224,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 		id := packetKey(key, cut, prefix[a+1])
 		q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start, Chain: prefix,
 			Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines,
-			FillTokens: w.cfg.Settings.fillTokens(), Statement: !isQuestion(msgs[a].Content)}
+			FillTokens: cmp.Or(cut.FillRoom, w.cfg.Settings.fillTokens()), Statement: !isQuestion(msgs[a].Content)}
 		if explain != nil && k == len(cut.Asks)-1 && room > 0 {
 			explain(src, q)
 		}
