@@ -115,7 +115,10 @@ func benchmarkSearch(b *testing.B, search func(Query) ([]Hit, error)) {
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		q := Query{Ask: benchAsks[i%len(benchAsks)], Before: before, Window: window, K: 16, Tokens: 512, Chain: s.chain,
+		// A question's query at 2,048 tokens: K and a quarter for the packet,
+		// an eighth of it past the relevance cutoff (the fill, weak
+		// matches included).
+		q := Query{Ask: benchAsks[i%len(benchAsks)], Before: before, Window: window, K: 128, Tokens: 512, FillTokens: 256, Chain: s.chain,
 			Cost: func(t Turn) int { return (len(t.Text) + 24) / 4 }}
 		t0 := time.Now()
 		hits, err := search(q)
