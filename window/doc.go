@@ -64,9 +64,9 @@
 // the step) and the ask's text. Its size follows relevance (see package
 // memory: hits within half the best score, their neighbours, nothing when
 // the last exchange already matches the ask as well as the memory could),
-// bounded by K turns (Settings.K: by default PacketCap·B/4, one for every
-// four tokens of the question cap, so the tokens bound it and not K,
-// however short the turns) and a token room, and it brings only what the
+// bounded by K turns (Settings.K: by default B/4, one for every four
+// tokens of the budget, so the tokens bound it and not K, however short
+// the turns) and a token room, and it brings only what the
 // window does not already hold. A question's packet also takes, best
 // first, the turns that match it beyond chance on their own though below
 // half the best, and their neighbours, then the weak matches (any shared

@@ -181,11 +181,11 @@ func TestQuestionStepsWhereItsRoomIsShort(t *testing.T) {
 	}
 }
 
-// TestDefaultK: the packet's turn bound follows the question cap, a turn
-// for every four tokens of it, so that short chat messages are bounded by
-// the room and not by K.
+// TestDefaultK: the packet's turn bound follows the budget, a turn for
+// every four tokens of it, so that short chat messages are bounded by the
+// room and not by K.
 func TestDefaultK(t *testing.T) {
-	for budget, want := range map[int]int{1024: 64, 12288: 768, 40: 2} {
+	for budget, want := range map[int]int{1024: 256, 12288: 3072, 2: 1} {
 		if got := (Settings{Budget: budget}).Defaults().K; got != want {
 			t.Errorf("budget %d: K %d, want %d", budget, got, want)
 		}

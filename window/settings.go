@@ -51,13 +51,13 @@ type Settings struct {
 	// of an ask that is not a question may take. Default 1/16, the room P
 	// every window reserves (at most PacketCap). At most PacketCap.
 	StatementCap float64
-	// K (memory) bounds the turns of one packet. Default PacketCap·B/4
-	// (64 at 1,024 tokens): a turn in a packet takes at least about four
-	// tokens (its speaker, a word, the line's end), so the question cap
-	// holds at most that many and the token cap stays the real bound,
-	// whatever the turns' length. A fixed bound would not: 64 chat
-	// messages of ten tokens fill a quarter of a 2,560-token window, and
-	// past that K, not the room, would cut a question's packet.
+	// K (memory) bounds the turns of one packet. Default B/4 (256 at
+	// 1,024 tokens): a turn in a packet takes at least about four tokens
+	// (its speaker, a word, the line's end), and no packet takes more
+	// than the budget, so the token room stays the real bound, whatever
+	// the turns' length. A fixed bound would not: 64 chat messages of ten
+	// tokens are 640 of a question's 3,072-token cap at 12,288, and past
+	// them K, not the room, cut the packet.
 	K int
 }
 
@@ -91,7 +91,7 @@ func (s Settings) Defaults() Settings {
 		s.StatementCap = min(1.0/16, s.PacketCap)
 	}
 	if s.K == 0 {
-		s.K = max(int(s.PacketCap*float64(s.Budget))/4, 1)
+		s.K = max(s.Budget/4, 1)
 	}
 	return s
 }

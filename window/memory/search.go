@@ -216,9 +216,9 @@ func (cs *candidates) add(d int32, sc float64, fact, fill, weak bool) {
 	cs.ranked = append(cs.ranked, cand{doc: d, score: sc, fact: fact, fill: fill, weak: weak})
 }
 
-// before orders candidates best first: every match before the weak ones,
+// rankOrder orders candidates best first: every match before the weak ones,
 // then by score, then the later turn.
-func before(a, b cand) int {
+func rankOrder(a, b cand) int {
 	if a.weak != b.weak {
 		if a.weak {
 			return 1
@@ -278,7 +278,7 @@ func (x *Index) rank(m match, limit int) []cand {
 	}
 	x.addNeighbours(cs, limit)
 	ranked := cs.ranked
-	slices.SortFunc(ranked, before)
+	slices.SortFunc(ranked, rankOrder)
 	if len(ranked) > maxExamined {
 		ranked = ranked[:maxExamined]
 	}
