@@ -41,7 +41,7 @@ type Query struct {
 	// beyond chance on their own but score below half the best, the
 	// neighbours of those, and every hit's neighbours two positions away;
 	// then, with what room is left, any other turn sharing a term with it
-	// (a weak match, see weakFill). Zero means none: only the cutoff and
+	// (a weak match, see rank). Zero means none: only the cutoff and
 	// the next neighbours size the packet, as for a statement.
 	FillTokens int
 	// Statement marks an ask that asks for nothing (not a question or a
@@ -86,18 +86,6 @@ const (
 	// maxExamined bounds the candidates one search checks: a packet holds
 	// tens of turns, and an ask of common words can match thousands.
 	maxExamined = 1024
-	// weakFill: a question's fill room left after the turns that match
-	// beyond chance takes, best first, the turns that share any term with
-	// it (the BM25 reference's rule). A match the chance test cannot tell
-	// from chance is no evidence on its own, so these rank after every
-	// other hit and never count as a statement's update (pick); but the
-	// room is the question's, within what reuse allows, and short
-	// messages (chat: one sentence, few words) match beyond chance less
-	// often than the paragraphs the test was set on, though they are as
-	// likely to hold the answer (a texting restyle of LoCoMo dev at
-	// 12,288: 70.8% recall without, 74.4% with, with no loss on the
-	// written sets; docs/recall-sets.md).
-	weakFill = true
 )
 
 // search ranks the held turns below q.Before for q. Callers hold x.mu.
@@ -188,7 +176,7 @@ type cand struct {
 	score float64
 	fact  bool
 	fill  bool // only by the beyond-chance rule of a question (or next to such a turn)
-	weak  bool // a weak match (see weakFill) or next to one: ranks after every other
+	weak  bool // a weak match (see rank) or next to one: ranks after every other
 }
 
 // candidates collects cands, one per turn, each at the best score it was
@@ -248,14 +236,24 @@ func (x *Index) rank(m match, limit int) []cand {
 			break
 		}
 		// A question asks for recall: every turn that matches it beyond
-		// chance on its own counts, best first, as far as the room goes;
-		// then, as far as the fill's room still goes, the weak matches.
+		// chance on its own counts, best first, as far as the room goes.
+		// Then, as far as the fill's room still goes, the weak matches:
+		// the turns sharing any term with it (the BM25 reference's rule).
+		// A match the chance test cannot tell from chance is no evidence
+		// on its own, so they rank after every other hit and never count
+		// as a statement's update (pick); but the room is the question's,
+		// within what reuse allows, and short messages (chat: a sentence,
+		// few words) match beyond chance less often than the paragraphs
+		// the test was set on, though they are as likely to hold the
+		// answer (the texting restyle of LoCoMo dev at 12,288: 70.8%
+		// recall without, 74.4% with, and no loss on the written sets;
+		// docs/recall-sets.md).
 		switch sc := m.scores.get(d); {
 		case sc >= cutoff*m.best:
 			cs.add(d, sc, false, false, false)
 		case m.question && m.fill && relevant(m.scores.mass[d], m.share):
 			cs.add(d, sc, false, true, false)
-		case m.question && m.fill && weakFill:
+		case m.question && m.fill:
 			cs.add(d, sc, false, true, true)
 		}
 	}
@@ -357,7 +355,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		windowText[normalKey(t.Text)] = true
 	}
 	later := f.windowFacts(q.Window)
-	// A weak match (weakFill) is no evidence that a statement changed:
+	// A weak match (see rank) is no evidence that a statement changed:
 	// only the other candidates and the window may update one.
 	found := make([]int, 0, len(ranked))
 	for _, c := range ranked {
