@@ -74,24 +74,7 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 				break
 			}
 		}
-		// A question asks for recall and may take the larger cap, larger
-		// still where the reuse allowance holds it, and then the fill may
-		// take all of it; a statement rarely needs old turns quoted back,
-		// and its packet, best hit included, stays within what the
-		// allowance leaves after the questions (see the package doc), 0
-		// where it leaves nothing.
-		cut.PacketFree = max(s.Budget-cut.KeptTokens, 0)
-		question := len(cut.Asks) == 1 && isQuestion(c.msgs[cut.Asks[0]].Content)
-		switch a := s.allowance(c, sinkEnd, padded); {
-		case !question:
-			cut.PacketFree = min(cut.PacketFree, a.Statement)
-			cut.PacketRoom = min(s.packetCap(false), cut.PacketFree)
-		case a.Holds:
-			cut.PacketRoom = min(a.Question, cut.PacketFree)
-			cut.FillRoom = cut.PacketRoom
-		default:
-			cut.PacketRoom = min(s.packetCap(true), cut.PacketFree)
-		}
+		s.packetRooms(&cut, c, sinkEnd, padded)
 		return cut, nil
 	}
 	if reserve > 0 {
@@ -108,6 +91,28 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 		cut.PacketRoom = (s.Budget - cut.KeptTokens) / len(cut.Asks)
 	}
 	return cut, nil
+}
+
+// packetRooms sets the rooms of the packet on the latest ask (cut.Asks[0])
+// of a cut that holds cut.KeptTokens: a question asks for recall and may
+// take the larger cap, larger still where the reuse allowance holds it,
+// and then the fill may take all of it; a statement rarely needs old
+// turns quoted back, and its packet, best hit included, stays within what
+// the allowance leaves after the questions (see the package doc), 0 where
+// it leaves nothing.
+func (s Settings) packetRooms(cut *Cut, c conversation, sinkEnd, padded int) {
+	cut.PacketFree = max(s.Budget-cut.KeptTokens, 0)
+	question := len(cut.Asks) == 1 && isQuestion(c.msgs[cut.Asks[0]].Content)
+	switch a := s.allowance(c, sinkEnd, padded); {
+	case !question:
+		cut.PacketFree = min(cut.PacketFree, a.Statement)
+		cut.PacketRoom = min(s.packetCap(false), cut.PacketFree)
+	case a.Holds:
+		cut.PacketRoom = min(a.Question, cut.PacketFree)
+		cut.FillRoom = cut.PacketRoom
+	default:
+		cut.PacketRoom = min(s.packetCap(true), cut.PacketFree)
+	}
 }
 
 // questionSteps reports whether the ask at message last, with kept tokens
