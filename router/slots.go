@@ -152,6 +152,7 @@ func (r *Router) readSlots(ctx context.Context, m *member) {
 	case errors.Is(err, engine.ErrNotSupported):
 		if m.resMode.Swap(residencyLearned) != residencyLearned {
 			r.log.Info("backend does not serve /slots; its residency is learned from turns, not read", "backend", m.name)
+			r.changed() // Status says so now: its watchers must hear it
 		}
 		return
 	case err != nil:
