@@ -192,7 +192,7 @@ func (cs *candidates) add(d int32, sc float64, fact, fill, weak bool) {
 		switch {
 		case c.weak && !weak: // a real match after all: its own rank
 			c.score, c.weak = sc, false
-		case !c.weak && weak:
+		case !c.weak && weak: // a real match keeps its own rank
 		default:
 			c.score = max(c.score, sc)
 		}

@@ -60,17 +60,18 @@ func textSample(s Sample, rng *rand.Rand) Sample {
 	count := map[int]int{}       // session → messages so far
 	session := 1                 // a turn without a dialogue id stays in the session before it
 	for _, t := range s.Turns {
-		if id, ok := NormalID(t.DiaID); ok {
-			session, _ = strconv.Atoi(id[1:strings.IndexByte(id, ':')])
+		id, ok := NormalID(t.DiaID)
+		if ok {
+			session = sessionOf(id)
 		}
 		var mine []string
 		for _, sentence := range sentences(t.Text) {
 			count[session]++
-			id := fmt.Sprintf("D%d:%d", session, count[session])
-			mine = append(mine, id)
-			out.Turns = append(out.Turns, Turn{Speaker: t.Speaker, DiaID: id, Text: textMessage(sentence, rng)})
+			msg := fmt.Sprintf("D%d:%d", session, count[session])
+			mine = append(mine, msg)
+			out.Turns = append(out.Turns, Turn{Speaker: t.Speaker, DiaID: msg, Text: textMessage(sentence, rng)})
 		}
-		if id, ok := NormalID(t.DiaID); ok {
+		if ok {
 			ids[id] = mine
 		}
 	}
@@ -88,6 +89,12 @@ func textSample(s Sample, rng *rand.Rand) Sample {
 			Evidence: remap(q.Evidence), Stale: remap(q.Stale)})
 	}
 	return out
+}
+
+// sessionOf is the session number of a normal dialogue id (NormalID).
+func sessionOf(id string) int {
+	n, _ := strconv.Atoi(id[1:strings.IndexByte(id, ':')])
+	return n
 }
 
 // sentences splits text at sentence ends, keeping each end's punctuation;
@@ -193,7 +200,7 @@ func Write(samples []Sample) ([]byte, error) {
 		for _, t := range s.Turns {
 			key := "session_1"
 			if id, ok := NormalID(t.DiaID); ok {
-				key = "session_" + id[1:strings.IndexByte(id, ':')]
+				key = "session_" + strconv.Itoa(sessionOf(id))
 			}
 			sessions[key] = append(sessions[key], t)
 		}
