@@ -531,6 +531,9 @@ func (p *gParser) next(m *gMeasures, f *gFrame, stack []gFrame) (int, error) {
 				if p.leading(it.rule, m.short, stack) {
 					return -1, engine.Invalid("the grammar does not parse (GBNF, root rule \"root\"): rule %q is left-recursive", p.rules[it.rule].name)
 				}
+				if p.repeatsEmpty(it.rule, m.short, stack) {
+					return -1, engine.Invalid("the grammar repeats, on a cycle through rule %q, an item that can match the empty text (as in root ::= (\"a\" root{0,9})?): every repeat can stay live at once at every level of the recursion, so the ways to match grow without bound; repeat a non-empty item or recurse without the repetition", p.rules[it.rule].name)
+				}
 				continue
 			}
 			return it.rule, nil
@@ -611,6 +614,31 @@ func (p *gParser) leading(to int, short []int, stack []gFrame) bool {
 		}
 	}
 	return true
+}
+
+// repeatsEmpty reports whether the cycle from rule to back to it along
+// the DFS stack goes through an item repeated more than once whose body can
+// match the empty text. The measures count a rule on the stack as one
+// state, which holds for plain recursion; such an item instead keeps every
+// repeat live at each level, and each level holds the cycle again, so the
+// stacks llama.cpp advances grow without bound (a hang, not an error).
+func (p *gParser) repeatsEmpty(to int, short []int, stack []gFrame) bool {
+	start := -1
+	for i, f := range stack {
+		if f.rule == to {
+			start = i
+		}
+	}
+	if start < 0 {
+		return false
+	}
+	for _, f := range stack[start:] {
+		it := p.rules[f.rule].alts[f.alt][f.item-1] // the item the walk went through
+		if reps(it) > 1 && it.rule >= 0 && short[it.rule] == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // shortest computes each rule's shortest text in characters (gInf for

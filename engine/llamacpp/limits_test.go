@@ -176,6 +176,11 @@ func TestGrammarLimits(t *testing.T) {
 		{"no root", `other ::= "a"`, "root", 0},
 		{"ordinary", `root ::= "yes" | "no" | [0-9]{3,8}`, "", 2},
 		{"recursion", `root ::= "(" root ")" | "x"`, "", 1},
+		// Found by FuzzRawGrammar: llama.cpp's stacks grew until the
+		// fuzzer's worker hung.
+		{"repeated recursion that can be empty", `root ::= (("a" | "b")root{0,100}){0,100}`, "on a cycle through rule", 0},
+		{"repeated recursion, through another rule", "root ::= (\"a\" y{0,9}){0,9}\ny ::= root", "on a cycle through rule", 0},
+		{"repeated recursion that cannot be empty", `root ::= "(" root{0,3} ")" | "x"`, "", 1},
 		{"infinite", `root ::= "(" root ")"`, "", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
