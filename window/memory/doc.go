@@ -50,10 +50,15 @@
 //     for a question (which asks for recall), every turn that matches it
 //     beyond chance on its own, best first, as far as the room goes: the
 //     room, set by the reuse target, bounds a question's packet, and
-//     relevance orders it. Then the turns up to two positions from each
-//     hit, the one at distance k at 1/2^k of its score (in a conversation
-//     of two, the turn two away is the same speaker's next or previous
-//     message). Last, for a question, the weak matches: what the fill's
+//     relevance orders it. Then the turns up to two speaker turns from each
+//     hit, k turns away at 1/2^max(k,1) of its score, where a speaker's
+//     turn is the run of messages they send before the other answers (in
+//     a written conversation one message; in chat, a thought sent a
+//     sentence at a time, so the rest of the hit's own run counts as its
+//     next neighbours do); in a conversation of two, the turn two away is
+//     the same speaker's next or previous turn. Past the next message,
+//     neighbours are a question's fill; at most 16 messages are walked on
+//     each side. Last, for a question, the weak matches: what the fill's
 //     room (Query.FillTokens) still holds goes, best first, to the turns
 //     that share any term with it without passing the chance test, and
 //     their neighbours, after every other hit. Short messages (one

@@ -211,3 +211,62 @@ func TestWeakFill(t *testing.T) {
 		t.Errorf("fill room 3: %d weak matches", n)
 	}
 }
+
+// TestBurstNeighbours: a speaker's turn is the run of messages they send
+// before the other answers. A hit's neighbours are the rest of its run and
+// the turns up to two speaker turns away, however many messages each
+// holds: the run and the reply at half the hit's score, the turn after at
+// a quarter, and nothing three turns away. Past the next message they are
+// a question's fill.
+func TestBurstNeighbours(t *testing.T) {
+	var turns []Turn
+	say := func(role, text string) { turns = append(turns, Turn{Pos: len(turns) + 3, Role: role, Text: text}) }
+	for i := 0; i < 10; i++ {
+		say("user", fmt.Sprintf("Routine check %d passed.", i))
+		say("assistant", fmt.Sprintf("Logged entry %d.", i))
+	}
+	burst := []string{"We adopted a puppy last week.", "She is a golden retriever.", "Her name is Biscuit.", "She sleeps all day."}
+	for _, b := range burst {
+		say("user", b)
+	}
+	say("assistant", "Congratulations, that sounds lovely.")
+	say("user", "Thanks, we are thrilled.")
+	say("assistant", "Send photos sometime.")
+	for i := 10; i < 20; i++ {
+		say("user", fmt.Sprintf("Routine check %d passed.", i))
+		say("assistant", fmt.Sprintf("Logged entry %d.", i))
+	}
+	x := NewIndex(turns...)
+	ask := "What kind of puppy did you adopt?"
+
+	hits := x.Search(Query{Ask: ask, FillTokens: 1000})
+	score := map[string]float64{}
+	for _, h := range hits {
+		score[h.Text] = h.Score
+	}
+	best, ok := score[burst[0]]
+	if !ok {
+		t.Fatalf("the match is not a hit: %q", hitTexts(hits))
+	}
+	for _, want := range []struct {
+		text  string
+		share float64
+	}{
+		{burst[1], 0.5}, {burst[2], 0.5}, {burst[3], 0.5},
+		{"Congratulations, that sounds lovely.", 0.5},
+		{"Thanks, we are thrilled.", 0.25},
+	} {
+		if got, ok := score[want.text]; !ok || got != want.share*best {
+			t.Errorf("%q: score %v (a hit: %v), want %v of the match's %v", want.text, got, ok, want.share, best)
+		}
+	}
+	if _, ok := score["Send photos sometime."]; ok {
+		t.Errorf("a turn three speaker turns away is a neighbour: %q", hitTexts(hits))
+	}
+
+	// Without fill room only the messages next to the match come.
+	near := hitSet(x.Search(Query{Ask: ask}))
+	if !near[burst[1]] || near[burst[2]] || near[burst[3]] {
+		t.Errorf("no fill: want the next message of the burst and no further, got %v", near)
+	}
+}

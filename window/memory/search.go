@@ -77,12 +77,23 @@ const (
 	// conversation answers in the next turn and asks in the one before, so
 	// a neighbour is worth as much as the weakest hit that still counts.
 	neighbourShare = cutoff
-	// neighbourReach: the turns up to two positions away are neighbours,
-	// the one at distance k at neighbourShare^k of the hit's score. In a
-	// conversation of two parties, the turn two away is the same
-	// speaker's next or previous message: the one who said the hit goes
-	// on about it (or led up to it) after the other's reply.
+	// neighbourReach: the turns up to two speaker turns away are
+	// neighbours, the one k turns away at neighbourShare^max(k,1) of the
+	// hit's score. A speaker's turn is the run of messages they send
+	// before the other answers: one message in a written conversation, a
+	// burst of short ones in a messaging app's chat, where a thought is
+	// sent a sentence at a time. So the other messages of the hit's own
+	// turn count as its next neighbours do. In a conversation of two
+	// parties, the turn two away is the same speaker's next or previous
+	// turn: the one who said the hit goes on about it (or led up to it)
+	// after the other's reply. Where every turn is one message this is
+	// the messages up to two positions away.
 	neighbourReach = 2
+	// maxWalk bounds the messages walked on each side of a hit for its
+	// neighbours: with maxExamined candidates, a search over bursts of
+	// any length does a bounded amount of work. Sixteen short messages
+	// (a sentence each) are a long paragraph, more than one thought.
+	maxWalk = 16
 	// maxExamined bounds the candidates one search checks: a packet holds
 	// tens of turns, and an ask of common words can match thousands.
 	maxExamined = 1024
@@ -314,21 +325,35 @@ func (x *Index) addStatements(cs *candidates, m match, limit int) {
 	}
 }
 
-// addNeighbours adds the turns next to each candidate at neighbourShare
-// of its score.
+// addNeighbours adds the turns around each candidate: the messages of its
+// speaker's turn and of the turns on either side at neighbourShare of its
+// score, those of the turns two away at neighbourShare² (see
+// neighbourReach). Only the message next to it is more than a question's
+// fill.
 func (x *Index) addNeighbours(cs *candidates, limit int) {
 	for i, n := 0, len(cs.ranked); i < n; i++ {
 		c := cs.ranked[i]
-		share := 1.0
-		for k := int32(1); k <= neighbourReach; k++ {
-			share *= neighbourShare
-			for _, d := range []int32{c.doc - k, c.doc + k} {
-				// Only a true neighbour: the next position, not a gap.
-				if d >= 0 && int(d) < limit && abs(x.turns[d].Pos-x.turns[c.doc].Pos) == int(k) {
-					// The farther neighbours are a question's fill:
-					// context past the hit's own exchange.
-					cs.add(d, c.score*share, false, c.fill || k > 1, c.weak)
+		for _, dir := range []int32{-1, 1} {
+			from := x.turns[c.doc]
+			changes, share := 0, neighbourShare
+			for j, d := int32(1), c.doc+dir; j <= maxWalk && d >= 0 && int(d) < limit; j, d = j+1, d+dir {
+				t := x.turns[d]
+				// Only true neighbours: the next position, not a gap.
+				if abs(t.Pos-from.Pos) != 1 {
+					break
 				}
+				if t.Role != from.Role {
+					if changes++; changes > neighbourReach {
+						break
+					}
+					if changes > 1 {
+						share *= neighbourShare
+					}
+				}
+				from = t
+				// Past the next message, context beyond the hit's own
+				// exchange: a question's fill.
+				cs.add(d, c.score*share, false, c.fill || j > 1, c.weak)
 			}
 		}
 	}
