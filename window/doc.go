@@ -140,29 +140,38 @@
 //     D/g turns: σ = g·(L − S)/D a turn, about one unit at Low = 1/2
 //     whatever B, where D is what the window grows by between steps:
 //     H − P − L, or, once questions step early, H − Z − L + g/q (in the
-//     zone one ask in 1/q is a question, q = 1/3 below), the smaller;
+//     zone one ask in 1/q is a question, q below), the smaller;
 //   - a packet of p tokens is uncached on its turn, and on the next its ask
 //     and the answer are sent again without it: p + g;
 //   - at ReuseTarget R the mean window W̄ = (L + H − P)/2 may send
 //     (1 − R)·W̄ uncached, so packets may spend A = (1 − R)·W̄ − a − σ.
 //
-// Questions at the question cap, one ask in three, spend (PacketCap·B + g)/3
-// of A. Questions come first: they are what asks for recall. Where A holds
-// them at the cap (34-token turns: from about 8k; 10-token chat turns:
-// from about 4k), their cap grows with the rest of it, to 3A − g, at most
-// B − L (the free room a step leaves), and their fill may take all of it;
+// q is the conversation's own share of questions: of its latest 256 user
+// messages after the sinks, those isQuestion takes for one, with one in
+// three (the caps' assumption above) as a prior worth three asks:
+// q = (questions + 1)/(asks + 3). A conversation shows within a few tens
+// of asks how often it asks, and what its questions may spend follows
+// from that: a chat of short statements, where a thought is sent a
+// sentence at a time, asks far less often than one ask in three (the
+// texting restyle of LoCoMo dev: 7–14% of its user messages), a
+// conversation of questions more often.
+//
+// Questions at the question cap spend q·(PacketCap·B + g) of A. Questions
+// come first: they are what asks for recall. Where A holds them at the
+// cap, their cap grows with the rest of it, to A/q − g, at most B − L
+// (the free room a step leaves), and their fill may take all of it;
 // where it does not, they keep the cap and the fill its B/8. A
 // statement's packet may take what the questions leave, spread over the
-// other asks and less the g each costs again:
-// (A − (Q + g)/3)·3/2 − g for the questions' cap Q, at most
-// StatementCap·B, none if that is not positive: at the default water
-// marks the questions take all of A, and a statement gets a packet only
-// where the cap cannot grow (Low past 1 − PacketCap). Until this rule,
-// statements had the room past the questions at PacketCap·B; the
-// questions' recall that buys (docs/recall-sets.md, the texting restyle
-// at 12,288: 74.4% → 77.5%) is measured, a statement's is not.
+// other asks and less the g each costs again: (A − q·(Q + g))/(1 − q) − g
+// for the questions' cap Q, at most StatementCap·B, none if that is not
+// positive: with one ask in three a question and the default water marks
+// the questions take all of A, and a statement gets a packet only where
+// the cap reaches B − L with spare left (few questions, or Low past
+// 1 − PacketCap). The statements' room once came first; the questions'
+// recall that moving it to them buys (docs/recall-sets.md, the texting
+// restyle at 12,288: 74.4% → 77.5%) is measured, a statement's is not.
 //
-// Where a + σ + (PacketCap·B + g)/3 exceeds (1 − R)·W̄ (small budgets
+// Where a + σ + q·(PacketCap·B + g) exceeds (1 − R)·W̄ (small budgets
 // against long turns: at 1,024 tokens with 34-token turns a + σ alone
 // take most of the 15%, and a packet's re-sent ask and answer cost g more),
 // no question packet that holds a turn fits the target: the window keeps

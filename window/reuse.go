@@ -8,16 +8,27 @@ import "kvwin/engine"
 const ReuseTarget = 0.85
 
 // questionShare is the share of asks the reuse allowance assumes are
-// questions at the question cap (the package doc's one ask in three).
+// questions at the question cap before a conversation shows its own (the
+// package doc's one ask in three): the prior of the conversation's
+// estimate, worth questionPrior asks.
 const questionShare = 1.0 / 3
+
+// questionPrior is the weight, in asks, of questionShare in the estimate
+// of a conversation's share of questions: three asks, one a question.
+// Past a few tens of asks the conversation's own share decides.
+const questionPrior = 3
 
 // allowance is the reuse arithmetic of one conversation at one budget (see
 // the package doc, The reuse allowance), in tokens per turn.
 type allowance struct {
-	Ask      float64 // a: the mean user message, uncached on its turn
-	Exchange float64 // g: the mean unit (a user message and its replies)
-	Steps    float64 // σ: what eviction steps re-send, per turn
-	Window   float64 // W̄: the mean window between the water marks
+	Ask float64 // a: the mean user message, uncached on its turn
+	// Questions is q, the share of asks that are questions:
+	// (questions + questionShare·questionPrior) / (asks + questionPrior)
+	// over the latest questionWindow user messages after the sinks.
+	Questions float64
+	Exchange  float64 // g: the mean unit (a user message and its replies)
+	Steps     float64 // σ: what eviction steps re-send, per turn
+	Window    float64 // W̄: the mean window between the water marks
 	// Spare is (1−ReuseTarget)·W̄ − a − σ: what packets may cost a turn
 	// at the target. Each packet costs its tokens on its turn and g on the
 	// next (its ask and the answer are sent again without it).
@@ -27,10 +38,32 @@ type allowance struct {
 	// over the other asks, less the g each packet costs again. 0: none.
 	Statement int
 	// Holds says Spare holds the questions at the question cap
-	// (PacketCap·B, one ask in three); Question is then the cap they may
+	// (PacketCap·B, a share q of the asks); Question is then the cap they may
 	// grow to with all of Spare, at most B − L (PacketCap·B if not).
 	Holds    bool
 	Question int
+}
+
+// questionWindow is how many of the latest asks a conversation's share of
+// questions is read from: enough for a share of one in ten to within
+// about two points (the binomial's standard error), and a bound on the
+// text read per turn whatever the history's length.
+const questionWindow = 256
+
+// questionShare returns q, the share of c's latest asks (user messages
+// after from, at most questionWindow) that are questions, with the prior's
+// questionShare worth questionPrior asks (see the package doc).
+func (c conversation) questionShare(from int) float64 {
+	asks, questions := 0, 0
+	for i := len(c.msgs) - 1; i >= from && asks < questionWindow; i-- {
+		if c.msgs[i].Role == engine.RoleUser {
+			asks++
+			if isQuestion(c.msgs[i].Content) {
+				questions++
+			}
+		}
+	}
+	return (float64(questions) + questionShare*questionPrior) / float64(asks+questionPrior)
 }
 
 // allowance computes the reuse arithmetic of c's messages after the sinks
@@ -49,6 +82,8 @@ func (s Settings) allowance(c conversation, from, padded int) allowance {
 	}
 	var a allowance
 	a.Ask = float64(userTokens) / float64(users)
+	q := c.questionShare(from)
+	a.Questions = q
 	a.Exchange = float64(c.tokens(from, len(c.msgs))) / float64(users)
 	high, low, p := float64(s.high()), float64(s.low()), float64(s.packetTokens())
 	a.Window = (low + high - p) / 2
@@ -58,9 +93,9 @@ func (s Settings) allowance(c conversation, from, padded int) allowance {
 	}
 	if z := float64(s.questionZone()); z > p {
 		// A question finding less free room than the zone steps early:
-		// once the window is in the zone, one ask in 1/questionShare is a
-		// question, so it grows about that many units into it.
-		span = min(span, high-z-low+a.Exchange/questionShare)
+		// once the window is in the zone, one ask in 1/q is a question,
+		// so it grows about that many units into it.
+		span = min(span, high-z-low+a.Exchange/q)
 	}
 	a.Steps = a.Exchange * max(low-float64(padded), 0) / span
 	a.Spare = (1-ReuseTarget)*a.Window - a.Ask - a.Steps
@@ -69,14 +104,14 @@ func (s Settings) allowance(c conversation, from, padded int) allowance {
 	// to the free room a step leaves (B − L); statements get what that
 	// leaves.
 	capQ := float64(s.packetCap(true))
-	a.Holds = a.Spare >= questionShare*(capQ+a.Exchange)
+	a.Holds = a.Spare >= q*(capQ+a.Exchange)
 	grown := capQ
 	if a.Holds {
-		grown = min(a.Spare/questionShare-a.Exchange, max(float64(s.Budget-s.low()), capQ))
+		grown = min(a.Spare/q-a.Exchange, max(float64(s.Budget-s.low()), capQ))
 	}
 	a.Question = int(grown)
-	questions := questionShare * (grown + a.Exchange)
-	room := (a.Spare-questions)/(1-questionShare) - a.Exchange
+	spent := q * (grown + a.Exchange)
+	room := (a.Spare-spent)/(1-q) - a.Exchange
 	a.Statement = int(min(max(room, 0), float64(s.packetCap(false))))
 	return a
 }
