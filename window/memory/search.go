@@ -39,7 +39,8 @@ type Query struct {
 	// FillTokens bounds the summed Cost of the hits a question (not
 	// Statement) gets past the relevance cutoff: the turns that match it
 	// beyond chance on their own but score below half the best, the
-	// neighbours of those, and every hit's neighbours two positions away;
+	// neighbours of those, and every hit's neighbours past the next
+	// message (see neighbourReach);
 	// then, with what room is left, any other turn sharing a term with it
 	// (a weak match, see rank). Zero means none: only the cutoff and
 	// the next neighbours size the packet, as for a statement.
