@@ -589,22 +589,28 @@ func (m *gMeasures) settle(rule int, r gRule) error {
 // alternative and item it goes on from.
 type gFrame struct{ rule, alt, item int }
 
+// cycleOf returns the frames of the DFS stack from rule to's latest frame
+// to the top: the cycle a walk that reaches to again has gone round; false
+// if to is not on the stack.
+func cycleOf(to int, stack []gFrame) ([]gFrame, bool) {
+	for i := len(stack) - 1; i >= 0; i-- {
+		if stack[i].rule == to {
+			return stack[i:], true
+		}
+	}
+	return nil, false
+}
+
 // leading reports whether rule to is reached from rule from through items
 // that can be empty only, along the DFS stack: a left recursion.
 func (p *gParser) leading(to int, short []int, stack []gFrame) bool {
 	// The DFS went from each frame into the next through item index
-	// item-1 of alternative alt; the cycle is from `to`'s frame to the top.
-	start := -1
-	for i, f := range stack {
-		if f.rule == to {
-			start = i
-		}
-	}
-	if start < 0 {
+	// item-1 of alternative alt.
+	cycle, ok := cycleOf(to, stack)
+	if !ok {
 		return false
 	}
-	for i := start; i < len(stack); i++ {
-		f := stack[i]
+	for _, f := range cycle {
 		alt := p.rules[f.rule].alts[f.alt]
 		for j := 0; j < f.item-1; j++ {
 			it := alt[j]
@@ -623,16 +629,11 @@ func (p *gParser) leading(to int, short []int, stack []gFrame) bool {
 // repeat live at each level, and each level holds the cycle again, so the
 // stacks llama.cpp advances grow without bound (a hang, not an error).
 func (p *gParser) repeatsEmpty(to int, short []int, stack []gFrame) bool {
-	start := -1
-	for i, f := range stack {
-		if f.rule == to {
-			start = i
-		}
-	}
-	if start < 0 {
+	cycle, ok := cycleOf(to, stack)
+	if !ok {
 		return false
 	}
-	for _, f := range stack[start:] {
+	for _, f := range cycle {
 		it := p.rules[f.rule].alts[f.alt][f.item-1] // the item the walk went through
 		if reps(it) > 1 && it.rule >= 0 && short[it.rule] == 0 {
 			return true
