@@ -21,14 +21,10 @@ const questionPrior = 3
 // allowance is the reuse arithmetic of one conversation at one budget (see
 // the package doc, The reuse allowance), in tokens per turn.
 type allowance struct {
-	Ask float64 // a: the mean user message, uncached on its turn
-	// Questions is q, the share of asks that are questions:
-	// (questions + questionShare·questionPrior) / (asks + questionPrior)
-	// over the latest questionWindow user messages after the sinks.
-	Questions float64
-	Exchange  float64 // g: the mean unit (a user message and its replies)
-	Steps     float64 // σ: what eviction steps re-send, per turn
-	Window    float64 // W̄: the mean window between the water marks
+	Ask      float64 // a: the mean user message, uncached on its turn
+	Exchange float64 // g: the mean unit (a user message and its replies)
+	Steps    float64 // σ: what eviction steps re-send, per turn
+	Window   float64 // W̄: the mean window between the water marks
 	// Spare is (1−ReuseTarget)·W̄ − a − σ: what packets may cost a turn
 	// at the target. Each packet costs its tokens on its turn and g on the
 	// next (its ask and the answer are sent again without it).
@@ -83,7 +79,6 @@ func (s Settings) allowance(c conversation, from, padded int) allowance {
 	var a allowance
 	a.Ask = float64(userTokens) / float64(users)
 	q := c.questionShare(from)
-	a.Questions = q
 	a.Exchange = float64(c.tokens(from, len(c.msgs))) / float64(users)
 	high, low, p := float64(s.high()), float64(s.low()), float64(s.packetTokens())
 	a.Window = (low + high - p) / 2

@@ -335,15 +335,15 @@ func (x *Index) addNeighbours(cs *candidates, limit int) {
 	for i, n := 0, len(cs.ranked); i < n; i++ {
 		c := cs.ranked[i]
 		for _, dir := range []int32{-1, 1} {
-			from := x.turns[c.doc]
+			pos, role := x.turns[c.doc].Pos, x.turns[c.doc].Role
 			changes, share := 0, neighbourShare
 			for j, d := int32(1), c.doc+dir; j <= maxWalk && d >= 0 && int(d) < limit; j, d = j+1, d+dir {
-				t := x.turns[d]
+				t := &x.turns[d]
 				// Only true neighbours: the next position, not a gap.
-				if abs(t.Pos-from.Pos) != 1 {
+				if abs(t.Pos-pos) != 1 {
 					break
 				}
-				if t.Role != from.Role {
+				if t.Role != role {
 					if changes++; changes > neighbourReach {
 						break
 					}
@@ -351,7 +351,7 @@ func (x *Index) addNeighbours(cs *candidates, limit int) {
 						share *= neighbourShare
 					}
 				}
-				from = t
+				pos, role = t.Pos, t.Role
 				// Past the next message, context beyond the hit's own
 				// exchange: a question's fill.
 				cs.add(d, c.score*share, false, c.fill || j > 1, c.weak)
