@@ -19,6 +19,7 @@ func newBenchFleetCmd() *cobra.Command {
 		out          string
 		asJSON       bool
 		parallel     int
+		cacheRAM     int64
 	)
 	cmd := &cobra.Command{
 		Use:   "fleet",
@@ -38,7 +39,10 @@ fleet.svg (TTFT p90 against load) into --out. What the simulation leaves
 out: docs/benchmarks.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := fleet.Options{Nodes: nodes, Slots: slots, Kind: kind, Policies: policies, Loads: loads, Workload: w,
+			if cacheRAM < 0 || cacheRAM > 1<<30 {
+				return fmt.Errorf("--cache-ram %d: want 0 to %d MiB", cacheRAM, 1<<30)
+			}
+			o := fleet.Options{Nodes: nodes, Slots: slots, Kind: kind, CacheRAM: cacheRAM << 20, Policies: policies, Loads: loads, Workload: w,
 				Model: fleet.DefaultNodeModel(), Parallel: parallel, Progress: func(r fleet.Row) {
 					fmt.Fprintf(os.Stderr, "load %.2f %-12s ttft p90 %8.0f ms, prefill %.2f× the oracle's (%.1f s)\n",
 						r.Load, r.Policy, r.TTFTP90, r.PrefillVsOracle, r.WallSeconds)
@@ -76,6 +80,7 @@ out: docs/benchmarks.md.`,
 	f.Float64SliceVar(&loads, "load", []float64{0.2, 0.6, 1.0}, "offered loads: shares of the fleet's prefill capacity")
 	f.StringSliceVar(&policies, "policies", fleet.AllPolicies(), "routing policies to compare")
 	f.StringVar(&kind, "node-kind", fleet.KindLlamaServer, "llamaserver (a slot reuses only its own KV) or kvwin (prefix copy between slots, no snapshots)")
+	f.Int64Var(&cacheRAM, "cache-ram", 0, "each llama-server's host-memory prompt cache in MiB, as its --cache-ram (8192 in its builds since autumn 2025); 0: none")
 	f.StringVar(&trace, "trace", "", "replay a Mooncake-format trace (JSON lines) instead of the synthetic conversations")
 	f.StringVar(&out, "out", "", "directory for fleet.json, fleet.csv and fleet.svg")
 	f.IntVar(&parallel, "parallel", 2, "runs simulated at once (one core each)")

@@ -21,9 +21,12 @@ import (
 type Options struct {
 	Nodes, Slots int
 	Kind         string
-	Policies     []string
-	Loads        []float64
-	Workload     Workload
+	// CacheRAM is each llama-server's host-memory prompt cache in bytes
+	// (--cache-ram, promptcache.go); 0 none, the issue's llama-server.
+	CacheRAM int64
+	Policies []string
+	Loads    []float64
+	Workload Workload
 	// Trace, if set, replaces the synthetic conversations: requests of a
 	// Mooncake trace (ReadMooncake), their times scaled to each load.
 	Trace []*conversation
@@ -42,6 +45,7 @@ func AllPolicies() []string { return append(router.Policies(), router.PeerPolici
 type Row struct {
 	Policy            string  `json:"policy"`
 	NodeKind          string  `json:"node_kind"`
+	CacheRAMMiB       int64   `json:"cache_ram_mib,omitempty"` // a llama-server's --cache-ram
 	Nodes             int     `json:"nodes"`
 	Slots             int     `json:"slots"`
 	Load              float64 `json:"load"`
@@ -72,6 +76,12 @@ func Bench(ctx context.Context, o Options) ([]Row, error) {
 	if o.Kind != KindLlamaServer && o.Kind != KindKvwin {
 		return nil, fmt.Errorf("fleet: node kind %q (want %s or %s)", o.Kind, KindLlamaServer, KindKvwin)
 	}
+	switch {
+	case o.CacheRAM < 0:
+		return nil, fmt.Errorf("fleet: prompt cache of %d bytes", o.CacheRAM)
+	case o.CacheRAM > 0 && o.Kind != KindLlamaServer:
+		return nil, fmt.Errorf("fleet: a prompt cache (--cache-ram) is llama-server's, not node kind %s's", o.Kind)
+	}
 	for _, p := range o.Policies {
 		if !slices.Contains(AllPolicies(), p) {
 			return nil, fmt.Errorf("fleet: unknown policy %q (want some of %v)", p, AllPolicies())
@@ -88,7 +98,7 @@ func Bench(ctx context.Context, o Options) ([]Row, error) {
 	for i, c := range convs {
 		orig[i] = slices.Clone(c.at)
 	}
-	cfg := Config{Nodes: o.Nodes, Slots: o.Slots, Context: o.Workload.Context, Kind: o.Kind, Model: o.Model}
+	cfg := Config{Nodes: o.Nodes, Slots: o.Slots, Context: o.Workload.Context, Kind: o.Kind, CacheRAM: o.CacheRAM, Model: o.Model}
 	var rows []Row
 	for _, load := range o.Loads {
 		if load <= 0 {
@@ -176,7 +186,7 @@ func schedule(convs []*conversation, orig [][]time.Duration, load float64, o Opt
 
 // summarize sums one run's turns.
 func summarize(turns []*turnRecord, cfg Config, load float64) Row {
-	r := Row{Policy: cfg.Policy, NodeKind: cfg.Kind, Nodes: cfg.Nodes, Slots: cfg.Slots, Load: load, Turns: len(turns)}
+	r := Row{Policy: cfg.Policy, NodeKind: cfg.Kind, CacheRAMMiB: cfg.CacheRAM >> 20, Nodes: cfg.Nodes, Slots: cfg.Slots, Load: load, Turns: len(turns)}
 	var ttft, queue []float64
 	prompt, cached, generated := 0, 0, 0
 	var first, last time.Duration = -1, 0

@@ -26,6 +26,11 @@ type NodeModel struct {
 	// StepBase is a decode step's time with an empty cache (the weights
 	// read once); StepPerCell adds each KV cell the step attends to.
 	StepBase, StepPerCell time.Duration
+	// KVBytesPerToken is a token's KV; HostBandwidth the bytes per second
+	// it moves at between the GPU and host memory (a llama-server's
+	// prompt cache, promptcache.go).
+	KVBytesPerToken int
+	HostBandwidth   float64
 }
 
 // Default node: an 8B model (Llama-3.1-8B's shape) at Q4_K_M on a GPU
@@ -35,10 +40,12 @@ type NodeModel struct {
 // The one rule that set it: at --load 0.2 the conversations in progress
 // fit the fleet's slots with room for Poisson's spread (the issue's "at
 // 0.2 they fit"): 0.73 of the slots on average, as the report's
-// active_per_slot shows.
+// active_per_slot shows. Its host link is PCIe 4.0 ×16 at the 25 GB/s
+// such a link moves in practice.
 const (
-	defaultFLOPs     = 14e12
-	defaultBandwidth = 400e9
+	defaultFLOPs         = 14e12
+	defaultBandwidth     = 400e9
+	defaultHostBandwidth = 25e9
 )
 
 // llama8B is Llama-3.1-8B's shape, as gguf.Read reports it.
@@ -52,12 +59,22 @@ func DefaultNodeModel() NodeModel {
 		panic(err) // the shape above is complete
 	}
 	return NodeModel{Prefill: cost.Prior(defaultFLOPs),
-		StepBase:    time.Duration(float64(cost.WeightBytes) / defaultBandwidth * float64(time.Second)),
-		StepPerCell: time.Duration(float64(cost.KVBytesPerToken) / defaultBandwidth * float64(time.Second))}
+		StepBase:        time.Duration(float64(cost.WeightBytes) / defaultBandwidth * float64(time.Second)),
+		StepPerCell:     time.Duration(float64(cost.KVBytesPerToken) / defaultBandwidth * float64(time.Second)),
+		KVBytesPerToken: cost.KVBytesPerToken, HostBandwidth: defaultHostBandwidth}
 }
 
 // prefill is the time of p new tokens after cached ones.
 func (m NodeModel) prefill(p, cached int) time.Duration { return m.Prefill.Predict(p, cached) }
+
+// moved is the time of moving the KV of tokens between the GPU and host
+// memory.
+func (m NodeModel) moved(tokens int) time.Duration {
+	if tokens <= 0 || m.HostBandwidth <= 0 {
+		return 0
+	}
+	return time.Duration(float64(tokens*m.KVBytesPerToken) / m.HostBandwidth * float64(time.Second))
+}
 
 // slotState is what one slot of a simulated node holds.
 type slotState struct {
@@ -74,6 +91,8 @@ type job struct {
 	turn    *turnRecord
 	slot    int
 	reuse   int
+	lru     bool // the node chose the slot as the least recently used
+	moved   int  // tokens of KV the prompt cache moved for it
 	prefill time.Duration
 	wake    chan struct{}
 	res     engine.Result
@@ -89,6 +108,7 @@ type node struct {
 	model NodeModel
 	slots []slotState
 	clock uint64
+	cache *promptCache // a llama-server's --cache-ram; nil without
 
 	waiting    []*job // arrived, no slot yet
 	prefillQ   []*job // on a slot, waiting for the node's prefill
@@ -104,6 +124,9 @@ var (
 
 func newNode(s *sim, i int, cfg Config) *node {
 	n := &node{sim: s, kind: cfg.Kind, model: cfg.Model, slots: make([]slotState, cfg.Slots)}
+	if cfg.Kind == KindLlamaServer {
+		n.cache = newPromptCache(cfg.CacheRAM, cfg.Model.KVBytesPerToken)
+	}
 	name := fmt.Sprintf("node%03d", i)
 	if i < len(cfg.Names) {
 		name = cfg.Names[i]
@@ -207,14 +230,25 @@ func (n *node) choose(j *job) int {
 			best = i
 		}
 	}
+	j.lru = best >= 0
 	return best
 }
 
 // take puts j on slot s: what it reuses there (a kvwin node also copies a
-// longer prefix another slot holds), and its prefill queued.
+// longer prefix another slot holds; a llama-server with a prompt cache may
+// swap the slot's prompt for a cached one), and its prefill queued.
 func (n *node) take(j *job, s int) {
 	p := j.req.Tokens
 	reuse := 0
+	if kv := n.slots[s].kv; n.cache != nil && !j.req.NoCache && len(kv) > 0 && (j.lru || 2*lcp(kv, p) < len(kv)) {
+		if n.cache.save(kv) {
+			j.moved += len(kv)
+		}
+		if e := n.cache.load(kv, p); e != nil {
+			n.slots[s].kv = e
+			j.moved += len(e)
+		}
+	}
 	if !j.req.NoCache {
 		reuse = lcp(n.slots[s].kv, p)
 		if n.kind == KindKvwin && !j.req.SlotOnly {
@@ -239,9 +273,11 @@ func (n *node) startPrefill() {
 	n.prefillQ = n.prefillQ[1:]
 	n.prefilling = true
 	p := j.req.Tokens
+	// The prompt cache's copies run in the server's loop before the
+	// prompt; its timings.prompt_ms counts the prompt alone.
 	j.prefill = n.model.prefill(len(p)-j.reuse, j.reuse)
 	j.turn.prefillAt = n.sim.now
-	n.sim.after(j.prefill, func() { n.firstToken(j) })
+	n.sim.after(n.model.moved(j.moved)+j.prefill, func() { n.firstToken(j) })
 }
 
 // firstToken ends j's prefill: the router's goroutine gets its first

@@ -49,7 +49,7 @@ func WriteJSON(w io.Writer, rows []Row) error {
 // csvHeader is fleet.csv's columns, the JSON names.
 var csvHeader = []string{"policy", "node_kind", "nodes", "slots", "load", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
 	"queue_p50_ms", "queue_p90_ms", "prefill_tokens", "oracle_prefill_tokens", "prefill_vs_oracle", "hit_rate",
-	"throughput_tokens_per_s", "turns", "errors", "active_per_slot", "simulated_s", "wall_s", "conversations_per_s"}
+	"throughput_tokens_per_s", "turns", "errors", "active_per_slot", "simulated_s", "wall_s", "conversations_per_s", "cache_ram_mib"}
 
 // WriteCSV writes the rows with a header line.
 func WriteCSV(w io.Writer, rows []Row) error {
@@ -62,7 +62,7 @@ func WriteCSV(w io.Writer, rows []Row) error {
 		rec := []string{r.Policy, r.NodeKind, strconv.Itoa(r.Nodes), strconv.Itoa(r.Slots), f(r.Load), f(r.TTFTP50), f(r.TTFTP90),
 			f(r.TTFTP99), f(r.QueueP50), f(r.QueueP90), strconv.Itoa(r.PrefillTokens), strconv.Itoa(r.OraclePrefill),
 			f(r.PrefillVsOracle), f(r.HitRate), f(r.Throughput), strconv.Itoa(r.Turns), strconv.Itoa(r.Errors),
-			f(r.ActivePerSlot), f(r.SimulatedSeconds), f(r.WallSeconds), f(r.ConversationsRate)}
+			f(r.ActivePerSlot), f(r.SimulatedSeconds), f(r.WallSeconds), f(r.ConversationsRate), strconv.FormatInt(r.CacheRAMMiB, 10)}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}
@@ -75,17 +75,21 @@ func WriteCSV(w io.Writer, rows []Row) error {
 // p90 also as ratios: to the oracle's prefill, and to the best policy's
 // TTFT p90 at that load and fleet.
 func PrintTable(w io.Writer, rows []Row) {
-	fmt.Fprintf(w, "%-13s %-11s %5s %5s %5s %9s %9s %9s %9s %11s %11s %8s %6s %8s %9s %6s %6s\n", "policy", "kind", "nodes", "slots", "load",
+	fmt.Fprintf(w, "%-13s %-17s %5s %5s %5s %9s %9s %9s %9s %11s %11s %8s %6s %8s %9s %6s %6s\n", "policy", "kind", "nodes", "slots", "load",
 		"ttft p50", "ttft p90", "ttft p99", "queue p90", "prefill", "oracle", "/oracle", "hit", "p90/best", "tok/s", "active", "errors")
 	for _, r := range rows {
 		best := math.Inf(1)
 		for _, o := range rows {
-			if o.Load == r.Load && o.Nodes == r.Nodes && o.NodeKind == r.NodeKind {
+			if o.Load == r.Load && o.Nodes == r.Nodes && o.NodeKind == r.NodeKind && o.CacheRAMMiB == r.CacheRAMMiB {
 				best = min(best, o.TTFTP90)
 			}
 		}
-		fmt.Fprintf(w, "%-13s %-11s %5d %5d %5.2f %7.0fms %7.0fms %7.0fms %7.0fms %11d %11d %7.2fx %5.1f%% %7.2fx %9.1f %6.2f %6d\n",
-			r.Policy, r.NodeKind, r.Nodes, r.Slots, r.Load, r.TTFTP50, r.TTFTP90, r.TTFTP99, r.QueueP90, r.PrefillTokens, r.OraclePrefill,
+		kind := r.NodeKind
+		if r.CacheRAMMiB > 0 {
+			kind += "+" + strconv.FormatInt(r.CacheRAMMiB, 10) + "MiB"
+		}
+		fmt.Fprintf(w, "%-13s %-17s %5d %5d %5.2f %7.0fms %7.0fms %7.0fms %7.0fms %11d %11d %7.2fx %5.1f%% %7.2fx %9.1f %6.2f %6d\n",
+			r.Policy, kind, r.Nodes, r.Slots, r.Load, r.TTFTP50, r.TTFTP90, r.TTFTP99, r.QueueP90, r.PrefillTokens, r.OraclePrefill,
 			r.PrefillVsOracle, 100*r.HitRate, r.TTFTP90/best, r.Throughput, r.ActivePerSlot, r.Errors)
 	}
 }

@@ -36,8 +36,11 @@ type Config struct {
 	Nodes, Slots int
 	Context      int    // KV tokens per slot
 	Kind         string // KindLlamaServer or KindKvwin
-	Policy       string
-	Model        NodeModel
+	// CacheRAM is a llama-server's host-memory prompt cache in bytes
+	// (--cache-ram; promptcache.go); 0 none, as the llama-server.
+	CacheRAM int64
+	Policy   string
+	Model    NodeModel
 	// Names, if set, names the nodes, and ModelName the model they serve
 	// (a replay gives the real fleet's, which the router's keys and
 	// rendezvous ties hash); default node000… and "sim".
