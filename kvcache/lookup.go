@@ -51,14 +51,25 @@ type Match struct {
 	Approximate bool   `json:"approximate"`
 }
 
+// Kept is a snapshot Match with the blocks the snapshot holds in all.
+type Kept struct {
+	Match
+	Held int `json:"held_blocks"`
+}
+
 // Result is the answer to a Lookup.
 type Result struct {
 	// Matches lists every live slot holding at least the first block, and per
 	// backend its best snapshot: most blocks first, slots before snapshots,
 	// then by backend and slot. Locations holding nothing are absent.
-	Matches     []Match `json:"matches"`
-	Blocks      int     `json:"blocks"` // blocks in the chain looked up
-	Approximate bool    `json:"approximate"`
+	Matches []Match `json:"matches"`
+	// Keeps lists per backend the snapshot a prompt cache loads for the
+	// chain (llama-server's --cache-ram): the one keeping the largest
+	// share of itself (Blocks / Held), among those keeping a quarter or
+	// more; ties to more blocks, then to the smaller id.
+	Keeps       []Kept `json:"keeps,omitempty"`
+	Blocks      int    `json:"blocks"` // blocks in the chain looked up
+	Approximate bool   `json:"approximate"`
 }
 
 // Lookup returns, per location, how many leading blocks of c it holds. It
@@ -79,7 +90,7 @@ func (r *Registry) Lookup(c Chain) Result {
 		most += b.lru.n + 1
 	}
 	res.Matches = make([]Match, 0, min(len(holders), most))
-	var bestSnap map[*backend]int // index in res.Matches of a backend's best snapshot
+	var bestSnap, keep map[*backend]int // index in res.Matches, res.Keeps of a backend's best snapshot, its kept one
 	for _, h := range holders {
 		n := commonPrefix(h.keys, c.Keys)
 		m := Match{
@@ -95,7 +106,17 @@ func (r *Registry) Lookup(c Chain) Result {
 		}
 		m.Tier, m.Snapshot = TierSnapshot, h.snap.id
 		if bestSnap == nil {
-			bestSnap = map[*backend]int{}
+			bestSnap, keep = map[*backend]int{}, map[*backend]int{}
+		}
+		if k := (Kept{Match: m, Held: len(h.keys)}); 4*n >= k.Held {
+			i, seen := keep[h.b]
+			switch {
+			case !seen:
+				keep[h.b] = len(res.Keeps)
+				res.Keeps = append(res.Keeps, k)
+			case keepsMore(k, res.Keeps[i]):
+				res.Keeps[i] = k
+			}
 		}
 		i, seen := bestSnap[h.b]
 		switch {
@@ -107,6 +128,7 @@ func (r *Registry) Lookup(c Chain) Result {
 		}
 	}
 	r.mu.RUnlock()
+	slices.SortFunc(res.Keeps, func(a, b Kept) int { return cmp.Compare(a.Backend, b.Backend) })
 	slices.SortFunc(res.Matches, func(a, b Match) int {
 		return cmp.Or(
 			cmp.Compare(b.Blocks, a.Blocks),
@@ -116,4 +138,16 @@ func (r *Registry) Lookup(c Chain) Result {
 		)
 	})
 	return res
+}
+
+// keepsMore reports whether snapshot a keeps a larger share of itself
+// than b (see Result.Keeps).
+func keepsMore(a, b Kept) bool {
+	if x, y := a.Blocks*b.Held, b.Blocks*a.Held; x != y {
+		return x > y
+	}
+	if a.Blocks != b.Blocks {
+		return a.Blocks > b.Blocks
+	}
+	return a.Snapshot < b.Snapshot
 }

@@ -111,3 +111,41 @@ func TestSnapshotCounters(t *testing.T) {
 		t.Fatalf("counters %+v", st)
 	}
 }
+
+// Keeps is the snapshot a prompt cache would load: the one keeping the
+// largest share of itself, never one keeping under a quarter.
+func TestLookupKeeps(t *testing.T) {
+	k := mustKeyer(t, testNS, KeyerConfig{BlockTokens: 16})
+	system := tokens(1, 64) // 4 blocks shared by every conversation
+	conv := func(first uint64, blocks int) []int {
+		return append(append([]int(nil), system...), tokens(first, 16*blocks)...)
+	}
+	r := mustRegistry(t, BackendConfig{Name: "a"}, BackendConfig{Name: "b"})
+	for _, s := range []struct {
+		backend, id string
+		tokens      []int
+	}{
+		{"a", "long", conv(1000, 16)},  // keeps 4 of 20 blocks: under a quarter
+		{"a", "short", conv(2000, 4)},  // keeps 4 of 8
+		{"a", "longer", conv(3000, 8)}, // keeps 4 of 12
+		{"b", "long", conv(4000, 16)},
+	} {
+		if err := r.AddSnapshot(s.backend, s.id, k.Tokens(s.tokens), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := r.Lookup(k.Tokens(conv(9000, 1)))
+	if len(res.Keeps) != 1 || res.Keeps[0].Snapshot != "short" || res.Keeps[0].Blocks != 4 || res.Keeps[0].Held != 8 {
+		t.Fatalf("keeps %+v, want a's short (4 of 8 blocks) alone", res.Keeps)
+	}
+	// A conversation's own saved chain, a prefix of its next prompt,
+	// keeps all of itself.
+	own := conv(5000, 10)
+	if err := r.AddSnapshot("a", "own", k.Tokens(own), 0); err != nil {
+		t.Fatal(err)
+	}
+	res = r.Lookup(k.Tokens(append(own, tokens(6000, 32)...)))
+	if len(res.Keeps) != 1 || res.Keeps[0].Snapshot != "own" || res.Keeps[0].Blocks != 14 || res.Keeps[0].Held != 14 {
+		t.Fatalf("keeps %+v, want a's own (14 of 14 blocks)", res.Keeps)
+	}
+}

@@ -71,7 +71,9 @@
 // likely ended is nearly free. A backend found restoring
 // what its slots gave up (a turn reusing more than its slot held:
 // llama-server's --cache-ram) has those chains counted as held there, as a
-// kvwin node's snapshots are. A kvwin node, which copies a prefix one slot
+// kvwin node's snapshots are, on the server's terms: only a slot keeping
+// less than half of what it holds is swapped with the cache, and a load
+// takes the prompt out of it (placement.go). A kvwin node, which copies a prefix one slot
 // holds into another (engine.Info.SharesPrefixes), is planned the same
 // way, every slot reusing the longest prefix the node holds anywhere: its
 // own choice, the least recently used idle slot, knows nothing of which

@@ -35,7 +35,7 @@ type candidate struct {
 
 // estimate predicts each backend's time to first token for the prompt k.
 func (r *Router) estimate(k key, live []*member) []candidate {
-	held := r.held(k)
+	held, saved := r.held(k)
 	peer := borrowedCost(live)
 	// Backends whose slots reuse only their own KV: each idle slot's hold,
 	// and whether any slot of them is free (placement.go).
@@ -80,7 +80,11 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			case m.backend.Info().SharesPrefixes:
 				plans = seeded(plans, best, k.length)
 			case m.restores.Load():
-				plans = restorable(plans, best, k.length)
+				lost := 0
+				if sn, ok := saved[m.name]; ok {
+					lost = r.loadLoses(m, k.exact, sn, room)
+				}
+				plans = restorable(plans, best, k.length, lost)
 			}
 			p := bestPlan(plans, k.length, room)
 			c.cached, c.plan, c.planned = p.reuse, p.slot, true
@@ -98,20 +102,28 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 }
 
 // held is each backend's best match of the prompt k in the registry, by
-// backend name: exact or approximate, whichever holds more blocks.
-func (r *Router) held(k key) map[string]kvcache.Match {
-	held := map[string]kvcache.Match{}
+// backend name: exact or approximate, whichever holds more blocks; and of
+// its exact snapshots the one a prompt cache would load (kvcache.Result's
+// Keeps).
+func (r *Router) held(k key) (held map[string]kvcache.Match, saved map[string]kvcache.Kept) {
+	held, saved = map[string]kvcache.Match{}, map[string]kvcache.Kept{}
 	for _, chain := range []kvcache.Chain{k.exact, k.approx} {
 		if len(chain.Keys) == 0 {
 			continue
 		}
-		for _, mt := range r.reg.Lookup(chain).Matches {
+		res := r.reg.Lookup(chain)
+		for _, mt := range res.Matches {
 			if cur, ok := held[mt.Backend]; !ok || mt.Blocks > cur.Blocks {
 				held[mt.Backend] = mt
 			}
 		}
+		if !chain.Approximate {
+			for _, kp := range res.Keeps {
+				saved[kp.Backend] = kp
+			}
+		}
 	}
-	return held
+	return held, saved
 }
 
 // borrowedCost is the cost model a backend that has not measured itself

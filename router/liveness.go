@@ -215,7 +215,32 @@ func (l *liveness) weight(loc kvcache.Location, now time.Time) (w weights, known
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.last[loc]
-	if !ok || l.cont < minGaps || l.turns == 0 {
+	if !ok {
+		return whole, false
+	}
+	return l.weigh(h, now)
+}
+
+// tipWeight is weight for the chain a turn left with its last block tip,
+// wherever it is held (a backend's saved prompts): 0 once a turn has
+// continued it (what remains there is a copy its conversation moved on
+// from) or it is forgotten (older than maxTips later chains).
+func (l *liveness) tipWeight(tip kvcache.Key, now time.Time) (w weights, known bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.tips[tip]
+	if !ok {
+		if l.cont < minGaps || l.turns == 0 {
+			return whole, false
+		}
+		return weights{}, true
+	}
+	return l.weigh(t.held, now)
+}
+
+// weigh is weight for a chain held as h. l.mu held.
+func (l *liveness) weigh(h held, now time.Time) (w weights, known bool) {
+	if l.cont < minGaps || l.turns == 0 {
 		return whole, false
 	}
 	sorted := l.sortedGaps()

@@ -30,6 +30,7 @@ type member struct {
 	snapshots bool
 	snapMu    sync.Mutex
 	snapIDs   []string
+	snapHeld  map[string]savedChain // by id, the chains snapIDs name
 	cal       *attention.Calibration
 
 	// reader reads what the backend's slots hold (slots.go), nil if it
@@ -257,24 +258,88 @@ func (m *member) distrust(ctx context.Context, err error, log *slog.Logger) bool
 	return false
 }
 
+// swapped updates what the router remembers of m's prompt cache after a
+// turn of chain, reusing cached units, ran on a slot the server swapped
+// with its cache. The saved prompt the router expected it to load (the
+// one keeping the largest share of itself, kvcache.Result's Keeps) left
+// the cache if the turn reused it; if the turn reused less, the server no
+// longer held it, nor, as its cache drops the oldest first, any prompt
+// saved before it.
+func (m *member) swapped(reg *kvcache.Registry, chain kvcache.Chain, cached int) {
+	var best kvcache.Kept
+	for _, kp := range reg.Lookup(chain).Keeps {
+		if kp.Backend == m.name {
+			best = kp
+		}
+	}
+	if best.Snapshot == "" {
+		return
+	}
+	m.snapMu.Lock()
+	i := slices.Index(m.snapIDs, best.Snapshot)
+	var drop []string
+	switch {
+	case i < 0:
+	case cached >= chain.Units(best.Blocks):
+		drop = []string{best.Snapshot}
+		m.snapIDs = slices.Delete(m.snapIDs, i, i+1)
+	default:
+		drop = slices.Clone(m.snapIDs[:i+1])
+		m.snapIDs = slices.Delete(m.snapIDs, 0, i+1)
+	}
+	for _, id := range drop {
+		delete(m.snapHeld, id)
+	}
+	m.snapMu.Unlock()
+	for _, id := range drop {
+		_ = reg.RemoveSnapshot(m.name, id)
+	}
+}
+
+// saved is the last block of the chain the router remembers m holding in
+// its snapshot tier under id.
+func (m *member) saved(id string) (tip kvcache.Key, ok bool) {
+	m.snapMu.Lock()
+	defer m.snapMu.Unlock()
+	sc, ok := m.snapHeld[id]
+	return sc.tip, ok
+}
+
 // maxSnapshots bounds the displaced chains the router remembers per
 // backend; the backend's own disk budget may keep fewer, and a turn routed
 // on a forgotten one costs only the prefill the backend then does.
 const maxSnapshots = 1024
 
+// savedChain is a chain the router remembers in a backend's snapshot
+// tier: its last block.
+type savedChain struct {
+	tip kvcache.Key
+}
+
 // remember records a chain displaced from one of the backend's slots as
 // held in its snapshot tier.
 func (m *member) remember(reg *kvcache.Registry, c kvcache.Chain) {
-	id := fmt.Sprintf("%016x", uint64(c.Keys[len(c.Keys)-1]))
+	tip := c.Keys[len(c.Keys)-1]
+	id := fmt.Sprintf("%016x", uint64(tip))
 	if reg.AddSnapshot(m.name, id, c, 0) != nil {
 		return
 	}
 	m.snapMu.Lock()
+	if m.snapHeld == nil {
+		m.snapHeld = map[string]savedChain{}
+	}
+	if _, ok := m.snapHeld[id]; ok { // saved again: the newest
+		m.snapIDs = slices.DeleteFunc(m.snapIDs, func(s string) bool { return s == id })
+	}
 	m.snapIDs = append(m.snapIDs, id)
+	m.snapHeld[id] = savedChain{tip: tip}
 	var drop []string
 	if len(m.snapIDs) > maxSnapshots {
 		drop = slices.Clone(m.snapIDs[:len(m.snapIDs)-maxSnapshots])
 		m.snapIDs = slices.Clone(m.snapIDs[len(m.snapIDs)-maxSnapshots:])
+		for _, id := range drop {
+			delete(m.snapHeld, id)
+		}
 	}
 	m.snapMu.Unlock()
 	for _, id := range drop {

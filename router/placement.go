@@ -55,15 +55,25 @@ import (
 // server runs it on the first slot that frees.
 //
 // A backend that reports reusing more of a prompt than the slot it ran on
-// held (llama-server's host-memory prompt cache, --cache-ram, loads the
-// cached prompt continuing a request best into the slot it takes, pinned
-// or not, when the slot it takes would keep less than half of what it
-// holds) restores what its slots give up: from then on the chains its
-// slots give up count as held there (the registry's snapshot tier, as a
-// kvwin node's), evicting costs nothing, and the slot chosen is the one
-// where the server will reuse most: one it will swap with its cache
-// rather than a sibling's it keeps.
-//
+// held (llama-server's host-memory prompt cache, --cache-ram) restores
+// what its slots give up, on its own terms (restorable): only a slot that
+// would keep less than half of what it holds is swapped with the cache,
+// pinned or not; its chain is saved, and the cached prompt best matching
+// the new one is loaded into it and leaves the cache. So from then on the
+// chains its slots give up count as held there (the registry's snapshot
+// tier, as a kvwin node's); taking a swapped slot destroys nothing of its
+// own, but loads, for a turn whose own chain the cache does not hold,
+// another conversation's that shares its system prompt, which the turn
+// then overwrites (that chain's suffix, weighed by its liveness); a slot
+// kept (half or more shared) loses its suffix as without the cache; and
+// an empty slot loads nothing. What the server loaded the router forgets;
+// a swap that found less than the router expected means the server's
+// cache no longer held that chain, nor (it drops the oldest first) any
+// saved before it (member.swapped). bench fleet --cache-ram 8192, 64 × 4
+// llama-server nodes at load 0.2: 1.51× the oracle's prefill, against
+// 2.77× when every slot taken counted as saved and every empty slot as
+// loading (docs/benchmarks.md).
+
 // A slot the registry says holds nothing counts as free. The registry
 // learns what each turn reused from the backend's own counts, so a slot
 // emptied behind the router's back (a restart, the server's prompt cache
@@ -88,6 +98,10 @@ type slotPlan struct {
 	// free, (1 − staleIdle) times once none is. 0: counts whole.
 	stale, staleIdle float64
 	weighed          bool
+	// lost is another conversation's tokens the turn destroys besides the
+	// slot's own, weighed by the chance its chain is continued: a prompt
+	// cache's entry loaded into the slot and overwritten (restorable).
+	lost int
 }
 
 // destroyed is what taking the slot costs other conversations (see the
@@ -99,11 +113,11 @@ func (p slotPlan) destroyed(room bool) int {
 	}
 	switch {
 	case p.evicted == 0:
-		return 0
+		return p.lost
 	case room || p.weighed:
-		return int(live * float64(p.held))
+		return p.lost + int(live*float64(p.held))
 	default:
-		return int(live * float64(evictWeight*p.evicted))
+		return p.lost + int(live*float64(evictWeight*p.evicted))
 	}
 }
 
@@ -182,20 +196,49 @@ func seeded(plans []slotPlan, best, length int) []slotPlan {
 
 // restorable is plans on a backend that restores what its slots give up
 // (a prompt cache) for a prompt of length tokens, best of which the
-// backend holds anywhere: evicting costs nothing there, and a slot that
-// would keep less than half of what it holds (llama-server swaps such a
-// slot with its prompt cache, pinned or not; one keeping more it does not
-// touch) gets the best held prompt loaded.
-func restorable(plans []slotPlan, best, length int) []slotPlan {
+// backend holds anywhere. A slot that would keep less than half of what
+// it holds is swapped with the prompt cache (llama-server, pinned or
+// not): what it held is saved, so taking it destroys nothing of its own,
+// and the best held prompt is loaded; where that is another
+// conversation's (sharing only a system prompt with this one), the turn
+// overwrites what it held past the shared prefix: lost, weighed by its
+// chance of being continued (loadLoses). A slot keeping half or more is
+// not touched: the turn overwrites its suffix, lost as on a backend
+// without the cache. An empty slot loads nothing (its share kept is 0/0,
+// which no cached prompt's beats: llama.cpp #28139).
+func restorable(plans []slotPlan, best, length, lost int) []slotPlan {
 	out := make([]slotPlan, len(plans))
 	for i, p := range plans {
-		if 2*p.own < p.held || p.held == 0 {
+		if 2*p.own < p.held {
 			p.reuse = max(p.reuse, min(best, length-1))
+			p.evicted, p.lost = 0, lost
 		}
-		p.evicted = 0
 		out[i] = p
 	}
 	return out
+}
+
+// loadLoses is what a slot of m swapped with its prompt cache destroys
+// (restorable) for a prompt of chain, sn being the saved prompt the cache
+// would load (kvcache.Result's Keeps: the one keeping the largest share
+// of itself, as llama-server chooses): its blocks past the prompt's, if it
+// goes on beyond them (another conversation's), weighed by the chance its
+// chain is continued (liveness.go; by idle time alone once no slot is
+// free, as a slot's).
+func (r *Router) loadLoses(m *member, chain kvcache.Chain, sn kvcache.Kept, room bool) int {
+	if sn.Held <= sn.Blocks {
+		return 0
+	}
+	tip, ok := m.saved(sn.Snapshot)
+	if !ok {
+		return 0
+	}
+	w, _ := r.lively.tipWeight(tip, r.cfg.Now())
+	live := w.byDepth
+	if !room {
+		live = w.byIdle
+	}
+	return int(live * float64((sn.Held-sn.Blocks)*chain.BlockSize))
 }
 
 // hasRoom reports whether some plan evicts nothing, or only a chain very

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"kvwin/engine"
 	"kvwin/engine/llamaserver"
 	"kvwin/engine/llamaserver/llamaservertest"
+	"kvwin/kvcache"
 )
 
 // placementRun is one policy's run of the conversations over fake
@@ -273,5 +275,93 @@ func TestDestroyedWeighsByDepthOnlyWhileASlotIsFree(t *testing.T) {
 		if got := p.destroyed(c.room); got != c.want {
 			t.Errorf("room %v: destroyed %d, want %d", c.room, got, c.want)
 		}
+	}
+}
+
+// On a backend with a prompt cache (llama-server's --cache-ram), only a
+// slot keeping less than half of what it holds is swapped with the cache:
+// its chain is saved and the best held prompt loaded, less what that
+// prompt, if another conversation's, loses past the shared prefix. A slot
+// keeping half or more is overwritten as without the cache, and an empty
+// slot loads nothing (llama.cpp #28139).
+func TestRestorablePlans(t *testing.T) {
+	const length, best, lost = 1200, 1100, 300
+	empty := slotPlan{slot: 0}
+	kept := slotPlan{slot: 1, own: 800, reuse: 800, held: 1400, evicted: 600} // keeps 800 of 1,400: not swapped
+	swapped := slotPlan{slot: 2, own: 100, reuse: 100, held: 1500, evicted: 1400}
+	got := restorable([]slotPlan{empty, kept, swapped}, best, length, lost)
+	want := []struct{ reuse, evicted, destroyed int }{
+		{0, 0, 0},
+		{800, 600, 1400}, // all of its chain while a slot is free (room)
+		{best, 0, lost},
+	}
+	for i, w := range want {
+		if p := got[i]; p.reuse != w.reuse || p.evicted != w.evicted || p.destroyed(true) != w.destroyed {
+			t.Errorf("slot %d: reuse %d, evicted %d, destroyed %d; want %d, %d, %d", p.slot, p.reuse, p.evicted, p.destroyed(true), w.reuse, w.evicted, w.destroyed)
+		}
+	}
+	// The empty slot computes the prompt whole: with the kept slot's
+	// chain counted, the swapped slot is the cheapest.
+	if p := bestPlan(got, length, true); p.slot != 2 {
+		t.Errorf("best plan: slot %d, want the swapped slot 2", p.slot)
+	}
+}
+
+// What the router remembers of a prompt cache follows the server's: a
+// swap that loads another conversation's saved prompt (sharing only the
+// system prompt) loses that prompt past the shared prefix, counted whole
+// while the router knows too little of liveness; loading a conversation's
+// own saved chain loses nothing; a prompt the server loaded leaves its
+// cache, and the router's memory of it too; and a restore that finds less
+// than the router expected drops that prompt and the ones saved before
+// it (the server's cache drops the oldest first).
+func TestPromptCacheLoadsAreWeighedAndForgotten(t *testing.T) {
+	r := newRouter(t, Config{}, newFake("a"))
+	m := r.members[0]
+	block := r.exact.BlockTokens()
+	system := tokenRange(0, 4*block)
+	sibling := r.exact.Tokens(append(slices.Clone(system), tokenRange(10_000, 6*block)...))
+	own := r.exact.Tokens(append(slices.Clone(system), tokenRange(20_000, 2*block)...))
+	m.remember(r.reg, sibling)
+	saved := func(c kvcache.Chain) kvcache.Kept {
+		_, s := r.held(key{exact: c, length: c.Length})
+		return s[m.name]
+	}
+	// A new conversation of the same system prompt: the sibling's saved
+	// prompt is what a swap loads, and its six blocks past it are lost.
+	newcomer := r.exact.Tokens(append(slices.Clone(system), tokenRange(30_000, block)...))
+	if got, want := r.loadLoses(m, newcomer, saved(newcomer), true), 6*block; got != want {
+		t.Errorf("a newcomer's swap loses %d tokens, want the sibling's %d past the system prompt", got, want)
+	}
+	m.remember(r.reg, own)
+	next := r.exact.Tokens(append(append(slices.Clone(system), tokenRange(20_000, 2*block)...), tokenRange(40_000, block)...))
+	if sn := saved(next); sn.Blocks != len(own.Keys) {
+		t.Fatalf("best saved match for the conversation's next turn: %d blocks, want its own %d", sn.Blocks, len(own.Keys))
+	} else if got := r.loadLoses(m, next, sn, true); got != 0 {
+		t.Errorf("loading the conversation's own chain loses %d tokens, want 0", got)
+	}
+	m.swapped(r.reg, next, next.Units(len(own.Keys)))
+	if sn := saved(next); sn.Blocks != 4 || sn.Snapshot == "" {
+		t.Errorf("after the server loaded it: best saved match %d blocks (%q), want the sibling's 4 shared", sn.Blocks, sn.Snapshot)
+	}
+	if _, ok := m.saved(fmt.Sprintf("%016x", uint64(own.Keys[len(own.Keys)-1]))); ok {
+		t.Error("the loaded chain is still remembered")
+	}
+	// A swap that reused less than the saved prompt expected: the server
+	// no longer held it, nor the prompts saved before it.
+	third := r.exact.Tokens(append(slices.Clone(system), tokenRange(50_000, 3*block)...))
+	m.remember(r.reg, own)
+	m.remember(r.reg, third)
+	m.swapped(r.reg, next, next.Units(4))
+	if sn := saved(next); sn.Snapshot != fmt.Sprintf("%016x", uint64(third.Keys[len(third.Keys)-1])) {
+		t.Errorf("after a missed restore: best saved match %q (%d blocks), want the prompt saved after it", sn.Snapshot, sn.Blocks)
+	}
+	for _, c := range []kvcache.Chain{sibling, own} {
+		if _, ok := m.saved(fmt.Sprintf("%016x", uint64(c.Keys[len(c.Keys)-1]))); ok {
+			t.Errorf("a prompt saved before the missed one (%d blocks) is still remembered", len(c.Keys))
+		}
+	}
+	if _, ok := m.saved(fmt.Sprintf("%016x", uint64(third.Keys[len(third.Keys)-1]))); !ok {
+		t.Error("the prompt saved after the missed one was forgotten")
 	}
 }

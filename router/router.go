@@ -374,6 +374,12 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 			r.log.Info("backend restores prompts its slots gave up (a prompt cache); counting them as held there",
 				"backend", m.name, "slot", slot, "reused", cached)
 		}
+		if m.restores.Load() && 2*kvcache.SharedPrefix(prev, chain.Keys) < len(prev) {
+			// The server swapped the slot with its prompt cache
+			// (placement.go): what it loaded, or no longer has, the
+			// router forgets.
+			m.swapped(r.reg, chain, cached)
+		}
 		r.reg.Correct(loc, chain, cached)
 		held := chain
 		if !m.exact && res.Text != "" && k.text != "" {
