@@ -73,7 +73,7 @@ import (
 // llama-server nodes at load 0.2: 1.50× the oracle's prefill and TTFT p90
 // 92 ms, against 2.79× and 540 ms when every slot taken counted as saved
 // and every empty slot as loading (docs/benchmarks.md).
-
+//
 // A slot the registry says holds nothing counts as free. The registry
 // learns what each turn reused from the backend's own counts, so a slot
 // emptied behind the router's back (a restart, the server's prompt cache
@@ -202,7 +202,11 @@ func seeded(plans []slotPlan, best, length int) []slotPlan {
 // and the best held prompt is loaded; where that is another
 // conversation's (sharing only a system prompt with this one), the turn
 // overwrites what it held past the shared prefix: lost, weighed by its
-// chance of being continued (loadLoses). A slot keeping half or more is
+// chance of being continued (loadLoses). The plan takes the best the
+// backend holds anywhere, a slot's too, though the server loads only
+// from its cache: taking only what the cache would load (Keeps) measured
+// worse (bench fleet --cache-ram 8192: TTFT p90 1,092 against 940 ms at
+// load 0.6, 1,304 against 1,048 at 1.0). A slot keeping half or more is
 // not touched: the turn overwrites its suffix, lost as on a backend
 // without the cache. An empty slot loads nothing (its share kept is 0/0,
 // which no cached prompt's beats: llama.cpp #28139).
