@@ -82,7 +82,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			case m.restores.Load():
 				lost := 0
 				if sn, ok := saved[m.name]; ok {
-					lost = r.loadLoses(m, k.exact, sn, room)
+					lost = r.loadLoses(k.exact, sn, room)
 				}
 				plans = restorable(plans, best, k.length, lost)
 			}

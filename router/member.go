@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +31,6 @@ type member struct {
 	snapshots bool
 	snapMu    sync.Mutex
 	snapIDs   []string
-	snapHeld  map[string]savedChain // by id, the chains snapIDs name
 	cal       *attention.Calibration
 
 	// reader reads what the backend's slots hold (slots.go), nil if it
@@ -287,22 +287,10 @@ func (m *member) swapped(reg *kvcache.Registry, chain kvcache.Chain, cached int)
 		drop = slices.Clone(m.snapIDs[:i+1])
 		m.snapIDs = slices.Delete(m.snapIDs, 0, i+1)
 	}
-	for _, id := range drop {
-		delete(m.snapHeld, id)
-	}
 	m.snapMu.Unlock()
 	for _, id := range drop {
 		_ = reg.RemoveSnapshot(m.name, id)
 	}
-}
-
-// saved is the last block of the chain the router remembers m holding in
-// its snapshot tier under id.
-func (m *member) saved(id string) (tip kvcache.Key, ok bool) {
-	m.snapMu.Lock()
-	defer m.snapMu.Unlock()
-	sc, ok := m.snapHeld[id]
-	return sc.tip, ok
 }
 
 // maxSnapshots bounds the displaced chains the router remembers per
@@ -310,36 +298,31 @@ func (m *member) saved(id string) (tip kvcache.Key, ok bool) {
 // on a forgotten one costs only the prefill the backend then does.
 const maxSnapshots = 1024
 
-// savedChain is a chain the router remembers in a backend's snapshot
-// tier: its last block.
-type savedChain struct {
-	tip kvcache.Key
+// snapshotID names the chain the router remembers a backend holding, by
+// its last block; snapshotTip reads the block back.
+func snapshotID(tip kvcache.Key) string { return fmt.Sprintf("%016x", uint64(tip)) }
+
+func snapshotTip(id string) (kvcache.Key, bool) {
+	v, err := strconv.ParseUint(id, 16, 64)
+	return kvcache.Key(v), err == nil && len(id) == 16
 }
 
 // remember records a chain displaced from one of the backend's slots as
 // held in its snapshot tier.
 func (m *member) remember(reg *kvcache.Registry, c kvcache.Chain) {
-	tip := c.Keys[len(c.Keys)-1]
-	id := fmt.Sprintf("%016x", uint64(tip))
+	id := snapshotID(c.Keys[len(c.Keys)-1])
 	if reg.AddSnapshot(m.name, id, c, 0) != nil {
 		return
 	}
 	m.snapMu.Lock()
-	if m.snapHeld == nil {
-		m.snapHeld = map[string]savedChain{}
-	}
-	if _, ok := m.snapHeld[id]; ok { // saved again: the newest
-		m.snapIDs = slices.DeleteFunc(m.snapIDs, func(s string) bool { return s == id })
+	if i := slices.Index(m.snapIDs, id); i >= 0 { // saved again: the newest
+		m.snapIDs = slices.Delete(m.snapIDs, i, i+1)
 	}
 	m.snapIDs = append(m.snapIDs, id)
-	m.snapHeld[id] = savedChain{tip: tip}
 	var drop []string
 	if len(m.snapIDs) > maxSnapshots {
 		drop = slices.Clone(m.snapIDs[:len(m.snapIDs)-maxSnapshots])
 		m.snapIDs = slices.Clone(m.snapIDs[len(m.snapIDs)-maxSnapshots:])
-		for _, id := range drop {
-			delete(m.snapHeld, id)
-		}
 	}
 	m.snapMu.Unlock()
 	for _, id := range drop {

@@ -222,18 +222,18 @@ func restorable(plans []slotPlan, best, length, lost int) []slotPlan {
 	return out
 }
 
-// loadLoses is what a slot of m swapped with its prompt cache destroys
+// loadLoses is what a slot swapped with its backend's prompt cache destroys
 // (restorable) for a prompt of chain, sn being the saved prompt the cache
 // would load (kvcache.Result's Keeps: the one keeping the largest share
 // of itself, as llama-server chooses): its blocks past the prompt's, if it
 // goes on beyond them (another conversation's), weighed by the chance its
 // chain is continued (liveness.go; by idle time alone once no slot is
 // free, as a slot's).
-func (r *Router) loadLoses(m *member, chain kvcache.Chain, sn kvcache.Kept, room bool) int {
+func (r *Router) loadLoses(chain kvcache.Chain, sn kvcache.Kept, room bool) int {
 	if sn.Held <= sn.Blocks {
 		return 0
 	}
-	tip, ok := m.saved(sn.Snapshot)
+	tip, ok := snapshotTip(sn.Snapshot)
 	if !ok {
 		return 0
 	}

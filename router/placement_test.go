@@ -330,21 +330,21 @@ func TestPromptCacheLoadsAreWeighedAndForgotten(t *testing.T) {
 	// A new conversation of the same system prompt: the sibling's saved
 	// prompt is what a swap loads, and its six blocks past it are lost.
 	newcomer := r.exact.Tokens(append(slices.Clone(system), tokenRange(30_000, block)...))
-	if got, want := r.loadLoses(m, newcomer, saved(newcomer), true), 6*block; got != want {
+	if got, want := r.loadLoses(newcomer, saved(newcomer), true), 6*block; got != want {
 		t.Errorf("a newcomer's swap loses %d tokens, want the sibling's %d past the system prompt", got, want)
 	}
 	m.remember(r.reg, own)
 	next := r.exact.Tokens(append(append(slices.Clone(system), tokenRange(20_000, 2*block)...), tokenRange(40_000, block)...))
 	if sn := saved(next); sn.Blocks != len(own.Keys) {
 		t.Fatalf("best saved match for the conversation's next turn: %d blocks, want its own %d", sn.Blocks, len(own.Keys))
-	} else if got := r.loadLoses(m, next, sn, true); got != 0 {
+	} else if got := r.loadLoses(next, sn, true); got != 0 {
 		t.Errorf("loading the conversation's own chain loses %d tokens, want 0", got)
 	}
 	m.swapped(r.reg, next, next.Units(len(own.Keys)))
 	if sn := saved(next); sn.Blocks != 4 || sn.Snapshot == "" {
 		t.Errorf("after the server loaded it: best saved match %d blocks (%q), want the sibling's 4 shared", sn.Blocks, sn.Snapshot)
 	}
-	if _, ok := m.saved(fmt.Sprintf("%016x", uint64(own.Keys[len(own.Keys)-1]))); ok {
+	if slices.Contains(m.snapIDs, snapshotID(own.Keys[len(own.Keys)-1])) {
 		t.Error("the loaded chain is still remembered")
 	}
 	// A swap that reused less than the saved prompt expected: the server
@@ -353,15 +353,15 @@ func TestPromptCacheLoadsAreWeighedAndForgotten(t *testing.T) {
 	m.remember(r.reg, own)
 	m.remember(r.reg, third)
 	m.swapped(r.reg, next, next.Units(4))
-	if sn := saved(next); sn.Snapshot != fmt.Sprintf("%016x", uint64(third.Keys[len(third.Keys)-1])) {
+	if sn := saved(next); sn.Snapshot != snapshotID(third.Keys[len(third.Keys)-1]) {
 		t.Errorf("after a missed restore: best saved match %q (%d blocks), want the prompt saved after it", sn.Snapshot, sn.Blocks)
 	}
 	for _, c := range []kvcache.Chain{sibling, own} {
-		if _, ok := m.saved(fmt.Sprintf("%016x", uint64(c.Keys[len(c.Keys)-1]))); ok {
+		if slices.Contains(m.snapIDs, snapshotID(c.Keys[len(c.Keys)-1])) {
 			t.Errorf("a prompt saved before the missed one (%d blocks) is still remembered", len(c.Keys))
 		}
 	}
-	if _, ok := m.saved(fmt.Sprintf("%016x", uint64(third.Keys[len(third.Keys)-1]))); !ok {
+	if !slices.Contains(m.snapIDs, snapshotID(third.Keys[len(third.Keys)-1])) {
 		t.Error("the prompt saved after the missed one was forgotten")
 	}
 }
