@@ -111,6 +111,20 @@ func TestResponsesChainReachesTheBackendWhole(t *testing.T) {
 	wantError(t, resp, b, 404, core.TypeInvalidRequest, core.CodeResponseNotFound)
 	resp, b = do(t, ts, http.MethodPost, "/v1/responses", fmt.Sprintf(`{"input": "five", "previous_response_id": %q}`, r3["id"]))
 	wantError(t, resp, b, 404, core.TypeInvalidRequest, core.CodeResponseNotFound)
+	// The message names the response asked for once, and says beside it
+	// when an earlier one of its chain is what is gone.
+	var e struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	wantMsg := fmt.Sprintf(`no such response: no response %q of yours can be reached (no such response: a response the chain of %[1]q continues was deleted)`, r3["id"])
+	if json.Unmarshal(b, &e); e.Error.Message != wantMsg {
+		t.Errorf("chain missing r2: message %q, want %q", e.Error.Message, wantMsg)
+	}
+	resp, b = do(t, ts, http.MethodPost, "/v1/responses", `{"input": "five", "previous_response_id": "resp_nope"}`)
+	wantError(t, resp, b, 404, core.TypeInvalidRequest, core.CodeResponseNotFound)
+	if json.Unmarshal(b, &e); e.Error.Message != `no such response: no response "resp_nope" of yours can be reached` {
+		t.Errorf("unknown id: message %q", e.Error.Message)
+	}
 	post(fmt.Sprintf(`{"input": "five", "previous_response_id": %q}`, r1["id"]))
 }
 
