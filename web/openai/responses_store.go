@@ -86,12 +86,11 @@ func (s *server) chain(c *gin.Context, t *core.Turn, rt *responseTurn) ([]engine
 // storeError is the error a client gets for a store's err about id.
 func (s *server) storeError(c *gin.Context, err error, id string) error {
 	if errors.Is(err, memory.ErrResponseNotFound) {
-		// The store names the response it missed: this one, said once,
-		// or an earlier one of its chain, said beside it.
-		if err.Error() == fmt.Sprintf("%v: %q", memory.ErrResponseNotFound, id) {
-			return fmt.Errorf("%w: no response %q of yours can be reached", core.ErrResponseNotFound, id)
+		// The store's error names id too: only a broken chain says more.
+		if errors.Is(err, memory.ErrChainBroken) {
+			return fmt.Errorf("%w: no response %q of yours can be reached (%w)", core.ErrResponseNotFound, id, err)
 		}
-		return fmt.Errorf("%w: no response %q of yours can be reached (%w)", core.ErrResponseNotFound, id, err)
+		return fmt.Errorf("%w: no response %q of yours can be reached", core.ErrResponseNotFound, id)
 	}
 	// The store's own error names its database (host, user, name): it is
 	// logged, and a client is told only that it cannot be reached now.

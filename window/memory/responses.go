@@ -50,6 +50,11 @@ CREATE TABLE IF NOT EXISTS responses (
 // response its chain passes through is gone.
 var ErrResponseNotFound = errors.New("no such response")
 
+// ErrChainBroken is wrapped, beside ErrResponseNotFound, when the response
+// asked for is held but one its chain passes through is gone: a caller
+// tells the two apart without reading the message.
+var ErrChainBroken = errors.New("deleted")
+
 // StoredResponse is one stored response. The store keeps Input, Messages
 // and Body as they are given (JSON documents of the API that stores them).
 type StoredResponse struct {
@@ -218,7 +223,7 @@ func (s *Store) ResponseChain(ctx context.Context, tenant, id string) (Key, [][]
 	s.resp.put(conv, rc)
 	chain, ok := rc.chain(id)
 	if !ok {
-		return key, nil, fmt.Errorf("%w: a response the chain of %q continues was deleted", ErrResponseNotFound, id)
+		return key, nil, fmt.Errorf("%w: a response the chain of %q continues was %w", ErrResponseNotFound, id, ErrChainBroken)
 	}
 	return key, chain, nil
 }
