@@ -192,7 +192,7 @@ func (r *Router) run(ctx context.Context, m *member, c candidate, k key, req eng
 	u := r.usageOf(m, c, k, req)
 	pl.prefill = c.prefill
 	endRun := func() {}
-	if !pl.claimed && pl.slot >= 0 && r.plansSlots(m) {
+	if !pl.claimed && pl.slot >= 0 && (c.planned || r.plansSlots(m)) {
 		endRun = m.startRun(pl.slot)
 	}
 	planned() // the slot is claimed: other turns may plan now

@@ -77,7 +77,10 @@
 // holds into another (engine.Info.SharesPrefixes), is planned the same
 // way, every slot reusing the longest prefix the node holds anywhere: its
 // own choice, the least recently used idle slot, knows nothing of which
-// conversations will come back.
+// conversations will come back. Until liveness weighs chains the node
+// chooses, but a kvwin node without snapshots is planned while a slot of
+// one is empty, so a newcomer takes that slot rather than a thinking
+// conversation's (placement.go, plansEarly).
 //
 // With Config.IsolateTenants (a gateway with keys), every turn on a backend
 // that does not keep tenants apart but runs a request on the slot it names

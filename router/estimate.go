@@ -1,6 +1,8 @@
 package router
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"kvwin/attention"
@@ -38,14 +40,26 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 	held, saved := r.held(k)
 	peer := borrowedCost(live)
 	// Backends whose slots reuse only their own KV: each idle slot's hold,
-	// and whether any slot of them is free (placement.go).
+	// and whether any slot of them is free (placement.go). Kvwin nodes
+	// not planned yet are planned while one of their slots is empty
+	// (plansEarly).
 	plans := map[int][]slotPlan{}
-	room := false
+	early := map[int][]slotPlan{}
+	room, empty := false, false
 	for _, m := range live {
-		if r.plansSlots(m) && len(k.exact.Keys) > 0 {
+		switch {
+		case len(k.exact.Keys) == 0:
+		case r.plansSlots(m):
 			plans[m.index] = r.slotPlans(m, k.exact, k.length)
 			room = room || hasRoom(plans[m.index])
+		case r.plansEarly(m):
+			early[m.index] = r.slotPlans(m, k.exact, k.length)
+			empty = empty || slices.ContainsFunc(early[m.index], func(p slotPlan) bool { return p.held == 0 })
 		}
+	}
+	if empty {
+		maps.Copy(plans, early)
+		room = true
 	}
 	cands := make([]candidate, 0, len(live))
 	for _, m := range live {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 func smallOptions(kind string, policies ...string) Options {
@@ -64,5 +65,39 @@ func TestPrefixRoutingComputesLeastOnEitherKindOfNode(t *testing.T) {
 				t.Errorf("%s nodes: prefix's ttft p90 %.0f ms, %s's %.0f ms", kind, prefix.TTFTP90, r.Policy, r.TTFTP90)
 			}
 		}
+	}
+}
+
+// Before the router's liveness weighs chains, a kvwin node chooses its
+// own slot, the least recently used idle one, whoever's chain it holds;
+// but while some node has an empty slot the router plans the turn: b,
+// sharing a's first 96 tokens, goes to the empty node rather than to a's,
+// whose only slot holds a's chain while a thinks, and a's next turn
+// computes only what is new.
+func TestAnEmptySlotIsTakenBeforeAThinkingConversationsOnKvwinNodes(t *testing.T) {
+	a := &conversation{stream: seq(1, 200), promptEnd: []int{100, 140}, answerEnd: []int{120, 160},
+		think: []time.Duration{30 * time.Second, 0}}
+	b := &conversation{stream: append(seq(1, 96), seq(100_000, 100)...), promptEnd: []int{110}, answerEnd: []int{130},
+		think: []time.Duration{0}, start: 15 * time.Second}
+	cfg := Config{Nodes: 2, Slots: 1, Context: 4096, Kind: KindKvwin, Policy: "prefix", Model: DefaultNodeModel()}
+	out, err := run(context.Background(), cfg, []*conversation{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns := map[[2]int]*turnRecord{}
+	for _, r := range out.turns {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		turns[[2]int{r.ci, r.index}] = r
+	}
+	a0, a1, b0 := turns[[2]int{0, 0}], turns[[2]int{0, 1}], turns[[2]int{1, 0}]
+	if b0.backend == a0.backend {
+		t.Errorf("b ran on %s, the node holding a's chain; want the empty one", b0.backend)
+	}
+	// a's second turn: 140 tokens of prompt, 119 held (its first prompt
+	// and answer but the last token).
+	if a1.backend != a0.backend || a1.computed != 140-119 {
+		t.Errorf("a's second turn on %s (first on %s) computed %d tokens, want %d on its node", a1.backend, a0.backend, a1.computed, 140-119)
 	}
 }
