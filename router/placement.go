@@ -139,7 +139,10 @@ func (p slotPlan) cost(length int, room bool) int { return length - p.reuse + p.
 // a conversation off the slot of one that has ended, and recompute its
 // shared prefix on a node that does not hold it.
 func (r *Router) plansSlots(m *member) bool {
-	return r.canPlan(m) && !(m.backend.Info().SharesPrefixes && !r.lively.trusted(r.cfg.Now()))
+	if !r.canPlan(m) {
+		return false
+	}
+	return !m.backend.Info().SharesPrefixes || r.lively.trusted(r.cfg.Now())
 }
 
 // plansEarly reports whether m is a backend that seeds one slot from
