@@ -84,6 +84,24 @@ func sseEvents(t *testing.T, body []byte) [][2]string {
 
 const weatherTool = `"tools":[{"name":"get_weather","description":"weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]`
 
+// looseTool's schema uses a keyword the grammar cannot enforce, as Claude
+// Code's tools do.
+const looseTool = `"tools":[{"name":"task","input_schema":{"type":"object","properties":{"metadata":{"type":"object","propertyNames":{"pattern":"^[a-z]+$"}}}}}]`
+
+// A tool the model calls of its own accord is read, not enforced: its
+// schema reaches the model whatever keywords it uses.
+func TestMessagesToolsTheGrammarCannotHoldAreServedUnderAuto(t *testing.T) {
+	f := newFake()
+	ts := startServer(t, f, Config{}, nil)
+	resp, b := do(t, ts, http.MethodPost, messagesPath, messagesBody(looseTool))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if sys := f.Requests()[0].Messages[0]; sys.Role != "system" || !strings.Contains(sys.Content, `"propertyNames"`) {
+		t.Errorf("the model was not shown the tool's schema: %q", sys)
+	}
+}
+
 func TestMessagesToolUseStreamsInputFragments(t *testing.T) {
 	pieces := []string{"Let me check.", "\n<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"ci", "ty\": \"Pa", "ris\"}}\n</tool_call>"}
 	script := func() *fakeBackend {
@@ -146,17 +164,19 @@ func TestMessagesToolUseStreamsInputFragments(t *testing.T) {
 }
 
 // The messages as the backend gets them: system blocks joined, an
-// assistant's tool_use as its call, tool results (an error marked so) as
+// assistant's thinking dropped (as Anthropic drops earlier turns'), its
+// tool_use as its call, a mid-conversation system message where it stands, tool results (an error marked so) as
 // the convention's tool responses, then the user's text.
 func TestMessagesTranslation(t *testing.T) {
 	f := newFake()
 	ts := startServer(t, f, Config{}, nil)
 	body := `{"model":"tiny","max_tokens":100000,"system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Be kind."}],` +
-		`"metadata":{"user_id":"u1"},"thinking":{"type":"disabled"},"temperature":0,"top_k":5,` +
+		`"metadata":{"user_id":"u1"},"thinking":{"type":"adaptive"},"temperature":0,"top_k":5,` +
 		`"messages":[{"role":"user","content":"weather?"},` +
-		`{"role":"assistant","content":[{"type":"text","text":"Checking."},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":  "Paris"}}]},` +
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"The user wants <tool_call>","signature":"c2ln"},{"type":"redacted_thinking","data":"eA=="},{"type":"text","text":"Checking."},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":  "Paris"}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"18 C"}]},` +
-		`{"type":"tool_result","tool_use_id":"toolu_2","content":"down","is_error":true},{"type":"text","text":"thanks"}]}]}`
+		`{"type":"tool_result","tool_use_id":"toolu_2","content":"down","is_error":true},{"type":"text","text":"thanks"}]},` +
+		`{"role":"system","content":[{"type":"text","text":"Today is Tuesday.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Be quick."}]}]}`
 	resp, b := send(t, ts, http.MethodPost, messagesPath, body, map[string]string{"anthropic-beta": "prompt-caching-2024-07-31", "X-Conversation-Id": "c1"})
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
@@ -172,6 +192,7 @@ func TestMessagesTranslation(t *testing.T) {
 		{Role: "user", Content: "<tool_response>\n18 C\n</tool_response>"},
 		{Role: "user", Content: "<tool_response>\nError: down\n</tool_response>"},
 		{Role: "user", Content: "thanks"},
+		{Role: "system", Content: "Today is Tuesday.\n\nBe quick."},
 	}
 	if fmt.Sprint(req.Messages) != fmt.Sprint(want) {
 		t.Errorf("messages\n%q\nwant\n%q", req.Messages, want)
@@ -202,13 +223,19 @@ func TestMessagesBadRequests(t *testing.T) {
 		{"no messages", `{"model":"tiny","max_tokens":5,"messages":[]}`, "messages must be a non-empty array"},
 		{"image", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`, "images are not supported"},
 		{"document", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`, "documents are not supported"},
-		{"thinking", messagesBody(`"thinking":{"type":"enabled","budget_tokens":1024}`), `thinking of type "enabled"`},
+		{"thinking type", messagesBody(`"thinking":{"type":"on"}`), `thinking.type is "on"`},
+		{"thinking budget", messagesBody(`"thinking":{"type":"enabled","budget_tokens":512}`), "at least 1024, not 512"},
+		{"thinking without budget", messagesBody(`"thinking":{"type":"enabled"}`), "budget_tokens is required"},
+		{"thinking past max_tokens", `{"model":"tiny","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"hi"}]}`, "(2000) must be less than max_tokens (2000)"},
+		{"thinking from the user", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"thinking","thinking":"hm"}]}]}`, "thinking blocks belong to assistant messages"},
 		{"server tool", messagesBody(`"tools":[{"type":"web_search_20250305","name":"web_search"}]`), "server tools are not supported"},
 		{"tool without schema", messagesBody(`"tools":[{"name":"f"}]`), "input_schema is required"},
 		{"unknown tool choice", messagesBody(weatherTool + `,"tool_choice":{"type":"tool","name":"nope"}`), `"nope"`},
 		{"any without tools", messagesBody(`"tool_choice":{"type":"any"}`), "needs tools"},
+		{"forced schema the grammar cannot hold", messagesBody(looseTool + `,"tool_choice":{"type":"any"}`), `tools[0].input_schema.properties.metadata uses "propertyNames"`},
 		{"temperature", messagesBody(`"temperature":1.5`), "temperature must be in [0, 1]"},
-		{"role", `{"model":"tiny","max_tokens":5,"messages":[{"role":"system","content":"x"}]}`, `"user" or "assistant"`},
+		{"role", `{"model":"tiny","max_tokens":5,"messages":[{"role":"tool","content":"x"}]}`, `"user", "assistant" or "system"`},
+		{"system of images", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":"x"},{"role":"system","content":[{"type":"image"}]}]}`, "messages[1].content[0] has type \"image\""},
 		{"prefill", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}]}`, "prefilled"},
 		{"tool_use input", `{"model":"tiny","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":[1]}]},{"role":"user","content":"x"}]}`, "input must be a JSON object"},
 		{"mcp", messagesBody(`"mcp_servers":[{"type":"url","url":"http://x"}]`), "mcp_servers is not supported"},
@@ -398,4 +425,40 @@ func FuzzMessagesRequest(f *testing.F) {
 
 func FuzzMessagesCountTokensRequest(f *testing.F) {
 	fuzzAnthropicRoute(f, messagesPath+"/count_tokens", messagesSeeds...)
+}
+
+// A request as Claude Code (2.1.197) sends every turn, in shape: adaptive
+// thinking, context_management, output_config's effort, metadata.user_id
+// holding JSON, a mid-conversation system message after the user's, a
+// tool whose schema the grammar could not enforce, its beta headers and
+// ?beta=true. Each of these was once a 400, which refused the agent whole.
+func TestMessagesAsClaudeCodeSendsThem(t *testing.T) {
+	f := newFake().Script("stop", engineTimings(12, 8, 3), firstEvent(12, 8), textEvent("Hello"))
+	ts := startServer(t, f, Config{}, nil)
+	body := `{"model":"tiny","max_tokens":32000,"stream":true,` +
+		`"system":[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.1.197;"},{"type":"text","text":"You are an agent.","cache_control":{"type":"ephemeral"}}],` +
+		`"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>\nToday is Tuesday.\n</system-reminder>\n"},{"type":"text","text":"Say hello","cache_control":{"type":"ephemeral"}}]},` +
+		`{"role":"system","content":"Available agent types: claude."}],` +
+		looseTool + `,` +
+		`"metadata":{"user_id":"{\"device_id\":\"d\",\"session_id\":\"s\"}"},"thinking":{"type":"adaptive"},` +
+		`"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},"output_config":{"effort":"high"}}`
+	resp, b := send(t, ts, http.MethodPost, messagesPath+"?beta=true", body, map[string]string{
+		"anthropic-version": "2023-06-01",
+		"anthropic-beta":    "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,mid-conversation-system-2026-04-07,effort-2025-11-24",
+		"x-app":             "cli",
+	})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	events := sseEvents(t, b)
+	if last := events[len(events)-1]; last[0] != "message_stop" {
+		t.Errorf("stream ended with %v", last)
+	}
+	var roles []string
+	for _, m := range f.Requests()[0].Messages {
+		roles = append(roles, m.Role)
+	}
+	if got := strings.Join(roles, " "); got != "system user system" {
+		t.Errorf("the backend got roles %q, want the system prompt, the user's message, then the mid-conversation system message", got)
+	}
 }

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -30,9 +31,8 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 // refuse is the 400 of what the body asks for that kvwin cannot honour,
 // named, so a client never gets an answer that silently ignored it.
 func refuse(b *messagesRequest) error {
-	if b.Thinking != nil && b.Thinking.Type != "disabled" {
-		return core.BadInput(core.CodeInvalidValue, "thinking.type",
-			`thinking of type %q is not supported: the served model does not think; send {"type": "disabled"} or leave thinking out`, b.Thinking.Type)
+	if err := checkThinking(b.Thinking, b.MaxTokens); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name string
@@ -43,6 +43,34 @@ func refuse(b *messagesRequest) error {
 		}
 	}
 	return nil
+}
+
+// checkThinking reads thinking as Anthropic's API does (its types, and an
+// enabled budget of at least 1,024 tokens below max_tokens) and asks
+// nothing of the model: the served model does not think, so it answers
+// without thinking blocks. That is adaptive thinking's contract (the model
+// decides whether to think), and enabled thinking's budget is a ceiling;
+// Claude Code sends adaptive thinking on every request, so a 400 here
+// would refuse it whole.
+func checkThinking(t *thinking, maxTokens *int) error {
+	if t == nil {
+		return nil
+	}
+	switch t.Type {
+	case "disabled", "adaptive":
+		return nil
+	case "enabled":
+		switch {
+		case t.BudgetTokens == nil:
+			return core.BadInput(core.CodeMissingParameter, "thinking.budget_tokens", "thinking.budget_tokens is required when thinking is enabled")
+		case *t.BudgetTokens < 1024:
+			return core.BadInput(core.CodeInvalidValue, "thinking.budget_tokens", "thinking.budget_tokens must be at least 1024, not %d", *t.BudgetTokens)
+		case maxTokens != nil && *t.BudgetTokens >= *maxTokens:
+			return core.BadInput(core.CodeInvalidValue, "thinking.budget_tokens", "thinking.budget_tokens (%d) must be less than max_tokens (%d)", *t.BudgetTokens, *maxTokens)
+		}
+		return nil
+	}
+	return core.BadInput(core.CodeInvalidValue, "thinking.type", `thinking.type is %q; it must be "enabled", "adaptive" or "disabled"`, t.Type)
 }
 
 // requestOf checks the body's parameters and makes the engine request for
@@ -94,8 +122,15 @@ func engineMessages(system json.RawMessage, in []message) ([]engine.Message, err
 			var one engine.Message
 			one, err = assistantMessage(m.Content, at)
 			msgs = []engine.Message{one}
+		case roleSystem:
+			// A mid-conversation system message (Anthropic's, which Claude
+			// Code sends): a system message where it stands, as chat
+			// completions takes one; the window pins only leading ones.
+			var text string
+			text, err = instructions(m.Content, at+".content")
+			msgs = []engine.Message{{Role: engine.RoleSystem, Content: text}}
 		default:
-			return nil, core.BadInput(core.CodeInvalidValue, at+".role", `%s.role is %q; it must be "user" or "assistant" (the system prompt is the top-level system)`, at, m.Role)
+			return nil, core.BadInput(core.CodeInvalidValue, at+".role", `%s.role is %q; it must be "user", "assistant" or "system"`, at, m.Role)
 		}
 		if err != nil {
 			return nil, err
@@ -115,13 +150,19 @@ func systemText(raw json.RawMessage) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
-	text, blocks, err := content(raw, "system")
+	return instructions(raw, "system")
+}
+
+// instructions reads a system prompt's content, at param: a string or
+// text blocks, joined.
+func instructions(raw json.RawMessage, param string) (string, error) {
+	text, blocks, err := content(raw, param)
 	if err != nil || blocks == nil {
 		return text, err
 	}
 	texts := make([]string, 0, len(blocks))
 	for j, b := range blocks {
-		at := fmt.Sprintf("system[%d]", j)
+		at := fmt.Sprintf("%s[%d]", param, j)
 		if b.Type != typeText {
 			return "", unsupportedBlock(b.Type, at, "system blocks must be text")
 		}
@@ -174,8 +215,8 @@ func unsupportedBlock(typ, at, rule string) error {
 		why = "images are not supported: the served model has no vision"
 	case "document":
 		why = "documents are not supported: send their text as text blocks"
-	case "thinking", "redacted_thinking":
-		why = "thinking blocks are not supported: the served model does not think"
+	case typeThinking, typeRedactedThinking:
+		why = "thinking blocks belong to assistant messages"
 	}
 	return core.BadInput(core.CodeInvalidValue, at+".type", "%s has type %q: %s", at, typ, why)
 }
@@ -292,6 +333,10 @@ func assistantMessage(raw json.RawMessage, at string) (engine.Message, error) {
 				return engine.Message{}, err
 			}
 			calls = append(calls, call)
+		case typeThinking, typeRedactedThinking:
+			// An earlier turn's thinking (another model's: the served
+			// one writes none) is not context: Anthropic's API drops the
+			// thinking blocks of earlier turns from the prompt too.
 		default:
 			return engine.Message{}, unsupportedBlock(b.Type, bat, "an assistant message holds text and tool_use blocks")
 		}
@@ -330,7 +375,7 @@ func readTools(tools []tool, choice *toolChoice) (toolcall.Mode, bool, error) {
 		if raw := bytes.TrimSpace(t.InputSchema); len(raw) == 0 || string(raw) == "null" {
 			return toolcall.Mode{}, false, core.BadInput(core.CodeMissingParameter, at+".input_schema", "%s.input_schema is required", at)
 		}
-		if err := core.CheckSchema(t.InputSchema, at+".input_schema"); err != nil {
+		if err := core.CheckSchemaObject(t.InputSchema, at+".input_schema"); err != nil {
 			return toolcall.Mode{}, false, err
 		}
 		defs = append(defs, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}})
@@ -361,6 +406,13 @@ func readTools(tools []tool, choice *toolChoice) (toolcall.Mode, bool, error) {
 		}
 	}
 	mode, err := toolcall.Read(defs, raw)
+	var in *core.InputError
+	if errors.As(err, &in) && strings.Contains(in.Param(), ".function.parameters") {
+		// A schema the grammar of a forced call cannot enforce, named as
+		// this API names it.
+		err = core.BadInput(core.CodeInvalidValue, strings.ReplaceAll(in.Param(), ".function.parameters", ".input_schema"),
+			"%s", strings.ReplaceAll(in.Error(), ".function.parameters", ".input_schema"))
+	}
 	return mode, single, err
 }
 

@@ -129,7 +129,11 @@ func TestEngineMessagesEdges(t *testing.T) {
 		{"tool_result of images", ``, `[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image"}]}]}]`, "param messages[0].content[0].content[0].type"},
 		{"tool_result in an assistant turn", ``, `[{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"a"}]},{"role":"user","content":"u"}]`, "param messages[0].content[0].type"},
 		{"tool_use without a name", ``, `[{"role":"assistant","content":[{"type":"tool_use","input":{}}]},{"role":"user","content":"u"}]`, "param messages[0].content[0].name"},
-		{"thinking block", ``, `[{"role":"assistant","content":[{"type":"thinking","thinking":"hm"}]},{"role":"user","content":"u"}]`, "param messages[0].content[0].type"},
+		{"thinking block", ``, `[{"role":"assistant","content":[{"type":"thinking","thinking":"hm"},{"type":"text","text":"a"}]},{"role":"user","content":"u"}]`, "assistant:a user:u"},
+		{"thinking alone", ``, `[{"role":"assistant","content":[{"type":"redacted_thinking","data":"x"}]},{"role":"user","content":"u"}]`, "assistant: user:u"},
+		{"system mid-conversation", `"s"`, `[{"role":"user","content":"u"},{"role":"system","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":"x"},{"role":"user","content":"v"}]`, "system:s user:u system:a\n\nb assistant:x user:v"},
+		{"system without content", ``, `[{"role":"user","content":"u"},{"role":"system"}]`, "param messages[1].content"},
+		{"thinking from the user", ``, `[{"role":"user","content":[{"type":"thinking","thinking":"hm"}]}]`, "param messages[0].content[0].type"},
 		{"text around results", ``, `[{"role":"user","content":[{"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"x"},{"type":"text","text":"b"},{"type":"text","text":"c"}]}]`,
 			"user:a user:<tool_response>\n\n</tool_response> user:b\n\nc"},
 	} {

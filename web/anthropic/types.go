@@ -97,9 +97,10 @@ type toolChoice struct {
 	DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
 }
 
-// thinking is accepted only as {"type": "disabled"}.
+// thinking is read and checked, never done (checkThinking).
 type thinking struct {
-	Type string `json:"type"`
+	Type         string `json:"type"`
+	BudgetTokens *int   `json:"budget_tokens"`
 }
 
 // outputConfig is output_config: format json_schema is served by
@@ -110,6 +111,12 @@ type outputConfig struct {
 		Schema json.RawMessage `json:"schema"`
 	} `json:"format"`
 }
+
+// Block types of an assistant's thinking, read and dropped (decode.go).
+const (
+	typeThinking         = "thinking"
+	typeRedactedThinking = "redacted_thinking"
+)
 
 // Object and event types of the answer.
 const (
@@ -129,6 +136,7 @@ const (
 	deltaInputJSON   = "input_json_delta"
 	roleAssistant    = "assistant"
 	roleUser         = "user"
+	roleSystem       = "system"
 	stopEndTurn      = "end_turn"
 	stopMaxTokens    = "max_tokens"
 	stopStopSequence = "stop_sequence"

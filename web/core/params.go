@@ -285,16 +285,36 @@ var unsupportedKeywords = []string{"not", "if", "then", "else", "patternProperti
 	"dependentSchemas", "uniqueItems", "contains", "propertyNames", "unevaluatedProperties", "multipleOf"}
 
 // CheckSchema rejects a schema that is not an object or uses what the
-// grammar converter cannot enforce, naming it.
+// grammar converter cannot enforce, naming it: the check of a schema the
+// answer is constrained by.
 func CheckSchema(raw json.RawMessage, param string) error {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return BadInput(CodeInvalidValue, param, "%s is not valid JSON", param)
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return BadInput(CodeInvalidValue, param, "%s must be a JSON Schema object", param)
+	v, err := schemaObject(raw, param)
+	if err != nil {
+		return err
 	}
 	return walkSchema(v, param)
+}
+
+// CheckSchemaObject rejects a schema that is not a JSON object, and asks
+// nothing of its keywords: the check of a schema the model only reads (a
+// tool's parameters while tool_choice leaves calling to the model), which
+// no grammar enforces. Agents' tools use keywords the converter lacks
+// (Claude Code's propertyNames); refusing them would refuse the agent.
+func CheckSchemaObject(raw json.RawMessage, param string) error {
+	_, err := schemaObject(raw, param)
+	return err
+}
+
+func schemaObject(raw json.RawMessage, param string) (map[string]any, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, BadInput(CodeInvalidValue, param, "%s is not valid JSON", param)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, BadInput(CodeInvalidValue, param, "%s must be a JSON Schema object", param)
+	}
+	return obj, nil
 }
 
 func walkSchema(v any, at string) error {

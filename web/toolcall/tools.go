@@ -100,7 +100,7 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 			return m, core.BadInput(core.CodeMissingParameter, fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function has no name", i)
 		}
 		if len(t.Function.Parameters) > 0 {
-			if err := core.CheckSchema(t.Function.Parameters, fmt.Sprintf("tools[%d].function.parameters", i)); err != nil {
+			if err := core.CheckSchemaObject(t.Function.Parameters, paramsAt(i)); err != nil {
 				return m, err
 			}
 		}
@@ -147,9 +147,22 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 	default:
 		return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
 	}
+	if m.required {
+		// The grammar enforces these schemas, so they must be ones it can.
+		for i, t := range tools {
+			if len(t.Function.Parameters) > 0 && (m.named == "" || t.Function.Name == m.named) {
+				if err := core.CheckSchema(t.Function.Parameters, paramsAt(i)); err != nil {
+					return m, err
+				}
+			}
+		}
+	}
 	m.tools, m.Call = tools, true
 	return m, nil
 }
+
+// paramsAt names tool i's schema in a chat request.
+func paramsAt(i int) string { return fmt.Sprintf("tools[%d].function.parameters", i) }
 
 // Output is the grammar constraint of a required call: one call of the
 // named function, or of any of the tools.

@@ -1,0 +1,50 @@
+package toolcall
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"kvwin/web/core"
+)
+
+// A schema only the model reads (tool_choice auto) may use keywords the
+// grammar cannot enforce; a schema a forced call is constrained by may not,
+// and only the forced tool's counts.
+func TestSchemasAreCheckedForTheGrammarOnlyWhenItEnforcesThem(t *testing.T) {
+	loose := json.RawMessage(`{"type":"object","properties":{"metadata":{"type":"object","propertyNames":{"pattern":"^[a-z]+$"}}}}`)
+	tools := []Tool{
+		{Type: "function", Function: Function{Name: "plain", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)}},
+		{Type: "function", Function: Function{Name: "loose", Parameters: loose}},
+	}
+	for _, tc := range []struct {
+		name, choice string
+		wantParam    string // "" for accepted
+	}{
+		{"auto", ``, ""},
+		{"auto named", `"auto"`, ""},
+		{"none", `"none"`, ""},
+		{"required", `"required"`, "tools[1].function.parameters.properties.metadata"},
+		{"forced loose", `{"type":"function","function":{"name":"loose"}}`, "tools[1].function.parameters.properties.metadata"},
+		{"forced plain", `{"type":"function","function":{"name":"plain"}}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Read(tools, json.RawMessage(tc.choice))
+			var in *core.InputError
+			switch {
+			case tc.wantParam == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantParam != "" && (!errors.As(err, &in) || in.Param() != tc.wantParam || !strings.Contains(err.Error(), `"propertyNames"`)):
+				t.Fatalf("error %v, want a 400 at %s naming propertyNames", err, tc.wantParam)
+			case tc.wantParam == "" && tc.choice != `"none"` && !strings.Contains(m.System(), `"propertyNames"`):
+				t.Errorf("the tools' text lost the schema the model reads:\n%s", m.System())
+			}
+		})
+	}
+	// Not a schema at all is refused whatever the choice.
+	bad := []Tool{{Type: "function", Function: Function{Name: "f", Parameters: json.RawMessage(`[1]`)}}}
+	if _, err := Read(bad, nil); err == nil || !strings.Contains(err.Error(), "must be a JSON Schema object") {
+		t.Errorf("parameters [1] under auto: %v, want a 400", err)
+	}
+}
