@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -33,6 +36,7 @@ const (
 	itemMessage        = "message"
 	itemFunctionCall   = "function_call"
 	itemCallOutput     = "function_call_output"
+	itemReasoning      = "reasoning"
 )
 
 // vacuousIncludes are include values that ask for parts of items kvwin
@@ -40,7 +44,14 @@ const (
 var vacuousIncludes = map[string]bool{
 	"file_search_call.results": true, "web_search_call.results": true, "web_search_call.action.sources": true,
 	"message.input_image.image_url": true, "computer_call_output.output.image_url": true, "code_interpreter_call.outputs": true,
+	"reasoning.encrypted_content": true, // the served model writes no reasoning items
 }
+
+// reasoningEfforts and reasoningSummaries are reasoning's values.
+var (
+	reasoningEfforts   = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
+	reasoningSummaries = []string{"auto", "concise", "detailed"}
+)
 
 // responseTurn is one POST /v1/responses as translated: the engine request
 // and what its answer and its stored record need.
@@ -50,6 +61,7 @@ type responseTurn struct {
 	req      engine.Request
 	info     engine.Info
 	tools    toolcall.Mode
+	names    toolNames
 	key      string           // the conversation ("" unnamed)
 	input    []engine.Message // what the new input adds to the chain
 	items    []listedItem     // the new input's items, as input_items lists them
@@ -102,7 +114,7 @@ func (s *server) readResponse(c *gin.Context, t *core.Turn) (*responseTurn, erro
 		msgs = append(msgs, engine.Message{Role: engine.RoleSystem, Content: *b.Instructions})
 	}
 	rt.req.Messages = append(append(msgs, history...), rt.input...)
-	if rt.tools, err = readResponseTools(b.Tools, b.ToolChoice); err != nil {
+	if rt.tools, rt.names, err = readResponseTools(b.Tools, b.ToolChoice); err != nil {
 		return nil, err
 	}
 	format, err := readTextFormat(b.Text)
@@ -144,6 +156,19 @@ func decodeResponses(raw json.RawMessage, b *responsesRequest) error {
 			return core.BadInput(core.CodeInvalidType, te.Field, "%s must be of JSON type %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
 		}
 		return core.BadInput(core.CodeInvalidType, "", "the body does not decode: %v", err)
+	}
+	b.rawTools = fields["tools"]
+	if r := b.Reasoning; r != nil {
+		for _, f := range []struct {
+			param string
+			v     *string
+			in    []string
+		}{{"reasoning.effort", r.Effort, reasoningEfforts}, {"reasoning.summary", r.Summary, reasoningSummaries},
+			{"reasoning.generate_summary", r.GenerateSummary, reasoningSummaries}} {
+			if f.v != nil && !slices.Contains(f.in, *f.v) {
+				return core.BadInput(core.CodeInvalidValue, f.param, "%s is %q; it must be one of %s", f.param, *f.v, strings.Join(f.in, ", "))
+			}
+		}
 	}
 	for i, inc := range b.Include {
 		if !vacuousIncludes[inc] {
@@ -219,6 +244,11 @@ func inputMessages(raw json.RawMessage, newID func(string) string) ([]engine.Mes
 	)
 	for i, it := range items {
 		at := fmt.Sprintf("input[%d]", i)
+		if it.Type == itemReasoning {
+			// Another model's reasoning (the served one writes none): not
+			// context kvwin can use, and its encrypted content is OpenAI's.
+			continue
+		}
 		li, msg, err := readItem(it, at, newID)
 		if err != nil {
 			return nil, nil, err
@@ -228,7 +258,7 @@ func inputMessages(raw json.RawMessage, newID func(string) string) ([]engine.Mes
 		case it.Type == itemFunctionCall:
 			turn.open = true
 			turn.calls = append(turn.calls, toolcall.Call{ID: it.CallID, Type: "function",
-				Function: toolcall.CallFunction{Name: it.Name, Arguments: *li.Arguments}})
+				Function: toolcall.CallFunction{Name: flatName(it.Namespace, it.Name), Arguments: *li.Arguments}})
 		case msg.Role == engine.RoleAssistant && turn.open && len(turn.calls) == 0:
 			turn.text += msg.Content // two assistant messages in a row read as one answer
 		case msg.Role == engine.RoleAssistant:
@@ -300,7 +330,7 @@ func readItem(it inputItem, at string, newID func(string) string) (listedItem, e
 		if id == "" {
 			id = newID("fc_")
 		}
-		return listedItem{Type: itemFunctionCall, ID: id, CallID: it.CallID, Name: it.Name, Arguments: it.Arguments, Status: "completed"}, engine.Message{}, nil
+		return listedItem{Type: itemFunctionCall, ID: id, CallID: it.CallID, Name: it.Name, Namespace: it.Namespace, Arguments: it.Arguments, Status: "completed"}, engine.Message{}, nil
 	case itemCallOutput:
 		if it.CallID == "" {
 			return listedItem{}, engine.Message{}, core.BadInput(core.CodeMissingParameter, at+".call_id", "%s: a function_call_output needs call_id", at)
@@ -361,37 +391,108 @@ func itemText(raw json.RawMessage, param string, assistant bool) (string, []text
 	return b.String(), listed, nil
 }
 
+// toolNames are the functions of namespaces, by the name the model sees
+// and calls (flatName), with their own.
+type toolNames map[string]qualifiedName
+
+type qualifiedName struct{ namespace, name string }
+
+// flatName is a namespace's function as the model sees it: namespace.name.
+// A function's name is letters, digits, '_' and '-', so it is no other
+// function's name.
+func flatName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "." + name
+}
+
+// hostedTools are tool types OpenAI runs itself (or its clients run for
+// it: shell, apply_patch) and custom tools of free-form input. kvwin runs
+// none, and so offers them to no model: the answer is one the model could
+// give with them available and unused. A tool_choice forcing one is a 400.
+func hostedTool(typ string) bool { return typ != itemFunctionTool && typ != toolNamespace }
+
+// chatToolAt is how toolcall names a chat tool's parameters.
+var chatToolAt = regexp.MustCompile(`tools\[(\d+)\](\.function)?`)
+
+const (
+	itemFunctionTool = "function"
+	toolNamespace    = "namespace"
+)
+
 // readResponseTools reads tools and tool_choice in the Responses API's
-// shapes (flat functions; {"type": "function", "name": …}) through the chat
-// completions' reading.
-func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.Mode, error) {
-	chat := make([]toolcall.Tool, len(tools))
+// shapes (flat functions; {"type": "function", "name": …}; namespaces of
+// functions, flattened to namespace.name) through the chat completions'
+// reading.
+func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.Mode, toolNames, error) {
+	var (
+		chat  []toolcall.Tool
+		at    []string // each chat tool's place in the request
+		names toolNames
+	)
 	for i, t := range tools {
-		if t.Type != "function" {
-			return toolcall.Mode{}, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("tools[%d].type", i),
-				"tools[%d].type is %q: kvwin supports function tools only, no built-in tools", i, t.Type)
+		switch {
+		case t.Type == toolNamespace:
+			if t.Name == "" {
+				return toolcall.Mode{}, nil, core.BadInput(core.CodeMissingParameter, fmt.Sprintf("tools[%d].name", i), "tools[%d] is a namespace without a name", i)
+			}
+			for j, f := range t.Tools {
+				if f.Type != itemFunctionTool {
+					continue // a custom tool: not offered, as hosted tools are not
+				}
+				if names == nil {
+					names = toolNames{}
+				}
+				flat := flatName(t.Name, f.Name)
+				names[flat] = qualifiedName{namespace: t.Name, name: f.Name}
+				chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: flat, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict}})
+				at = append(at, fmt.Sprintf("tools[%d].tools[%d]", i, j))
+			}
+		case hostedTool(t.Type):
+			// Not offered (hostedTool).
+		default:
+			chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
+			at = append(at, fmt.Sprintf("tools[%d]", i))
 		}
-		chat[i] = toolcall.Tool{Type: "function", Function: toolcall.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}}
+	}
+	seen := map[string]bool{}
+	for k, t := range chat {
+		if seen[t.Function.Name] {
+			return toolcall.Mode{}, nil, core.BadInput(core.CodeInvalidValue, at[k]+".name", "%s.name %q names a tool already named", at[k], t.Function.Name)
+		}
+		seen[t.Function.Name] = true
 	}
 	choice = bytes.TrimSpace(choice)
 	if len(choice) > 0 && choice[0] == '{' {
 		var named struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
+			Type      string `json:"type"`
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
 		}
 		if err := json.Unmarshal(choice, &named); err != nil || named.Type != "function" || named.Name == "" {
-			return toolcall.Mode{}, core.BadInput(core.CodeInvalidValue, toolcall.ChoiceParam,
-				`tool_choice must be "none", "auto", "required" or {"type": "function", "name": …}`)
+			return toolcall.Mode{}, nil, core.BadInput(core.CodeInvalidValue, toolcall.ChoiceParam,
+				`tool_choice must be "none", "auto", "required" or {"type": "function", "name": …}: kvwin runs no built-in tools`)
 		}
-		name, _ := json.Marshal(named.Name)
+		name, _ := json.Marshal(flatName(named.Namespace, named.Name))
 		choice = json.RawMessage(`{"type": "function", "function": {"name": ` + string(name) + `}}`)
 	}
 	m, err := toolcall.Read(chat, choice)
 	var in *core.InputError
 	if errors.As(err, &in) {
-		err = core.BadInput(core.CodeInvalidValue, strings.ReplaceAll(in.Param(), ".function", ""), "%s", strings.ReplaceAll(in.Error(), ".function", ""))
+		// Named as this request has them: flat, and in their namespaces.
+		rename := func(s string) string {
+			return chatToolAt.ReplaceAllStringFunc(s, func(m string) string {
+				k, _ := strconv.Atoi(chatToolAt.FindStringSubmatch(m)[1])
+				if k < len(at) {
+					return at[k]
+				}
+				return m
+			})
+		}
+		err = core.BadInput(core.CodeInvalidValue, rename(in.Param()), "%s", rename(in.Error()))
 	}
-	return m, err
+	return m, names, err
 }
 
 // readTextFormat is the output constraint of text.format.

@@ -54,6 +54,7 @@ type responsesEncoder struct {
 	output []outputItem
 	text   strings.Builder // the open message item's text
 	open   int             // index of the open item, -1 for none
+	names  toolNames       // the namespaces' functions, by the names the model calls
 }
 
 var _ core.Encoder = (*responsesEncoder)(nil)
@@ -62,7 +63,7 @@ var _ core.Encoder = (*responsesEncoder)(nil)
 // rt asks to.
 func (s *server) newResponsesEncoder(c *gin.Context, t *core.Turn, rt *responseTurn) *responsesEncoder {
 	b := &rt.body
-	e := &responsesEncoder{base: echo(rt, s.Now().Unix()), newID: s.NewID, now: s.Now, open: -1}
+	e := &responsesEncoder{base: echo(rt, s.Now().Unix()), newID: s.NewID, now: s.Now, open: -1, names: rt.names}
 	if rt.tools.Call {
 		single := b.ParallelToolCalls != nil && !*b.ParallelToolCalls
 		e.calls = &toolcall.Parser{NewID: func() string { return s.NewID("call_") }, Single: single}
@@ -78,7 +79,7 @@ func echo(rt *responseTurn, created int64) responseObject {
 		Instructions: b.Instructions, MaxOutputTokens: b.MaxOutputTokens, Model: rt.info.Model, Output: []outputItem{},
 		ParallelToolCalls: b.ParallelToolCalls == nil || *b.ParallelToolCalls, Store: rt.store,
 		Temperature: rt.req.Sampling.Temperature, TopP: rt.req.Sampling.TopP, Truncation: b.Truncation,
-		Text: responseText{Format: &responseFormat{Type: "text"}}, ToolChoice: b.ToolChoice, Tools: b.Tools, Metadata: map[string]any{}}
+		Text: responseText{Format: &responseFormat{Type: "text"}}, ToolChoice: b.ToolChoice, Tools: b.rawTools, Metadata: map[string]any{}}
 	if o.Truncation == "" {
 		o.Truncation = truncationAuto
 	}
@@ -88,8 +89,8 @@ func echo(rt *responseTurn, created int64) responseObject {
 	if len(o.ToolChoice) == 0 {
 		o.ToolChoice = json.RawMessage(`"auto"`)
 	}
-	if o.Tools == nil {
-		o.Tools = []responseTool{}
+	if emptyJSON(o.Tools) || len(o.Tools) == 0 {
+		o.Tools = json.RawMessage(`[]`)
 	}
 	for k, v := range b.Metadata {
 		o.Metadata[k] = v
@@ -133,7 +134,7 @@ func (e *responsesEncoder) Whole(res engine.Result) any {
 		e.output = append(e.output, e.messageItem(content, statusCompleted))
 	}
 	for _, c := range calls {
-		e.output = append(e.output, callItem(e.newID("fc_"), c, statusCompleted))
+		e.output = append(e.output, e.callItem(e.newID("fc_"), c, statusCompleted))
 	}
 	return e.done(res)
 }
@@ -166,9 +167,15 @@ func (e *responsesEncoder) messageItem(text, status string) outputItem {
 	return outputItem{Type: itemMessage, ID: e.newID("msg_"), Status: status, Role: engine.RoleAssistant, Content: &parts}
 }
 
-func callItem(id string, c toolcall.Call, status string) outputItem {
+// callItem is a call as a function_call item: a namespace's function
+// under its own name and its namespace's.
+func (e *responsesEncoder) callItem(id string, c toolcall.Call, status string) outputItem {
 	args := c.Function.Arguments
-	return outputItem{Type: itemFunctionCall, ID: id, Status: status, CallID: c.ID, Name: c.Function.Name, Arguments: &args}
+	q := e.names[c.Function.Name]
+	if q.name == "" {
+		q.name = c.Function.Name
+	}
+	return outputItem{Type: itemFunctionCall, ID: id, Status: status, CallID: c.ID, Name: q.name, Namespace: q.namespace, Arguments: &args}
 }
 
 // Open renders response.created and response.in_progress, and the first
@@ -193,7 +200,7 @@ func (e *responsesEncoder) Text(s string) []any {
 			out = append(out, e.closeItem()...)
 			c := e.calls.Calls[d.Index]
 			c.Function.Arguments = ""
-			e.output = append(e.output, callItem(e.newID("fc_"), c, statusProgress))
+			e.output = append(e.output, e.callItem(e.newID("fc_"), c, statusProgress))
 			e.open = len(e.output) - 1
 			item := e.output[e.open]
 			out = append(out, e.event(streamEvent{Type: evItemAdded, OutputIndex: intp(e.open), Item: &item}))

@@ -56,7 +56,8 @@ func TestInputMessages(t *testing.T) {
 
 func TestBadInputNamesTheParameter(t *testing.T) {
 	cases := []struct{ body, param string }{
-		{`{"input":"x","reasoning":{"effort":"low"}}`, "reasoning"},
+		{`{"input":"x","reasoning":{"effort":"huge"}}`, "reasoning.effort"},
+		{`{"input":"x","reasoning":{"summary":"long"}}`, "reasoning.summary"},
 		{`{"input":"x","background":true}`, "background"},
 		{`{"input":"x","include":["message.output_text.logprobs"]}`, "include[0]"},
 		{`{"input":"x","metadata":{"a":1}}`, "metadata"},
@@ -72,7 +73,7 @@ func TestBadInputNamesTheParameter(t *testing.T) {
 	}
 	for _, c := range []struct{ input, param string }{
 		{`[]`, "input"},
-		{`[{"type":"reasoning"}]`, "input[0].type"},
+		{`[{"type":"web_search_call"}]`, "input[0].type"},
 		{`[{"role":"tool","content":"x"}]`, "input[0].role"},
 		{`[{"type":"function_call","name":"f"}]`, "input[0]"},
 		{`[{"type":"function_call_output","output":"x"}]`, "input[0].call_id"},
@@ -83,11 +84,62 @@ func TestBadInputNamesTheParameter(t *testing.T) {
 			t.Errorf("input %s: %v, want a 400 naming %s", c.input, err, c.param)
 		}
 	}
-	if _, err := readResponseTools([]responseTool{{Type: "function", Name: "f"}}, json.RawMessage(`{"type":"function","name":"g"}`)); err == nil {
+	if _, _, err := readResponseTools([]responseTool{{Type: "function", Name: "f"}}, json.RawMessage(`{"type":"function","name":"g"}`)); err == nil {
 		t.Error("tool_choice naming a function not among the tools was accepted")
 	}
-	if _, err := readResponseTools([]responseTool{{Type: "file_search"}}, nil); err == nil {
-		t.Error("a built-in tool was accepted")
+	if _, _, err := readResponseTools([]responseTool{{Type: "web_search"}}, json.RawMessage(`{"type":"web_search"}`)); err == nil {
+		t.Error("tool_choice forcing a built-in tool was accepted")
+	}
+}
+
+// What Codex sends as tools: functions, a namespace of functions, and
+// OpenAI's own web_search. The namespace's functions reach the model as
+// namespace.name, and its calls come back under their own name and
+// namespace; web_search, which kvwin does not run, is offered to no model;
+// errors name the tool where the request has it.
+func TestNamespacesAndHostedTools(t *testing.T) {
+	tools := []responseTool{
+		{Type: "function", Name: "exec_command", Parameters: json.RawMessage(`{"type":"object","properties":{"cmd":{"type":"string"}}}`)},
+		{Type: "namespace", Name: "multi_agent_v1", Tools: []responseTool{
+			{Type: "function", Name: "close_agent", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)},
+			{Type: "custom", Name: "freeform"},
+		}},
+		{Type: "web_search"},
+	}
+	m, names, err := readResponseTools(tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := m.System()
+	if !strings.Contains(sys, `"name":"multi_agent_v1.close_agent"`) || !strings.Contains(sys, `"name":"exec_command"`) ||
+		strings.Contains(sys, "web_search") || strings.Contains(sys, "freeform") {
+		t.Errorf("the model was offered:\n%s", sys)
+	}
+	var stored []*responseObject
+	e := newTestEncoder(true, &stored)
+	e.names = names
+	o := e.Whole(engine.Result{Text: "<tool_call>\n{\"name\": \"multi_agent_v1.close_agent\", \"arguments\": {\"id\": \"a\"}}\n</tool_call>", FinishReason: engine.FinishStop}).(*responseObject)
+	if len(o.Output) != 1 || o.Output[0].Name != "close_agent" || o.Output[0].Namespace != "multi_agent_v1" {
+		t.Errorf("output %+v, want close_agent in namespace multi_agent_v1", o.Output)
+	}
+	// Named by tool_choice with its namespace; in history, by its item.
+	if _, _, err := readResponseTools(tools, json.RawMessage(`{"type":"function","name":"close_agent","namespace":"multi_agent_v1"}`)); err != nil {
+		t.Errorf("tool_choice naming the namespace's function: %v", err)
+	}
+	msgs, items, err := inputMessages(json.RawMessage(`[{"type":"reasoning","encrypted_content":"gAAA"},{"type":"function_call","call_id":"c1","name":"close_agent","namespace":"multi_agent_v1","arguments":"{}"}]`), seqIDs())
+	if err != nil || len(msgs) != 1 || !strings.Contains(msgs[0].Content, `"name": "multi_agent_v1.close_agent"`) || len(items) != 1 || items[0].Namespace != "multi_agent_v1" {
+		t.Errorf("history %q, items %+v, %v: want the call as the model wrote it, the reasoning item dropped", msgs, items, err)
+	}
+	// A forced call's schema the grammar cannot hold, named in its namespace.
+	loose := []responseTool{{Type: "web_search"}, {Type: "namespace", Name: "ns", Tools: []responseTool{
+		{Type: "function", Name: "f", Parameters: json.RawMessage(`{"type":"object","propertyNames":{}}`)}}}}
+	var in *core.InputError
+	if _, _, err := readResponseTools(loose, json.RawMessage(`"required"`)); !errors.As(err, &in) || in.Param() != "tools[1].tools[0].parameters" {
+		t.Errorf("%v, want a 400 at tools[1].tools[0].parameters", err)
+	}
+	dup := []responseTool{{Type: "function", Name: "ns.f"}, loose[1]}
+	if _, _, err := readResponseTools(dup, nil); err == nil {
+		t.Error("a function named as a namespace's function was accepted")
 	}
 }
 
@@ -182,7 +234,7 @@ func FuzzResponsesRequest(f *testing.F) {
 			return
 		}
 		_, _, _ = inputMessages(b.Input, seqIDs())
-		_, _ = readResponseTools(b.Tools, b.ToolChoice)
+		_, _, _ = readResponseTools(b.Tools, b.ToolChoice)
 		_, _ = readTextFormat(b.Text)
 	})
 }

@@ -27,6 +27,7 @@ type responsesRequest struct {
 	Store              *bool             `json:"store"`
 	Include            []string          `json:"include"`
 	PreviousResponseID string            `json:"previous_response_id"`
+	Reasoning          *reasoningParam   `json:"reasoning"`
 	// IgnoreEOS is llama-server's extension, as on chat completions:
 	// generate max_output_tokens whatever the model says (benchmarks).
 	IgnoreEOS bool `json:"ignore_eos"`
@@ -35,21 +36,36 @@ type responsesRequest struct {
 	User             string `json:"user"`
 	SafetyIdentifier string `json:"safety_identifier"`
 	ServiceTier      string `json:"service_tier"`
+	// rawTools is tools as sent, which the response echoes.
+	rawTools json.RawMessage
+}
+
+// reasoningParam is reasoning: checked, not acted on. The served model does
+// not reason, so an answer has no reasoning items and no reasoning tokens,
+// which is an answer at any effort (a model reasons as much as it needs);
+// Codex sends reasoning on every request, so a 400 would refuse it whole.
+type reasoningParam struct {
+	Effort          *string `json:"effort"`
+	Summary         *string `json:"summary"`
+	GenerateSummary *string `json:"generate_summary"`
 }
 
 // refusedFields are the request fields kvwin cannot honour: sent with a
 // value (not null, not false, not 0), they are a 400 naming them.
-var refusedFields = []string{"reasoning", "background", "conversation", "prompt", "max_tool_calls",
+var refusedFields = []string{"background", "conversation", "prompt", "max_tool_calls",
 	"top_logprobs", "context_management", "moderation", "image", "access_programs"}
 
 // responseTool is one entry of tools: a function, flat (not nested under
-// "function" as in chat completions).
+// "function" as in chat completions); a namespace of functions; or a tool
+// of OpenAI's own (web_search, file_search, …), which kvwin does not run.
 type responseTool struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Strict      *bool           `json:"strict,omitempty"`
+	// Tools are a namespace's.
+	Tools []responseTool `json:"tools,omitempty"`
 }
 
 // responseText is the text field: the output's format.
@@ -81,6 +97,7 @@ type inputItem struct {
 	// function_call and function_call_output.
 	CallID    string          `json:"call_id,omitempty"`
 	Name      string          `json:"name,omitempty"`
+	Namespace string          `json:"namespace,omitempty"`
 	Arguments *string         `json:"arguments,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
 }
@@ -101,6 +118,7 @@ type listedItem struct {
 	Status    string     `json:"status,omitempty"`
 	CallID    string     `json:"call_id,omitempty"`
 	Name      string     `json:"name,omitempty"`
+	Namespace string     `json:"namespace,omitempty"`
 	Arguments *string    `json:"arguments,omitempty"`
 	Output    *string    `json:"output,omitempty"`
 }
@@ -133,6 +151,7 @@ type outputItem struct {
 	// function_call.
 	CallID    string  `json:"call_id,omitempty"`
 	Name      string  `json:"name,omitempty"`
+	Namespace string  `json:"namespace,omitempty"`
 	Arguments *string `json:"arguments,omitempty"`
 }
 
@@ -156,7 +175,7 @@ type responseObject struct {
 	Temperature        float32            `json:"temperature"`
 	Text               responseText       `json:"text"`
 	ToolChoice         json.RawMessage    `json:"tool_choice"`
-	Tools              []responseTool     `json:"tools"`
+	Tools              json.RawMessage    `json:"tools"`
 	TopP               float32            `json:"top_p"`
 	Truncation         string             `json:"truncation"`
 	Usage              *responseUsage     `json:"usage"`

@@ -257,10 +257,10 @@ func TestResponsesBadRequests(t *testing.T) {
 		status int
 		param  string
 	}{
-		{"reasoning", base, []option.RequestOption{option.WithJSONSet("reasoning", map[string]any{"effort": "high"})}, 400, "reasoning"},
+		{"reasoning", base, []option.RequestOption{option.WithJSONSet("reasoning", map[string]any{"effort": "enormous"})}, 400, "reasoning.effort"},
 		{"background", base, []option.RequestOption{option.WithJSONSet("background", true)}, 400, "background"},
-		{"web search", base, []option.RequestOption{option.WithJSONSet("tools", []any{map[string]any{"type": "web_search"}})}, 400, "tools[0].type"},
-		{"include", base, []option.RequestOption{option.WithJSONSet("include", []string{"reasoning.encrypted_content"})}, 400, "include[0]"},
+		{"web search forced", base, []option.RequestOption{option.WithJSONSet("tools", []any{map[string]any{"type": "web_search"}}), option.WithJSONSet("tool_choice", map[string]any{"type": "web_search"})}, 400, "tool_choice"},
+		{"include", base, []option.RequestOption{option.WithJSONSet("include", []string{"message.output_text.logprobs"})}, 400, "include[0]"},
 		{"image input", base, []option.RequestOption{option.WithJSONSet("input", []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "http://x/y.png"}}}})}, 400, "input[0].content[0].type"},
 		{"truncation", base, []option.RequestOption{option.WithJSONSet("truncation", "sometimes")}, 400, "truncation"},
 		{"max_output_tokens", base, []option.RequestOption{option.WithJSONSet("max_output_tokens", -3)}, 400, "max_output_tokens"},
@@ -578,5 +578,80 @@ func TestResponsesBranchesAndUnstoredConversations(t *testing.T) {
 	}
 	if conv := lastConversation(t, a.URL()); conv != "" {
 		t.Fatalf("store false without a key served in conversation %q, want none", conv)
+	}
+}
+
+// A turn as Codex (0.171) sends it, in shape, streamed: reasoning with a
+// summary, include of reasoning's encrypted content, store false, a
+// developer message, a function, a namespace of functions and OpenAI's
+// web_search among the tools. Each of these was once a 400, which refused
+// the agent whole. A call of the namespace's function comes back under its
+// own name and namespace, and the next turn, carrying it, a reasoning item
+// of another model's and the call's output, reuses the first's prefix.
+func TestResponsesAsCodexSendsThem(t *testing.T) {
+	a := apptest.Start(t, nil)
+	client := responsesClient(a.URL(), "unused")
+	ctx := context.Background()
+	tools := []any{
+		map[string]any{"type": "function", "name": "exec_command", "description": "Runs a command.", "strict": false,
+			"parameters": map[string]any{"type": "object", "properties": map[string]any{"cmd": map[string]any{"type": "string"}}, "required": []string{"cmd"}}},
+		map[string]any{"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": []any{
+			map[string]any{"type": "function", "name": "close_agent", "description": "Close an agent.", "strict": false,
+				"parameters": map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string"}}, "required": []string{"id"}, "additionalProperties": false}},
+		}},
+		map[string]any{"type": "web_search", "external_web_access": false},
+	}
+	codex := []option.RequestOption{
+		option.WithJSONSet("tools", tools),
+		option.WithJSONSet("reasoning", map[string]any{"summary": "auto"}),
+		option.WithJSONSet("include", []string{"reasoning.encrypted_content"}),
+		option.WithJSONSet("store", false),
+		option.WithJSONSet("prompt_cache_key", "thread-1"),
+		option.WithJSONSet("parallel_tool_calls", true),
+		option.WithJSONSet("client_metadata", map[string]any{"x-codex-turn-metadata": `{"turn_id":"t1"}`}),
+	}
+	developer := responses.ResponseInputItemParamOfMessage("You are a coding agent.", responses.EasyInputMessageRoleDeveloper)
+	user := responses.ResponseInputItemParamOfMessage("Close agent a1.", responses.EasyInputMessageRoleUser)
+	params := responses.ResponseNewParams{Model: "kvwin-tiny", MaxOutputTokens: oai.Int(160), Temperature: oai.Float(0),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{developer, user}}}
+
+	stream := client.Responses.NewStreaming(ctx, params, append(codex,
+		option.WithJSONSet("tool_choice", map[string]any{"type": "function", "name": "close_agent", "namespace": "multi_agent_v1"}))...)
+	var done *responses.Response
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "response.completed" {
+			r := ev.Response
+			done = &r
+		}
+	}
+	if err := stream.Err(); err != nil || done == nil {
+		t.Fatalf("stream: %v, completed %v", err, done != nil)
+	}
+	var call responses.ResponseFunctionToolCall
+	for _, it := range done.Output {
+		if it.Type == "function_call" {
+			call = it.AsFunctionCall()
+		}
+	}
+	if call.Name != "close_agent" || call.Namespace != "multi_agent_v1" || !json.Valid([]byte(call.Arguments)) {
+		t.Fatalf("output %s: want a close_agent call in namespace multi_agent_v1", done.RawJSON())
+	}
+	if !strings.Contains(done.RawJSON(), `"type":"web_search"`) {
+		t.Errorf("the response does not echo the tools as sent: %s", done.RawJSON())
+	}
+
+	fc := responses.ResponseInputItemParamOfFunctionCall(call.Arguments, call.CallID, call.Name)
+	fc.OfFunctionCall.Namespace = oai.String(call.Namespace)
+	reasoning := responses.ResponseInputItemUnionParam{OfReasoning: &responses.ResponseReasoningItemParam{ID: "rs_1",
+		Summary: []responses.ResponseReasoningItemSummaryParam{}, EncryptedContent: oai.String("gAAAAB")}}
+	params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{developer, user, reasoning, fc,
+		callOutput(call.CallID, `{"closed": true}`)}}
+	params.MaxOutputTokens = oai.Int(8)
+	next, err := client.Responses.New(ctx, params, codex...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Usage.InputTokens <= done.Usage.InputTokens || next.Usage.InputTokensDetails.CachedTokens < done.Usage.InputTokens-8 {
+		t.Fatalf("the next turn's usage %+v after %+v: want the first turn's prompt reused", next.Usage, done.Usage)
 	}
 }
