@@ -417,6 +417,9 @@ var messagesSeeds = []string{
 	`{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"a":[1,{"b":null}]}}]},{"role":"user","content":"r"}],` + weatherTool + `,"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`,
 	messagesBody(weatherTool + `,"tool_choice":{"type":"tool","name":"get_weather"},"thinking":{"type":"disabled"}`),
 	messagesBody(`"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"a":{"type":"string"}}}}}`),
+	`{"model":"tiny","max_tokens":4000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"a"},` +
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"text","text":"b"}]},{"role":"user","content":"c"},{"role":"system","content":[{"type":"text","text":"d"}]}]}`,
+	messagesBody(looseTool + `,"thinking":{"type":"adaptive"}`),
 }
 
 func FuzzMessagesRequest(f *testing.F) {

@@ -225,6 +225,8 @@ func FuzzResponsesRequest(f *testing.F) {
 		`{"input":[{"role":"assistant","content":[{"type":"output_text","text":"a"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]}`,
 		`{"input":"x","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"},"text":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`,
 		`{"input":[{"type":"function_call"}],"include":["x"],"metadata":{"a":"b"}}`,
+		`{"input":[{"type":"reasoning"},{"type":"function_call","call_id":"c","name":"f","namespace":"n","arguments":"{}"}],"reasoning":{"summary":"auto"},"include":["reasoning.encrypted_content"],` +
+			`"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"},{"type":"custom","name":"g"}]},{"type":"web_search"}],"tool_choice":{"type":"function","name":"f","namespace":"n"}}`,
 	} {
 		f.Add(s)
 	}
