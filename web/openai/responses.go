@@ -407,10 +407,11 @@ func flatName(namespace, name string) string {
 	return namespace + "." + name
 }
 
-// hostedTools are tool types OpenAI runs itself (or its clients run for
-// it: shell, apply_patch) and custom tools of free-form input. kvwin runs
-// none, and so offers them to no model: the answer is one the model could
-// give with them available and unused. A tool_choice forcing one is a 400.
+// hostedTool reports a tool type of OpenAI's own, which it runs itself (or
+// its clients run for it: shell, apply_patch), or a custom tool of
+// free-form input. kvwin runs none, and so offers them to no model: the
+// answer is one the model could give with them available and unused. A
+// tool_choice forcing one is a 400.
 func hostedTool(typ string) bool { return typ != itemFunctionTool && typ != toolNamespace }
 
 // chatToolAt is how toolcall names a chat tool's parameters.
@@ -433,6 +434,8 @@ func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.M
 	)
 	for i, t := range tools {
 		switch {
+		case t.Type == "":
+			return toolcall.Mode{}, nil, core.BadInput(core.CodeMissingParameter, fmt.Sprintf("tools[%d].type", i), "tools[%d] has no type", i)
 		case t.Type == toolNamespace:
 			if t.Name == "" {
 				return toolcall.Mode{}, nil, core.BadInput(core.CodeMissingParameter, fmt.Sprintf("tools[%d].name", i), "tools[%d] is a namespace without a name", i)

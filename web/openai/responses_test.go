@@ -87,6 +87,9 @@ func TestBadInputNamesTheParameter(t *testing.T) {
 	if _, _, err := readResponseTools([]responseTool{{Type: "function", Name: "f"}}, json.RawMessage(`{"type":"function","name":"g"}`)); err == nil {
 		t.Error("tool_choice naming a function not among the tools was accepted")
 	}
+	if _, _, err := readResponseTools([]responseTool{{Name: "f"}}, nil); err == nil {
+		t.Error("a tool without a type was accepted")
+	}
 	if _, _, err := readResponseTools([]responseTool{{Type: "web_search"}}, json.RawMessage(`{"type":"web_search"}`)); err == nil {
 		t.Error("tool_choice forcing a built-in tool was accepted")
 	}
