@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -378,7 +377,8 @@ func readTools(tools []tool, choice *toolChoice) (toolcall.Mode, bool, error) {
 		if err := core.CheckSchemaObject(t.InputSchema, at+".input_schema"); err != nil {
 			return toolcall.Mode{}, false, err
 		}
-		defs = append(defs, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: t.Name, Description: t.Description, Parameters: t.InputSchema}})
+		defs = append(defs, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: t.Name, Description: t.Description, Parameters: t.InputSchema},
+			At: toolcall.Place{Function: at, Schema: at + ".input_schema"}})
 	}
 	var raw json.RawMessage
 	single := false
@@ -406,13 +406,6 @@ func readTools(tools []tool, choice *toolChoice) (toolcall.Mode, bool, error) {
 		}
 	}
 	mode, err := toolcall.Read(defs, raw)
-	var in *core.InputError
-	if errors.As(err, &in) && strings.Contains(in.Param(), ".function.parameters") {
-		// A schema the grammar of a forced call cannot enforce, named as
-		// this API names it.
-		err = core.BadInput(core.CodeInvalidValue, strings.ReplaceAll(in.Param(), ".function.parameters", ".input_schema"),
-			"%s", strings.ReplaceAll(in.Error(), ".function.parameters", ".input_schema"))
-	}
 	return mode, single, err
 }
 

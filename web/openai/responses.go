@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -414,9 +412,6 @@ func flatName(namespace, name string) string {
 // tool_choice forcing one is a 400.
 func hostedTool(typ string) bool { return typ != itemFunctionTool && typ != toolNamespace }
 
-// chatToolAt is how toolcall names a chat tool's parameters.
-var chatToolAt = regexp.MustCompile(`tools\[(\d+)\](\.function)?`)
-
 const (
 	itemFunctionTool = "function"
 	toolNamespace    = "namespace"
@@ -429,7 +424,7 @@ const (
 func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.Mode, toolNames, error) {
 	var (
 		chat  []toolcall.Tool
-		at    []string // each chat tool's place in the request
+		at    []string // each chat tool's place in the request, for the duplicate check
 		names toolNames
 	)
 	for i, t := range tools {
@@ -449,14 +444,18 @@ func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.M
 				}
 				flat := flatName(t.Name, f.Name)
 				names[flat] = qualifiedName{namespace: t.Name, name: f.Name}
-				chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: flat, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict}})
-				at = append(at, fmt.Sprintf("tools[%d].tools[%d]", i, j))
+				fat := fmt.Sprintf("tools[%d].tools[%d]", i, j)
+				chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: flat, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict},
+					At: toolcall.Place{Function: fat, Schema: fat + ".parameters"}})
+				at = append(at, fat)
 			}
 		case hostedTool(t.Type):
 			// Not offered (hostedTool).
 		default:
-			chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
-			at = append(at, fmt.Sprintf("tools[%d]", i))
+			tat := fmt.Sprintf("tools[%d]", i)
+			chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict},
+				At: toolcall.Place{Function: tat, Schema: tat + ".parameters"}})
+			at = append(at, tat)
 		}
 	}
 	seen := map[string]bool{}
@@ -481,20 +480,6 @@ func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.M
 		choice = json.RawMessage(`{"type": "function", "function": {"name": ` + string(name) + `}}`)
 	}
 	m, err := toolcall.Read(chat, choice)
-	var in *core.InputError
-	if errors.As(err, &in) {
-		// Named as this request has them: flat, and in their namespaces.
-		rename := func(s string) string {
-			return chatToolAt.ReplaceAllStringFunc(s, func(m string) string {
-				k, _ := strconv.Atoi(chatToolAt.FindStringSubmatch(m)[1])
-				if k < len(at) {
-					return at[k]
-				}
-				return m
-			})
-		}
-		err = core.BadInput(core.CodeInvalidValue, rename(in.Param()), "%s", rename(in.Error()))
-	}
 	return m, names, err
 }
 

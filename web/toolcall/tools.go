@@ -31,6 +31,25 @@ import (
 type Tool struct {
 	Type     string   `json:"type"`
 	Function Function `json:"function"`
+	// At is where the request holds the function, as its errors name it;
+	// zero for a chat request's tools[i].function. The Responses and
+	// Messages APIs hold their tools in shapes of their own.
+	At Place `json:"-"`
+}
+
+// Place names a tool's function and its schema in a request.
+type Place struct{ Function, Schema string }
+
+// place is tool i's Place, a chat request's unless At says otherwise.
+func (t Tool) place(i int) Place {
+	p := t.At
+	if p.Function == "" {
+		p.Function = fmt.Sprintf("tools[%d].function", i)
+	}
+	if p.Schema == "" {
+		p.Schema = p.Function + ".parameters"
+	}
+	return p
 }
 
 type Function struct {
@@ -96,11 +115,12 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 		if t.Type != "function" {
 			return m, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("tools[%d].type", i), "tools[%d].type is %q; only \"function\" is supported", i, t.Type)
 		}
+		at := t.place(i)
 		if t.Function.Name == "" {
-			return m, core.BadInput(core.CodeMissingParameter, fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function has no name", i)
+			return m, core.BadInput(core.CodeMissingParameter, at.Function+".name", "%s has no name", at.Function)
 		}
 		if len(t.Function.Parameters) > 0 {
-			if err := core.CheckSchemaObject(t.Function.Parameters, paramsAt(i)); err != nil {
+			if err := core.CheckSchemaObject(t.Function.Parameters, at.Schema); err != nil {
 				return m, err
 			}
 		}
@@ -151,7 +171,7 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 		// The grammar enforces these schemas, so they must be ones it can.
 		for i, t := range tools {
 			if len(t.Function.Parameters) > 0 && (m.named == "" || t.Function.Name == m.named) {
-				if err := core.CheckSchema(t.Function.Parameters, paramsAt(i)); err != nil {
+				if err := core.CheckSchema(t.Function.Parameters, t.place(i).Schema); err != nil {
 					return m, err
 				}
 			}
@@ -160,9 +180,6 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 	m.tools, m.Call = tools, true
 	return m, nil
 }
-
-// paramsAt names tool i's schema in a chat request.
-func paramsAt(i int) string { return fmt.Sprintf("tools[%d].function.parameters", i) }
 
 // Output is the grammar constraint of a required call: one call of the
 // named function, or of any of the tools.

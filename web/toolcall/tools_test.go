@@ -48,3 +48,26 @@ func TestSchemasAreCheckedForTheGrammarOnlyWhenItEnforcesThem(t *testing.T) {
 		t.Errorf("parameters [1] under auto: %v, want a 400", err)
 	}
 }
+
+// A tool read from another API's shape is named in errors where that
+// request holds it, not where a chat request would.
+func TestErrorsNameTheToolWhereTheRequestHoldsIt(t *testing.T) {
+	loose := json.RawMessage(`{"type":"object","properties":{"m":{"type":"object","propertyNames":{"pattern":"^a$"}}}}`)
+	for _, tc := range []struct {
+		name                string
+		tool                Tool
+		wantParam, wantText string
+	}{
+		{"chat schema", Tool{Type: "function", Function: Function{Name: "f", Parameters: loose}}, "tools[0].function.parameters.properties.m", "tools[0].function.parameters.properties.m uses"},
+		{"messages schema", Tool{Type: "function", Function: Function{Name: "f", Parameters: loose}, At: Place{Function: "tools[0]", Schema: "tools[0].input_schema"}}, "tools[0].input_schema.properties.m", "tools[0].input_schema.properties.m uses"},
+		{"responses name", Tool{Type: "function", At: Place{Function: "tools[0].tools[2]"}}, "tools[0].tools[2].name", "tools[0].tools[2] has no name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Read([]Tool{tc.tool}, json.RawMessage(`"required"`))
+			var in *core.InputError
+			if !errors.As(err, &in) || in.Param() != tc.wantParam || !strings.Contains(err.Error(), tc.wantText) {
+				t.Fatalf("error %v, want a 400 at %s", err, tc.wantParam)
+			}
+		})
+	}
+}
