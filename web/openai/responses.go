@@ -179,10 +179,11 @@ func decodeResponses(raw json.RawMessage, b *responsesRequest) error {
 	return nil
 }
 
-// emptyJSON reports whether a field's value means "not set".
+// emptyJSON reports whether a field's value means "not set"; an absent
+// field's raw JSON is empty.
 func emptyJSON(v json.RawMessage) bool {
 	switch string(bytes.TrimSpace(v)) {
-	case "null", "false", "0", `""`, "{}", "[]":
+	case "", "null", "false", "0", `""`, "{}", "[]":
 		return true
 	}
 	return false

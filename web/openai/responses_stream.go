@@ -89,7 +89,7 @@ func echo(rt *responseTurn, created int64) responseObject {
 	if len(o.ToolChoice) == 0 {
 		o.ToolChoice = json.RawMessage(`"auto"`)
 	}
-	if emptyJSON(o.Tools) || len(o.Tools) == 0 {
+	if emptyJSON(o.Tools) {
 		o.Tools = json.RawMessage(`[]`)
 	}
 	for k, v := range b.Metadata {
