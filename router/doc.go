@@ -47,9 +47,11 @@
 // least loaded candidates differ by more than BalanceAbs requests and by more
 // than BalanceRel times, the least loaded wins whatever the prediction
 // (SGLang's rule). Predictions within TieTolerance of the best are ties,
-// broken by rendezvous hashing of the conversation's root key (its first
-// block) with the backend's name, so replicas of the gateway agree without
-// talking to each other.
+// unless one destroys or computes more than another by more than
+// TieTokens' worth (a cost, not noise: the tie would trade a queue that
+// clears for work the fleet does); ties are broken by rendezvous hashing
+// of the conversation's root key (its first block) with the backend's
+// name, so replicas of the gateway agree without talking to each other.
 //
 // When the registry knows the slot holding most of the prompt, the request
 // is pinned to it (id_slot).

@@ -101,7 +101,20 @@ func (p prefixScorer) rank(cands []candidate, pr prompt) []candidate {
 	// destroys (extra) is a cost no noise explains, so a candidate
 	// destroying more than the best does is no tie.
 	tie := best.predicted + max(time.Duration(float64(best.predicted-best.extra)*p.cfg.TieTolerance), best.slack)
-	isTie := func(c candidate) bool { return c.predicted <= tie && c.extra <= best.extra+best.slack }
+	within := func(c candidate) bool { return c.predicted <= tie && c.extra <= best.extra+best.slack }
+	// Nor is a candidate computing more than the least any candidate
+	// within the tolerance computes: a queue ahead of a turn clears, the
+	// prefill it would do instead is work the fleet does, and ranking them
+	// alike sent a conversation whose backend was busy with one sibling's
+	// turn off its own slot to recompute all it held (a prediction of
+	// equal TTFT under the uncalibrated prior).
+	least := best
+	for _, c := range out {
+		if within(c) && c.prefill < least.prefill {
+			least = c
+		}
+	}
+	isTie := func(c candidate) bool { return within(c) && c.prefill <= least.prefill+least.slack }
 	slices.SortStableFunc(out, func(a, b candidate) int {
 		aTie, bTie := isTie(a), isTie(b)
 		switch {

@@ -228,6 +228,38 @@ func TestScorers(t *testing.T) {
 	}
 }
 
+// A busy backend holding the conversation and an idle one holding none of
+// it can be predicted alike (the queue ahead making up for the prefill
+// saved, as under the uncalibrated prior): that is no tie for rendezvous
+// hashing to break, or the conversation leaves its slot for a recompute
+// of all it held. Figures of a turn the 2-in-flight placement test once
+// moved so.
+func TestPrefixTieDoesNotTradeAQueueForARecompute(t *testing.T) {
+	ms := time.Millisecond
+	cfg := DefaultConfig()
+	cands := []candidate{
+		{index: 0, name: "idle", predicted: 685 * ms, prefill: 685 * ms, slack: 32 * ms, plan: 1, planned: true, held: -1},
+		{index: 1, name: "own", load: 1, cached: 1136, predicted: 625 * ms, prefill: 117 * ms, slack: 32 * ms, plan: 0, planned: true, held: -1},
+	}
+	for root := range uint64(64) {
+		sc := prefixScorer{cfg: cfg}
+		if got := sc.rank(cands, prompt{root: root, length: 1371})[0].name; got != "own" {
+			t.Fatalf("root %d: ranked %s first", root, got)
+		}
+	}
+	// Within TieTokens' time of each other the two are a tie again, and
+	// rendezvous hashing spreads such turns over both.
+	cands[0].prefill, cands[0].predicted = 140*ms, 640*ms
+	seen := map[string]bool{}
+	for root := range uint64(64) {
+		sc := prefixScorer{cfg: cfg}
+		seen[sc.rank(cands, prompt{root: root, length: 1371})[0].name] = true
+	}
+	if !seen["own"] || !seen["idle"] {
+		t.Fatalf("near-equal prefills ranked first: %v, want both", seen)
+	}
+}
+
 func TestPrefer(t *testing.T) {
 	for _, tc := range []struct {
 		name string
