@@ -97,17 +97,16 @@ func (p prefixScorer) rank(cands []candidate, pr prompt) []candidate {
 	}
 	root := pr.root
 	best := slices.MinFunc(out, func(a, b candidate) int { return cmp.Compare(a.predicted, b.predicted) })
-	// The tolerance is of the time to first token; what a placement
-	// destroys (extra) is a cost no noise explains, so a candidate
-	// destroying more than the best does is no tie.
+	// The tolerance is of the time to first token. What a placement
+	// destroys (extra) and what it computes (prefill) are costs no noise
+	// explains, so a candidate destroying more than the best does, or
+	// computing more than the least any candidate within the tolerance
+	// computes, is no tie: a queue ahead of a turn clears, the prefill
+	// done instead is work the fleet does. Ranked alike, a conversation
+	// whose backend was busy with a sibling's turn left its slot to
+	// recompute all it held (equal TTFT under the uncalibrated prior).
 	tie := best.predicted + max(time.Duration(float64(best.predicted-best.extra)*p.cfg.TieTolerance), best.slack)
 	within := func(c candidate) bool { return c.predicted <= tie && c.extra <= best.extra+best.slack }
-	// Nor is a candidate computing more than the least any candidate
-	// within the tolerance computes: a queue ahead of a turn clears, the
-	// prefill it would do instead is work the fleet does, and ranking them
-	// alike sent a conversation whose backend was busy with one sibling's
-	// turn off its own slot to recompute all it held (a prediction of
-	// equal TTFT under the uncalibrated prior).
 	least := best
 	for _, c := range out {
 		if within(c) && c.prefill < least.prefill {

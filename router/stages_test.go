@@ -236,13 +236,12 @@ func TestScorers(t *testing.T) {
 // moved so.
 func TestPrefixTieDoesNotTradeAQueueForARecompute(t *testing.T) {
 	ms := time.Millisecond
-	cfg := DefaultConfig()
 	cands := []candidate{
 		{index: 0, name: "idle", predicted: 685 * ms, prefill: 685 * ms, slack: 32 * ms, plan: 1, planned: true, held: -1},
 		{index: 1, name: "own", load: 1, cached: 1136, predicted: 625 * ms, prefill: 117 * ms, slack: 32 * ms, plan: 0, planned: true, held: -1},
 	}
+	sc := prefixScorer{cfg: DefaultConfig()}
 	for root := range uint64(64) {
-		sc := prefixScorer{cfg: cfg}
 		if got := sc.rank(cands, prompt{root: root, length: 1371})[0].name; got != "own" {
 			t.Fatalf("root %d: ranked %s first", root, got)
 		}
@@ -252,7 +251,6 @@ func TestPrefixTieDoesNotTradeAQueueForARecompute(t *testing.T) {
 	cands[0].prefill, cands[0].predicted = 140*ms, 640*ms
 	seen := map[string]bool{}
 	for root := range uint64(64) {
-		sc := prefixScorer{cfg: cfg}
 		seen[sc.rank(cands, prompt{root: root, length: 1371})[0].name] = true
 	}
 	if !seen["own"] || !seen["idle"] {
