@@ -40,9 +40,15 @@ type ContextLengthError struct {
 	// Window: Limit is the window budget (kvwin serve --window-budget),
 	// which the client is told, not the slot's context.
 	Window bool
+	// Reason, when set, says what does not fit in more words than the two
+	// numbers (the window's newest message); Error returns it.
+	Reason string
 }
 
 func (e *ContextLengthError) Error() string {
+	if e.Reason != "" {
+		return e.Reason
+	}
 	if e.Window {
 		return fmt.Sprintf("the window budget is %d tokens, but the prompt needs %d tokens", e.Limit, e.PromptTokens)
 	}

@@ -64,6 +64,7 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 	}
 	res, err := win.Build(c.Request.Context(), window.Request{
 		Tenant: t.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
+		Limit: newestLimit(t.Backend.Info().ContextSlot, req.MaxTokens),
 	})
 	if err != nil {
 		return err
@@ -97,6 +98,17 @@ const (
 	HeaderCachedEstimated = wire.HeaderCachedEstimated
 	HeaderPromptMs        = wire.HeaderPromptMs
 )
+
+// newestLimit is the most a window may hold when its newest message alone
+// passes the budget (window.Request.Limit): the slot's context less the
+// answer the request asks room for. A request without max_tokens leaves
+// the output reservation the budget keeps (0: the budget).
+func newestLimit(ctx, maxTokens int) int {
+	if ctx <= 0 || maxTokens <= 0 || maxTokens >= ctx {
+		return 0
+	}
+	return ctx - maxTokens
+}
 
 // primed is a counter that knows the counts of msgs, which the window asks
 // for in order: while it is asked for msgs[i], the next message, it answers

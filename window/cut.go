@@ -23,6 +23,12 @@ type Cut struct {
 	PacketFree int   // tokens the budget leaves free for packets: the best hit may use them past PacketRoom
 	KeptTokens int   // sinks, padding and kept messages, without packets
 	FillRoom   int   // a question's fill room past the relevance cutoff; 0: the default
+	// Excerpts are the pinned and kept messages that stand as excerpts
+	// (sink and memory: a message longer than its share, once a step has
+	// passed it; see the package doc), ascending by position.
+	Excerpts []Excerpt
+	// ExcerptRoom is the tokens each excerpt is cut to.
+	ExcerptRoom int
 }
 
 // Evicted returns the number of evicted messages.
@@ -38,20 +44,59 @@ func (c Cut) Whole() bool { return c.Start == c.Sinks && c.Step == 0 }
 // conversation is the precomputed shape a replay walks.
 type conversation struct {
 	msgs   []engine.Message
+	count  []int  // count[i] = tokens of msgs[i], whole
 	prefix []int  // prefix[i] = tokens of msgs[:i]
 	unit   []bool // unit[i]: a unit starts at message i (after the sinks)
+	// long[i]: msgs[i] stands as an excerpt once a step has passed it;
+	// short[i] = tokens of msgs[:i] with every long message as its excerpt.
+	long  []bool
+	short []int
+	room  int // the excerpt's tokens; 0: nothing is long
 }
 
-func newConversation(msgs []engine.Message, tokens []int) conversation {
-	c := conversation{msgs: msgs, prefix: make([]int, len(msgs)+1), unit: make([]bool, len(msgs))}
+// newConversation precomputes the shape of msgs with their tokens. A
+// message other than a system message with more than room tokens is long
+// (room 0: none is).
+func newConversation(msgs []engine.Message, tokens []int, room int) conversation {
+	n := len(msgs)
+	c := conversation{msgs: msgs, count: tokens, prefix: make([]int, n+1), unit: make([]bool, n),
+		long: make([]bool, n), short: make([]int, n+1), room: room}
 	for i, t := range tokens {
 		c.prefix[i+1] = c.prefix[i] + t
 		c.unit[i] = msgs[i].Role == engine.RoleUser
+		c.long[i] = room > 0 && t > room && msgs[i].Role != engine.RoleSystem
+		if c.long[i] {
+			t = room
+		}
+		c.short[i+1] = c.short[i] + t
 	}
 	return c
 }
 
+// tokens returns the tokens of msgs[from:to], whole.
 func (c conversation) tokens(from, to int) int { return c.prefix[to] - c.prefix[from] }
+
+// size returns the tokens of msgs[from:to] as a window sends them when the
+// long messages before ex stand as excerpts.
+func (c conversation) size(from, to, ex int) int {
+	if ex <= from {
+		return c.tokens(from, to)
+	}
+	if ex >= to {
+		return c.short[to] - c.short[from]
+	}
+	return c.short[ex] - c.short[from] + c.tokens(ex, to)
+}
+
+// excerpts returns the long messages in [from, to) before ex.
+func (c conversation) excerpts(out []Excerpt, from, to, ex int) []Excerpt {
+	for i := from; i < min(to, ex); i++ {
+		if c.long[i] {
+			out = append(out, Excerpt{Pos: i, Tokens: c.count[i]})
+		}
+	}
+	return out
+}
 
 // lastUnit returns the start of the unit holding message i: the latest unit
 // boundary at or before i, but not before floor.
@@ -73,28 +118,26 @@ func systemEnd(msgs []engine.Message) int {
 	return n
 }
 
-// sinks returns the end of the pinned messages and their unpadded and
-// padded tokens, by the rule of the package doc.
-func sinks(c conversation, s Settings) (end, tokens, padded int) {
+// sinkEnd returns the end of the pinned messages, by the rule of the
+// package doc.
+func sinkEnd(c conversation, s Settings) int {
 	sys := systemEnd(c.msgs)
-	end = sys
+	end := sys
 	users := 0
 	for i := sys; i < len(c.msgs); i++ {
 		if c.msgs[i].Role == engine.RoleUser {
 			users++
 			if users == 2 {
-				if pad(c.tokens(0, i), s.Block) <= int(s.SinkShare*float64(s.Budget)) {
+				// Measured as they stand once a step has passed them: the
+				// sinks are padded and pinned from the first step on.
+				if pad(c.size(0, i, i), s.Block) <= int(s.SinkShare*float64(s.Budget)) {
 					end = i
 				}
 				break
 			}
 		}
 	}
-	if end >= len(c.msgs) {
-		end = len(c.msgs) - 1 // the ask is never a sink
-	}
-	tokens = c.tokens(0, end)
-	return end, tokens, pad(tokens, s.Block)
+	return min(end, len(c.msgs)-1) // the ask is never a sink
 }
 
 func pad(tokens, block int) int {

@@ -137,7 +137,8 @@ func TestSlidingBreaksEveryTurn(t *testing.T) {
 func TestSinksTooLargeFallBackToSystem(t *testing.T) {
 	msgs := chat(30, 20)
 	msgs[1].Content = strings.Repeat("big ", 60) // first user message: 240 tokens
-	cut, err := mustPolicy(t, PolicySink, Settings{Budget: 400}).Cut(msgs, byLen)
+	// MessageShare 1: no excerpt makes the first message short enough.
+	cut, err := mustPolicy(t, PolicySink, Settings{Budget: 400, MessageShare: 1}).Cut(msgs, byLen)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,9 +52,28 @@
 //     plus packets, with P reserved per ask in the replay above.
 //
 // Every message is checked first: empty or whitespace-only content, invalid
-// UTF-8 and unknown roles are ErrInvalidMessage; a single message larger
-// than B is a ContextLengthError under every policy, as is a final window
-// that cannot fit (sinks plus the unit holding the ask larger than B).
+// UTF-8 and unknown roles are ErrInvalidMessage. Under full and sliding a
+// single message larger than B is a ContextLengthError, as is a final window
+// that cannot fit.
+//
+// # Long messages (sink and memory)
+//
+// No old message may block a conversation. A message other than a system
+// message longer than M = MessageShare·B (default Low/4 = B/8: the kept
+// history a step leaves holds at least four such messages) is long; once a
+// step has passed it (a step re-sends the kept history anyway, so this
+// costs no reuse) it stands in the window, sinks included, as its excerpt:
+// its beginning and end, two to one, about M tokens, around a marker naming
+// its handle (excerpt.go). The excerpt is a function of the message alone,
+// byte-identical from turn to turn; the memory keeps the message whole. In
+// the replay a long message counts M from the step after it; the first
+// exchange is pinned if it fits SinkShare·B as it stands once excerpted.
+// System messages (an agent's system prompt is its contract) are never
+// excerpted. The newest message is always whole: if it, with the sinks and
+// the rest of its unit, passes B, the window may take up to the request's
+// limit (the context less max_tokens, window.Request.Limit); past that the
+// first exchange yields its pin, and only then is the request a
+// ContextLengthError naming the newest message.
 //
 // # Packets
 //

@@ -23,23 +23,47 @@ var (
 )
 
 // TooLongError says a message, or the smallest window a policy can make,
-// does not fit the budget: OpenAI's context_length_exceeded. It unwraps to
-// an *engine.ContextLengthError.
+// does not fit: OpenAI's context_length_exceeded. It unwraps to an
+// *engine.ContextLengthError.
 type TooLongError struct {
 	Policy  string
-	Message int // index of the message that alone exceeds the budget, or -1
-	Tokens  int // tokens needed
-	Budget  int
+	Message int // index of the message that does not fit, or -1
+	// MessageTokens, when set, are the tokens of message Message, the
+	// newest: with the system messages and the rest of its unit it needs
+	// Tokens (sink and memory).
+	MessageTokens int
+	Tokens        int // tokens needed
+	Budget        int // tokens the window may hold
+	// Context: Budget is what the context leaves after the request's
+	// max_tokens, not the window budget.
+	Context bool
 }
 
 func (e *TooLongError) Error() string {
-	if e.Message >= 0 {
-		return fmt.Sprintf("window %s: message %d has %d tokens, more than the window budget of %d", e.Policy, e.Message, e.Tokens, e.Budget)
+	return fmt.Sprintf("window %s: %s", e.Policy, e.reason())
+}
+
+// reason says what does not fit, in the words the client is told.
+func (e *TooLongError) reason() string {
+	limit := fmt.Sprintf("the window budget of %d", e.Budget)
+	if e.Context {
+		limit = fmt.Sprintf("the %d tokens the context leaves after max_tokens", e.Budget)
 	}
-	return fmt.Sprintf("window %s: the prompt needs %d tokens, more than the window budget of %d", e.Policy, e.Tokens, e.Budget)
+	switch {
+	case e.MessageTokens > 0:
+		return fmt.Sprintf("the newest message (message %d, %d tokens) with the system messages and the rest of its exchange needs %d tokens, more than %s",
+			e.Message, e.MessageTokens, e.Tokens, limit)
+	case e.Message >= 0:
+		return fmt.Sprintf("message %d has %d tokens, more than %s", e.Message, e.Tokens, limit)
+	}
+	return fmt.Sprintf("the prompt needs %d tokens, more than %s", e.Tokens, limit)
 }
 
 // Unwrap lets errors.As find an *engine.ContextLengthError.
 func (e *TooLongError) Unwrap() error {
-	return &engine.ContextLengthError{PromptTokens: e.Tokens, Limit: e.Budget, Window: true}
+	err := &engine.ContextLengthError{PromptTokens: e.Tokens, Limit: e.Budget, Window: !e.Context}
+	if e.MessageTokens > 0 {
+		err.Reason = e.reason()
+	}
+	return err
 }

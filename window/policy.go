@@ -54,6 +54,12 @@ var _ Policy = cutter{}
 func (p cutter) Name() string { return p.name }
 
 func (p cutter) Cut(msgs []engine.Message, count Counter) (Cut, error) {
+	return p.cutWithin(msgs, count, 0)
+}
+
+// cutWithin is Cut for a request that may take up to limit tokens when its
+// newest unit alone passes the budget (0: the budget; see fit).
+func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit int) (Cut, error) {
 	if count == nil {
 		count = ApproxCount
 	}
@@ -61,20 +67,24 @@ func (p cutter) Cut(msgs []engine.Message, count Counter) (Cut, error) {
 	if err != nil {
 		return Cut{}, err
 	}
-	return plan(p.name, newConversation(msgs, tokens), p.s)
+	room := 0
+	if p.name == PolicySink || p.name == PolicyMemory {
+		room = p.s.messageRoom()
+	}
+	return plan(p.name, newConversation(msgs, tokens, room), p.s, limit)
 }
 
 // plan dispatches to the replay of the policy (see the package doc).
-func plan(policy string, c conversation, s Settings) (Cut, error) {
+func plan(policy string, c conversation, s Settings, limit int) (Cut, error) {
 	switch policy {
 	case PolicyFull:
 		return full(c, s)
 	case PolicySliding:
 		return sliding(c, s)
 	case PolicySink:
-		return stepped(PolicySink, c, s, 0, -1)
+		return stepped(PolicySink, c, s, 0, -1, limit)
 	case PolicyMemory:
-		return stepped(PolicyMemory, c, s, s.packetTokens(), s.Switch)
+		return stepped(PolicyMemory, c, s, s.packetTokens(), s.Switch, limit)
 	}
 	return Cut{}, fmt.Errorf("%q: %w", policy, ErrUnknownPolicy)
 }

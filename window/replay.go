@@ -5,22 +5,30 @@ import "kvwin/engine"
 // stepped replays the stepped eviction of the package doc (sink and memory)
 // and returns the cut for the whole conversation. reserve is P (0 for sink);
 // switchAt is the size up to which memory sends the conversation whole, or
-// -1 for none. It is a pure function of its arguments.
-func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (Cut, error) {
+// -1 for none; limit is the most the window may hold when its newest unit
+// alone passes the budget (0: the budget). It is a pure function of its
+// arguments.
+func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit int) (Cut, error) {
 	onAsk := reserve > 0 && s.Packets == PacketsAsk
 	n := len(c.msgs)
-	sinkEnd, sinkTokens, padded := sinks(c, s)
-	cut := Cut{Policy: policy, Messages: n, Sinks: sinkEnd, SinkTokens: sinkTokens, Start: sinkEnd, StepAt: -1}
+	end := sinkEnd(c, s)
+	// From the first step on the sinks stand as they are once a step has
+	// passed them (long messages as excerpts), padded.
+	sinkTokens := c.size(0, end, end)
+	padded := pad(sinkTokens, s.Block)
+	cut := Cut{Policy: policy, Messages: n, Sinks: end, SinkTokens: c.tokens(0, end), Start: end, StepAt: -1, ExcerptRoom: c.room}
 	high, low := s.high(), s.low()
 	whole := switchAt >= 0
 	asks := 0 // user messages since the latest step (memory)
-	window := func(i int) int { return padded + c.tokens(cut.Start, i) + asks*reserve }
+	ex := 0   // the long messages before ex stand as excerpts: those a step has passed
+	kept := func(i int) int { return padded + c.size(cut.Start, i, ex) }
+	window := func(i int) int { return kept(i) + asks*reserve }
 	if onAsk {
 		// One packet at a time, on the latest ask: P is always reserved.
-		window = func(i int) int { return padded + c.tokens(cut.Start, i) + reserve }
+		window = func(i int) int { return kept(i) + reserve }
 	}
 
-	for i := sinkEnd + 1; i <= n; i++ {
+	for i := end + 1; i <= n; i++ {
 		last := i - 1
 		isAsk := c.msgs[last].Role == engine.RoleUser
 		if whole {
@@ -32,20 +40,24 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 			if isAsk {
 				asks++
 			}
-			if cut.Step > 0 && window(i) <= high && !(onAsk && isAsk && cut.Start < c.lastUnit(last, sinkEnd) && s.questionSteps(c, padded+c.tokens(cut.Start, i), last)) {
+			if cut.Step > 0 && window(i) <= high && !(onAsk && isAsk && cut.Start < c.lastUnit(last, end) && s.questionSteps(c, kept(i), last)) {
 				continue
 			}
-			if cut.Step == 0 && window(i)-padded+c.tokens(0, cut.Start) <= high {
-				continue // before the first step the sinks are not padded
+			if cut.Step == 0 && window(i)-kept(i)+c.tokens(0, i) <= high {
+				continue // before the first step nothing is padded or excerpted
 			}
 		}
 		cut.Step++
 		cut.StepAt = last
+		// A step re-sends the kept history: the long messages it passes
+		// become excerpts now, when it costs no reuse (the newest stays
+		// whole until the next step).
+		ex = last
 		asks = 0
 		if isAsk && reserve > 0 {
 			asks = 1
 		}
-		floor := c.lastUnit(last, sinkEnd)
+		floor := c.lastUnit(last, end)
 		for cut.Start < floor && window(i) > low {
 			cut.Start = nextUnit(c, cut.Start, floor)
 		}
@@ -54,16 +66,18 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 	if cut.Step == 0 {
 		cut.KeptTokens = c.tokens(0, n)
 		if cut.KeptTokens > s.Budget {
-			return Cut{}, &TooLongError{Policy: policy, Message: -1, Tokens: cut.KeptTokens, Budget: s.Budget}
+			return cut, fit(&cut, c, s, limit, 0)
 		}
 		return cut, nil
 	}
+	cut.SinkTokens = sinkTokens
 	cut.SinkPad = padded - sinkTokens
-	cut.KeptTokens = padded + c.tokens(cut.Start, n)
+	cut.KeptTokens = kept(n)
+	cut.Excerpts = c.excerpts(c.excerpts(nil, 0, end, ex), cut.Start, n, ex)
 	if cut.KeptTokens > s.Budget {
-		// The latest unit alone (with the sinks) does not fit: no cut can
-		// hold it, whatever the packets.
-		return Cut{}, &TooLongError{Policy: policy, Message: -1, Tokens: cut.KeptTokens, Budget: s.Budget}
+		// The latest unit alone (with the sinks) passes the budget: no
+		// room for packets; it may still fit the context.
+		return cut, fit(&cut, c, s, limit, ex)
 	}
 	if reserve > 0 && onAsk {
 		// The latest ask carries the packet; it may use the room the
@@ -74,7 +88,7 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 				break
 			}
 		}
-		s.packetRooms(&cut, c, sinkEnd, padded)
+		s.packetRooms(&cut, c, end, padded)
 		return cut, nil
 	}
 	if reserve > 0 {
@@ -91,6 +105,34 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt int) (
 		cut.PacketRoom = (s.Budget - cut.KeptTokens) / len(cut.Asks)
 	}
 	return cut, nil
+}
+
+// fit settles a cut whose sinks and latest unit pass the budget: the
+// newest message (a paste, a long tool result) is sent whole, so the
+// window may take the room the output reservation keeps, up to limit (the
+// context less the request's max_tokens; 0: only the budget). Past it the
+// first exchange yields its pin; past that, the newest message with the
+// system messages and the rest of its unit cannot be sent: a TooLongError
+// naming it. Long messages before ex stand as excerpts.
+func fit(cut *Cut, c conversation, s Settings, limit, ex int) error {
+	allowed := max(s.Budget, limit)
+	if cut.KeptTokens <= allowed {
+		return nil
+	}
+	n := len(c.msgs)
+	if sys := systemEnd(c.msgs); cut.Sinks > sys {
+		whole := c.tokens(0, sys) // system messages are never excerpted
+		if kept := pad(whole, s.Block) + c.size(cut.Start, n, ex); kept <= allowed {
+			cut.Sinks, cut.SinkTokens, cut.SinkPad, cut.KeptTokens = sys, whole, pad(whole, s.Block)-whole, kept
+			cut.Excerpts = c.excerpts(nil, cut.Start, n, ex)
+			if cut.Step == 0 {
+				cut.Step, cut.StepAt = 1, n-1 // the first exchange is evicted: a step
+			}
+			return nil
+		}
+	}
+	return &TooLongError{Policy: cut.Policy, Message: n - 1, MessageTokens: c.count[n-1],
+		Tokens: cut.KeptTokens, Budget: allowed, Context: limit > s.Budget}
 }
 
 // packetRooms sets the rooms of the packet on the latest ask (cut.Asks[0])

@@ -51,6 +51,12 @@ type Settings struct {
 	// of an ask that is not a question may take. Default 1/16, the room P
 	// every window reserves (at most PacketCap). At most PacketCap.
 	StatementCap float64
+	// MessageShare (sink and memory) is the share of Budget one message
+	// may take once a step has passed it: a longer one (but a system
+	// message) then stands as its excerpt of that size. Default Low/4:
+	// the kept history a step leaves (Low·Budget, less the sinks) holds at
+	// least four such messages, two exchanges of long answers.
+	MessageShare float64
 	// K (memory) bounds the turns of one packet. Default B/4 (256 at
 	// 1,024 tokens): a turn in a packet takes at least about four tokens
 	// (its speaker, a word, the line's end), and no packet takes more
@@ -93,6 +99,9 @@ func (s Settings) Defaults() Settings {
 	if s.K == 0 {
 		s.K = max(s.Budget/4, 1)
 	}
+	if s.MessageShare == 0 {
+		s.MessageShare = s.Low / 4
+	}
 	return s
 }
 
@@ -122,6 +131,8 @@ func (s Settings) Validate() error {
 		return bad("packet cap %v: must be in [0, 1-low=%v]", s.PacketCap, 1-s.Low)
 	case s.StatementCap < 0 || s.StatementCap > s.PacketCap:
 		return bad("statement cap %v: must be in [0, packet cap=%v]", s.StatementCap, s.PacketCap)
+	case s.MessageShare <= 0 || s.MessageShare > 1:
+		return bad("message share %v: must be in (0, 1]", s.MessageShare)
 	case s.K < 0:
 		return bad("k %d: must not be negative", s.K)
 	}
@@ -161,6 +172,12 @@ func (s Settings) fillTokens() int { return s.Budget / 8 }
 
 // packetTokens is P, the room reserved for each ask's packet.
 func (s Settings) packetTokens() int { return int(s.PacketShare * float64(s.Budget)) }
+
+// messageRoom is the tokens of an excerpt: MessageShare of Budget, at
+// least minExcerpt.
+func (s Settings) messageRoom() int {
+	return max(int(s.MessageShare*float64(s.Budget)), minExcerpt)
+}
 
 func (s Settings) high() int { return int(s.High * float64(s.Budget)) }
 func (s Settings) low() int  { return int(s.Low * float64(s.Budget)) }

@@ -30,7 +30,7 @@ func validate(policy string, msgs []engine.Message, count Counter, budget int) (
 			return nil, fmt.Errorf("message %d: %s content is empty or whitespace only: %w", i, m.Role, ErrInvalidMessage)
 		}
 		tokens[i] = count(m)
-		if tokens[i] > budget {
+		if tokens[i] > budget && (policy == PolicyFull || policy == PolicySliding) {
 			return nil, &TooLongError{Policy: policy, Message: i, Tokens: tokens[i], Budget: budget}
 		}
 	}

@@ -130,6 +130,11 @@ type Request struct {
 	Messages []engine.Message
 	// Count counts a message's tokens; nil means ApproxCount.
 	Count Counter
+	// Limit is the most tokens the window may take when its newest
+	// message (with the system messages and the rest of its unit) passes
+	// the budget: the slot's context less the request's max_tokens. Zero
+	// means the budget. Only sink and memory read it.
+	Limit int
 }
 
 // Result is the window of one request.
@@ -169,7 +174,13 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	if count == nil {
 		count = ApproxCount
 	}
-	cut, err := pol.Cut(req.Messages, count)
+	var cut Cut
+	var err error
+	if cp, ok := pol.(cutter); ok {
+		cut, err = cp.cutWithin(req.Messages, count, req.Limit)
+	} else {
+		cut, err = pol.Cut(req.Messages, count)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -179,10 +190,22 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 		packets, res.Degraded = w.buildPackets(ctx, req, cut, count, nil)
 	}
 	res.Messages = make([]engine.Message, 0, cut.Sinks+cut.Messages-cut.Start)
-	res.Messages = append(res.Messages, req.Messages[:cut.Sinks]...)
+	excerpts := cut.Excerpts
+	at := func(i int) engine.Message {
+		for len(excerpts) > 0 && excerpts[0].Pos < i {
+			excerpts = excerpts[1:]
+		}
+		if len(excerpts) > 0 && excerpts[0].Pos == i {
+			return excerptOf(req.Messages[i], i, excerpts[0].Tokens, cut.ExcerptRoom)
+		}
+		return req.Messages[i]
+	}
+	for i := 0; i < cut.Sinks; i++ {
+		res.Messages = append(res.Messages, at(i))
+	}
 	frame, lines := frameCost(count), lineCost(count)
 	for i := cut.Start; i < cut.Messages; i++ {
-		m := req.Messages[i]
+		m := at(i)
 		if p, ok := packets[i]; ok && len(p.Turns) > 0 {
 			m.Content = render(p, m.Content)
 			res.Packets = append(res.Packets, p)

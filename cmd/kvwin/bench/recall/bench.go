@@ -214,6 +214,9 @@ func (r *policyRun) question(ctx context.Context, c Conversation, q Question) (m
 	for i := res.Start; i < len(c.Turns); i++ {
 		in[i] = true
 	}
+	for _, e := range res.Excerpts {
+		delete(in, e.Pos) // recall counts whole turns: an excerpt is not one
+	}
 	for _, p := range res.Packets {
 		for _, t := range p.Turns {
 			in[t.Pos] = true
