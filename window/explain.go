@@ -22,7 +22,7 @@ func (w *Window) Explain(ctx context.Context, req Request, positions []int) ([]m
 	in := map[int]bool{}
 	for _, p := range res.Packets {
 		for _, t := range p.Turns {
-			in[t.Pos] = true
+			in[t.Pos] = in[t.Pos] || t.Part == "" // a passage is not the whole turn
 		}
 	}
 	out := make([]memory.Miss, len(positions))

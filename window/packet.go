@@ -31,6 +31,9 @@ func packetLine(t memory.Turn) string {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(true)
 	_ = enc.Encode(t.Text) // a string always encodes
+	if t.Part != "" {
+		return fmt.Sprintf("[%s %s, %s] %s", t.Handle, t.Role, t.Part, strings.TrimSuffix(b.String(), "\n"))
+	}
 	return fmt.Sprintf("[%s %s] %s", t.Handle, t.Role, strings.TrimSuffix(b.String(), "\n"))
 }
 

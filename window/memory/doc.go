@@ -90,7 +90,11 @@
 //     out; of several copies of one text only the best-ranked is kept.
 //
 // Hits are bounded by K and by a token budget with a per-hit cost given by
-// the caller. The fact analysis works where a conversation repeats its
+// the caller. A long turn (over two passages of 512 bytes: an assistant's
+// answer, a paste) is a hit by its passage that matches the ask best, with
+// Turn.Part naming it; what it costs is that passage (passage.go states the
+// splitting rule), so one long turn that scores first no longer fills a
+// packet the ask sized. The fact analysis works where a conversation repeats its
 // phrasings. An update that names the old and the new value in one
 // sentence ("swapped the banjo for the cello") repeats no frame; it is read
 // as a change when it names a named subject's current value of an

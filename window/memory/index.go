@@ -23,7 +23,8 @@ type Index struct {
 	prefix []int
 	facts  *facts
 	stems  stemmer
-	board  scoreboard // search's scratch space
+	board  scoreboard       // search's scratch space
+	spans  map[int32][]span // passages of long turns by turn index, memoized (passage.go)
 	// occ[term] is how often the held turns say term; said is Σ occ and
 	// weighted Σ occ·df over the terms (see typicalShare).
 	occ            map[string]int
@@ -75,6 +76,7 @@ func (x *Index) Add(turns ...Turn) {
 // reindex rebuilds positions, postings and lengths from turn from (or from
 // 0 when the order changed).
 func (x *Index) reindex(inOrder bool, from int) {
+	x.spans = nil // keyed by turn index, which a reorder changes
 	if !inOrder {
 		from = 0
 		x.post = map[string][]posting{}

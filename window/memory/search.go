@@ -128,6 +128,8 @@ func (x *Index) search(q Query) ([]Hit, searchStats) {
 // lexical scores and what the candidates are measured against.
 type match struct {
 	scores   *scoreboard
+	stems    []string // the ask's content stems
+	limit    int      // turns below it are searched
 	subjects []string // the names the ask is about
 	best     float64  // the best lexical match
 	own      float64  // the best match that is not a statement about someone else
@@ -146,7 +148,7 @@ func (x *Index) match(q Query, limit int) match {
 		avg = 1
 	}
 	qstems := x.contentStems(q.Ask)
-	m := match{scores: x.lexical(qstems, limit, avg)}
+	m := match{scores: x.lexical(qstems, limit, avg), stems: qstems, limit: limit}
 	x.speakerTerms(q.Ask, limit, avg, m.scores)
 	// An ask gets lexical hits only if some turn matches it beyond chance
 	// once the ask's number of terms found in the history is allowed for
@@ -437,6 +439,9 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 			note(t.Pos, MissStale)
 			continue
 		}
+		// A long turn is quoted by its passage that matches the ask best
+		// (passage.go).
+		t = x.passageOf(c.doc, m.stems, m.limit)
 		cost := 1
 		if q.Cost != nil {
 			cost = q.Cost(t)

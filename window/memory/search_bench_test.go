@@ -106,7 +106,11 @@ func setup100k(b *testing.B) benchSetup {
 // after the last turn would run it (the last 400 turns in the window), and
 // reports the p50 and p99 latency.
 func benchmarkSearch(b *testing.B, search func(Query) ([]Hit, error)) {
-	s := setup100k(b)
+	benchmarkSearchOver(b, setup100k(b), search)
+}
+
+// benchmarkSearchOver is benchmarkSearch over the turns of s.
+func benchmarkSearchOver(b *testing.B, s benchSetup, search func(Query) ([]Hit, error)) {
 	before := len(s.turns) - 400
 	window := s.turns[before:]
 	if _, err := search(Query{Ask: "warm up", Before: before, Chain: s.chain}); err != nil {
@@ -247,4 +251,58 @@ func BenchmarkStoreSearch1000x100(b *testing.B) {
 func BenchmarkIndexSearch1000x100(b *testing.B) {
 	s := setupMany(b)
 	benchmarkMany(b, func(c int, q Query) ([]Hit, error) { return s.indexes[c].Search(q), nil })
+}
+
+// assistantConversation is bigConversation with the assistant's turns of
+// an assistant's length: eight paragraphs (about 950 tokens, the median
+// answer of long user–assistant chats), each naming one of the people now
+// and then, so long turns hold the asks' terms among many others.
+func assistantConversation(n int) []Turn {
+	turns := bigConversation(n)
+	r := rand.New(rand.NewSource(2))
+	topics := []string{"deployment", "schema", "caching", "retries", "budget", "hiring", "migration", "latency"}
+	for i := range turns {
+		if turns[i].Role != "assistant" {
+			continue
+		}
+		var b []byte
+		for p := 0; p < 8; p++ {
+			t := topics[r.Intn(len(topics))]
+			b = fmt.Appendf(b, "On %s: first check the current %s settings, then compare them with last week's run. ", t, t)
+			b = fmt.Appendf(b, "If the %s numbers drift, roll back the change and note it in the log for the team. ", t)
+			b = fmt.Appendf(b, "Keep the %s notes short, and ask %s if anything is unclear before Friday.\n\n", t, turns[max(i-1, 0)].Text[:min(12, len(turns[max(i-1, 0)].Text))])
+		}
+		turns[i].Text = string(b)
+	}
+	return turns
+}
+
+var (
+	assistantOnce  sync.Once
+	assistantIndex *Index
+	assistantTurns []Turn
+)
+
+// BenchmarkIndexSearch100kAssistant is BenchmarkIndexSearch100k over turns
+// of assistant length; compare its p99 with the short turns' in one run
+// (go test -bench 'IndexSearch100k' ./window/memory/).
+func BenchmarkIndexSearch100kAssistant(b *testing.B) {
+	assistantOnce.Do(func() {
+		assistantTurns, _ = Linked(0, assistantConversation(100_000))
+		assistantIndex = NewIndex(assistantTurns...)
+	})
+	count := 0
+	for _, t := range assistantTurns {
+		if len(t.Text) > longTurn {
+			count += len(passages(t.Text))
+		} else {
+			count++
+		}
+	}
+	b.ReportMetric(float64(count), "passages")
+	s := benchSetup{turns: assistantTurns, chain: []uint64{0}}
+	for _, t := range s.turns {
+		s.chain = append(s.chain, t.Chain())
+	}
+	benchmarkSearchOver(b, s, func(q Query) ([]Hit, error) { return assistantIndex.Search(q), nil })
 }

@@ -14,6 +14,9 @@ type Turn struct {
 	Text   string    // the message content, verbatim
 	Handle string    // stable short name, see MakeHandle
 	Time   time.Time // when the store first saw the turn; zero for unstored turns
+	// Part, on a hit, names the passage of a long turn that Text then
+	// holds ("passage 3 of 9"); empty when Text is the whole turn.
+	Part string
 	// Parent is the chain of the messages before this one (Link over
 	// positions 0..Pos-1; 0 at position 0). The store files a turn under
 	// Link(Parent, Role, Text), so a turn reaches only requests whose

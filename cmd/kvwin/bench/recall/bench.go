@@ -219,7 +219,9 @@ func (r *policyRun) question(ctx context.Context, c Conversation, q Question) (m
 	}
 	for _, p := range res.Packets {
 		for _, t := range p.Turns {
-			in[t.Pos] = true
+			if t.Part == "" { // recall counts whole turns: a passage is not one
+				in[t.Pos] = true
+			}
 		}
 	}
 	return in, res.PromptTokens(), nil

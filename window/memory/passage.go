@@ -1,0 +1,209 @@
+package memory
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Passages. A long turn (an assistant's answer, a pasted file) is quoted in
+// a packet by the passage that matches the ask, not whole: a packet sized
+// by the ask then holds the answer's relevant paragraph and the short turns
+// around it, where one long turn that happened to score first would take
+// all its room. Retrieval still ranks whole turns (a turn's terms, its
+// neighbours, its facts); the passage is what a long hit costs and shows.
+//
+// The rule: a passage is at most maxPassage bytes (about 128 tokens, a long
+// paragraph). A turn is split into units — sentences in prose, lines in a
+// fenced code block (``` … ```), and a single unit longer than a passage at
+// its last whitespace — and units are packed in order into passages; a
+// paragraph break (a blank line outside code, or the edge of a code block)
+// ends a passage that is at least half full. A turn longer than two
+// passages is long; shorter ones are quoted whole.
+const (
+	maxPassage = 512
+	longTurn   = 2 * maxPassage
+)
+
+// span is a passage: text[from:to] of its turn.
+type span struct{ from, to int }
+
+// passages splits text into passages by the rule above.
+func passages(text string) []span {
+	var out []span
+	cur := span{-1, -1}
+	flush := func() {
+		if cur.from >= 0 && strings.TrimSpace(text[cur.from:cur.to]) != "" {
+			out = append(out, cur)
+		}
+		cur = span{-1, -1}
+	}
+	add := func(u span, breakBefore bool) {
+		switch {
+		case cur.from < 0:
+			cur = u
+		case u.to-cur.from > maxPassage || breakBefore && cur.to-cur.from >= maxPassage/2:
+			flush()
+			cur = u
+		default:
+			cur.to = u.to
+		}
+	}
+	code, breakNext := false, false
+	for at := 0; at < len(text); {
+		end := strings.IndexByte(text[at:], '\n')
+		if end < 0 {
+			end = len(text)
+		} else {
+			end += at + 1
+		}
+		line := text[at:end]
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "```"):
+			code = !code
+			add(span{at, end}, true)
+			breakNext = !code
+		case trimmed == "" && !code:
+			breakNext = true
+			if cur.from >= 0 {
+				cur.to = end
+			}
+		case code:
+			for _, u := range units(text, at, end, nil) {
+				add(u, breakNext)
+				breakNext = false
+			}
+		default:
+			for _, u := range units(text, at, end, sentenceEnds) {
+				add(u, breakNext)
+				breakNext = false
+			}
+		}
+		at = end
+	}
+	flush()
+	return out
+}
+
+// units splits text[from:to] at the ends ends finds (nil: none, the line
+// is one unit), and any unit longer than a passage at its last whitespace
+// within it (or a rune boundary).
+func units(text string, from, to int, ends func(string) []int) []span {
+	var cuts []int
+	if ends != nil {
+		for _, e := range ends(text[from:to]) {
+			cuts = append(cuts, from+e)
+		}
+	}
+	cuts = append(cuts, to)
+	var out []span
+	start := from
+	for _, c := range cuts {
+		for c-start > maxPassage {
+			cut := start + len(cutSpace(text[start:], maxPassage))
+			if cut <= start {
+				cut = c
+			}
+			out = append(out, span{start, cut})
+			start = cut
+		}
+		if c > start {
+			out = append(out, span{start, c})
+			start = c
+		}
+	}
+	return out
+}
+
+// sentenceEnds returns the offsets just past each sentence end in s: '.',
+// '!' or '?' (with closing quotes or brackets) before whitespace.
+func sentenceEnds(s string) []int {
+	var out []int
+	for i := 0; i < len(s)-1; i++ {
+		switch s[i] {
+		case '.', '!', '?':
+			j := i + 1
+			for j < len(s) && strings.IndexByte(`"')]`, s[j]) >= 0 {
+				j++
+			}
+			if j < len(s) && (s[j] == ' ' || s[j] == '\n' || s[j] == '\t') {
+				out = append(out, j+1)
+				i = j
+			}
+		}
+	}
+	return out
+}
+
+// cutSpace returns the longest prefix of s of at most n bytes that ends at
+// whitespace, or at a rune boundary if none does.
+func cutSpace(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for j := n; j > n/2; j-- {
+		if s[j-1] == ' ' || s[j-1] == '\n' || s[j-1] == '\t' {
+			return s[:j]
+		}
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// passageOf returns t as the passage of it that matches the ask's stems
+// best (the most distinct ask stems, weighted by their rarity in the
+// history; the earlier passage on ties, the first if none matches), with
+// Part naming it; a turn that is not long is returned whole. Callers hold
+// x.mu.
+func (x *Index) passageOf(d int32, qstems []string, limit int) Turn {
+	t := x.turns[d]
+	if len(t.Text) <= longTurn {
+		return t
+	}
+	ps := x.passagesOf(d)
+	if len(ps) < 2 {
+		return t
+	}
+	weight := make(map[string]float64, len(qstems))
+	for _, st := range qstems {
+		weight[st] = bm25IDF(limit, len(x.postings(st, limit)))
+	}
+	best, bestScore := 0, 0.0
+	for i, p := range ps {
+		seen := map[string]bool{}
+		score := 0.0
+		for _, w := range terms(t.Text[p.from:p.to]) {
+			st := x.stems.stem(w)
+			if wt, ok := weight[st]; ok && !seen[st] {
+				seen[st] = true
+				score += wt
+			}
+		}
+		if score > bestScore {
+			best, bestScore = i, score
+		}
+	}
+	p := ps[best]
+	t.Text = strings.TrimSpace(t.Text[p.from:p.to])
+	t.Part = fmt.Sprintf("passage %d of %d", best+1, len(ps))
+	return t
+}
+
+// passagesOf returns the passages of turn d, memoized.
+func (x *Index) passagesOf(d int32) []span {
+	if ps, ok := x.spans[d]; ok {
+		return ps
+	}
+	if x.spans == nil || len(x.spans) >= maxSpans {
+		x.spans = map[int32][]span{}
+	}
+	ps := passages(x.turns[d].Text)
+	x.spans[d] = ps
+	return ps
+}
+
+// maxSpans bounds the passage memo: the long turns of a few hundred
+// searches' candidates.
+const maxSpans = 1 << 14
