@@ -354,6 +354,13 @@ func (x *Index) addNeighbours(cs *candidates, limit int) {
 					}
 				}
 				pos, role = t.Pos, t.Role
+				if len(t.Text) > longTurn {
+					// A long turn (an answer, a paste) is quoted only by
+					// its passage where it matches the ask itself: as a
+					// neighbour it would spend the room of the short
+					// turns around it. The walk goes on past it.
+					continue
+				}
 				// Past the next message, context beyond the hit's own
 				// exchange: a question's fill.
 				cs.add(d, c.score*share, false, c.fill || j > 1, c.weak)
