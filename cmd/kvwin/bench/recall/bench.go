@@ -54,11 +54,21 @@ type Row struct {
 	CachedShare     float64 `json:"cached_share"`
 	UncachedPerTurn float64 `json:"uncached_per_turn"`
 
-	Questions      int `json:"-"`
+	// PassageRecall is Recall counting also the evidence turns the window
+	// carries only in part: as an excerpt (a long message) or as a passage
+	// in a packet. A passage-level figure beside Recall, which counts whole
+	// turns only.
+	PassageRecall float64 `json:"passage_recall"`
+
+	Questions      int `json:"questions"`
 	StaleQuestions int `json:"-"`
-	// Failed counts questions the policy could not window (full past the
-	// budget): they count as recall 0 and are left out of PromptTokens.
-	Failed int `json:"-"`
+	// Failed counts questions the policy could not window (a request
+	// past what the policy can send): they count as recall 0 and are left
+	// out of PromptTokens.
+	Failed int `json:"failed"`
+	// LostBy is Lost keyed by the reason's name (memory.Miss.String), for
+	// --json.
+	LostBy map[string]float64 `json:"lost,omitempty"`
 	// Lost is, for the memory policy, the recall lost by why each missed
 	// evidence turn is not in the window (memory.Miss): per question the
 	// share of its evidence missed for that reason, averaged over
@@ -100,7 +110,7 @@ func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, er
 				return nil, fmt.Errorf("policy %s at budget %d: %w", policy, budget, err)
 			}
 			row := Row{Policy: policy, Budget: budget}
-			var recall, stale, tokens float64
+			var recall, partial, stale, tokens float64
 			var spent cost
 			done := 0
 			for _, c := range convs {
@@ -108,7 +118,7 @@ func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, er
 					if err := ctx.Err(); err != nil {
 						return nil, err
 					}
-					in, prompt, err := build.question(ctx, c, q)
+					in, part, prompt, err := build.question(ctx, c, q)
 					var tooLong *window.TooLongError
 					switch {
 					case errors.As(err, &tooLong):
@@ -120,6 +130,7 @@ func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, er
 						tokens += float64(prompt)
 					}
 					recall += share(q.Evidence, in)
+					partial += share(q.Evidence, union(in, part))
 					if err == nil {
 						if err := build.explain(ctx, c, q, in, &row); err != nil {
 							return nil, fmt.Errorf("policy %s at budget %d, question %q: %w", policy, budget, q.Question, err)
@@ -147,8 +158,13 @@ func Evaluate(ctx context.Context, convs []Conversation, opt Options) ([]Row, er
 			}
 			if row.Questions > 0 {
 				row.Recall = recall / float64(row.Questions)
+				row.PassageRecall = partial / float64(row.Questions)
 				for k := range row.Lost {
 					row.Lost[k] /= float64(row.Questions)
+					if row.LostBy == nil {
+						row.LostBy = map[string]float64{}
+					}
+					row.LostBy[k.String()] = row.Lost[k]
 				}
 			}
 			if row.StaleQuestions > 0 {
@@ -190,10 +206,11 @@ func builder(policy string, s window.Settings) (*policyRun, error) {
 }
 
 // question builds the window for q asked after c's last turn and returns
-// which turns it holds (verbatim or in a packet) and its size.
-func (r *policyRun) question(ctx context.Context, c Conversation, q Question) (map[int]bool, int, error) {
+// which turns it holds whole (verbatim or in a packet), which only in part
+// (an excerpt, a passage), and its size.
+func (r *policyRun) question(ctx context.Context, c Conversation, q Question) (in, part map[int]bool, tokens int, err error) {
 	msgs := messages(c, q.Question)
-	in := map[int]bool{}
+	in, part = map[int]bool{}, map[int]bool{}
 	if r.w == nil {
 		b := bm25Window(msgs, counter(c), speakerOf(c), r.s.Budget)
 		for i := b.Start; i < len(c.Turns); i++ {
@@ -202,11 +219,11 @@ func (r *policyRun) question(ctx context.Context, c Conversation, q Question) (m
 		for _, p := range b.Packet {
 			in[p] = true
 		}
-		return in, b.Tokens, nil
+		return in, part, b.Tokens, nil
 	}
 	res, err := r.w.Build(ctx, window.Request{Tenant: "bench", Conversation: c.ID, Messages: msgs, Count: counter(c)})
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	for i := 0; i < res.Sinks; i++ {
 		in[i] = true
@@ -216,15 +233,30 @@ func (r *policyRun) question(ctx context.Context, c Conversation, q Question) (m
 	}
 	for _, e := range res.Excerpts {
 		delete(in, e.Pos) // recall counts whole turns: an excerpt is not one
+		part[e.Pos] = true
 	}
 	for _, p := range res.Packets {
 		for _, t := range p.Turns {
-			if t.Part == "" { // recall counts whole turns: a passage is not one
+			if t.Part == "" { // nor is a passage
 				in[t.Pos] = true
+			} else {
+				part[t.Pos] = true
 			}
 		}
 	}
-	return in, res.PromptTokens(), nil
+	return in, part, res.PromptTokens(), nil
+}
+
+// union returns the positions in a or b.
+func union(a, b map[int]bool) map[int]bool {
+	out := make(map[int]bool, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = out[k] || v
+	}
+	return out
 }
 
 // explain adds to row.Lost why q's evidence turns missing from in are not
