@@ -25,6 +25,7 @@ type Index struct {
 	stems  stemmer
 	board  scoreboard       // search's scratch space
 	spans  map[int32][]span // passages of long turns by turn index, memoized (passage.go)
+	norm   []uint64         // norm[i] = normalKey(turns[i].Text): a search compares hundreds
 	// occ[term] is how often the held turns say term; said is Σ occ and
 	// weighted Σ occ·df over the terms (see typicalShare).
 	occ            map[string]int
@@ -91,6 +92,7 @@ func (x *Index) reindex(inOrder bool, from int) {
 	for i := from; i < len(x.turns); i++ {
 		t := x.turns[i]
 		x.byPos[t.Pos] = i
+		x.norm = append(x.norm[:i], normalKey(t.Text))
 		clear(tf)
 		stems, n := x.stems.indexTerms(t.Text)
 		for _, term := range stems {

@@ -431,7 +431,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 			break
 		}
 		t := x.turns[c.doc]
-		text := normalKey(t.Text)
+		text := x.norm[c.doc]
 		switch {
 		case inWindow[t.Pos]:
 			stats.inWindow++

@@ -106,12 +106,19 @@ func setup100k(b *testing.B) benchSetup {
 // after the last turn would run it (the last 400 turns in the window), and
 // reports the p50 and p99 latency.
 func benchmarkSearch(b *testing.B, search func(Query) ([]Hit, error)) {
-	benchmarkSearchOver(b, setup100k(b), search)
+	benchmarkSearchOver(b, setup100k(b), 0, search)
 }
 
-// benchmarkSearchOver is benchmarkSearch over the turns of s.
-func benchmarkSearchOver(b *testing.B, s benchSetup, search func(Query) ([]Hit, error)) {
-	before := len(s.turns) - 400
+// benchmarkSearchOver is benchmarkSearch over the turns of s: the window
+// holds the last 400 turns, or as many last turns as fit the bytes of the
+// short conversation's last 400 (windowBytes, 0: no bound), so a window of
+// long turns is as many tokens as one of short turns.
+func benchmarkSearchOver(b *testing.B, s benchSetup, windowBytes int, search func(Query) ([]Hit, error)) {
+	before, size := len(s.turns), 0
+	for before > len(s.turns)-400 && (windowBytes == 0 || size+len(s.turns[before-1].Text) <= windowBytes) {
+		before--
+		size += len(s.turns[before].Text)
+	}
 	window := s.turns[before:]
 	if _, err := search(Query{Ask: "warm up", Before: before, Chain: s.chain}); err != nil {
 		b.Fatal(err) // derives the fact clusters: once per ingest, not per ask
@@ -288,7 +295,7 @@ var (
 // (go test -bench 'IndexSearch100k' ./window/memory/).
 func BenchmarkIndexSearch100kAssistant(b *testing.B) {
 	assistantOnce.Do(func() {
-		assistantTurns, _ = Linked(0, assistantConversation(100_000))
+		assistantTurns, _ = Linked(0, assistantConversation(benchAssistantTurns))
 		assistantIndex = NewIndex(assistantTurns...)
 	})
 	count := 0
@@ -304,5 +311,13 @@ func BenchmarkIndexSearch100kAssistant(b *testing.B) {
 	for _, t := range s.turns {
 		s.chain = append(s.chain, t.Chain())
 	}
-	benchmarkSearchOver(b, s, func(q Query) ([]Hit, error) { return assistantIndex.Search(q), nil })
+	short := 0
+	for _, t := range bigConversation(100_000)[100_000-400:] {
+		short += len(t.Text)
+	}
+	benchmarkSearchOver(b, s, short, func(q Query) ([]Hit, error) { return assistantIndex.Search(q), nil })
 }
+
+// benchAssistantTurns is the size of BenchmarkIndexSearch100kAssistant's
+// conversation.
+var benchAssistantTurns = 100_000
