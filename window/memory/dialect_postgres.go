@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS turns (
 	UNIQUE (conv, pos, chain)
 )`, `CREATE INDEX IF NOT EXISTS conversations_used ON conversations (used)`),
 		responsesStep("BIGINT", "BYTEA", "BIGINT"),
+		stmts(`ALTER TABLE conversations ADD COLUMN IF NOT EXISTS ` + responsesDeletedColumn + ` BIGINT NOT NULL DEFAULT 0`),
 	},
 	version: func(ctx context.Context, tx *sql.Tx) (int, error) {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS kvwin_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)`); err != nil {
