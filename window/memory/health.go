@@ -102,15 +102,20 @@ func (s *Store) down(ctx context.Context, err error) bool {
 // Every op is idempotent (turns are unique by chain, a delete of what is
 // gone finds nothing). A second such failure marks the store down: calls
 // then fail at once until the reconnect loop finds the database again.
-func (s *Store) retry(ctx context.Context, op func() error) error {
-	err := op()
-	if !s.down(ctx, err) {
+//
+// Both attempts run under one deadline (bounded): a database that does not
+// answer is not tried again.
+func (s *Store) retry(ctx context.Context, op func(ctx context.Context) error) error {
+	return s.bounded(ctx, func(ctx context.Context) error {
+		err := op(ctx)
+		if !s.down(ctx, err) {
+			return err
+		}
+		if err = op(ctx); s.down(ctx, err) {
+			s.markDown(err)
+		}
 		return err
-	}
-	if err = op(); s.down(ctx, err) {
-		s.markDown(err)
-	}
-	return err
+	})
 }
 
 // markDown records err as why the store cannot be used.
@@ -140,7 +145,7 @@ func (s *Store) reconnectLoop() {
 		if !down {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*connectTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), s.pingTimeout())
 		err := s.db.PingContext(ctx)
 		cancel()
 		if err != nil {

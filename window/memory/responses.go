@@ -159,6 +159,10 @@ func (c *respCache) drop(conv int64, id string) {
 // as a use of the conversation for the TTL. The response it continues must
 // be stored (ResponseChain found it); r.ID must be new.
 func (s *Store) SaveResponse(ctx context.Context, r StoredResponse) error {
+	return s.bounded(ctx, func(ctx context.Context) error { return s.saveResponse(ctx, r) })
+}
+
+func (s *Store) saveResponse(ctx context.Context, r StoredResponse) error {
 	st, err := s.locked(ctx, r.Key, true)
 	if err != nil {
 		return err
@@ -190,7 +194,12 @@ func (s *Store) SaveResponse(ctx context.Context, r StoredResponse) error {
 
 // Response returns tenant's stored response id, wrapping
 // ErrResponseNotFound when it has none.
-func (s *Store) Response(ctx context.Context, tenant, id string) (StoredResponse, error) {
+func (s *Store) Response(ctx context.Context, tenant, id string) (r StoredResponse, err error) {
+	err = s.retry(ctx, func(ctx context.Context) (err error) { r, err = s.response(ctx, tenant, id); return err })
+	return r, err
+}
+
+func (s *Store) response(ctx context.Context, tenant, id string) (StoredResponse, error) {
 	if err := s.usable(); err != nil {
 		return StoredResponse{}, err
 	}
@@ -212,7 +221,12 @@ func (s *Store) Response(ctx context.Context, tenant, id string) (StoredResponse
 // ResponseChain returns the conversation of tenant's stored response id and
 // the Messages of its chain, first response first, id's last. It reads one
 // row from the file while the conversation is held in memory.
-func (s *Store) ResponseChain(ctx context.Context, tenant, id string) (Key, [][]byte, error) {
+func (s *Store) ResponseChain(ctx context.Context, tenant, id string) (key Key, chain [][]byte, err error) {
+	err = s.retry(ctx, func(ctx context.Context) (err error) { key, chain, err = s.responseChain(ctx, tenant, id); return err })
+	return key, chain, err
+}
+
+func (s *Store) responseChain(ctx context.Context, tenant, id string) (Key, [][]byte, error) {
 	if err := s.usable(); err != nil {
 		return Key{}, nil, err
 	}
@@ -291,7 +305,8 @@ func (s *Store) DeleteResponse(ctx context.Context, tenant, id string) (bool, er
 	if err := s.usable(); err != nil {
 		return false, err
 	}
-	conv, err := s.deleteResponse(ctx, tenant, id)
+	var conv int64
+	err := s.bounded(ctx, func(ctx context.Context) (err error) { conv, err = s.deleteResponse(ctx, tenant, id); return err })
 	if err != nil || conv == 0 {
 		return false, err
 	}

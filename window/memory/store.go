@@ -64,6 +64,8 @@ type StoreConfig struct {
 	// TTL expires a conversation not used (ingested into or searched) for
 	// that long; 0 keeps conversations until deleted.
 	TTL time.Duration
+	// Timeout bounds each call (deadline.go); default DefaultTimeout.
+	Timeout time.Duration
 	// Now stamps ingested turns and uses; default time.Now.
 	Now func() time.Time
 	// Expired, if set, is called with each conversation the TTL deleted,
@@ -127,6 +129,9 @@ func Open(cfg StoreConfig) (*Store, error) {
 	}
 	if cfg.TTL < 0 {
 		return nil, fmt.Errorf("memory store: ttl %v must not be negative", cfg.TTL)
+	}
+	if err := cfg.timeout(); err != nil {
+		return nil, err
 	}
 	s := &Store{cfg: cfg, convs: newLRU[Key, *convState](cfg.Conversations), stop: make(chan struct{})}
 	var err error
