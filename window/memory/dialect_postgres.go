@@ -88,8 +88,10 @@ func IsPostgres(location string) bool {
 	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }
 
-// openPostgres opens a pool on dsn. It does not connect: the first use does.
-func openPostgres(dsn string) (*sql.DB, error) {
+// openPostgres opens a pool on dsn whose connections must answer within
+// wait (answerConn; silent is told when one does not). It does not
+// connect: the first use does.
+func openPostgres(dsn string, wait time.Duration, silent func(error)) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("memory store %s: %w", redact(dsn), errors.New("invalid PostgreSQL URL"))
@@ -97,6 +99,7 @@ func openPostgres(dsn string) (*sql.DB, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout
 	}
+	cfg.DialFunc = dialAnswering(cfg.DialFunc, wait, silent)
 	return stdlib.OpenDB(*cfg), nil
 }
 

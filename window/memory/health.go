@@ -25,7 +25,8 @@ const reconnectInterval = time.Second
 func (s *Store) openShared() error {
 	s.d = postgresDialect
 	s.path = redact(s.cfg.URL)
-	db, err := openPostgres(s.cfg.URL)
+	s.epoch, s.endEpoch = context.WithCancel(context.Background())
+	db, err := openPostgres(s.cfg.URL, s.cfg.Timeout, func(err error) { s.markDown(s.classify(err)) })
 	if err != nil {
 		return err
 	}
@@ -118,12 +119,15 @@ func (s *Store) retry(ctx context.Context, op func(ctx context.Context) error) e
 	})
 }
 
-// markDown records err as why the store cannot be used.
+// markDown records err as why the store cannot be used, and ends the
+// calls waiting on the database now (bounded).
 func (s *Store) markDown(err error) {
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
 	if s.fault == nil {
 		s.fault = err
+		s.endEpoch()
+		s.epoch, s.endEpoch = context.WithCancel(context.Background())
 	}
 }
 

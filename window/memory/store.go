@@ -90,6 +90,10 @@ type Store struct {
 	fmu   sync.Mutex
 	fault error // PostgreSQL: why the database cannot be used now (see health.go)
 	ready bool  // the schema is migrated
+	// epoch ends (endEpoch) when the store is marked down, ending the
+	// calls waiting on the database then (deadline.go); nil for SQLite.
+	epoch    context.Context
+	endEpoch context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 const hangGuard = 3 * time.Minute
 
 // testTimeout is the store timeout of these tests: small, so they run
-// fast; its value is never asserted.
-const testTimeout = 300 * time.Millisecond
+// fast, and far above a healthy statement's answer on a loaded machine;
+// its value is never asserted.
+const testTimeout = time.Second
 
 // within runs f, failing t if it has not returned after hangGuard.
 func within(t *testing.T, what string, f func() error) error {
@@ -113,5 +115,58 @@ func TestSharedDatabaseHung(t *testing.T) {
 	awaitReconnect(t, stores[0], back)
 	if n, err := stores[0].Ingest(ctx, key, h); n != 30 || err != nil {
 		t.Fatalf("ingest after the database resumed = %d, %v; want the 30 turns not stored yet", n, err)
+	}
+}
+
+// TestSharedDatabaseHungConcurrent: calls waiting on the paused database
+// at once, more than the pool has connections, all return while it is
+// still paused, with ErrTimeout (their own, or the store's fault that
+// ended them).
+func TestSharedDatabaseHungConcurrent(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	s := openAt(t, StoreConfig{URL: srv.DSN, Timeout: testTimeout})
+	h := history(40, 5, "The boiler code is 7781.")
+	const n = 16 // twice the pool: some wait for a connection, not on one
+	for i := range n {
+		if _, err := s.Ingest(ctx, Key{"t", fmt.Sprint(i)}, h[:10]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Pause()
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			key := Key{"t", fmt.Sprint(i)}
+			if i%2 == 0 {
+				_, err := s.Ingest(ctx, key, h)
+				errs <- err
+				return
+			}
+			_, err := s.Search(ctx, key, Query{Ask: "boiler code", Chain: chainOf(h)})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := within(t, "a call", func() error { return <-errs }); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("a call with the database paused: %v, want ErrTimeout", err)
+		}
+	}
+	srv.Resume()
+}
+
+// TestSharedSlowIsNotSilent: the timeout bounds silence, not work: an
+// ingest of more turns than the database stores within the timeout
+// (thousands of statements, each answered at once) succeeds, and the store
+// stays up.
+func TestSharedSlowIsNotSilent(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, StoreConfig{URL: pgtest.Schema(t), Timeout: testTimeout})
+	h := history(20000, 5, "The boiler code is 7781.")
+	if n, err := s.Ingest(ctx, Key{"t", "long"}, h); n != len(h) || err != nil {
+		t.Fatalf("a long ingest = %d, %v; want %d", n, err, len(h))
+	}
+	if err := s.Health(); err != nil {
+		t.Fatalf("Health after a long ingest: %v", err)
 	}
 }
