@@ -76,6 +76,7 @@ func (cfg *StoreConfig) timeout() error {
 	return nil
 }
 
-// pingTimeout bounds a reconnect loop's ping: the store's timeout, so the
-// database is back when it answers as a statement needs it to.
+// pingTimeout is how long the reconnect loop's ping may go unanswered: the
+// store's timeout, so the database is up when it answers as a statement
+// needs it to.
 func (s *Store) pingTimeout() time.Duration { return s.cfg.Timeout }

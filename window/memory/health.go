@@ -8,10 +8,12 @@ import (
 )
 
 // A PostgreSQL store survives its database going away. While the database
-// cannot be reached (an error classified ErrUnavailable), every call fails
-// at once with that error instead of waiting on a connection, and a
-// goroutine pings the database every reconnectInterval; when it answers
-// (and the schema is migrated, if Open could not) the store serves again.
+// cannot be reached (an error classified ErrUnavailable, or a statement it
+// left unanswered for the store's timeout: ErrTimeout, see deadline.go),
+// every call fails at once with that error instead of waiting on a
+// connection, and a goroutine pings the database every reconnectInterval;
+// when it answers within the timeout (and the schema is migrated, if Open
+// could not) the store serves again.
 // Nothing is half-written meanwhile: every write is one transaction. A
 // SQLite store has no such state: its file is there or Open failed.
 
@@ -128,11 +130,17 @@ func (s *Store) markDown(err error) {
 		s.fault = err
 		s.endEpoch()
 		s.epoch, s.endEpoch = context.WithCancel(context.Background())
+		if s.cfg.wentDown != nil {
+			s.cfg.wentDown()
+		}
 	}
 }
 
-// reconnectLoop retries a faulty database every reconnectInterval until
-// Close, and clears the fault once it answers.
+// reconnectLoop pings the database every reconnectInterval until Close:
+// while it is up, so a replica that serves no request (and makes no call)
+// still finds it silent or gone within the timeout and a second, and
+// /health says so; while it is down, to clear the fault once it answers.
+// One round trip a second per replica, none per turn.
 func (s *Store) reconnectLoop() {
 	defer s.done.Done()
 	tick := time.NewTicker(reconnectInterval)
@@ -146,11 +154,17 @@ func (s *Store) reconnectLoop() {
 		s.fmu.Lock()
 		down := s.fault != nil || !s.ready
 		s.fmu.Unlock()
+		// Twice the timeout: a silent database fails the ping by the
+		// connection's own deadline (answerConn), which marks it down.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*s.pingTimeout())
+		err := s.classify(s.db.PingContext(ctx))
 		if !down {
+			if s.down(ctx, err) {
+				s.markDown(err)
+			}
+			cancel()
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.pingTimeout())
-		err := s.db.PingContext(ctx)
 		cancel()
 		if err != nil {
 			continue

@@ -76,6 +76,7 @@ type StoreConfig struct {
 
 	readOnly    bool   // open with mode=ro (tests of the read-only path)
 	reconnected func() // called when the reconnect loop cleared a fault (tests)
+	wentDown    func() // called when the store is marked down (tests)
 }
 
 // Store is the durable memory of named conversations. Safe for concurrent

@@ -170,3 +170,25 @@ func TestSharedSlowIsNotSilent(t *testing.T) {
 		t.Fatalf("Health after a long ingest: %v", err)
 	}
 }
+
+// TestSharedDatabaseHungIdle: a store that makes no call (a replica
+// serving nothing) still finds its database silent, by its reconnect
+// loop's ping, and says so in Health while the database is paused; it says
+// it is up again once the database runs.
+func TestSharedDatabaseHungIdle(t *testing.T) {
+	srv := pgtest.Start(t)
+	down, back := make(chan struct{}, 8), make(chan struct{}, 8)
+	s := openAt(t, StoreConfig{URL: srv.DSN, Timeout: testTimeout,
+		wentDown: func() { down <- struct{}{} }, reconnected: func() { back <- struct{}{} }})
+	srv.Pause()
+	select {
+	case <-down:
+	case <-time.After(hangGuard):
+		t.Fatalf("Health still %v %v into the pause", s.Health(), hangGuard)
+	}
+	if err := s.Health(); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Health with the database paused = %v, want ErrTimeout", err)
+	}
+	srv.Resume()
+	awaitReconnect(t, s, back)
+}
