@@ -159,8 +159,13 @@ func (s *Store) reconnectLoop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*s.pingTimeout())
 		err := s.classify(s.db.PingContext(ctx))
 		if !down {
+			// A refusal marks the store down only when a second ping is
+			// refused too, as retry does for calls (a blip that cut pooled
+			// connections is not an outage); silence marks it at once.
 			if s.down(ctx, err) {
-				s.markDown(err)
+				if err = s.classify(s.db.PingContext(ctx)); s.down(ctx, err) {
+					s.markDown(err)
+				}
 			}
 			cancel()
 			continue
