@@ -19,6 +19,7 @@ import (
 	"kvwin/engine/llamacpp"
 	"kvwin/router"
 	"kvwin/window"
+	"kvwin/window/memory"
 )
 
 // newServeCmd is kvwin serve: its flags fill an app.Config (names follow
@@ -106,6 +107,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.IntVar(&f.TenantMaxConcurrent, "tenant-max-concurrent", 0, "generations one tenant may run at once (0: no limit)")
 	fl.IntVar(&f.TenantMaxQueued, "tenant-max-queued", 0, "with --tenant-max-concurrent: a tenant's requests that may wait beyond it; more get 429")
 	fl.StringVar(&f.MemoryStore, "memory-store", "", "where named conversations' evicted turns are stored: postgres://… or postgresql://… for a PostgreSQL database gateway replicas share, a path or sqlite:PATH for a SQLite file (default: memory/memory.db under --data-dir); env "+envMemoryStore+" when neither this flag nor the config key is given, so a password stays out of the process list")
+	fl.DurationVar(&f.MemoryStoreTimeout, "memory-store-timeout", memory.DefaultTimeout, "with a PostgreSQL --memory-store: how long the database may leave a statement unanswered before the store counts as down (/health degraded; named chats served without memory, previous_response_id a 503) until it answers again; it bounds silence, not work")
 	fl.DurationVar(&f.MemoryTTL, "memory-ttl", 0, "retention: delete a named conversation's stored turns and KV snapshots after it has been idle this long, and any KV snapshot not saved or restored for this long (checked at start, then every quarter of it, at least hourly), e.g. 720h (0: keep them)")
 	fl.DurationVar(&f.BackendConnect, "backend-connect-timeout", 5*time.Second, "with --backend: how long connecting to a backend may take")
 	fl.DurationVar(&f.BackendFirstToken, "backend-first-token-timeout", 120*time.Second, "with --backend: how long a backend may take to send a turn's first token, its queue included; then the turn is retried once elsewhere, or 504")

@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS turns (
 	UNIQUE (conv, pos, chain)
 )`, `CREATE INDEX IF NOT EXISTS conversations_used ON conversations (used)`),
 		responsesStep("BIGINT", "BYTEA", "BIGINT"),
+		stmts(`ALTER TABLE conversations ADD COLUMN IF NOT EXISTS ` + responsesDeletedColumn + ` BIGINT NOT NULL DEFAULT 0`),
 	},
 	version: func(ctx context.Context, tx *sql.Tx) (int, error) {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS kvwin_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)`); err != nil {
@@ -87,8 +88,10 @@ func IsPostgres(location string) bool {
 	return strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://")
 }
 
-// openPostgres opens a pool on dsn. It does not connect: the first use does.
-func openPostgres(dsn string) (*sql.DB, error) {
+// openPostgres opens a pool on dsn whose connections must answer within
+// wait (answerConn; silent is told when one does not). It does not
+// connect: the first use does.
+func openPostgres(dsn string, wait time.Duration, silent func(error)) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("memory store %s: %w", redact(dsn), errors.New("invalid PostgreSQL URL"))
@@ -96,6 +99,7 @@ func openPostgres(dsn string) (*sql.DB, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout
 	}
+	cfg.DialFunc = dialAnswering(cfg.DialFunc, wait, silent)
 	return stdlib.OpenDB(*cfg), nil
 }
 

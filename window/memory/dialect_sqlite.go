@@ -22,6 +22,7 @@ var sqliteDialect = &dialect{
 		sqliteVersion2,
 		stmts(`ALTER TABLE conversations ADD COLUMN rev INTEGER NOT NULL DEFAULT 0`),
 		responsesStep("INTEGER", "TEXT", "INTEGER"),
+		stmts(`ALTER TABLE conversations ADD COLUMN ` + responsesDeletedColumn + ` INTEGER NOT NULL DEFAULT 0`),
 	},
 	version: func(ctx context.Context, tx *sql.Tx) (int, error) {
 		var v int

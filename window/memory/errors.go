@@ -47,6 +47,8 @@ func classify(path string, err error) error {
 	var ne net.Error
 	var ce *pgconn.ConnectError
 	switch {
+	case errors.Is(err, errNoAnswer):
+		kind = ErrTimeout
 	case errors.As(err, &pe):
 		kind = postgresKind(pe.Code)
 	case errors.As(err, &ce), errors.As(err, &ne), pgconn.SafeToRetry(err), errors.Is(err, driverBadConn),

@@ -8,10 +8,12 @@ import (
 )
 
 // A PostgreSQL store survives its database going away. While the database
-// cannot be reached (an error classified ErrUnavailable), every call fails
-// at once with that error instead of waiting on a connection, and a
-// goroutine pings the database every reconnectInterval; when it answers
-// (and the schema is migrated, if Open could not) the store serves again.
+// cannot be reached (an error classified ErrUnavailable, or a statement it
+// left unanswered for the store's timeout: ErrTimeout, see deadline.go),
+// every call fails at once with that error instead of waiting on a
+// connection, and a goroutine pings the database every reconnectInterval;
+// when it answers within the timeout (and the schema is migrated, if Open
+// could not) the store serves again.
 // Nothing is half-written meanwhile: every write is one transaction. A
 // SQLite store has no such state: its file is there or Open failed.
 
@@ -25,7 +27,8 @@ const reconnectInterval = time.Second
 func (s *Store) openShared() error {
 	s.d = postgresDialect
 	s.path = redact(s.cfg.URL)
-	db, err := openPostgres(s.cfg.URL)
+	s.epoch, s.endEpoch = context.WithCancel(context.Background())
+	db, err := openPostgres(s.cfg.URL, s.cfg.Timeout, func(err error) { s.markDown(s.classify(err)) })
 	if err != nil {
 		return err
 	}
@@ -102,28 +105,42 @@ func (s *Store) down(ctx context.Context, err error) bool {
 // Every op is idempotent (turns are unique by chain, a delete of what is
 // gone finds nothing). A second such failure marks the store down: calls
 // then fail at once until the reconnect loop finds the database again.
-func (s *Store) retry(ctx context.Context, op func() error) error {
-	err := op()
-	if !s.down(ctx, err) {
+//
+// Both attempts run under one deadline (bounded): a database that does not
+// answer is not tried again.
+func (s *Store) retry(ctx context.Context, op func(ctx context.Context) error) error {
+	return s.bounded(ctx, func(ctx context.Context) error {
+		err := op(ctx)
+		if !s.down(ctx, err) {
+			return err
+		}
+		if err = op(ctx); s.down(ctx, err) {
+			s.markDown(err)
+		}
 		return err
-	}
-	if err = op(); s.down(ctx, err) {
-		s.markDown(err)
-	}
-	return err
+	})
 }
 
-// markDown records err as why the store cannot be used.
+// markDown records err as why the store cannot be used, and ends the
+// calls waiting on the database now (bounded).
 func (s *Store) markDown(err error) {
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
 	if s.fault == nil {
 		s.fault = err
+		s.endEpoch()
+		s.epoch, s.endEpoch = context.WithCancel(context.Background())
+		if s.cfg.wentDown != nil {
+			s.cfg.wentDown()
+		}
 	}
 }
 
-// reconnectLoop retries a faulty database every reconnectInterval until
-// Close, and clears the fault once it answers.
+// reconnectLoop pings the database every reconnectInterval until Close:
+// while it is up, so a replica that serves no request (and makes no call)
+// still finds it silent or gone within the timeout and a second, and
+// /health says so; while it is down, to clear the fault once it answers.
+// One round trip a second per replica, none per turn.
 func (s *Store) reconnectLoop() {
 	defer s.done.Done()
 	tick := time.NewTicker(reconnectInterval)
@@ -137,11 +154,22 @@ func (s *Store) reconnectLoop() {
 		s.fmu.Lock()
 		down := s.fault != nil || !s.ready
 		s.fmu.Unlock()
+		// Twice the timeout: a silent database fails the ping by the
+		// connection's own deadline (answerConn), which marks it down.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*s.pingTimeout())
+		err := s.classify(s.db.PingContext(ctx))
 		if !down {
+			// A refusal marks the store down only when a second ping is
+			// refused too, as retry does for calls (a blip that cut pooled
+			// connections is not an outage); silence marks it at once.
+			if s.down(ctx, err) {
+				if err = s.classify(s.db.PingContext(ctx)); s.down(ctx, err) {
+					s.markDown(err)
+				}
+			}
+			cancel()
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*connectTimeout)
-		err := s.db.PingContext(ctx)
 		cancel()
 		if err != nil {
 			continue

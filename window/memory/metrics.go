@@ -9,7 +9,7 @@ import (
 
 // failuresDesc describes kvwin_memory_store_errors_total.
 var failuresDesc = prometheus.NewDesc("kvwin_memory_store_errors_total",
-	"Memory store ingests and searches that failed (disk, lock, corruption): the request's packet came from its own turns, and turns it evicted were not stored then.",
+	"Memory store ingests and searches that failed (disk, lock, corruption, the database down or not answering within --memory-store-timeout): the request's packet came from its own turns, and turns it evicted were not stored then. A named chat served without memory counts one.",
 	nil, nil)
 
 // unstoredDesc describes kvwin_memory_store_unstored_turns_total.
@@ -18,9 +18,13 @@ var unstoredDesc = prometheus.NewDesc("kvwin_memory_store_unstored_turns_total",
 	nil, nil)
 
 // count records a failed Ingest or Search. A request that went away (its
-// context cancelled or past its deadline) is not the store's failure.
+// context cancelled or past its deadline) is not the store's failure; the
+// store's own deadline passing (ErrTimeout) is.
 func (s *Store) count(ctx context.Context, err error) {
-	if err == nil || ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	if !errors.Is(err, ErrTimeout) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return
 	}
 	s.failures.Add(1)

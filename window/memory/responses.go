@@ -13,7 +13,17 @@ package memory
 // A chain is rebuilt every turn, so the messages of a conversation's rows
 // are kept in memory once read (respCache): a turn reads its response's row
 // by primary key and walks the chain in memory; the conversation's rows are
-// read from the file only when it is not held (first use, after a restart).
+// read from the file only when it is not held (first use, after a restart),
+// or when a response of it was deleted since they were read.
+//
+// Deletes through other replicas (a shared database): every DeleteResponse
+// bumps its conversation's responses_deleted in the delete's transaction,
+// and the one statement a turn reads its response's row with reads that
+// count too. A held conversation whose count moved is read again before
+// its chain is walked, so a delete committed through any replica before a
+// turn reads its chain is honoured by that turn, at no round trip of its
+// own. (A conversation's Delete removes its row and every response: the
+// row read finds nothing.)
 //
 // The SQL is portable (placeholders, TEXT and INTEGER, no SQLite-only
 // syntax) so that other engines of the store can run it as it is.
@@ -84,7 +94,14 @@ type respCache struct {
 
 type respConv struct {
 	nodes map[string]respNode
+	// deleted is the conversation's responses_deleted read before nodes
+	// were: while the row says the same, none of nodes was deleted.
+	deleted int64
 }
+
+// responsesDeletedColumn counts the responses of a conversation deleted one
+// by one (DeleteResponse); held chains are checked against it.
+const responsesDeletedColumn = "responses_deleted"
 
 type respNode struct {
 	previous string
@@ -142,6 +159,10 @@ func (c *respCache) drop(conv int64, id string) {
 // as a use of the conversation for the TTL. The response it continues must
 // be stored (ResponseChain found it); r.ID must be new.
 func (s *Store) SaveResponse(ctx context.Context, r StoredResponse) error {
+	return s.bounded(ctx, func(ctx context.Context) error { return s.saveResponse(ctx, r) })
+}
+
+func (s *Store) saveResponse(ctx context.Context, r StoredResponse) error {
 	st, err := s.locked(ctx, r.Key, true)
 	if err != nil {
 		return err
@@ -173,7 +194,12 @@ func (s *Store) SaveResponse(ctx context.Context, r StoredResponse) error {
 
 // Response returns tenant's stored response id, wrapping
 // ErrResponseNotFound when it has none.
-func (s *Store) Response(ctx context.Context, tenant, id string) (StoredResponse, error) {
+func (s *Store) Response(ctx context.Context, tenant, id string) (r StoredResponse, err error) {
+	err = s.retry(ctx, func(ctx context.Context) (err error) { r, err = s.response(ctx, tenant, id); return err })
+	return r, err
+}
+
+func (s *Store) response(ctx context.Context, tenant, id string) (StoredResponse, error) {
 	if err := s.usable(); err != nil {
 		return StoredResponse{}, err
 	}
@@ -195,31 +221,38 @@ func (s *Store) Response(ctx context.Context, tenant, id string) (StoredResponse
 // ResponseChain returns the conversation of tenant's stored response id and
 // the Messages of its chain, first response first, id's last. It reads one
 // row from the file while the conversation is held in memory.
-func (s *Store) ResponseChain(ctx context.Context, tenant, id string) (Key, [][]byte, error) {
+func (s *Store) ResponseChain(ctx context.Context, tenant, id string) (key Key, chain [][]byte, err error) {
+	err = s.retry(ctx, func(ctx context.Context) (err error) { key, chain, err = s.responseChain(ctx, tenant, id); return err })
+	return key, chain, err
+}
+
+func (s *Store) responseChain(ctx context.Context, tenant, id string) (Key, [][]byte, error) {
 	if err := s.usable(); err != nil {
 		return Key{}, nil, err
 	}
 	key := Key{Tenant: tenant}
-	var conv int64
-	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT r.conv, c.name FROM responses r JOIN conversations c ON c.id = r.conv WHERE r.id = ? AND r.tenant = ?`),
-		id, tenant).Scan(&conv, &key.Conversation)
+	var conv, deleted int64
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT r.conv, c.name, c.`+responsesDeletedColumn+` FROM responses r JOIN conversations c ON c.id = r.conv WHERE r.id = ? AND r.tenant = ?`),
+		id, tenant).Scan(&conv, &key.Conversation, &deleted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return key, nil, fmt.Errorf("%w: %q", ErrResponseNotFound, id)
 	}
 	if err != nil {
 		return key, nil, s.classify(err)
 	}
-	if rc, ok := s.resp.get(conv); ok {
+	if rc, ok := s.resp.get(conv); ok && rc.deleted == deleted {
 		if chain, ok := rc.chain(id); ok {
 			return key, chain, nil
 		}
 	}
-	// Not held, or held without a response saved while it was being read:
-	// read the conversation's rows again.
+	// Not held, held from before a delete (through any replica), or held
+	// without a response saved while it was being read: read the
+	// conversation's rows again.
 	rc, err := s.loadResponses(ctx, conv)
 	if err != nil {
 		return key, nil, err
 	}
+	rc.deleted = deleted // read before the rows: a delete between the two is seen at the next use
 	s.resp.put(conv, rc)
 	chain, ok := rc.chain(id)
 	if !ok {
@@ -265,26 +298,41 @@ func (s *Store) loadResponses(ctx context.Context, conv int64) (*respConv, error
 }
 
 // DeleteResponse deletes tenant's stored response id and reports whether
-// there was one. Responses continuing it can no longer be continued.
+// there was one. Responses continuing it can no longer be continued,
+// through this process or any other sharing the database (see
+// responsesDeletedColumn).
 func (s *Store) DeleteResponse(ctx context.Context, tenant, id string) (bool, error) {
 	if err := s.usable(); err != nil {
 		return false, err
 	}
 	var conv int64
-	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT conv FROM responses WHERE id = ? AND tenant = ?`), id, tenant).Scan(&conv)
+	err := s.bounded(ctx, func(ctx context.Context) (err error) { conv, err = s.deleteResponse(ctx, tenant, id); return err })
+	if err != nil || conv == 0 {
+		return false, err
+	}
+	s.resp.drop(conv, "") // read again at its next use, as another replica does
+	return true, nil
+}
+
+// deleteResponse deletes the row and bumps its conversation's count of
+// deleted responses in one transaction; it returns the conversation, 0 if
+// there was no such response.
+func (s *Store) deleteResponse(ctx context.Context, tenant, id string) (conv int64, err error) {
+	defer s.writeLock()()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, s.classify(err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	err = tx.QueryRowContext(ctx, s.d.rebind(`DELETE FROM responses WHERE id = ? AND tenant = ? RETURNING conv`), id, tenant).Scan(&conv)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return 0, nil
 	}
 	if err != nil {
-		return false, s.classify(err)
+		return 0, s.classify(err)
 	}
-	unlock := s.writeLock()
-	res, err := s.db.ExecContext(ctx, s.d.rebind(`DELETE FROM responses WHERE id = ? AND tenant = ?`), id, tenant)
-	unlock()
-	if err != nil {
-		return false, s.classify(err)
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE conversations SET `+responsesDeletedColumn+` = `+responsesDeletedColumn+` + 1 WHERE id = ?`), conv); err != nil {
+		return 0, s.classify(err)
 	}
-	s.resp.drop(conv, id)
-	n, err := res.RowsAffected()
-	return n > 0, s.classify(err)
+	return conv, s.classify(tx.Commit())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -146,7 +147,8 @@ func TestMigrationFromVersion2KeepsTurns(t *testing.T) {
 	if _, err := s.Ingest(ctx, key, team(5)); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`DROP TABLE responses`, `ALTER TABLE conversations DROP COLUMN rev`, `PRAGMA user_version = 2`} {
+	for _, q := range []string{`DROP TABLE responses`, `ALTER TABLE conversations DROP COLUMN rev`,
+		`ALTER TABLE conversations DROP COLUMN ` + responsesDeletedColumn, `PRAGMA user_version = 2`} {
 		if _, err := s.db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
@@ -185,4 +187,89 @@ func TestResponsesAcrossReplicas(t *testing.T) {
 	if _, _, err := b.ResponseChain(ctx, "t1", "s1"); !errors.Is(err, ErrResponseNotFound) {
 		t.Fatalf("b after a's delete: %v, want ErrResponseNotFound", err)
 	}
+}
+
+// A delete through one replica is honoured by another that holds the
+// chain in memory, at its next use: a continuation through a deleted
+// response is a broken chain, the deleted response itself is gone, a
+// delete beside the chain leaves it whole, and the conversation's delete
+// takes every response. A continuation of a held chain costs one round
+// trip before and after a delete elsewhere: the row it reads says whether
+// the chain must be read again.
+func TestResponseDeleteThroughAnotherReplica(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Schema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pgtest.NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	a, b := openAt(t, StoreConfig{URL: u.String()}), openAt(t, StoreConfig{URL: dsn})
+	cases := []struct {
+		name   string
+		delete string // the response deleted through b; "" the conversation
+		want   string // a's chain of r3 afterwards; "" a 404
+		broken bool   // the 404 says the chain is broken
+	}{
+		{"the chain's first", "r1", "", true},
+		{"the chain's middle", "r2", "", true},
+		{"the response continued", "r3", "", false},
+		{"a branch beside it", "b1", `"r1","r2","r3"`, false},
+		{"the conversation", "", "", false},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			key, pre := Key{"t1", fmt.Sprintf("c%d", i)}, fmt.Sprintf("c%d-", i)
+			saveChain(t, a, key, pre+"r", 3, "")
+			saveChain(t, a, key, pre+"b", 1, pre+"r2")
+			r3 := pre + "r3"
+			chain := func() (string, error) {
+				_, text, err := chainText(t, a, "t1", r3)
+				return strings.ReplaceAll(text, pre, ""), err
+			}
+			if text, err := chain(); err != nil || text != `"r1","r2","r3"` {
+				t.Fatalf("a's chain before: %s %v", text, err)
+			}
+			if got := minRoundTrips(p, func() { _, _ = chain() }); got != 1 {
+				t.Fatalf("a's held chain costs %d round trips, want 1", got)
+			}
+			var ok bool
+			var err error
+			if c.delete != "" {
+				ok, err = b.DeleteResponse(ctx, "t1", pre+c.delete)
+			} else {
+				ok, err = b.Delete(ctx, key)
+			}
+			if !ok || err != nil {
+				t.Fatalf("delete through b = %v, %v", ok, err)
+			}
+			text, err := chain()
+			if c.want == "" {
+				if !errors.Is(err, ErrResponseNotFound) || errors.Is(err, ErrChainBroken) != c.broken {
+					t.Fatalf("a's chain after = %s, %v; want ErrResponseNotFound (broken chain: %v)", text, err, c.broken)
+				}
+				return
+			}
+			if err != nil || text != c.want {
+				t.Fatalf("a's chain after = %s, %v; want %s", text, err, c.want)
+			}
+			if got := minRoundTrips(p, func() { _, _ = chain() }); got != 1 {
+				t.Fatalf("after the delete a's chain costs %d round trips, want 1", got)
+			}
+		})
+	}
+}
+
+// minRoundTrips is the fewest round trips through p that f made in three
+// calls: database/sql may ping a connection idle for over a second before
+// lending it, which is no round trip of f's own.
+func minRoundTrips(p *pgtest.Proxy, f func()) int64 {
+	least := int64(1 << 62)
+	for range 3 {
+		before := p.RoundTrips()
+		f()
+		least = min(least, p.RoundTrips()-before)
+	}
+	return least
 }

@@ -64,6 +64,8 @@ type StoreConfig struct {
 	// TTL expires a conversation not used (ingested into or searched) for
 	// that long; 0 keeps conversations until deleted.
 	TTL time.Duration
+	// Timeout bounds each call (deadline.go); default DefaultTimeout.
+	Timeout time.Duration
 	// Now stamps ingested turns and uses; default time.Now.
 	Now func() time.Time
 	// Expired, if set, is called with each conversation the TTL deleted,
@@ -74,6 +76,7 @@ type StoreConfig struct {
 
 	readOnly    bool   // open with mode=ro (tests of the read-only path)
 	reconnected func() // called when the reconnect loop cleared a fault (tests)
+	wentDown    func() // called when the store is marked down (tests)
 }
 
 // Store is the durable memory of named conversations. Safe for concurrent
@@ -88,6 +91,10 @@ type Store struct {
 	fmu   sync.Mutex
 	fault error // PostgreSQL: why the database cannot be used now (see health.go)
 	ready bool  // the schema is migrated
+	// epoch ends (endEpoch) when the store is marked down, ending the
+	// calls waiting on the database then (deadline.go); nil for SQLite.
+	epoch    context.Context
+	endEpoch context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
@@ -127,6 +134,9 @@ func Open(cfg StoreConfig) (*Store, error) {
 	}
 	if cfg.TTL < 0 {
 		return nil, fmt.Errorf("memory store: ttl %v must not be negative", cfg.TTL)
+	}
+	if err := cfg.timeout(); err != nil {
+		return nil, err
 	}
 	s := &Store{cfg: cfg, convs: newLRU[Key, *convState](cfg.Conversations), stop: make(chan struct{})}
 	var err error

@@ -14,7 +14,7 @@ import (
 // for key. Safe for concurrent use: an Ingest racing it either lands before
 // (and is deleted) or after (and starts the conversation anew).
 func (s *Store) Delete(ctx context.Context, key Key) (ok bool, err error) {
-	err = s.retry(ctx, func() (err error) { ok, err = s.deleteIf(ctx, key, time.Time{}); return err })
+	err = s.retry(ctx, func(ctx context.Context) (err error) { ok, err = s.deleteIf(ctx, key, time.Time{}); return err })
 	return ok, err
 }
 
@@ -26,35 +26,17 @@ func (s *Store) Expire(ctx context.Context) (n int, err error) {
 	if s.cfg.TTL <= 0 {
 		return 0, nil
 	}
-	err = s.retry(ctx, func() (err error) { n, err = s.expire(ctx); return err })
-	return n, err
-}
-
-func (s *Store) expire(ctx context.Context) (int, error) {
-	if err := s.usable(); err != nil {
+	cutoff := s.cfg.Now().Add(-s.cfg.TTL)
+	var keys []Key
+	if err := s.retry(ctx, func(ctx context.Context) (err error) { keys, err = s.idle(ctx, cutoff); return err }); err != nil {
 		return 0, err
 	}
-	cutoff := s.cfg.Now().Add(-s.cfg.TTL)
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT tenant, name FROM conversations WHERE used < ?`), cutoff.UnixNano())
-	if err != nil {
-		return 0, s.classify(err)
-	}
-	var keys []Key
-	for rows.Next() {
-		var k Key
-		if err := rows.Scan(&k.Tenant, &k.Conversation); err != nil {
-			_ = rows.Close()
-			return 0, s.classify(err)
-		}
-		keys = append(keys, k)
-	}
-	_ = rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, s.classify(err)
-	}
-	n := 0
+	// One call per conversation, each under its own deadline: a sweep of
+	// many is as long as it needs to be; a database that stops answering
+	// ends it at the next one.
 	for _, k := range keys {
-		ok, err := s.deleteIf(ctx, k, cutoff)
+		var ok bool
+		err := s.retry(ctx, func(ctx context.Context) (err error) { ok, err = s.deleteIf(ctx, k, cutoff); return err })
 		if err != nil {
 			return n, err
 		}
@@ -66,6 +48,27 @@ func (s *Store) expire(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// idle lists the conversations last used before cutoff.
+func (s *Store) idle(ctx context.Context, cutoff time.Time) ([]Key, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT tenant, name FROM conversations WHERE used < ?`), cutoff.UnixNano())
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer rows.Close()
+	var keys []Key
+	for rows.Next() {
+		var k Key
+		if err := rows.Scan(&k.Tenant, &k.Conversation); err != nil {
+			return nil, s.classify(err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, s.classify(rows.Err())
 }
 
 // deleteIf deletes key's conversation; with a non-zero cutoff only if it

@@ -17,7 +17,7 @@ import (
 // concurrent use.
 func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
 	var n int
-	err := s.retry(ctx, func() (err error) {
+	err := s.retry(ctx, func(ctx context.Context) (err error) {
 		n, err = s.ingest(ctx, key, turns)
 		if errors.Is(err, errGone) {
 			// Another process deleted the conversation between our check and
@@ -156,7 +156,7 @@ func (s *Store) insert(ctx context.Context, conv int64, turns []Turn, now time.T
 // Turns returns every stored turn of key's conversation, every branch, in
 // position order.
 func (s *Store) Turns(ctx context.Context, key Key) (out []Turn, err error) {
-	err = s.retry(ctx, func() (err error) { out, err = s.turns(ctx, key); return err })
+	err = s.retry(ctx, func(ctx context.Context) (err error) { out, err = s.turns(ctx, key); return err })
 	return out, err
 }
 

@@ -10,7 +10,7 @@ import "context"
 // memory.
 func (s *Store) Search(ctx context.Context, key Key, q Query) ([]Hit, error) {
 	var hits []Hit
-	err := s.retry(ctx, func() (err error) { hits, err = s.search(ctx, key, q); return err })
+	err := s.retry(ctx, func(ctx context.Context) (err error) { hits, err = s.search(ctx, key, q); return err })
 	s.count(ctx, err)
 	return hits, err
 }

@@ -305,3 +305,48 @@ func awaitReconnect(t *testing.T, s *Store, back <-chan struct{}) {
 		t.Fatalf("Health after the reconnect: %v", err)
 	}
 }
+
+// TestSharedDeleteSeenWithoutARoundTrip: a replica holding a branch checks
+// it against the conversation's row in the one statement a search reads
+// (no TTL: no use stamp either), so a conversation deleted through another
+// replica is gone at its next search, and a held branch costs one round
+// trip per search before the delete and after the conversation is stored
+// anew.
+func TestSharedDeleteSeenWithoutARoundTrip(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.Schema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pgtest.NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	a, b := openAt(t, StoreConfig{URL: u.String()}), openAt(t, StoreConfig{URL: dsn})
+	key := Key{"t", "gone"}
+	h := history(30, 5, "The boiler code is 7781.")
+	if _, err := b.Ingest(ctx, key, h); err != nil {
+		t.Fatal(err)
+	}
+	search := func() string { return searchTexts(t, a, key, "boiler code", h) }
+	if got := search(); !strings.Contains(got, "7781") {
+		t.Fatalf("a before the delete: %q", got)
+	}
+	if n := minRoundTrips(p, func() { search() }); n != 1 {
+		t.Fatalf("a held branch's search costs %d round trips, want 1", n)
+	}
+	if ok, err := b.Delete(ctx, key); !ok || err != nil {
+		t.Fatalf("Delete through b = %v, %v", ok, err)
+	}
+	if got := search(); got != "" {
+		t.Fatalf("a serves turns b deleted: %q", got)
+	}
+	if _, err := b.Ingest(ctx, key, h[:2]); err != nil { // the turns before the fact (position 5)
+		t.Fatal(err)
+	}
+	if got := search(); strings.Contains(got, "7781") {
+		t.Fatalf("a serves a deleted turn after the conversation was stored anew: %q", got)
+	}
+	if n := minRoundTrips(p, func() { search() }); n != 1 {
+		t.Fatalf("after the delete a held branch's search costs %d round trips, want 1", n)
+	}
+}

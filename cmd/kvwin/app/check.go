@@ -22,7 +22,7 @@ func Check(f Config) error {
 	if f.MemoryTTL < 0 {
 		return fmt.Errorf("--memory-ttl %v: must not be negative", f.MemoryTTL)
 	}
-	if err := checkMemoryStore(f.MemoryStore); err != nil {
+	if err := checkMemoryStore(f.MemoryStore, f.MemoryStoreTimeout); err != nil {
 		return err
 	}
 	if _, err := loadKeys(f); err != nil {

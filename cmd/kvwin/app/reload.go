@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"kvwin/engine"
 	"kvwin/window"
@@ -58,14 +59,15 @@ func (s *sharedState) open(f Config, log *slog.Logger, backend engine.Backend) w
 }
 
 // storeConfig is where f keeps the memory store: --memory-store's
-// PostgreSQL URL or SQLite path, or memory/memory.db under the data dir.
+// PostgreSQL URL (with --memory-store-timeout) or SQLite path, or
+// memory/memory.db under the data dir.
 func storeConfig(f Config) memory.StoreConfig {
 	loc := f.MemoryStore
 	switch {
 	case loc == "":
 		return memory.StoreConfig{Dir: filepath.Join(f.DataDir, "memory")}
 	case memory.IsPostgres(loc):
-		return memory.StoreConfig{URL: loc}
+		return memory.StoreConfig{URL: loc, Timeout: f.MemoryStoreTimeout}
 	default:
 		p := strings.TrimPrefix(loc, "sqlite:")
 		return memory.StoreConfig{Dir: filepath.Dir(p), File: filepath.Base(p)}
@@ -73,8 +75,12 @@ func storeConfig(f Config) memory.StoreConfig {
 }
 
 // checkMemoryStore refuses a --memory-store that is neither a PostgreSQL
-// URL nor a file path (another scheme, a path naming a directory).
-func checkMemoryStore(loc string) error {
+// URL nor a file path (another scheme, a path naming a directory), and a
+// negative --memory-store-timeout.
+func checkMemoryStore(loc string, timeout time.Duration) error {
+	if timeout < 0 {
+		return fmt.Errorf("--memory-store-timeout %v: must not be negative", timeout)
+	}
 	switch {
 	case loc == "", memory.IsPostgres(loc):
 		return nil

@@ -82,6 +82,10 @@ type Config struct {
 	// share, a SQLite file's path or sqlite:PATH; "" is memory/memory.db
 	// under DataDir.
 	MemoryStore string
+	// MemoryStoreTimeout is how long a PostgreSQL memory store's database
+	// may leave a statement unanswered before the store counts as down
+	// (memory.StoreConfig.Timeout); 0 is memory.DefaultTimeout.
+	MemoryStoreTimeout time.Duration
 	// MemoryTTL deletes a named conversation's stored turns, and any KV
 	// snapshot, not used for that long (retention.go); 0 keeps them.
 	MemoryTTL time.Duration
@@ -209,7 +213,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 	if f.MemoryTTL < 0 { // before the backend: its snapshots expire on it too
 		return nil, fmt.Errorf("--memory-ttl %v: must not be negative", f.MemoryTTL)
 	}
-	if err := checkMemoryStore(f.MemoryStore); err != nil {
+	if err := checkMemoryStore(f.MemoryStore, f.MemoryStoreTimeout); err != nil {
 		return nil, err
 	}
 	keys, err := loadKeys(f)
@@ -348,7 +352,7 @@ func (a *App) responseStore() openai.ResponseStore {
 func (a *App) openStore() error {
 	a.store = a.shared.open(a.f, a.log, a.backend)
 	a.metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kvwin_memory_store_up",
-		Help: "1 while the memory store is open; 0 when it failed to open or verify (the server runs degraded: see /health)."},
+		Help: "1 while the memory store is usable; 0 when it failed to open or verify, or its database is down or left a statement unanswered for --memory-store-timeout (the server runs degraded: see /health)."},
 		func() float64 {
 			if a.shared.unavailable() != nil {
 				return 0

@@ -55,6 +55,7 @@ type File struct {
 	TenantMaxQueued          *int      `yaml:"tenant_max_queued"`
 	MemoryTTL                *Duration `yaml:"memory_ttl"`
 	MemoryStore              *string   `yaml:"memory_store"`
+	MemoryStoreTimeout       *Duration `yaml:"memory_store_timeout"`
 	BackendConnectTimeout    *Duration `yaml:"backend_connect_timeout"`
 	BackendFirstTokenTimeout *Duration `yaml:"backend_first_token_timeout"`
 	BackendIdleTimeout       *Duration `yaml:"backend_idle_timeout"`

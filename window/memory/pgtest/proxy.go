@@ -1,15 +1,18 @@
 package pgtest
 
 import (
+	"encoding/binary"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
 // Proxy forwards a loopback port to the test server. Down cuts every
 // connection and refuses new ones (the database going away); Up listens on
-// the same port again (the database back). It stops with its test.
+// the same port again (the database back). It stops with its test. It
+// counts the round trips its clients make (RoundTrips).
 type Proxy struct {
 	t      testing.TB
 	addr   string
@@ -18,7 +21,14 @@ type Proxy struct {
 	ln     net.Listener
 	conns  []net.Conn
 	wg     sync.WaitGroup
+	ready  atomic.Int64 // ReadyForQuery messages the server sent
 }
+
+// RoundTrips is how many times the server has said it is ready for the
+// next query (ReadyForQuery): once per statement or transaction step a
+// client waited on, and once per connection established. A test takes the
+// difference across the calls it counts.
+func (p *Proxy) RoundTrips() int64 { return p.ready.Load() }
 
 // NewProxy starts a proxy to target (host:port), up.
 func NewProxy(t testing.TB, target string) *Proxy {
@@ -60,7 +70,11 @@ func (p *Proxy) Up() {
 			p.mu.Unlock()
 			p.wg.Add(2)
 			go func() { defer p.wg.Done(); _, _ = io.Copy(u, c); _ = u.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(c, u); _ = c.Close() }()
+			go func() {
+				defer p.wg.Done()
+				_, _ = io.Copy(c, io.TeeReader(u, &messages{ready: &p.ready}))
+				_ = c.Close()
+			}()
 		}
 	}()
 }
@@ -77,4 +91,37 @@ func (p *Proxy) Down() {
 		_ = c.Close()
 	}
 	p.conns = nil
+}
+
+// messages splits the server's side of a connection into its messages (a
+// type byte and a big-endian length that counts itself; every message the
+// server sends is typed, and the tests' URLs ask for no TLS) and counts
+// ReadyForQuery ('Z').
+type messages struct {
+	ready *atomic.Int64
+	head  []byte // the current message's header, while incomplete
+	left  int    // bytes of the current message's body still to come
+}
+
+// Write consumes p; it never fails.
+func (m *messages) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if m.left > 0 {
+			k := min(m.left, len(p))
+			m.left, p = m.left-k, p[k:]
+			continue
+		}
+		k := min(5-len(m.head), len(p))
+		m.head, p = append(m.head, p[:k]...), p[k:]
+		if len(m.head) < 5 {
+			continue
+		}
+		if m.head[0] == 'Z' {
+			m.ready.Add(1)
+		}
+		m.left = int(binary.BigEndian.Uint32(m.head[1:])) - 4
+		m.head = m.head[:0]
+	}
+	return n, nil
 }
