@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -61,8 +62,8 @@ func (s *server) chain(c *gin.Context, t *core.Turn, rt *responseTurn) ([]engine
 		rt.key = conv
 		return nil, err
 	}
-	if len(prev) > maxResponseIDBytes {
-		return nil, core.BadInput(core.CodeInvalidValue, "previous_response_id", "previous_response_id is %d bytes; kvwin's ids are shorter", len(prev))
+	if err := core.CheckName("previous_response_id", prev, maxResponseIDBytes); err != nil {
+		return nil, err
 	}
 	if s.store == nil {
 		return nil, fmt.Errorf("%w: previous_response_id cannot be read", core.ErrMemoryUnavailable)
@@ -133,14 +134,34 @@ func (s *server) keep(c *gin.Context, t *core.Turn, rt *responseTurn, res engine
 	}
 }
 
-// stored reads the tenant's stored response named by the path.
-func (s *server) stored(c *gin.Context, t *core.Turn) (memory.StoredResponse, error) {
+// pathID is the response id of the path. One no store can hold
+// (core.CheckNameBytes) is a 400 naming id; one longer than
+// maxResponseIDBytes names no response (kvwin's are 31 bytes): a 404 that
+// quotes only its first maxResponseIDBytes and its length, so neither the
+// answer nor the log repeats a client's 200,000 bytes.
+func pathID(c *gin.Context) (string, error) {
 	id := c.Param("id")
-	if s.store == nil {
-		return memory.StoredResponse{}, fmt.Errorf("%w: stored responses cannot be read", core.ErrMemoryUnavailable)
+	if err := core.CheckNameBytes("id", id); err != nil {
+		return "", err
 	}
 	if len(id) > maxResponseIDBytes {
-		return memory.StoredResponse{}, fmt.Errorf("%w: %q", core.ErrResponseNotFound, id[:maxResponseIDBytes])
+		cut := maxResponseIDBytes
+		for cut > 0 && !utf8.RuneStart(id[cut]) {
+			cut--
+		}
+		return "", fmt.Errorf("%w: %q… (%d bytes)", core.ErrResponseNotFound, id[:cut], len(id))
+	}
+	return id, nil
+}
+
+// stored reads the tenant's stored response named by the path.
+func (s *server) stored(c *gin.Context, t *core.Turn) (memory.StoredResponse, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return memory.StoredResponse{}, err
+	}
+	if s.store == nil {
+		return memory.StoredResponse{}, fmt.Errorf("%w: stored responses cannot be read", core.ErrMemoryUnavailable)
 	}
 	r, err := s.store.Response(c.Request.Context(), t.Tenant, id)
 	if err != nil {
@@ -167,7 +188,11 @@ func (s *server) getResponse(c *gin.Context, t *core.Turn) {
 // deleteResponse serves DELETE /v1/responses/{id}: that response only;
 // the responses continuing it can no longer be continued.
 func (s *server) deleteResponse(c *gin.Context, t *core.Turn) {
-	id := c.Param("id")
+	id, err := pathID(c)
+	if err != nil {
+		core.Fail(c, err)
+		return
+	}
 	if s.store == nil {
 		core.Fail(c, fmt.Errorf("%w: stored responses cannot be deleted", core.ErrMemoryUnavailable))
 		return
