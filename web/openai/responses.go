@@ -421,11 +421,10 @@ const (
 // readResponseTools reads tools and tool_choice in the Responses API's
 // shapes (flat functions; {"type": "function", "name": …}; namespaces of
 // functions, flattened to namespace.name) through the chat completions'
-// reading.
+// reading, which refuses two tools of one name (a namespace's flattened).
 func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.Mode, toolNames, error) {
 	var (
 		chat  []toolcall.Tool
-		at    []string // each chat tool's place in the request, for the duplicate check
 		names toolNames
 	)
 	for i, t := range tools {
@@ -448,7 +447,6 @@ func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.M
 				fat := fmt.Sprintf("tools[%d].tools[%d]", i, j)
 				chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: flat, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict},
 					At: toolcall.Place{Function: fat, Schema: fat + ".parameters"}})
-				at = append(at, fat)
 			}
 		case hostedTool(t.Type):
 			// Not offered (hostedTool).
@@ -456,15 +454,7 @@ func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.M
 			tat := fmt.Sprintf("tools[%d]", i)
 			chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict},
 				At: toolcall.Place{Function: tat, Schema: tat + ".parameters"}})
-			at = append(at, tat)
 		}
-	}
-	seen := map[string]bool{}
-	for k, t := range chat {
-		if seen[t.Function.Name] {
-			return toolcall.Mode{}, nil, core.BadInput(core.CodeInvalidValue, at[k]+".name", "%s.name %q names a tool already named", at[k], t.Function.Name)
-		}
-		seen[t.Function.Name] = true
 	}
 	choice = bytes.TrimSpace(choice)
 	if len(choice) > 0 && choice[0] == '{' {

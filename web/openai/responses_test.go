@@ -87,6 +87,19 @@ func TestBadInputNamesTheParameter(t *testing.T) {
 	if _, _, err := readResponseTools([]responseTool{{Type: "function", Name: "f"}}, json.RawMessage(`{"type":"function","name":"g"}`)); err == nil {
 		t.Error("tool_choice naming a function not among the tools was accepted")
 	}
+	for _, tc := range []struct {
+		tools []responseTool
+		param string
+	}{
+		{[]responseTool{{Type: "function", Name: "f"}, {Type: "function", Name: "f"}}, "tools[1].name"},
+		{[]responseTool{{Type: "function", Name: "n.f"}, {Type: "namespace", Name: "n", Tools: []responseTool{{Type: "function", Name: "f"}}}}, "tools[1].tools[0].name"},
+	} {
+		_, _, err := readResponseTools(tc.tools, nil)
+		var in *core.InputError
+		if !errors.As(err, &in) || in.Param() != tc.param {
+			t.Errorf("two tools of one name: %v, want a 400 naming %s", err, tc.param)
+		}
+	}
 	if _, _, err := readResponseTools([]responseTool{{Name: "f"}}, nil); err == nil {
 		t.Error("a tool without a type was accepted")
 	}
