@@ -239,7 +239,8 @@ func inputMessages(raw json.RawMessage, newID func(string) string) ([]engine.Mes
 	var (
 		out    []engine.Message
 		listed []listedItem
-		turn   assistantTurn // an assistant's text and calls, merged into one message
+		turn   assistantTurn      // an assistant's text and calls, merged into one message
+		ids    = map[string]int{} // the input items' own ids: input_items pages by them
 	)
 	for i, it := range items {
 		at := fmt.Sprintf("input[%d]", i)
@@ -247,6 +248,12 @@ func inputMessages(raw json.RawMessage, newID func(string) string) ([]engine.Mes
 			// Another model's reasoning (the served one writes none): not
 			// context kvwin can use, and its encrypted content is OpenAI's.
 			continue
+		}
+		if it.ID != "" {
+			if j, ok := ids[it.ID]; ok {
+				return nil, nil, core.BadInput(core.CodeInvalidValue, at+".id", "%s.id %q is input[%d]'s too: an item's id names one item", at, it.ID, j)
+			}
+			ids[it.ID] = i
 		}
 		li, msg, err := readItem(it, at, newID)
 		if err != nil {

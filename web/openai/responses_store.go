@@ -210,7 +210,12 @@ func (s *server) deleteResponse(c *gin.Context, t *core.Turn) {
 
 // inputItems serves GET /v1/responses/{id}/input_items: the items of the
 // response's own input, newest first unless order=asc, limit (1-100,
-// default 20) at a time after the item named by after.
+// default 20) at a time after the item named by after. An after that names
+// no item of the response is a 400 naming after, never the first page
+// again (which would page forever). The page starts past the last item of
+// that id: POST refuses repeated ids, but a response stored before may
+// hold them, and a page ends at the last item it lists, so each page
+// starts further on and paging ends.
 func (s *server) inputItems(c *gin.Context, t *core.Turn) {
 	limit := 20
 	if v := c.Query("limit"); v != "" {
@@ -240,8 +245,12 @@ func (s *server) inputItems(c *gin.Context, t *core.Turn) {
 		slices.Reverse(items)
 	}
 	if after := c.Query("after"); after != "" {
-		i := slices.IndexFunc(items, func(it listedItem) bool { return it.ID == after })
-		items = items[i+1:] // not found (-1): from the start
+		i := lastItem(items, after)
+		if i < 0 {
+			core.Fail(c, core.BadInput(core.CodeInvalidValue, "after", "after names no input item of response %q", r.ID))
+			return
+		}
+		items = items[i+1:]
 	}
 	list := itemList{Object: objectList, Data: items, HasMore: len(items) > limit}
 	list.Data = items[:min(limit, len(items))]
@@ -251,4 +260,14 @@ func (s *server) inputItems(c *gin.Context, t *core.Turn) {
 		list.Data = []listedItem{}
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, list)
+}
+
+// lastItem is the index of the last of items whose id is id, -1 if none.
+func lastItem(items []listedItem, id string) int {
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].ID == id {
+			return i
+		}
+	}
+	return -1
 }
