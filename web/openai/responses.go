@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -173,10 +175,52 @@ func decodeResponses(raw json.RawMessage, b *responsesRequest) error {
 			return core.BadInput(core.CodeInvalidValue, fmt.Sprintf("include[%d]", i), "include %q is not supported by kvwin", inc)
 		}
 	}
-	if len(b.Metadata) > 16 {
-		return core.BadInput(core.CodeInvalidValue, "metadata", "metadata holds %d keys; at most 16 are allowed", len(b.Metadata))
+	if err := checkMetadata(b.Metadata); err != nil {
+		return err
+	}
+	if t := b.Text; t != nil && t.Verbosity != "" && !slices.Contains(verbosities, t.Verbosity) {
+		return core.BadInput(core.CodeInvalidValue, "text.verbosity", "text.verbosity is %q; it must be one of %s", t.Verbosity, strings.Join(verbosities, ", "))
 	}
 	return nil
+}
+
+// verbosities are text.verbosity's values.
+var verbosities = []string{"low", "medium", "high"}
+
+// Bounds of metadata, as OpenAI states them: it is echoed in every answer
+// and kept with a stored response.
+const (
+	maxMetadataPairs      = 16
+	maxMetadataKeyChars   = 64
+	maxMetadataValueChars = 512
+)
+
+// checkMetadata refuses metadata over OpenAI's bounds (its values are
+// strings by their type), naming the first key at fault in key order.
+func checkMetadata(md map[string]string) error {
+	if len(md) > maxMetadataPairs {
+		return core.BadInput(core.CodeInvalidValue, "metadata", "metadata holds %d keys; at most %d are allowed", len(md), maxMetadataPairs)
+	}
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if n := utf8.RuneCountInString(k); n > maxMetadataKeyChars {
+			return core.BadInput(core.CodeInvalidValue, "metadata", "metadata key %q… is %d characters; at most %d are allowed", firstChars(k, maxMetadataKeyChars), n, maxMetadataKeyChars)
+		}
+		if n := utf8.RuneCountInString(md[k]); n > maxMetadataValueChars {
+			return core.BadInput(core.CodeInvalidValue, "metadata", "metadata[%q] is %d characters; at most %d are allowed", k, n, maxMetadataValueChars)
+		}
+	}
+	return nil
+}
+
+// firstChars is s's first n characters.
+func firstChars(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
 
 // emptyJSON reports whether a field's value means "not set"; an absent

@@ -61,6 +61,10 @@ func TestBadInputNamesTheParameter(t *testing.T) {
 		{`{"input":"x","background":true}`, "background"},
 		{`{"input":"x","include":["message.output_text.logprobs"]}`, "include[0]"},
 		{`{"input":"x","metadata":{"a":1}}`, "metadata"},
+		{`{"input":"x","metadata":{` + metadataPairs(17) + `}}`, "metadata"},
+		{`{"input":"x","metadata":{"` + strings.Repeat("k", 65) + `":"v"}}`, "metadata"},
+		{`{"input":"x","metadata":{"k":"` + strings.Repeat("v", 513) + `"}}`, "metadata"},
+		{`{"input":"x","text":{"verbosity":"loud"}}`, "text.verbosity"},
 		{`{"input":"x","temperature":"hot"}`, "temperature"},
 	}
 	for _, c := range cases {
@@ -99,6 +103,9 @@ func TestBadInputNamesTheParameter(t *testing.T) {
 		if !errors.As(err, &in) || in.Param() != tc.param {
 			t.Errorf("two tools of one name: %v, want a 400 naming %s", err, tc.param)
 		}
+	}
+	if _, _, err := readResponseTools(nil, json.RawMessage(`"bogus"`)); err == nil {
+		t.Error(`tool_choice "bogus" without tools was accepted`)
 	}
 	if _, _, err := readResponseTools([]responseTool{{Name: "f"}}, nil); err == nil {
 		t.Error("a tool without a type was accepted")
@@ -255,4 +262,30 @@ func FuzzResponsesRequest(f *testing.F) {
 		_, _, _ = readResponseTools(b.Tools, b.ToolChoice)
 		_, _ = readTextFormat(b.Text)
 	})
+}
+
+// metadataPairs is n pairs of metadata's JSON, "k0":"v", "k1":"v", ….
+func metadataPairs(n int) string {
+	pairs := make([]string, n)
+	for i := range pairs {
+		pairs[i] = fmt.Sprintf("%q:\"v\"", fmt.Sprint("k", i))
+	}
+	return strings.Join(pairs, ",")
+}
+
+// What OpenAI's bounds allow is accepted: 16 pairs, 64-character keys,
+// 512-character values (characters, not bytes), each verbosity.
+func TestMetadataAndVerbosityWithinBounds(t *testing.T) {
+	for _, body := range []string{
+		`{"input":"x","metadata":{` + metadataPairs(16) + `}}`,
+		`{"input":"x","metadata":{"` + strings.Repeat("é", 64) + `":"` + strings.Repeat("é", 512) + `"}}`,
+		`{"input":"x","text":{"verbosity":"low"}}`,
+		`{"input":"x","text":{"verbosity":"medium"}}`,
+		`{"input":"x","text":{"verbosity":"high"}}`,
+	} {
+		var b responsesRequest
+		if err := decodeResponses(json.RawMessage(body), &b); err != nil {
+			t.Errorf("%.80s: %v", body, err)
+		}
+	}
 }

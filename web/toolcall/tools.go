@@ -151,6 +151,12 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 		}
 		choice, m.named = "named", named.Function.Name
 	}
+	// The value is checked with tools or without: "bogus" is a 400 either way.
+	switch choice {
+	case "none", "auto", "required", "named":
+	default:
+		return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
+	}
 	if len(tools) == 0 {
 		if choice == "required" || choice == "named" {
 			return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, "tool_choice %s needs tools", choice)
@@ -160,7 +166,6 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 	switch choice {
 	case "none":
 		return m, nil
-	case "auto":
 	case "required":
 		m.required = true
 	case "named":
@@ -172,8 +177,6 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 		if !found {
 			return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, "tool_choice names %q, which is not among the tools", m.named)
 		}
-	default:
-		return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
 	}
 	if m.required {
 		// The grammar enforces these schemas, so they must be ones it can.
