@@ -421,6 +421,11 @@ var messagesSeeds = []string{
 	`{"model":"tiny","max_tokens":4000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"a"},` +
 		`{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"text","text":"b"}]},{"role":"user","content":"c"},{"role":"system","content":[{"type":"text","text":"d"}]}]}`,
 	messagesBody(looseTool + `,"thinking":{"type":"adaptive"}`),
+	// Issue 45's shapes: two tools of one name, a forced tool's schema the
+	// converter rejects, a tool_choice of no known type.
+	messagesBody(`"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"f"}`),
+	messagesBody(`"tools":[{"name":"t","input_schema":{"type":"object","properties":{"a":{"type":"string","pattern":"(("}}}}],"tool_choice":{"type":"any"}`),
+	messagesBody(`"tool_choice":{"type":"bogus"}`),
 }
 
 func FuzzMessagesRequest(f *testing.F) {

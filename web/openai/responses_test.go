@@ -250,6 +250,12 @@ func FuzzResponsesRequest(f *testing.F) {
 		`{"input":[{"type":"function_call"}],"include":["x"],"metadata":{"a":"b"}}`,
 		`{"input":[{"type":"reasoning"},{"type":"function_call","call_id":"c","name":"f","namespace":"n","arguments":"{}"}],"reasoning":{"summary":"auto"},"include":["reasoning.encrypted_content"],` +
 			`"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"},{"type":"custom","name":"g"}]},{"type":"web_search"}],"tool_choice":{"type":"function","name":"f","namespace":"n"}}`,
+		// Issue 45's shapes: names no store can keep, repeated item ids and
+		// tool names, metadata past OpenAI's bounds, values out of their sets.
+		`{"input":"x","prompt_cache_key":"conv\u0000x","previous_response_id":"resp_\u0000"}`,
+		`{"input":[{"id":"m1","role":"user","content":"a"},{"id":"m1","role":"user","content":"b"}]}`,
+		`{"input":"x","tools":[{"type":"function","name":"f"},{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"}]},{"type":"function","name":"n.f"}]}`,
+		`{"input":"x","metadata":{"` + strings.Repeat("k", 65) + `":"` + strings.Repeat("v", 513) + `"},"text":{"verbosity":"loud"},"tool_choice":"bogus"}`,
 	} {
 		f.Add(s)
 	}
@@ -258,6 +264,8 @@ func FuzzResponsesRequest(f *testing.F) {
 		if err := decodeResponses(json.RawMessage(body), &b); err != nil {
 			return
 		}
+		_ = core.CheckName("prompt_cache_key", b.PromptCacheKey, core.MaxConversationBytes)
+		_ = core.CheckName("previous_response_id", b.PreviousResponseID, maxResponseIDBytes)
 		_, _, _ = inputMessages(b.Input, seqIDs())
 		_, _, _ = readResponseTools(b.Tools, b.ToolChoice)
 		_, _ = readTextFormat(b.Text)
