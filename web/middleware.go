@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -66,11 +65,7 @@ func loggedPath(p string) slog.Attr {
 	if len(p) <= MaxLoggedPathBytes {
 		return slog.String("path", p)
 	}
-	cut := MaxLoggedPathBytes
-	for cut > 0 && !utf8.RuneStart(p[cut]) {
-		cut--
-	}
-	return slog.Group("", slog.String("path", p[:cut]+"…"), slog.Int("path_bytes", len(p)))
+	return slog.Group("", slog.String("path", core.CutAt(p, MaxLoggedPathBytes)+"…"), slog.Int("path_bytes", len(p)))
 }
 
 // requestID gives the request its id: the caller's X-Request-Id if the

@@ -36,3 +36,15 @@ func CheckNameBytes(param, name string) error {
 	}
 	return nil
 }
+
+// CutAt is s's longest prefix of at most n bytes that does not cut a
+// character: how a name too long to quote whole (an id, a path) is quoted.
+func CutAt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -39,3 +39,22 @@ func TestCheckName(t *testing.T) {
 		})
 	}
 }
+
+// CutAt cuts at a character, never inside one.
+func TestCutAt(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abc", 5, "abc"},
+		{"abc", 2, "ab"},
+		{"ééé", 3, "é"}, // byte 3 is inside the second é
+		{"ééé", 4, "éé"},
+		{"é", 1, ""},
+	} {
+		if got := CutAt(tc.s, tc.n); got != tc.want {
+			t.Errorf("CutAt(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

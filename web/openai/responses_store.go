@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -145,11 +144,7 @@ func pathID(c *gin.Context) (string, error) {
 		return "", err
 	}
 	if len(id) > maxResponseIDBytes {
-		cut := maxResponseIDBytes
-		for cut > 0 && !utf8.RuneStart(id[cut]) {
-			cut--
-		}
-		return "", fmt.Errorf("%w: %q… (%d bytes)", core.ErrResponseNotFound, id[:cut], len(id))
+		return "", fmt.Errorf("%w: %q… (%d bytes)", core.ErrResponseNotFound, core.CutAt(id, maxResponseIDBytes), len(id))
 	}
 	return id, nil
 }
