@@ -230,6 +230,7 @@ func TestMessagesBadRequests(t *testing.T) {
 		{"thinking from the user", `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"thinking","thinking":"hm"}]}]}`, "thinking blocks belong to assistant messages"},
 		{"server tool", messagesBody(`"tools":[{"type":"web_search_20250305","name":"web_search"}]`), "server tools are not supported"},
 		{"tool without schema", messagesBody(`"tools":[{"name":"f"}]`), "input_schema is required"},
+		{"two tools of one name", messagesBody(`"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"f","input_schema":{"type":"object","properties":{"a":{"type":"string"}}}}],"tool_choice":{"type":"tool","name":"f"}`), `tools[1].name "f" names a tool already named`},
 		{"unknown tool choice", messagesBody(weatherTool + `,"tool_choice":{"type":"tool","name":"nope"}`), `"nope"`},
 		{"any without tools", messagesBody(`"tool_choice":{"type":"any"}`), "needs tools"},
 		{"forced schema the grammar cannot hold", messagesBody(looseTool + `,"tool_choice":{"type":"any"}`), `tools[0].input_schema.properties.metadata uses "propertyNames"`},
@@ -420,6 +421,11 @@ var messagesSeeds = []string{
 	`{"model":"tiny","max_tokens":4000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"a"},` +
 		`{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"text","text":"b"}]},{"role":"user","content":"c"},{"role":"system","content":[{"type":"text","text":"d"}]}]}`,
 	messagesBody(looseTool + `,"thinking":{"type":"adaptive"}`),
+	// Issue 45's shapes: two tools of one name, a forced tool's schema the
+	// converter rejects, a tool_choice of no known type.
+	messagesBody(`"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"f"}`),
+	messagesBody(`"tools":[{"name":"t","input_schema":{"type":"object","properties":{"a":{"type":"string","pattern":"(("}}}}],"tool_choice":{"type":"any"}`),
+	messagesBody(`"tool_choice":{"type":"bogus"}`),
 }
 
 func FuzzMessagesRequest(f *testing.F) {

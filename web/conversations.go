@@ -37,8 +37,12 @@ func (f ForgetFunc) Forget(ctx context.Context, tenant, conversation string) (bo
 // same name is never touched: it is another conversation.
 func (s *Server) deleteConversation(c *gin.Context, t *core.Turn) {
 	id := strings.TrimPrefix(c.Param("id"), "/")
-	if id == "" || len(id) > core.MaxConversationBytes {
+	if id == "" {
 		core.Fail(c, core.BadInput(core.CodeInvalidValue, "id", "the conversation id must be 1 to %d bytes", core.MaxConversationBytes))
+		return
+	}
+	if err := core.CheckName("id", id, core.MaxConversationBytes); err != nil {
+		core.Fail(c, err)
 		return
 	}
 	tenant := t.Tenant

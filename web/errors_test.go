@@ -66,6 +66,8 @@ func TestBadInput(t *testing.T) {
 		{"high surrogate then non-surrogate", chatPath, `{"messages":[{"role":"user","content":"\ud83d\u0041"}]}`, 400, core.CodeInvalidEncoding, ""},
 		{"high surrogate at the end", chatPath, `{"messages":[{"role":"user","content":"\ud83d"}]}`, 400, core.CodeInvalidEncoding, ""},
 		{"surrogate after an escaped backslash", chatPath, `{"messages":[{"role":"user","content":"\\\ud800"}]}`, 400, core.CodeInvalidEncoding, ""},
+		{"two tools of one name", chatPath, `{` + hi + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}},{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`, 400, core.CodeInvalidValue, "tools[2].function.name"},
+		{"tool_choice bogus without tools", chatPath, `{` + hi + `,"tool_choice":"bogus"}`, 400, core.CodeInvalidValue, "tool_choice"},
 		{"completions missing prompt", completionPath, `{"model":"tiny"}`, 400, core.CodeMissingParameter, "prompt"},
 		{"completions empty prompt", completionPath, `{"prompt":""}`, 400, core.CodeMissingParameter, "prompt"},
 		{"completions empty prompt array", completionPath, `{"prompt":[]}`, 400, core.CodeMissingParameter, "prompt"},

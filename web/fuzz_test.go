@@ -134,6 +134,8 @@ func FuzzChatCompletionsRequest(f *testing.F) {
 		`{"messages":[{"role":"user","content":"a"}],"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,"seed":7,"stop":["x","y"],"prompt_cache_key":"c1","n":1}`,
 		`{"messages":[{"role":"user","content":"\ud83d\ude00"}],"max_completion_tokens":4}`,
 		`{"messages":[{"role":"tool","content":null}]}`,
+		`{"messages":[{"role":"user","content":"a"}],"prompt_cache_key":"c\u0000","tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}]}`,
+		`{"messages":[{"role":"user","content":"a"}],"tool_choice":"bogus"}`,
 	)
 }
 

@@ -42,7 +42,7 @@ func (s *Server) accessLog(c *gin.Context) {
 	s.metrics.respond(c, status)
 	attrs := []slog.Attr{
 		slog.String("method", c.Request.Method),
-		slog.String("path", c.Request.URL.Path),
+		loggedPath(c.Request.URL.Path),
 		slog.Int("status", status),
 		slog.Duration("duration", time.Since(start)),
 		slog.Int("bytes", max(c.Writer.Size(), 0)),
@@ -51,6 +51,21 @@ func (s *Server) accessLog(c *gin.Context) {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	s.log.LogAttrs(c.Request.Context(), level, "http request", attrs...)
+}
+
+// MaxLoggedPathBytes bounds the path a log line quotes. A path holds ids a
+// client chose (DELETE /v1/responses/{id} with a 200,000-byte id): past
+// the bound the line quotes the path's first MaxLoggedPathBytes bytes (cut
+// at a character) and its length.
+const MaxLoggedPathBytes = 256
+
+// loggedPath is the "path" attribute of a log line: p, or its start and
+// its length when it is longer than MaxLoggedPathBytes.
+func loggedPath(p string) slog.Attr {
+	if len(p) <= MaxLoggedPathBytes {
+		return slog.String("path", p)
+	}
+	return slog.Group("", slog.String("path", core.CutAt(p, MaxLoggedPathBytes)+"…"), slog.Int("path_bytes", len(p)))
 }
 
 // requestID gives the request its id: the caller's X-Request-Id if the
@@ -99,7 +114,7 @@ func (s *Server) recoverPanics(c *gin.Context) {
 			panic(v) // net/http's deliberate "abort this response"; it handles it
 		}
 		s.log.ErrorContext(c.Request.Context(), "panic serving request",
-			"method", c.Request.Method, "path", c.Request.URL.Path,
+			"method", c.Request.Method, loggedPath(c.Request.URL.Path),
 			"panic", v, "stack", string(debug.Stack()))
 		c.Abort()
 		if c.Writer.Written() {

@@ -366,12 +366,21 @@ func (e *Engine) Detokenize(_ context.Context, tokens []int) (string, error) {
 
 // Prompt returns the prompt tokens Generate computes for req (the chat
 // rendered with its tools and sink padding), so a count of a request's
-// tokens (Anthropic's count_tokens) is what its turn sends.
+// tokens (Anthropic's count_tokens) is what its turn sends. An output
+// format Generate would refuse (a forced tool's schema llama.cpp's
+// converter rejects, a grammar over the size limit) is refused here too,
+// with the same error, so a count answers as its turn would; the token
+// budget is not checked, as a count has none.
 func (e *Engine) Prompt(_ context.Context, req engine.Request) ([]int, error) {
 	if !e.use() {
 		return nil, engine.ErrClosed
 	}
 	defer e.life.RUnlock()
+	if o := req.Sampling.Output; o != nil {
+		if _, _, err := outputGrammar(o); err != nil { // as newTask does
+			return nil, err
+		}
+	}
 	return e.prompt(req)
 }
 

@@ -173,20 +173,21 @@ func SetRetryAfter(h http.Header, status int) {
 	}
 }
 
-// maxConversationBytes bounds a conversation's name (prompt_cache_key or
+// MaxConversationBytes bounds a conversation's name (prompt_cache_key or
 // X-Conversation-Id): it is stored with every turn, and a name is an id,
 // not a document.
 const MaxConversationBytes = 512
 
 // ConversationOf is the request's conversation: the X-Conversation-Id
-// header, else the body's prompt_cache_key.
+// header, else the body's prompt_cache_key. A name no store can keep
+// (CheckName) is a 400 naming the one that was sent.
 func ConversationOf(c *gin.Context, promptCacheKey string) (string, error) {
-	conv := promptCacheKey
+	param, conv := "prompt_cache_key", promptCacheKey
 	if h := c.GetHeader(wire.HeaderConversation); h != "" {
-		conv = h
+		param, conv = wire.HeaderConversation, h
 	}
-	if len(conv) > MaxConversationBytes {
-		return "", BadInput(CodeInvalidValue, "prompt_cache_key", "the conversation name (prompt_cache_key or %s) is %d bytes; at most %d are allowed", wire.HeaderConversation, len(conv), MaxConversationBytes)
+	if err := CheckName(param, conv, MaxConversationBytes); err != nil {
+		return "", err
 	}
 	return conv, nil
 }

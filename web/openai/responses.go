@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -173,10 +175,52 @@ func decodeResponses(raw json.RawMessage, b *responsesRequest) error {
 			return core.BadInput(core.CodeInvalidValue, fmt.Sprintf("include[%d]", i), "include %q is not supported by kvwin", inc)
 		}
 	}
-	if len(b.Metadata) > 16 {
-		return core.BadInput(core.CodeInvalidValue, "metadata", "metadata holds %d keys; at most 16 are allowed", len(b.Metadata))
+	if err := checkMetadata(b.Metadata); err != nil {
+		return err
+	}
+	if t := b.Text; t != nil && t.Verbosity != "" && !slices.Contains(verbosities, t.Verbosity) {
+		return core.BadInput(core.CodeInvalidValue, "text.verbosity", "text.verbosity is %q; it must be one of %s", t.Verbosity, strings.Join(verbosities, ", "))
 	}
 	return nil
+}
+
+// verbosities are text.verbosity's values.
+var verbosities = []string{"low", "medium", "high"}
+
+// Bounds of metadata, as OpenAI states them: it is echoed in every answer
+// and kept with a stored response.
+const (
+	maxMetadataPairs      = 16
+	maxMetadataKeyChars   = 64
+	maxMetadataValueChars = 512
+)
+
+// checkMetadata refuses metadata over OpenAI's bounds (its values are
+// strings by their type), naming the first key at fault in key order.
+func checkMetadata(md map[string]string) error {
+	if len(md) > maxMetadataPairs {
+		return core.BadInput(core.CodeInvalidValue, "metadata", "metadata holds %d keys; at most %d are allowed", len(md), maxMetadataPairs)
+	}
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if n := utf8.RuneCountInString(k); n > maxMetadataKeyChars {
+			return core.BadInput(core.CodeInvalidValue, "metadata", "metadata key %q… is %d characters; at most %d are allowed", firstChars(k, maxMetadataKeyChars), n, maxMetadataKeyChars)
+		}
+		if n := utf8.RuneCountInString(md[k]); n > maxMetadataValueChars {
+			return core.BadInput(core.CodeInvalidValue, "metadata", "metadata[%q] is %d characters; at most %d are allowed", k, n, maxMetadataValueChars)
+		}
+	}
+	return nil
+}
+
+// firstChars is s's first n characters.
+func firstChars(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
 
 // emptyJSON reports whether a field's value means "not set"; an absent
@@ -239,7 +283,8 @@ func inputMessages(raw json.RawMessage, newID func(string) string) ([]engine.Mes
 	var (
 		out    []engine.Message
 		listed []listedItem
-		turn   assistantTurn // an assistant's text and calls, merged into one message
+		turn   assistantTurn      // an assistant's text and calls, merged into one message
+		ids    = map[string]int{} // the input items' own ids: input_items pages by them
 	)
 	for i, it := range items {
 		at := fmt.Sprintf("input[%d]", i)
@@ -247,6 +292,12 @@ func inputMessages(raw json.RawMessage, newID func(string) string) ([]engine.Mes
 			// Another model's reasoning (the served one writes none): not
 			// context kvwin can use, and its encrypted content is OpenAI's.
 			continue
+		}
+		if it.ID != "" {
+			if j, ok := ids[it.ID]; ok {
+				return nil, nil, core.BadInput(core.CodeInvalidValue, at+".id", "%s.id %q is input[%d]'s too: an item's id names one item", at, it.ID, j)
+			}
+			ids[it.ID] = i
 		}
 		li, msg, err := readItem(it, at, newID)
 		if err != nil {
@@ -421,11 +472,10 @@ const (
 // readResponseTools reads tools and tool_choice in the Responses API's
 // shapes (flat functions; {"type": "function", "name": …}; namespaces of
 // functions, flattened to namespace.name) through the chat completions'
-// reading.
+// reading, which refuses two tools of one name (a namespace's flattened).
 func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.Mode, toolNames, error) {
 	var (
 		chat  []toolcall.Tool
-		at    []string // each chat tool's place in the request, for the duplicate check
 		names toolNames
 	)
 	for i, t := range tools {
@@ -448,7 +498,6 @@ func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.M
 				fat := fmt.Sprintf("tools[%d].tools[%d]", i, j)
 				chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: flat, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict},
 					At: toolcall.Place{Function: fat, Schema: fat + ".parameters"}})
-				at = append(at, fat)
 			}
 		case hostedTool(t.Type):
 			// Not offered (hostedTool).
@@ -456,15 +505,7 @@ func readResponseTools(tools []responseTool, choice json.RawMessage) (toolcall.M
 			tat := fmt.Sprintf("tools[%d]", i)
 			chat = append(chat, toolcall.Tool{Type: "function", Function: toolcall.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict},
 				At: toolcall.Place{Function: tat, Schema: tat + ".parameters"}})
-			at = append(at, tat)
 		}
-	}
-	seen := map[string]bool{}
-	for k, t := range chat {
-		if seen[t.Function.Name] {
-			return toolcall.Mode{}, nil, core.BadInput(core.CodeInvalidValue, at[k]+".name", "%s.name %q names a tool already named", at[k], t.Function.Name)
-		}
-		seen[t.Function.Name] = true
 	}
 	choice = bytes.TrimSpace(choice)
 	if len(choice) > 0 && choice[0] == '{' {

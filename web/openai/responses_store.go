@@ -61,8 +61,8 @@ func (s *server) chain(c *gin.Context, t *core.Turn, rt *responseTurn) ([]engine
 		rt.key = conv
 		return nil, err
 	}
-	if len(prev) > maxResponseIDBytes {
-		return nil, core.BadInput(core.CodeInvalidValue, "previous_response_id", "previous_response_id is %d bytes; kvwin's ids are shorter", len(prev))
+	if err := core.CheckName("previous_response_id", prev, maxResponseIDBytes); err != nil {
+		return nil, err
 	}
 	if s.store == nil {
 		return nil, fmt.Errorf("%w: previous_response_id cannot be read", core.ErrMemoryUnavailable)
@@ -133,14 +133,30 @@ func (s *server) keep(c *gin.Context, t *core.Turn, rt *responseTurn, res engine
 	}
 }
 
-// stored reads the tenant's stored response named by the path.
-func (s *server) stored(c *gin.Context, t *core.Turn) (memory.StoredResponse, error) {
+// pathID is the response id of the path. One no store can hold
+// (core.CheckNameBytes) is a 400 naming id; one longer than
+// maxResponseIDBytes names no response (kvwin's are 31 bytes): a 404 that
+// quotes only its first maxResponseIDBytes and its length, so neither the
+// answer nor the log repeats a client's 200,000 bytes.
+func pathID(c *gin.Context) (string, error) {
 	id := c.Param("id")
-	if s.store == nil {
-		return memory.StoredResponse{}, fmt.Errorf("%w: stored responses cannot be read", core.ErrMemoryUnavailable)
+	if err := core.CheckNameBytes("id", id); err != nil {
+		return "", err
 	}
 	if len(id) > maxResponseIDBytes {
-		return memory.StoredResponse{}, fmt.Errorf("%w: %q", core.ErrResponseNotFound, id[:maxResponseIDBytes])
+		return "", fmt.Errorf("%w: %q… (%d bytes)", core.ErrResponseNotFound, core.CutAt(id, maxResponseIDBytes), len(id))
+	}
+	return id, nil
+}
+
+// stored reads the tenant's stored response named by the path.
+func (s *server) stored(c *gin.Context, t *core.Turn) (memory.StoredResponse, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return memory.StoredResponse{}, err
+	}
+	if s.store == nil {
+		return memory.StoredResponse{}, fmt.Errorf("%w: stored responses cannot be read", core.ErrMemoryUnavailable)
 	}
 	r, err := s.store.Response(c.Request.Context(), t.Tenant, id)
 	if err != nil {
@@ -167,7 +183,11 @@ func (s *server) getResponse(c *gin.Context, t *core.Turn) {
 // deleteResponse serves DELETE /v1/responses/{id}: that response only;
 // the responses continuing it can no longer be continued.
 func (s *server) deleteResponse(c *gin.Context, t *core.Turn) {
-	id := c.Param("id")
+	id, err := pathID(c)
+	if err != nil {
+		core.Fail(c, err)
+		return
+	}
 	if s.store == nil {
 		core.Fail(c, fmt.Errorf("%w: stored responses cannot be deleted", core.ErrMemoryUnavailable))
 		return
@@ -185,7 +205,12 @@ func (s *server) deleteResponse(c *gin.Context, t *core.Turn) {
 
 // inputItems serves GET /v1/responses/{id}/input_items: the items of the
 // response's own input, newest first unless order=asc, limit (1-100,
-// default 20) at a time after the item named by after.
+// default 20) at a time after the item named by after. An after that names
+// no item of the response is a 400 naming after, never the first page
+// again (which would page forever). The page starts past the last item of
+// that id: POST refuses repeated ids, but a response stored before may
+// hold them, and a page ends at the last item it lists, so each page
+// starts further on and paging ends.
 func (s *server) inputItems(c *gin.Context, t *core.Turn) {
 	limit := 20
 	if v := c.Query("limit"); v != "" {
@@ -215,8 +240,12 @@ func (s *server) inputItems(c *gin.Context, t *core.Turn) {
 		slices.Reverse(items)
 	}
 	if after := c.Query("after"); after != "" {
-		i := slices.IndexFunc(items, func(it listedItem) bool { return it.ID == after })
-		items = items[i+1:] // not found (-1): from the start
+		i := lastItem(items, after)
+		if i < 0 {
+			core.Fail(c, core.BadInput(core.CodeInvalidValue, "after", "after names no input item of response %q", r.ID))
+			return
+		}
+		items = items[i+1:]
 	}
 	list := itemList{Object: objectList, Data: items, HasMore: len(items) > limit}
 	list.Data = items[:min(limit, len(items))]
@@ -226,4 +255,14 @@ func (s *server) inputItems(c *gin.Context, t *core.Turn) {
 		list.Data = []listedItem{}
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, list)
+}
+
+// lastItem is the index of the last of items whose id is id, -1 if none.
+func lastItem(items []listedItem, id string) int {
+	for i := len(items) - 1; i >= 0; i-- {
+		if items[i].ID == id {
+			return i
+		}
+	}
+	return -1
 }

@@ -61,6 +61,10 @@ func TestBadInputNamesTheParameter(t *testing.T) {
 		{`{"input":"x","background":true}`, "background"},
 		{`{"input":"x","include":["message.output_text.logprobs"]}`, "include[0]"},
 		{`{"input":"x","metadata":{"a":1}}`, "metadata"},
+		{`{"input":"x","metadata":{` + metadataPairs(17) + `}}`, "metadata"},
+		{`{"input":"x","metadata":{"` + strings.Repeat("k", 65) + `":"v"}}`, "metadata"},
+		{`{"input":"x","metadata":{"k":"` + strings.Repeat("v", 513) + `"}}`, "metadata"},
+		{`{"input":"x","text":{"verbosity":"loud"}}`, "text.verbosity"},
 		{`{"input":"x","temperature":"hot"}`, "temperature"},
 	}
 	for _, c := range cases {
@@ -86,6 +90,22 @@ func TestBadInputNamesTheParameter(t *testing.T) {
 	}
 	if _, _, err := readResponseTools([]responseTool{{Type: "function", Name: "f"}}, json.RawMessage(`{"type":"function","name":"g"}`)); err == nil {
 		t.Error("tool_choice naming a function not among the tools was accepted")
+	}
+	for _, tc := range []struct {
+		tools []responseTool
+		param string
+	}{
+		{[]responseTool{{Type: "function", Name: "f"}, {Type: "function", Name: "f"}}, "tools[1].name"},
+		{[]responseTool{{Type: "function", Name: "n.f"}, {Type: "namespace", Name: "n", Tools: []responseTool{{Type: "function", Name: "f"}}}}, "tools[1].tools[0].name"},
+	} {
+		_, _, err := readResponseTools(tc.tools, nil)
+		var in *core.InputError
+		if !errors.As(err, &in) || in.Param() != tc.param {
+			t.Errorf("two tools of one name: %v, want a 400 naming %s", err, tc.param)
+		}
+	}
+	if _, _, err := readResponseTools(nil, json.RawMessage(`"bogus"`)); err == nil {
+		t.Error(`tool_choice "bogus" without tools was accepted`)
 	}
 	if _, _, err := readResponseTools([]responseTool{{Name: "f"}}, nil); err == nil {
 		t.Error("a tool without a type was accepted")
@@ -230,6 +250,12 @@ func FuzzResponsesRequest(f *testing.F) {
 		`{"input":[{"type":"function_call"}],"include":["x"],"metadata":{"a":"b"}}`,
 		`{"input":[{"type":"reasoning"},{"type":"function_call","call_id":"c","name":"f","namespace":"n","arguments":"{}"}],"reasoning":{"summary":"auto"},"include":["reasoning.encrypted_content"],` +
 			`"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"},{"type":"custom","name":"g"}]},{"type":"web_search"}],"tool_choice":{"type":"function","name":"f","namespace":"n"}}`,
+		// Issue 45's shapes: names no store can keep, repeated item ids and
+		// tool names, metadata past OpenAI's bounds, values out of their sets.
+		`{"input":"x","prompt_cache_key":"conv\u0000x","previous_response_id":"resp_\u0000"}`,
+		`{"input":[{"id":"m1","role":"user","content":"a"},{"id":"m1","role":"user","content":"b"}]}`,
+		`{"input":"x","tools":[{"type":"function","name":"f"},{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"}]},{"type":"function","name":"n.f"}]}`,
+		`{"input":"x","metadata":{"` + strings.Repeat("k", 65) + `":"` + strings.Repeat("v", 513) + `"},"text":{"verbosity":"loud"},"tool_choice":"bogus"}`,
 	} {
 		f.Add(s)
 	}
@@ -238,8 +264,36 @@ func FuzzResponsesRequest(f *testing.F) {
 		if err := decodeResponses(json.RawMessage(body), &b); err != nil {
 			return
 		}
+		_ = core.CheckName("prompt_cache_key", b.PromptCacheKey, core.MaxConversationBytes)
+		_ = core.CheckName("previous_response_id", b.PreviousResponseID, maxResponseIDBytes)
 		_, _, _ = inputMessages(b.Input, seqIDs())
 		_, _, _ = readResponseTools(b.Tools, b.ToolChoice)
 		_, _ = readTextFormat(b.Text)
 	})
+}
+
+// metadataPairs is n pairs of metadata's JSON, "k0":"v", "k1":"v", ….
+func metadataPairs(n int) string {
+	pairs := make([]string, n)
+	for i := range pairs {
+		pairs[i] = fmt.Sprintf("%q:\"v\"", fmt.Sprint("k", i))
+	}
+	return strings.Join(pairs, ",")
+}
+
+// What OpenAI's bounds allow is accepted: 16 pairs, 64-character keys,
+// 512-character values (characters, not bytes), each verbosity.
+func TestMetadataAndVerbosityWithinBounds(t *testing.T) {
+	for _, body := range []string{
+		`{"input":"x","metadata":{` + metadataPairs(16) + `}}`,
+		`{"input":"x","metadata":{"` + strings.Repeat("é", 64) + `":"` + strings.Repeat("é", 512) + `"}}`,
+		`{"input":"x","text":{"verbosity":"low"}}`,
+		`{"input":"x","text":{"verbosity":"medium"}}`,
+		`{"input":"x","text":{"verbosity":"high"}}`,
+	} {
+		var b responsesRequest
+		if err := decodeResponses(json.RawMessage(body), &b); err != nil {
+			t.Errorf("%.80s: %v", body, err)
+		}
+	}
 }

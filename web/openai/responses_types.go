@@ -71,8 +71,9 @@ type responseTool struct {
 // responseText is the text field: the output's format.
 type responseText struct {
 	Format *responseFormat `json:"format,omitempty"`
-	// Verbosity is a hint to OpenAI's models; kvwin's answer is the
-	// model's own, so it is echoed and not acted on.
+	// Verbosity is a hint to OpenAI's models (low, medium or high; other
+	// values are a 400); kvwin's answer is the model's own, so it is
+	// echoed and not acted on.
 	Verbosity string `json:"verbosity,omitempty"`
 }
 

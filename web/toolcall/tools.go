@@ -108,9 +108,13 @@ type Mode struct {
 }
 
 // Read checks a request's tools and tool_choice (OpenAI's values; the
-// JSON text of the field, empty when absent). Both APIs' chat routes use it.
+// JSON text of the field, empty when absent). Every API's chat route uses
+// it. Two tools of one name are a 400 naming the second, as OpenAI's and
+// Anthropic's APIs answer: a call names its tool, so a forced call of that
+// name could follow either schema.
 func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 	var m Mode
+	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
 		if t.Type != "function" {
 			return m, core.BadInput(core.CodeInvalidValue, fmt.Sprintf("tools[%d].type", i), "tools[%d].type is %q; only \"function\" is supported", i, t.Type)
@@ -119,6 +123,10 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 		if t.Function.Name == "" {
 			return m, core.BadInput(core.CodeMissingParameter, at.Function+".name", "%s has no name", at.Function)
 		}
+		if seen[t.Function.Name] {
+			return m, core.BadInput(core.CodeInvalidValue, at.Function+".name", "%s.name %q names a tool already named", at.Function, t.Function.Name)
+		}
+		seen[t.Function.Name] = true
 		if len(t.Function.Parameters) > 0 {
 			if err := core.CheckSchemaObject(t.Function.Parameters, at.Schema); err != nil {
 				return m, err
@@ -143,6 +151,12 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 		}
 		choice, m.named = "named", named.Function.Name
 	}
+	// The value is checked with tools or without: "bogus" is a 400 either way.
+	switch choice {
+	case "none", "auto", "required", "named":
+	default:
+		return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
+	}
 	if len(tools) == 0 {
 		if choice == "required" || choice == "named" {
 			return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, "tool_choice %s needs tools", choice)
@@ -152,7 +166,6 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 	switch choice {
 	case "none":
 		return m, nil
-	case "auto":
 	case "required":
 		m.required = true
 	case "named":
@@ -164,8 +177,6 @@ func Read(tools []Tool, toolChoice json.RawMessage) (Mode, error) {
 		if !found {
 			return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, "tool_choice names %q, which is not among the tools", m.named)
 		}
-	default:
-		return m, core.BadInput(core.CodeInvalidValue, ChoiceParam, `tool_choice is %q; it must be "none", "auto" or "required"`, choice)
 	}
 	if m.required {
 		// The grammar enforces these schemas, so they must be ones it can.

@@ -21,9 +21,19 @@ import (
 // descriptors 1 and 2 become pipes read by Stdio's goroutines; each line
 // read is logged, cut to a short prefix. The logger writes to Real, a
 // duplicate of the original standard error, so its own output never comes
-// back through a pipe. A Go crash is written to Real too
-// (debug.SetCrashOutput), as the runtime's own writes to fd 2 may not be
-// read before the process ends.
+// back through a pipe.
+//
+// A Go crash (a fatal error such as running out of memory, an unrecovered
+// panic, SIGQUIT's goroutine dump) must end the process whatever the pipes
+// hold. The runtime writes its dump to fd 2 and only then to the crash
+// output; it writes with the world stopped, so no goroutine reads the pipe,
+// and a dump longer than the pipe's buffer would block that write forever:
+// a process that answers nothing and ignores SIGTERM. So the write end on
+// fd 2 is non-blocking (a full pipe drops the write instead of waiting),
+// and the whole dump goes to Real through debug.SetCrashOutput. The price:
+// a burst of more than a pipe's buffer (64 KiB) printed to fd 2 faster than
+// the pump reads it loses its excess, of which at most a few lines would be
+// logged anyway (stdioLinesPerRead).
 type Stdio struct {
 	orig  *os.File // the original standard error, where the logger writes
 	saved [2]int   // duplicates of the original fds 1 and 2, restored by Close
@@ -42,7 +52,8 @@ const StdioPrefixBytes = 200
 const stdioLinesPerRead = 4
 
 // CaptureStdio takes over file descriptors 1 and 2. Until Start, what is
-// printed waits in the pipes (up to the pipe's buffer).
+// printed waits in the pipes, up to a pipe's buffer; past it a write to fd
+// 1 waits, one to fd 2 is dropped.
 func CaptureStdio() (*Stdio, error) {
 	s := &Stdio{saved: [2]int{-1, -1}}
 	for i, fd := range []int{1, 2} {
@@ -58,8 +69,11 @@ func CaptureStdio() (*Stdio, error) {
 			s.undo()
 			return nil, fmt.Errorf("capture fd %d: %w", fd, err)
 		}
-		err = syscall.Dup3(int(w.Fd()), fd, 0)
-		w.Close() // fd now holds the write end
+		err = syscall.Dup3(int(w.Fd()), fd, 0) // Fd makes it blocking
+		w.Close()                              // fd now holds the write end
+		if err == nil && fd == 2 {
+			err = syscall.SetNonblock(fd, true) // a stopped world's dump must not wait on the pipe
+		}
 		if err != nil {
 			r.Close()
 			s.undo()
@@ -98,6 +112,9 @@ func (s *Stdio) Start(log *slog.Logger) {
 func (s *Stdio) Close() {
 	s.once.Do(func() {
 		s.undo() // the pipes' write ends close: their readers see EOF
+		// fd 2 is the original standard error again: a crash from now on
+		// writes there once, not also to its duplicate.
+		debug.SetCrashOutput(nil, debug.CrashOptions{})
 		s.wg.Wait()
 		for _, p := range s.pipes {
 			if p != nil {

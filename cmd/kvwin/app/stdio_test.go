@@ -100,3 +100,24 @@ func TestCaptureStdioLogsRawWrites(t *testing.T) {
 		t.Fatalf("records %v from %q", got, out.String())
 	}
 }
+
+// A write to the captured fd 2 that the pipe cannot hold is refused at
+// once (EAGAIN) rather than waiting for a reader: the Go runtime writes
+// its crash dump there with the world stopped, when no goroutine reads the
+// pipe, and must go on to the crash output and exit (the process test is
+// TestCrashEndsTheProcessWithItsDumpOnStderr in cmd/kvwin).
+func TestCapturedStderrNeverBlocksAWriter(t *testing.T) {
+	s, err := CaptureStdio()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	chunk := make([]byte, 4096)
+	var werr error
+	for written := 0; written < 64<<20 && werr == nil; written += len(chunk) {
+		_, werr = syscall.Write(2, chunk) // not started: nothing reads
+	}
+	if werr != syscall.EAGAIN {
+		t.Fatalf("a write to a full captured stderr: %v, want EAGAIN", werr)
+	}
+}

@@ -227,6 +227,7 @@ type APIError struct {
 	Error struct {
 		Message string `json:"message"`
 		Type    string `json:"type"`
+		Param   string `json:"param"`
 		Code    string `json:"code"`
 	} `json:"error"`
 }
