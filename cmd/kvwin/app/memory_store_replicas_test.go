@@ -113,21 +113,7 @@ func TestSharedMemoryStoreHung(t *testing.T) {
 	a := apptest.Start(t, func(f *app.Config) {
 		f.Window, f.WindowBudget, f.MemoryStore, f.MemoryStoreTimeout = "memory", 1024, srv.DSN, time.Second
 	})
-	history := apptest.Msgs("system", "You keep notes.", "user", "Hello.", "assistant", "Hi.")
-	ask := func(i int) apptest.Turn {
-		t.Helper()
-		history = append(history, apptest.Msgs("user", fmt.Sprintf("Note %d: locker of Member%d is %d. %s", i, i, 100+i, apptest.Words(i, 60)))...)
-		tr := apptest.PostWith(t, a.URL(), map[string]string{"X-Conversation-Id": "notes"}, map[string]any{"messages": history, "max_tokens": 2})
-		history = append(history, apptest.Msgs("assistant", "Noted.")...)
-		if tr.Status != 200 {
-			t.Fatalf("turn %d: %d %s", i, tr.Status, tr.Body)
-		}
-		return tr
-	}
-	health := func() string {
-		_, _, body := send(t, "GET", a.URL()+"/health", "", "", nil)
-		return body
-	}
+	ask, health := notesConversation(t, a)
 	i := 0
 	for ; i < 12; i++ {
 		ask(i)

@@ -27,21 +27,7 @@ func TestSharedMemoryStoreDown(t *testing.T) {
 	p := pgtest.NewProxy(t, u.Host)
 	u.Host = p.Addr()
 	a := apptest.Start(t, func(f *app.Config) { f.Window, f.WindowBudget, f.MemoryStore = "memory", 1024, u.String() })
-	history := apptest.Msgs("system", "You keep notes.", "user", "Hello.", "assistant", "Hi.")
-	ask := func(i int) apptest.Turn {
-		t.Helper()
-		history = append(history, apptest.Msgs("user", fmt.Sprintf("Note %d: locker of Member%d is %d. %s", i, i, 100+i, apptest.Words(i, 60)))...)
-		tr := apptest.PostWith(t, a.URL(), map[string]string{"X-Conversation-Id": "notes"}, map[string]any{"messages": history, "max_tokens": 2})
-		history = append(history, apptest.Msgs("assistant", "Noted.")...)
-		if tr.Status != 200 {
-			t.Fatalf("turn %d: %d %s", i, tr.Status, tr.Body)
-		}
-		return tr
-	}
-	health := func() string {
-		_, _, body := send(t, "GET", a.URL()+"/health", "", "", nil)
-		return body
-	}
+	ask, health := notesConversation(t, a)
 	i := 0
 	for ; i < 12; i++ {
 		ask(i)
@@ -100,4 +86,26 @@ func countTurns(t *testing.T, dsn string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// notesConversation returns ask, which sends turn i of a named conversation
+// of notes ("notes") to a and fails the test unless it is a 200, and
+// health, which returns a's /health body.
+func notesConversation(t *testing.T, a *app.App) (ask func(i int) apptest.Turn, health func() string) {
+	history := apptest.Msgs("system", "You keep notes.", "user", "Hello.", "assistant", "Hi.")
+	ask = func(i int) apptest.Turn {
+		t.Helper()
+		history = append(history, apptest.Msgs("user", fmt.Sprintf("Note %d: locker of Member%d is %d. %s", i, i, 100+i, apptest.Words(i, 60)))...)
+		tr := apptest.PostWith(t, a.URL(), map[string]string{"X-Conversation-Id": "notes"}, map[string]any{"messages": history, "max_tokens": 2})
+		history = append(history, apptest.Msgs("assistant", "Noted.")...)
+		if tr.Status != 200 {
+			t.Fatalf("turn %d: %d %s", i, tr.Status, tr.Body)
+		}
+		return tr
+	}
+	health = func() string {
+		_, _, body := send(t, "GET", a.URL()+"/health", "", "", nil)
+		return body
+	}
+	return ask, health
 }
