@@ -111,6 +111,16 @@ func TestShapeStatuses(t *testing.T) {
 	}
 }
 
+// A prompt over what the window or the context holds is told in
+// Anthropic's words, which Claude Code reads to compact its history.
+func TestContextErrorsInAnthropicsWords(t *testing.T) {
+	err := fmt.Errorf("window: %w", &engine.ContextLengthError{PromptTokens: 77266, Limit: 31744, Window: true, Reason: "the newest message …"})
+	status, body := Shape(err)
+	if want := "prompt is too long: 77266 tokens > 31744 maximum"; status != 400 || body.Error.Type != errInvalidRequest || body.Error.Message != want {
+		t.Fatalf("%d %+v, want 400 %s %q", status, body, errInvalidRequest, want)
+	}
+}
+
 // Hostile or odd content: every shape is read or refused with a 400
 // naming where, never a panic.
 func TestEngineMessagesEdges(t *testing.T) {

@@ -1,12 +1,15 @@
 package anthropic
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"kvwin/engine"
 	"kvwin/engine/wire"
 	"kvwin/web/core"
 )
@@ -48,6 +51,13 @@ func Shape(err error) (int, errorBody) {
 	status, e := core.Classify(err)
 	if e.Code == core.CodeQueueFull {
 		return StatusOverloaded, errorBody{Type: eventError, Error: apiError{Type: errOverloaded, Message: e.Message}}
+	}
+	var ctxLen *engine.ContextLengthError
+	if errors.As(err, &ctxLen) {
+		// Anthropic's own words, which clients read to compact their
+		// history (Claude Code does): the prompt's tokens and the most
+		// it may take.
+		e.Message = fmt.Sprintf("prompt is too long: %d tokens > %d maximum", ctxLen.PromptTokens, ctxLen.Limit)
 	}
 	return status, errorBody{Type: eventError, Error: apiError{Type: errorType(status), Message: e.Message}}
 }
