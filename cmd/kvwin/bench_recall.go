@@ -27,6 +27,7 @@ func newBenchRecallCmd() *cobra.Command {
 		genTurns     int
 		share, cap   float64
 		stmtCap      float64
+		msgShare     float64
 		low          float64
 	)
 	cmd := &cobra.Command{
@@ -56,7 +57,7 @@ standard error; with --json standard output holds only a JSON array.`,
 			return recall.Run{Format: format, Data: data, Seeds: seeds, Turns: genTurns, Family: family, JSON: asJSON,
 				Options: recall.Options{
 					Policies: ps, Budgets: bs, NoReplay: noReplay,
-					Settings: window.Settings{Packets: packets, PacketShare: share, PacketCap: cap, StatementCap: stmtCap, Low: low},
+					Settings: window.Settings{Packets: packets, PacketShare: share, PacketCap: cap, StatementCap: stmtCap, Low: low, MessageShare: msgShare},
 				}}.Do(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -73,6 +74,7 @@ standard error; with --json standard output holds only a JSON array.`,
 	cmd.Flags().StringVar(&packets, "packets", "", "memory: where packets live, ask (default: only on the latest ask) or ledger (one per ask until the next step)")
 	cmd.Flags().Float64Var(&share, "packet-share", 0, "memory: share of the budget the replay reserves per packet (default 1/16)")
 	cmd.Flags().Float64Var(&cap, "packet-cap", 0, "memory, --packets ask: share of the budget the packet of a question may take (default 1/4)")
+	cmd.Flags().Float64Var(&msgShare, "message-share", 0, "sink, memory: share of the budget a long message's excerpt takes once a step has passed it (default low/4)")
 	cmd.Flags().Float64Var(&stmtCap, "statement-cap", 0, "memory, --packets ask: share of the budget the packet of an ask that is not a question may take (default 1/16)")
 	_ = cmd.MarkFlagRequired("budget")
 	return cmd
