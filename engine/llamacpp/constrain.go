@@ -54,6 +54,10 @@ type constraint struct {
 	// closeSeq is the close from the current state, as tokens; nil when
 	// not known (after a forced token that is not its first).
 	closeSeq []int
+	// cut: the token limit forced the close in place of a sampled token;
+	// the output is whole but what the model was writing was cut, so it
+	// finishes as FinishLength, never as a complete answer.
+	cut bool
 }
 
 // deferredToken is a sampled token waiting for its close, with what its

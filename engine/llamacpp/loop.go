@@ -619,10 +619,14 @@ func (l *loop) accept(t *task, tok int, lp *engine.TokenLogprob) {
 	out, stopped := t.stop.push(t.dec.feed(l.pieces[tok]))
 	l.say(t, out)
 	if stopped || (t.con != nil && t.con.complete()) {
+		reason := engine.FinishStop
 		if !stopped {
 			l.flush(t)
+			if t.con.cut {
+				reason = engine.FinishLength // closed to fit max_tokens: cut, not finished
+			}
 		}
-		l.finish(t, engine.FinishStop, nil)
+		l.finish(t, reason, nil)
 		return
 	}
 	if len(t.generated) >= t.maxNew {

@@ -256,6 +256,9 @@ func (l *loop) commit(t *task, tok int, res *closeResult) int {
 			c.closeSeq, _ = c.closeFrom(t.ctx, c.history, c.text, -1)
 		}
 		if len(c.closeSeq) > 0 {
+			if tok != c.closeSeq[0] {
+				c.cut = true
+			}
 			tok, c.closeSeq = c.closeSeq[0], c.closeSeq[1:] // only the close fits now
 		}
 	case res != nil:

@@ -140,7 +140,7 @@ func weatherTool() anthropic.ToolUnionParam {
 func anthropicWeatherCall() anthropic.MessageNewParams {
 	return anthropic.MessageNewParams{
 		Model:      "kvwin-tiny",
-		MaxTokens:  96, // the shortest call takes 88 tokens on the byte-level test model
+		MaxTokens:  128, // the shortest call takes 88 tokens on the byte-level test model, the longest 100: room to finish it
 		Messages:   []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is the weather in Paris?"))},
 		Tools:      []anthropic.ToolUnionParam{weatherTool()},
 		ToolChoice: anthropic.ToolChoiceUnionParam{OfTool: &anthropic.ToolChoiceToolParam{Name: "get_weather"}},

@@ -107,7 +107,11 @@ func TestOllamaClientRequiredToolCall(t *testing.T) {
 		}
 		weatherCall(t, calls[0])
 		t.Logf("stream %v: call %s(%s) in %d objects, %d tokens", stream, calls[0].Function.Name, calls[0].Function.Arguments.String(), objects, last.EvalCount)
-		if !last.Done || last.DoneReason != "stop" || last.EvalCount == 0 || last.EvalCount > 160 {
+		// The schema's city has no maxLength (Ollama's tool type has
+		// none), and the byte-level test model never ends a free string:
+		// the token limit closes the call, so it is cut, "length", not a
+		// finished answer.
+		if !last.Done || last.DoneReason != "length" || last.EvalCount == 0 || last.EvalCount > 160 {
 			t.Fatalf("stream %v: last object %+v", stream, last)
 		}
 		if stream && objects < 2 {

@@ -132,7 +132,7 @@ func contains(xs []string, x string) bool {
 
 func weatherResponse(stream bool) responses.ResponseNewParams {
 	return responses.ResponseNewParams{
-		Model: "kvwin-tiny", MaxOutputTokens: oai.Int(96), Input: textInput("What is the weather in Paris?"),
+		Model: "kvwin-tiny", MaxOutputTokens: oai.Int(128), Input: textInput("What is the weather in Paris?"),
 		Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{
 			Name: "get_weather", Description: oai.String("Current weather of a city"), Parameters: weatherSchema, Strict: oai.Bool(true),
 		}}},
@@ -619,7 +619,10 @@ func TestResponsesAsCodexSendsThem(t *testing.T) {
 		option.WithJSONSet("tool_choice", map[string]any{"type": "function", "name": "close_agent", "namespace": "multi_agent_v1"}))...)
 	var done *responses.Response
 	for stream.Next() {
-		if ev := stream.Current(); ev.Type == "response.completed" {
+		// The id is a free string the byte-level test model never ends:
+		// the token limit closes the call, so the response is incomplete
+		// (max_output_tokens), not completed, and still holds the call.
+		if ev := stream.Current(); ev.Type == "response.completed" || ev.Type == "response.incomplete" {
 			r := ev.Response
 			done = &r
 		}
