@@ -201,8 +201,8 @@ type Server struct {
 	// admitted, if set (tests), hears the path of every request of a work
 	// route admitted, before its body is read.
 	admitted chan<- string
-	metrics *metrics
-	traffic *traffic
+	metrics  *metrics
+	traffic  *traffic
 
 	// streamsDone is closed by EndStreams (the server shuts down).
 	streamsDone chan struct{}
