@@ -134,6 +134,11 @@ func TestServerBoundCountsWorkBeforeTheSlot(t *testing.T) {
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("no Retry-After")
 	}
+	// In Anthropic's shape: 529 overloaded_error, as a full queue is there.
+	resp, body = send(t, ts, "POST", "/v1/messages", `{"model":"tiny","max_tokens":8,`+hi+`}`, jsonWith(bobKey, "anthropic-version", "2023-06-01"))
+	if typ, _, _ := errorShape(t, body); resp.StatusCode != 529 || typ != "overloaded_error" {
+		t.Errorf("Messages beyond the bound: %d %s", resp.StatusCode, body)
+	}
 	// Once the held request has ended, its place is free again (each try
 	// is answered at once; the deadline only guards against a hang).
 	conn.Close()
