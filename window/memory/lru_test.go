@@ -89,6 +89,9 @@ func TestStoreHoldsConversationsByBytes(t *testing.T) {
 			t.Fatalf("after %d conversations: %d held, %d bytes over the bound %d", i+1, n, held, s.cfg.HeldBytes)
 		}
 	}
+	if indexes, _ := s.held(); indexes == 0 || indexes > s.cfg.HeldBytes {
+		t.Errorf("held() reports %d bytes of indexes, bound %d", indexes, s.cfg.HeldBytes)
+	}
 	for i := range 6 { // the first ones were dropped: read back
 		hits, err := s.Search(ctx, Key{"t", fmt.Sprintf("c%d", i)}, q)
 		if err != nil || fmt.Sprint(hitTexts(hits)) != want {
