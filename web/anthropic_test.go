@@ -412,6 +412,10 @@ func fuzzAnthropicRoute(f *testing.F, path string, seeds ...string) {
 }
 
 var messagesSeeds = []string{
+	// Many items (issue 45): more messages than the server takes, and one
+	// message of as many content blocks.
+	`{"model":"tiny","max_tokens":8,"messages":[` + hugeItems(`{"role":"user","content":"x"}`, fuzzMaxItems+16) + `]}`,
+	`{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":[` + hugeItems(`{"type":"text","text":"x"}`, fuzzMaxItems+16) + `]}]}`,
 	messagesBody(""),
 	messagesBody(`"stream":true,"stop_sequences":["x",""],"temperature":0.5,"top_p":0.9,"top_k":3,"metadata":{"user_id":"u"}`),
 	`{"model":"tiny","max_tokens":8,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r"}],"is_error":true}]}]}`,

@@ -6,22 +6,32 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"kvwin/engine"
 	"kvwin/web/core"
 )
 
 // Per-tenant limits (--tenant-max-concurrent, --tenant-max-queued): one
 // tenant cannot take every slot and queue place of a shared server. At most
-// MaxConcurrent generations of a tenant run at once; up to MaxQueued more
+// MaxConcurrent requests of a tenant work at once; up to MaxQueued more
 // wait for one of them to end, watching their client's context; beyond
 // that, 429 at once. Off (no limit) when MaxConcurrent is 0.
+//
+// A request counts from before its body is read: decoding a long
+// conversation, cutting its window and tokenizing it take time and memory
+// in proportion to the request (seconds and hundreds of megabytes at
+// 80,000 items), so that work is admitted by the same limits as the
+// generation it prepares. The server's own bound (Config.MaxWorking,
+// --queue plus the slots) counts the same requests.
 
-// generationPaths are the routes that run a generation (or an embedding):
-// the ones the tenant limits count.
-var generationPaths = map[string]bool{
+// workPaths are the routes whose requests do work in proportion to their
+// body (decode, window, tokenize, count) and then generate, embed or
+// count: the ones the tenant limits and the server's bound count.
+var workPaths = map[string]bool{
 	"/v1/chat/completions": true, "/v1/completions": true, "/v1/embeddings": true,
-	"/v1/messages": true,
-	"/completion":  true,
-	"/api/chat":    true, "/api/generate": true, "/api/embed": true, "/api/embeddings": true,
+	"/v1/responses": true,
+	"/v1/messages":  true, "/v1/messages/count_tokens": true,
+	"/completion": true, "/tokenize": true, "/detokenize": true,
+	"/api/chat": true, "/api/generate": true, "/api/embed": true, "/api/embeddings": true,
 }
 
 // limiter holds each tenant's running and waiting counts. Tenants are few
@@ -62,12 +72,41 @@ func (l *limiter) load(tenant string) *tenantLoad {
 	return t
 }
 
-// limitTenant admits a generation request under its tenant's limits, or
-// answers 429. It blocks while the request waits its turn.
-func (s *Server) limitTenant(c *gin.Context) {
-	if s.limits == nil || !generationPaths[c.Request.URL.Path] {
+// limitWork admits a request of a work route under its tenant's limits and
+// then the server's bound, or answers 429; the body is read only once it is
+// admitted. It blocks while the request waits its tenant's turn; the
+// server's bound never waits (the engine's queue is inside it).
+func (s *Server) limitWork(c *gin.Context) {
+	if c.Request.Method != "POST" || !workPaths[c.Request.URL.Path] {
 		return
 	}
+	if s.limits != nil {
+		release, ok := s.limitTenant(c)
+		if !ok {
+			return
+		}
+		defer release()
+	}
+	if s.working != nil {
+		select {
+		case s.working <- struct{}{}:
+			defer func() { <-s.working }()
+		default:
+			s.reject(c, fmt.Errorf("%w: %d requests are being served or wait for a slot (--queue plus the slots)", engine.ErrQueueFull, cap(s.working)))
+			return
+		}
+	}
+	if s.admitted != nil {
+		s.admitted <- c.Request.URL.Path
+	}
+	c.Next()
+}
+
+// limitTenant admits c under its tenant's limits, reporting whether it
+// was and, if so, the function that gives its place back. It answers 429,
+// or records the client gone, when not. It blocks while the request waits
+// its turn.
+func (s *Server) limitTenant(c *gin.Context) (release func(), ok bool) {
 	tenant := s.turnOf(c).Tenant
 	t := s.limits.load(tenant)
 	select {
@@ -81,7 +120,7 @@ func (s *Server) limitTenant(c *gin.Context) {
 		s.limits.mu.Unlock()
 		if full {
 			s.reject(c, fmt.Errorf("%w: tenant %q has %d requests running and %d waiting", core.ErrTenantLimit, tenant, s.limits.concurrent, s.limits.maxQueued))
-			return
+			return nil, false
 		}
 		if s.limits.queued != nil {
 			s.limits.queued <- tenant
@@ -99,9 +138,8 @@ func (s *Server) limitTenant(c *gin.Context) {
 		if !admitted {
 			c.Abort()
 			_ = c.Error(core.ErrClientGone)
-			return
+			return nil, false
 		}
 	}
-	defer func() { <-t.run }()
-	c.Next()
+	return func() { <-t.run }, true
 }

@@ -39,6 +39,15 @@ import (
 // conversations are resent whole each turn, so it is generous.
 const DefaultMaxBodyBytes = 8 << 20
 
+// DefaultMaxItems is the most messages (chat messages, Responses input
+// items, Messages content blocks) one request may hold when
+// Config.MaxItems is 0: 2^18 = 262,144. The rule: above the longest
+// conversation any test or benchmark resends whole, 100,000 stored turns
+// as user and assistant messages (200,000 items), with room; a 2,000-turn
+// Responses chain (about 4,000 items) is far below it. The body's bytes
+// are bounded apart (MaxBodyBytes).
+const DefaultMaxItems = 1 << 18
+
 // DefaultBodyTimeout bounds the reading of a request body when
 // Config.BodyTimeout is 0: 8 MiB at a slow 1 Mbit/s takes about a minute.
 const DefaultBodyTimeout = 60 * time.Second
@@ -92,6 +101,18 @@ type Config struct {
 	// means no per-tenant limit.
 	TenantMaxConcurrent int `json:"tenant_max_concurrent"`
 	TenantMaxQueued     int `json:"tenant_max_queued"`
+	// MaxWorking bounds the requests of the work routes (chats,
+	// completions, Responses, Messages and count_tokens, embeddings, the
+	// node routes) the server serves at once, from before their body is
+	// read to their answer's end: their decoding, window and tokenizing
+	// count as the generation does. Beyond it, 429 queue_full at once. 0:
+	// no bound here (the backend's own queue still answers). kvwin serve
+	// sets it to the embedded engine's slots plus --queue.
+	MaxWorking int `json:"max_working"`
+	// MaxItems bounds the messages (input items, content blocks) of one
+	// request: more is a 400 naming the limit, in the route's shape. 0
+	// means DefaultMaxItems.
+	MaxItems int `json:"max_items"`
 	// BodyTimeout bounds the reading of a request body (408 past it); it
 	// never bounds the answer, so long streams are not cut. 0 means
 	// DefaultBodyTimeout.
@@ -154,6 +175,12 @@ func (c Config) withDefaults() (Config, error) {
 	case c.TenantMaxQueued > 0 && c.TenantMaxConcurrent == 0:
 		return c, fmt.Errorf("web: a tenant queue of %d needs a limit of concurrent requests (--tenant-max-concurrent) to queue behind", c.TenantMaxQueued)
 	}
+	switch {
+	case c.MaxWorking < 0 || c.MaxItems < 0:
+		return c, fmt.Errorf("web: max working %d, max items %d: must not be negative", c.MaxWorking, c.MaxItems)
+	case c.MaxItems == 0:
+		c.MaxItems = DefaultMaxItems
+	}
 	return c, nil
 }
 
@@ -169,9 +196,13 @@ type Server struct {
 	keys    *keyring
 	hosts   *hostGuard // nil: no Host check
 	origins map[string]bool
-	limits  *limiter // nil: no per-tenant limits
-	metrics *metrics
-	traffic *traffic
+	limits  *limiter      // nil: no per-tenant limits
+	working chan struct{} // a token per request of a work route served (MaxWorking); nil: no bound
+	// admitted, if set (tests), hears the path of every request of a work
+	// route admitted, before its body is read.
+	admitted chan<- string
+	metrics  *metrics
+	traffic  *traffic
 
 	// streamsDone is closed by EndStreams (the server shuts down).
 	streamsDone chan struct{}
@@ -216,6 +247,9 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 	for _, o := range cfg.CORSOrigins {
 		s.origins[o] = true
 	}
+	if cfg.MaxWorking > 0 {
+		s.working = make(chan struct{}, cfg.MaxWorking)
+	}
 	s.router = s.routes()
 	return s, nil
 }
@@ -238,8 +272,9 @@ func (s *Server) routes() *gin.Engine {
 
 	// Order: the Host check and CORS come before authentication (a
 	// preflight carries no key); a body's type is checked once the caller
-	// is known; tenant limits count only admitted requests.
-	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitTenant,
+	// is known; tenant limits count only admitted requests, from before
+	// their body is read.
+	r.Use(s.accessLog, s.recoverPanics, s.checkHost, s.cors, s.authenticate, s.requireJSON, s.limitWork,
 		anthropic.Models(s)) // GET /v1/models with anthropic-version, before the OpenAI route
 	openai.Register(r, s)
 	anthropic.Register(r, s)

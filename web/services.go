@@ -22,6 +22,17 @@ func (s *Server) Decode(c *gin.Context, v any) error {
 	return err
 }
 
+// CheckItems fails when n, the items of param, is over Config.MaxItems:
+// a 400 naming the limit, which every dialect's shaper writes in its
+// route's shape. It is called right after the body is decoded, before
+// any work in proportion to the items (the window, the chain).
+func (s *Server) CheckItems(param string, n int) error {
+	if n > s.cfg.MaxItems {
+		return core.BadInput(core.CodeTooManyItems, param, "%s holds %d items; this server takes at most %d in one request (--max-items)", param, n, s.cfg.MaxItems)
+	}
+	return nil
+}
+
 // KeysEnabled reports whether the server has keys, so tenants.
 func (s *Server) KeysEnabled() bool { return s.keys.enabled() }
 

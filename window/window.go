@@ -54,13 +54,27 @@ type Config struct {
 	Policy string
 	// Settings of the cut rule; Budget is required.
 	Settings Settings
-	// Packets bounds the packets kept for reuse (the send-once ledger's
-	// memo); default 4096.
-	Packets int
-	// Indexes bounds the in-memory indexes kept for conversations served
-	// from their own turns; default 16.
-	Indexes int
+	// PacketBytes bounds the packets kept for reuse (the send-once
+	// ledger's memo) by the bytes their turns hold; default
+	// DefaultPacketBytes.
+	PacketBytes int64
+	// IndexBytes bounds the in-memory indexes kept for conversations
+	// served from their own turns (unnamed ones, and named ones while the
+	// store fails) by memory.Index.Bytes; default DefaultIndexBytes. An
+	// index dropped is built again from the next request's turns.
+	IndexBytes int64
 }
+
+// DefaultPacketBytes is Config.PacketBytes's default, 16 MiB: a packet is
+// sized by its ask (a few kilobytes), so thousands fit, as the 4,096
+// packets this bound replaced.
+const DefaultPacketBytes = 16 << 20
+
+// DefaultIndexBytes is Config.IndexBytes's default, 256 MiB. The rule: the
+// index of the largest conversation an open issue sends whole fits
+// (100,000 short turns: about 200 MB by memory.Index.Bytes), as do those
+// of a 2,000-turn conversation many times over.
+const DefaultIndexBytes = 256 << 20
 
 // Window builds the window of each request. Safe for concurrent use.
 type Window struct {
@@ -95,18 +109,18 @@ func New(cfg Config, store Store) (*Window, error) {
 	if cfg.Policy == "" {
 		cfg.Policy = PolicyMemory
 	}
-	if cfg.Packets == 0 {
-		cfg.Packets = 4096
+	if cfg.PacketBytes == 0 {
+		cfg.PacketBytes = DefaultPacketBytes
 	}
-	if cfg.Indexes == 0 {
-		cfg.Indexes = 16
+	if cfg.IndexBytes == 0 {
+		cfg.IndexBytes = DefaultIndexBytes
 	}
 	cfg.Settings = cfg.Settings.Defaults()
-	if cfg.Packets < 0 || cfg.Indexes < 0 {
-		return nil, fmt.Errorf("%w: packets %d, indexes %d: must not be negative", ErrSettings, cfg.Packets, cfg.Indexes)
+	if cfg.PacketBytes < 0 || cfg.IndexBytes < 0 {
+		return nil, fmt.Errorf("%w: packet bytes %d, index bytes %d: must not be negative", ErrSettings, cfg.PacketBytes, cfg.IndexBytes)
 	}
 	w := &Window{cfg: cfg, policies: map[string]Policy{}, store: store,
-		packets: newMemo[uint64, Packet](cfg.Packets), indexes: newMemo[uint64, *memory.Index](cfg.Indexes)}
+		packets: newMemo[uint64](cfg.PacketBytes, packetBytes), indexes: newMemo[uint64](cfg.IndexBytes, indexBytes)}
 	for _, name := range Policies() {
 		p, err := NewPolicy(name, cfg.Settings)
 		if err != nil {

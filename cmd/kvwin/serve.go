@@ -18,6 +18,7 @@ import (
 	"kvwin/cmd/kvwin/config"
 	"kvwin/engine/llamacpp"
 	"kvwin/router"
+	"kvwin/web"
 	"kvwin/window"
 	"kvwin/window/memory"
 )
@@ -90,6 +91,8 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.BoolVar(&f.Shift, "shift", false, "at eviction steps move the kept turns' KV instead of recomputing it: no prefill, but approximate (StreamingLLM-style)")
 	fl.IntVar(&f.WindowBudget, "window-budget", 0, "tokens a window may hold (default: the context per slot minus the output reservation)")
 	fl.Int64Var(&f.MaxBody, "max-body", 8<<20, "largest request body in bytes (larger: 413)")
+	fl.Int64Var(&f.MemoryMaxBytes, "memory-max-bytes", app.DefaultMemoryMaxBytes, "conversation state held in memory between turns, in bytes: stored conversations' indexes (half), indexes of conversations served from their own turns (a quarter), Responses chains and packets (an eighth each); least recently used go first and are read back from the store when used again, never refused. Default 512 MiB: its half holds a 100,000-short-turn conversation's index (~200 MB)")
+	fl.IntVar(&f.MaxItems, "max-items", web.DefaultMaxItems, "most messages (chat, Messages, Ollama) or input items (Responses) in one request; more: 400 array_above_max_length. Default 262,144: above a 100,000-turn conversation resent whole (200,000 messages), far above a 2,000-turn chain")
 	fl.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they are cancelled")
 	fl.BoolVar(&f.Verbose, "verbose", false, "log every request and llama.cpp's own messages")
 	fl.StringVar(&f.LogFormat, "log-format", app.LogText, "log lines as text (key=value) or json (one object a line, for a log shipper); each request's lines carry its request_id")

@@ -61,6 +61,9 @@ func (s *server) prepare(c *gin.Context, t *core.Turn, body *messagesRequest, co
 	if err := refuse(body); err != nil {
 		return engine.Request{}, none, false, err
 	}
+	if err := s.CheckItems("messages", len(body.Messages)); err != nil {
+		return engine.Request{}, none, false, err
+	}
 	if body.Model == "" {
 		return engine.Request{}, none, false, core.BadInput(core.CodeMissingParameter, "model", "model is required")
 	}

@@ -30,6 +30,7 @@ const (
 	CodeContextLength        = "context_length_exceeded"    // the prompt does not fit a slot
 	CodeModelNotFound        = "model_not_found"            // the request names a model not served here
 	CodeRequestTooLarge      = "request_too_large"          // body over Config.MaxBodyBytes
+	CodeTooManyItems         = "array_above_max_length"     // more messages or input items than --max-items (OpenAI's code)
 	CodeUnknownURL           = "unknown_url"                // no such route
 	CodeMethodNotAllowed     = "method_not_allowed"         // the route exists for other methods
 	CodeQueueFull            = "queue_full"                 // every slot busy and the queue full

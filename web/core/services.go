@@ -16,6 +16,9 @@ type Services interface {
 	Handle(h func(c *gin.Context, t *Turn)) gin.HandlerFunc
 	// Decode reads the request body into v within the server's limits.
 	Decode(c *gin.Context, v any) error
+	// CheckItems fails, with a 400 naming the limit, when a request's
+	// param holds more than the server's items per request (--max-items).
+	CheckItems(param string, n int) error
 	// RunTurn runs req on t's backend and answers as w says.
 	RunTurn(c *gin.Context, t *Turn, req engine.Request, w Wire)
 	// SelectBackend records in t the backend serving model ("" the

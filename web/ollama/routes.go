@@ -185,6 +185,10 @@ func (s *server) ollamaChat(c *gin.Context, t *core.Turn) {
 	if !ok {
 		return
 	}
+	if err := s.CheckItems("messages", len(body.Messages)); err != nil {
+		core.FailOllama(c, err)
+		return
+	}
 	tools, err := ollamaTools(body.ToolDefs, body.Options) // tools.go
 	if err != nil {
 		core.FailOllama(c, err)

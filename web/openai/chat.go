@@ -25,6 +25,10 @@ func (s *server) chatCompletions(c *gin.Context, t *core.Turn) {
 		core.Fail(c, err)
 		return
 	}
+	if err := s.CheckItems("messages", len(body.Messages)); err != nil {
+		core.Fail(c, err)
+		return
+	}
 	if err := core.Logprobs(&req, body.Logprobs, body.TopLogprobs, "top_logprobs"); err != nil {
 		core.Fail(c, err)
 		return

@@ -105,6 +105,9 @@ func (s *server) readResponse(c *gin.Context, t *core.Turn) (*responseTurn, erro
 	if rt.input, rt.items, err = inputMessages(b.Input, s.NewID); err != nil {
 		return nil, err
 	}
+	if err := s.CheckItems("input", len(rt.items)); err != nil {
+		return nil, err
+	}
 	history, err := s.chain(c, t, rt)
 	if err != nil {
 		return nil, err

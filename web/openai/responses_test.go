@@ -243,7 +243,12 @@ func TestIncompleteAtTheTokenLimit(t *testing.T) {
 
 // FuzzResponsesRequest: any body is a translation or a 400, never a panic.
 func FuzzResponsesRequest(f *testing.F) {
+	many := func(item string, n int) string { return strings.TrimSuffix(strings.Repeat(item+",", n), ",") }
 	for _, s := range []string{
+		// Many items (issue 45): thousands of input items, and one item of
+		// thousands of content parts.
+		`{"input":[` + many(`{"role":"user","content":"x"}`, 200) + `]}`,
+		`{"input":[{"role":"user","content":[` + many(`{"type":"input_text","text":"x"}`, 200) + `]}]}`,
 		`{"input":"hi"}`,
 		`{"input":[{"role":"assistant","content":[{"type":"output_text","text":"a"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]}`,
 		`{"input":"x","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"},"text":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`,

@@ -29,6 +29,7 @@ package memory
 // syntax) so that other engines of the store can run it as it is.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -80,15 +81,14 @@ type StoredResponse struct {
 	At       time.Time
 }
 
-// maxResponseConvs bounds the conversations whose responses' messages are
-// held in memory; others are read from the file again when continued.
-const maxResponseConvs = 64
-
 // respCache holds, per conversation, the messages of its responses by id
-// and the response each continues. Its own lock guards it; it is taken
-// under no other of the store's locks and holds none.
+// and the response each continues, bounded by their bytes (max,
+// StoreConfig.ResponseBytes): the least recently continued conversations
+// are read from the file again when next continued. Its own lock guards
+// it; it is taken under no other of the store's locks and holds none.
 type respCache struct {
 	mu    sync.Mutex
+	max   int64
 	convs *lru[int64, *respConv]
 }
 
@@ -97,11 +97,35 @@ type respConv struct {
 	// deleted is the conversation's responses_deleted read before nodes
 	// were: while the row says the same, none of nodes was deleted.
 	deleted int64
+	bytes   int64 // Σ nodeBytes, kept by set and remove
 }
 
 // responsesDeletedColumn counts the responses of a conversation deleted one
 // by one (DeleteResponse); held chains are checked against it.
 const responsesDeletedColumn = "responses_deleted"
+
+// nodeBytes is what one held response costs: its messages, its id and
+// previous id, and the map entry holding them.
+func nodeBytes(id string, n respNode) int64 {
+	return int64(len(id)+len(n.previous)+len(n.messages)) + 96
+}
+
+func (rc *respConv) set(id string, n respNode) {
+	if old, ok := rc.nodes[id]; ok {
+		rc.bytes -= nodeBytes(id, old)
+	}
+	rc.nodes[id] = n
+	rc.bytes += nodeBytes(id, n)
+}
+
+func (rc *respConv) remove(id string) {
+	if old, ok := rc.nodes[id]; ok {
+		rc.bytes -= nodeBytes(id, old)
+		delete(rc.nodes, id)
+	}
+}
+
+func respConvBytes(rc *respConv) int64 { return 64 + rc.bytes }
 
 type respNode struct {
 	previous string
@@ -121,7 +145,7 @@ func (c *respCache) put(conv int64, rc *respConv) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.convs == nil {
-		c.convs = newLRU[int64, *respConv](maxResponseConvs)
+		c.convs = newLRU[int64, *respConv](cmp.Or(c.max, DefaultResponseBytes), respConvBytes)
 	}
 	c.convs.put(conv, rc)
 }
@@ -135,7 +159,8 @@ func (c *respCache) add(conv int64, id string, n respNode) {
 		return
 	}
 	if rc, ok := c.convs.get(conv); ok {
-		rc.nodes[id] = n
+		rc.set(id, n)
+		c.convs.resize(conv)
 	}
 }
 
@@ -151,7 +176,8 @@ func (c *respCache) drop(conv int64, id string) {
 		return
 	}
 	if rc, ok := c.convs.get(conv); ok {
-		delete(rc.nodes, id)
+		rc.remove(id)
+		c.convs.resize(conv)
 	}
 }
 
@@ -292,7 +318,7 @@ func (s *Store) loadResponses(ctx context.Context, conv int64) (*respConv, error
 		if err := rows.Scan(&id, &prev, &msgs); err != nil {
 			return nil, s.classify(err)
 		}
-		rc.nodes[id] = respNode{previous: prev, messages: []byte(msgs)}
+		rc.set(id, respNode{previous: prev, messages: []byte(msgs)})
 	}
 	return rc, s.classify(rows.Err())
 }

@@ -56,9 +56,15 @@ type StoreConfig struct {
 	Dir string
 	// File is the database file name; default "memory.db".
 	File string
-	// Conversations bounds the conversations whose indexes are kept in
-	// memory; default 64. Others are reloaded from the file on use.
-	Conversations int
+	// HeldBytes bounds the memory the conversations' branch indexes hold
+	// (Index.Bytes), least recently used dropped first; default
+	// DefaultHeldBytes. A dropped conversation is read from the file again
+	// when used; one larger than the bound is held alone.
+	HeldBytes int64
+	// ResponseBytes bounds the stored responses' messages held in memory
+	// to rebuild chains (respCache), by their bytes, least recently used
+	// conversation dropped first; default DefaultResponseBytes.
+	ResponseBytes int64
 	// BusyTimeout is how long a write waits for a lock; default 2s.
 	BusyTimeout time.Duration
 	// TTL expires a conversation not used (ingested into or searched) for
@@ -78,6 +84,18 @@ type StoreConfig struct {
 	reconnected func() // called when the reconnect loop cleared a fault (tests)
 	wentDown    func() // called when the store is marked down (tests)
 }
+
+// DefaultHeldBytes is StoreConfig.HeldBytes's default, 256 MiB. The
+// rule: the largest conversation an open issue tests is held whole, 100,000
+// stored short turns (about 200 MB of index by Index.Bytes' estimate of
+// 2 KB a 40-byte turn), as are a 2,000-turn chain's 4,000 items; beyond
+// that it is a bound on what a server's memory keeps, not on conversations.
+const DefaultHeldBytes = 256 << 20
+
+// DefaultResponseBytes is StoreConfig.ResponseBytes's default, 64 MiB. The
+// rule: a 2,000-turn Responses chain's messages (4,000 items, a few MB at
+// a kilobyte or two each) and a few dozen more like it fit.
+const DefaultResponseBytes = 64 << 20
 
 // Store is the durable memory of named conversations. Safe for concurrent
 // use; its methods block on disk.
@@ -123,8 +141,11 @@ type Store struct {
 // why), its calls fail with ErrUnavailable, and it connects and migrates
 // when the database answers.
 func Open(cfg StoreConfig) (*Store, error) {
-	if cfg.Conversations <= 0 {
-		cfg.Conversations = 64
+	if cfg.HeldBytes <= 0 {
+		cfg.HeldBytes = DefaultHeldBytes
+	}
+	if cfg.ResponseBytes <= 0 {
+		cfg.ResponseBytes = DefaultResponseBytes
 	}
 	if cfg.BusyTimeout <= 0 {
 		cfg.BusyTimeout = 2 * time.Second
@@ -138,7 +159,8 @@ func Open(cfg StoreConfig) (*Store, error) {
 	if err := cfg.timeout(); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, convs: newLRU[Key, *convState](cfg.Conversations), stop: make(chan struct{})}
+	s := &Store{cfg: cfg, convs: newLRU[Key, *convState](cfg.HeldBytes, convBytes), stop: make(chan struct{})}
+	s.resp.max = cfg.ResponseBytes
 	var err error
 	if cfg.URL != "" {
 		err = s.openShared()

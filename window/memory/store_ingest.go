@@ -58,7 +58,7 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	defer st.mu.Unlock()
+	defer s.unlock(key, st)
 	// Clients resend whole histories: what a held branch already has needs
 	// no write (and no fsync) at all.
 	fresh := batch[:0:0]

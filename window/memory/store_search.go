@@ -37,13 +37,13 @@ func (s *Store) search(ctx context.Context, key Key, q Query) ([]Hit, error) {
 	if x == nil {
 		x, err = s.loadBranch(ctx, st.id, chain, q.Before)
 		if err != nil {
-			st.mu.Unlock()
+			s.unlock(key, st)
 			return nil, err
 		}
 		st.keep(x)
 	}
 	err = s.touch(ctx, st)
-	st.mu.Unlock()
+	s.unlock(key, st)
 	if err != nil {
 		return nil, err
 	}

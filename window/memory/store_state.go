@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,34 @@ type convState struct {
 	gone     bool  // deleted: callers must look the conversation up again
 	used     time.Time
 	branches []*Index
+	// held is what the branches held when last counted (account): the
+	// store's LRU reads it under the store's lock, which may not take mu.
+	held atomic.Int64
+}
+
+// account counts what st's branches hold now. Callers hold st.mu.
+func (st *convState) account() {
+	var n int64
+	for _, x := range st.branches {
+		n += x.Bytes()
+	}
+	st.held.Store(n)
+}
+
+// convBytes is the size the store's LRU gives a conversation's state.
+func convBytes(st *convState) int64 { return 256 + st.held.Load() }
+
+// unlock counts what st holds now, lets the LRU evict down to its bound
+// (st itself stays while it is the newest) and unlocks st. Callers that
+// may have changed st's branches unlock it this way.
+func (s *Store) unlock(key Key, st *convState) {
+	st.account()
+	s.mu.Lock()
+	if held, ok := s.convs.get(key); ok && held == st {
+		s.convs.resize(key)
+	}
+	s.mu.Unlock()
+	st.mu.Unlock()
 }
 
 // maxBranches bounds the branch indexes one conversation keeps in memory;

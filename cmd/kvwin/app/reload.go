@@ -41,7 +41,7 @@ func (s *sharedState) open(f Config, log *slog.Logger, backend engine.Backend) w
 	s.opened = true
 	s.hook.log = log
 	s.hook.use(backend)
-	cfg := storeConfig(f)
+	cfg := storeBounds(f, storeConfig(f))
 	cfg.TTL, cfg.Now, cfg.Expired = f.MemoryTTL, f.Now, s.hook.expired
 	st, err := memory.Open(cfg)
 	if err != nil {

@@ -38,16 +38,20 @@ import (
 // zero value of a field is not always its flag's default: New serves exactly
 // what it is given.
 type Config struct {
-	Addr            string
-	DataDir         string
-	Model           string
-	Slots           int
-	Ctx             int
-	Threads         int
-	Batch           int // most tokens per llama_decode; 0: the engine's default
-	Queue           int
-	Window          string
-	MaxBody         int64
+	Addr     string
+	DataDir  string
+	Model    string
+	Slots    int
+	Ctx      int
+	Threads  int
+	Batch    int // most tokens per llama_decode; 0: the engine's default
+	Queue    int
+	Window   string
+	MaxBody  int64
+	MaxItems int // messages or input items in one request (0: web.DefaultMaxItems)
+	// MemoryMaxBytes bounds the conversation state held in memory between
+	// turns (bounds.go); 0: DefaultMemoryMaxBytes.
+	MemoryMaxBytes  int64
 	ShutdownTimeout time.Duration
 	Verbose         bool
 	NoSnapshots     bool
@@ -252,7 +256,14 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 			return nil, fmt.Errorf("listen on %s: %w", f.Addr, err)
 		}
 	}
+	// The embedded engine's slots and queue bound the requests the server
+	// works on, from before their body is read (web.Config.MaxWorking).
+	working := 0
+	if a.eng != nil {
+		working = f.Slots + max(f.Queue, 0)
+	}
 	srv, err := web.New(web.Config{
+		MaxWorking: working, MaxItems: f.MaxItems,
 		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Registerer: a.metrics, Window: win, Shift: f.Shift,
 		Status:  func(ctx context.Context) any { return a.status(ctx) },
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
@@ -369,7 +380,7 @@ func (a *App) openStore() error {
 func (a *App) newWindow(policy string, budget int) (*window.Window, error) {
 	// The window's own defaults: the ones kvwin bench recall measures
 	// (window/settings.go says by what rule each was chosen).
-	w, err := window.New(window.Config{Policy: policy, Settings: window.Settings{Budget: budget}}, a.store)
+	w, err := window.New(windowBounds(a.f, window.Config{Policy: policy, Settings: window.Settings{Budget: budget}}), a.store)
 	if err != nil {
 		return nil, fmt.Errorf("--window %q --window-budget %d: %w", policy, budget, err)
 	}

@@ -37,6 +37,8 @@ type File struct {
 	Shift                    *bool     `yaml:"shift"`
 	WindowBudget             *int      `yaml:"window_budget"`
 	MaxBody                  *int64    `yaml:"max_body"`
+	MaxItems                 *int      `yaml:"max_items"`
+	MemoryMaxBytes           *int64    `yaml:"memory_max_bytes"`
 	ShutdownTimeout          *Duration `yaml:"shutdown_timeout"`
 	Verbose                  *bool     `yaml:"verbose"`
 	LogFormat                *string   `yaml:"log_format"`
