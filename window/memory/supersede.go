@@ -176,8 +176,9 @@ const maxUpdaters = 256
 // updater is a turn that may update what an earlier turn said about one
 // of the ask's subjects: a candidate or window turn that names the subject
 // (or, for the asker itself, that the asker said) and states something
-// (not every sentence of it is a question), with every short run of its
-// words hashed as the fact analysis hashes a value.
+// (not every sentence of it is a question), with every short run of the
+// words of what it asserts (assertedWords) hashed as the fact analysis
+// hashes a value.
 type updater struct {
 	pos     int
 	subject string
@@ -328,7 +329,9 @@ func (f *facts) generalOnly(u *updater, value uint64) bool {
 // anymore, it's the harp now", "Remember when I said S was curling?
 // Scratch that, judo."), or a restatement, which carries the same value.
 // The order of the conversation is the evidence of which is current; no
-// list of verbs is.
+// list of verbs is. A turn that names the value only in a frame said of
+// several attributes' values ("S recommended _ to a colleague") says
+// nothing of the attribute (generalOnly).
 func (f *facts) updated(x fact, pos int, ups []updater) bool {
 	for i := range ups {
 		u := &ups[i]
@@ -426,25 +429,29 @@ func (f *facts) claims(st statement, stated []fact) []fact {
 // closed classes of modals and subordinators and the common verbs of
 // intention, taken from a grammar, not from any data set.
 func asserted(sentence string) (string, bool) {
-	ws := words(sentence)
-	for i, w := range ws {
-		if hedges[w.lower] && !(w.lower == "may" && w.cap) {
+	fields := strings.Fields(sentence)
+	lower := make([]string, len(fields))
+	for i, f := range fields {
+		w := strings.ToLower(strings.Trim(f, ",;:.!?\"'()"))
+		w = strings.TrimSuffix(strings.TrimSuffix(w, "'s"), "’s")
+		lower[i] = w
+	}
+	for i, w := range lower {
+		next := ""
+		if i+1 < len(lower) {
+			next = lower[i+1]
+		}
+		switch {
+		case hedges[w] && !(w == "may" && fields[i][0] == 'M'):
 			return "", false
-		}
-		s, next := stem(w.lower), ""
-		if i+1 < len(ws) {
-			next = ws[i+1].lower
-		}
-		if (intends[s] && next == "to") || s == stem("considering") || (s == "think" && (next == "about" || next == "of")) {
+		case intends[w] && next == "to", considers[w], thinks[w] && (next == "about" || next == "of"):
 			return "", false
 		}
 	}
-	fields := strings.Fields(sentence)
 	out := fields[:0:0]
 	skip := false
-	for _, f := range fields {
-		w := strings.ToLower(strings.Trim(f, ",;:.!\"'()"))
-		if subordinators[w] {
+	for i, f := range fields {
+		if subordinators[lower[i]] {
 			skip = true
 		}
 		if !skip {
@@ -467,21 +474,23 @@ func asserted(sentence string) (string, bool) {
 func assertedWords(text string, subjects []string) []word {
 	var out []word
 	for _, s := range sentences(text) {
+		var ws []word
 		if strings.HasSuffix(s, "?") {
+			ws = words(s)
 			named := false
-			for _, w := range words(s) {
+			for _, w := range ws {
 				named = named || slices.Contains(subjects, w.lower)
 			}
 			if !named {
 				continue
 			}
 		} else {
-			var ok bool
-			if s, ok = asserted(s); !ok {
+			said, ok := asserted(s)
+			if !ok {
 				continue
 			}
+			ws = words(said)
 		}
-		ws := words(s)
 		ofOther := false
 		for i, w := range ws {
 			if w.cap && w.poss || w.lower == "my" {
@@ -499,14 +508,12 @@ func assertedWords(text string, subjects []string) []word {
 var (
 	hedges        = wordSet(`might may could would should maybe perhaps`)
 	subordinators = wordSet(`whether if unless who whom whose which`)
-	// intends are stems of verbs of intending: every inflection counts.
-	intends = func() map[string]bool {
-		m := map[string]bool{}
-		for w := range wordSet(`plan hope wish want intend`) {
-			m[stem(w)] = true
-		}
-		return m
-	}()
+	// intends, considers and thinks are verbs of intending and
+	// considering, in every inflection.
+	intends   = wordSet(`plan plans planned planning hope hopes hoped hoping wish wishes wished wishing want wants wanted wanting intend intends intended intending`)
+	considers = wordSet(`consider considers considered considering`)
+	moves     = wordSet(`move moves moved moving`)
+	thinks    = wordSet(`think thinks thinking thought`)
 	// relation are the nouns of a person by their tie to another: kin,
 	// household, work and friendship.
 	relation = wordSet(`sister sisters brother brothers sibling siblings mother father mom mum dad
@@ -539,7 +546,7 @@ func currentMarked(ws []word) bool {
 				return true
 			}
 		}
-		if stem(w.lower) == "move" {
+		if moves[w.lower] {
 			return true
 		}
 	}
