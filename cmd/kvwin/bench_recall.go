@@ -64,7 +64,7 @@ standard error; with --json standard output holds only a JSON array.`,
 	cmd.Flags().StringVar(&data, "data", "", "LoCoMo-format JSON file")
 	cmd.Flags().StringVar(&format, "format", "locomo", "data format: locomo (--data FILE), or generated (a synthetic club conversation per --seed, no file)")
 	cmd.Flags().Int64SliceVar(&seeds, "seed", []int64{1}, "--format generated: seeds, one conversation each")
-	cmd.Flags().StringVar(&family, "family", recall.FamilyTeam, "--format generated: update phrasings, team (the team's own) or independent (written apart from the window's rules)")
+	cmd.Flags().StringVar(&family, "family", recall.FamilyTeam, "--format generated: update phrasings: team (the team's own), independent (written apart from the window's rules) or unrestated (never naming the value replaced, with distractors)")
 	cmd.Flags().IntVar(&genTurns, "turns", 6000, "--format generated: turns per conversation")
 	cmd.Flags().StringSliceVar(&budgets, "budget", nil, "window budget in tokens (repeatable, or comma-separated)")
 	cmd.Flags().StringSliceVar(&policies, "policies", nil, "policies to evaluate (default sliding,sink,bm25,memory; also full); bm25 is the bench's reference: recency for half the budget, a plain BM25 packet for the other half")

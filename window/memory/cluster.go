@@ -1,6 +1,9 @@
 package memory
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // minSharedValues is how many values two slots must share to be read as one
 // attribute. One shared value is too weak: "Wednesday" is both a ship day and
@@ -20,7 +23,12 @@ const maxClustersPerValue = 32
 // ship day is Wednesday") joins the one cluster that holds its value, if it
 // was said of two or more subjects and exactly one cluster qualifies. The
 // partition does not depend on map order; cluster ids are labels only.
-func clusterFrames(frames map[uint64]*frameStat) map[uint64]int {
+//
+// A general frame joins nothing: one whose values are several attributes'
+// ("S recommended _ to a colleague" said of instruments, sports and cars;
+// see generalFrames). It is no slot, so its statements state no attribute
+// through it; clusterFrames returns the general frames too.
+func clusterFrames(frames map[uint64]*frameStat) (map[uint64]int, map[uint64]bool) {
 	var slots []uint64
 	for id, fs := range frames {
 		if fs.isSlot() {
@@ -28,6 +36,8 @@ func clusterFrames(frames map[uint64]*frameStat) map[uint64]int {
 		}
 	}
 	sort.Slice(slots, func(i, j int) bool { return slots[i] < slots[j] })
+	general := generalFrames(frames, slots)
+	slots = slices.DeleteFunc(slots, func(id uint64) bool { return general[id] })
 
 	parent := make([]int, len(slots))
 	values := make([]map[uint64]struct{}, len(slots)) // per root
@@ -115,6 +125,167 @@ func clusterFrames(frames map[uint64]*frameStat) map[uint64]int {
 				}
 			}
 		}
+	}
+	return out, general
+}
+
+// generalFrames returns the slots whose values are those of several
+// attributes. Two slots are linked when they share minSharedValues values.
+// Among the slots linked to F, leave out, until none is left, those
+// linked to most of the others still in: they link anything (other
+// general frames, or F's own attribute's frames). If what is left falls
+// into two or more groups of two or more linked slots each, F links
+// attributes that nothing else links: it is general. "S plays the _ in
+// the band" and "S practises _ every weekend" are one group, "S trains
+// for _" and "S signed up for the _ league" another, and "S recommended _
+// to a colleague", said of both groups' values, is general; "S settled in
+// _", said of one city of "S moved to _" and one of "S lives in _", links
+// two single slots and joins them.
+func generalFrames(frames map[uint64]*frameStat, slots []uint64) map[uint64]bool {
+	byValue := map[uint64][]int{}
+	for i, id := range slots {
+		for v := range frames[id].values {
+			byValue[v] = append(byValue[v], i)
+		}
+	}
+	linked := func(a, b int) bool {
+		va, vb := frames[slots[a]].values, frames[slots[b]].values
+		if len(va) > len(vb) {
+			va, vb = vb, va
+		}
+		n := 0
+		for v := range va {
+			if _, ok := vb[v]; ok {
+				if n++; n >= minSharedValues {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	out := map[uint64]bool{}
+	for i, id := range slots {
+		shared := map[int]int{}
+		for v := range frames[id].values {
+			if len(byValue[v]) > maxClustersPerValue {
+				continue // as for joining: a value everything says links nothing
+			}
+			for _, j := range byValue[v] {
+				if j != i {
+					shared[j]++
+				}
+			}
+		}
+		var near []int
+		for j, n := range shared {
+			if n >= minSharedValues {
+				near = append(near, j)
+			}
+		}
+		if len(near) < 4 { // two groups of two
+			continue
+		}
+		sort.Ints(near)
+		adj := make([][]bool, len(near))
+		for a := range near {
+			adj[a] = make([]bool, len(near))
+		}
+		for a := range near {
+			for b := a + 1; b < len(near); b++ {
+				if linked(near[a], near[b]) {
+					adj[a][b], adj[b][a] = true, true
+				}
+			}
+		}
+		// Leave out, until none is left, the slots linked to most of the
+		// others still in.
+		keep := make([]bool, len(near))
+		for a := range keep {
+			keep[a] = true
+		}
+		for in := len(near); ; {
+			var drop []int
+			for a := range near {
+				if !keep[a] {
+					continue
+				}
+				links := 0
+				for b := range near {
+					if keep[b] && adj[a][b] {
+						links++
+					}
+				}
+				if 2*links > in-1 {
+					drop = append(drop, a)
+				}
+			}
+			if len(drop) == 0 {
+				break
+			}
+			for _, a := range drop {
+				keep[a] = false
+			}
+			in -= len(drop)
+		}
+		groups, seen := 0, make([]bool, len(near))
+		for a := range near {
+			if !keep[a] || seen[a] {
+				continue
+			}
+			size, stack := 0, []int{a}
+			seen[a] = true
+			for len(stack) > 0 {
+				c := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				size++
+				for b := range near {
+					if keep[b] && !seen[b] && adj[c][b] {
+						seen[b] = true
+						stack = append(stack, b)
+					}
+				}
+			}
+			if size >= 2 {
+				groups++
+			}
+		}
+		if groups >= 2 {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// attributes returns the attribute each clustered value belongs to: the
+// cluster more of whose frames say it ("S keeps reading _ on the train",
+// "S borrowed _ from the library" and "S's sister is reading _" say a
+// chess manual; "these days it's _ for S", joined to the instruments' by
+// the cello and the harp, says it once), or -1 where two clusters tie.
+func attributes(frames map[uint64]*frameStat, cluster map[uint64]int) map[uint64]int {
+	count := map[uint64]map[int]int{}
+	for fr, c := range cluster {
+		for v := range frames[fr].values {
+			if count[v] == nil {
+				count[v] = map[int]int{}
+			}
+			count[v][c]++
+		}
+	}
+	out := make(map[uint64]int, len(count))
+	for v, by := range count {
+		best, n, tie := -1, 0, false
+		for c, k := range by {
+			switch {
+			case k > n:
+				best, n, tie = c, k, false
+			case k == n:
+				tie = true
+			}
+		}
+		if tie {
+			best = -1
+		}
+		out[v] = best
 	}
 	return out
 }

@@ -86,6 +86,20 @@
 //     statement the window will not carry. Facts about named subjects the
 //     ask does not name do not keep a turn ("Daniel is on call. Also, Sofia
 //     has rabbits." is stale for an ask about Daniel once his role changed).
+//     A later statement about the same subject and attribute supersedes
+//     the earlier one without naming the old value when it says the value
+//     holds now or changed (a word of change or of the present: "switched",
+//     "instead", "no longer", "now", "these days", "new") and names one
+//     value of that attribute alone, in whatever frame ("Small change: Ines
+//     has switched and now drinks mint tea instead."); a value's attribute
+//     is the cluster whose frames say it most (facts.claims). Only what a
+//     sentence asserts of its subject counts: not a hedge ("might", "is
+//     thinking about"), a clause of a reported question or of someone else
+//     ("whether", "if", "who"), a relation of the subject ("Ines's sister"),
+//     or a value a turn names only in a frame said of several attributes'
+//     values ("S recommended _ to a colleague": a general frame, which joins
+//     no attributes either) or in a question that does not name the
+//     subject. "He" or "she" is the named subject of the sentence before.
 //  5. Novelty: turns the window holds, and texts it already holds, are left
 //     out; of several copies of one text only the best-ranked is kept.
 //

@@ -53,6 +53,9 @@ type statement struct {
 	// marked: the sentence says that something stopped holding or gave
 	// way to something else (see changeMarked).
 	marked bool
+	// current: marked, or the sentence says that what it states holds now
+	// (see currentMarked): it may state a new value (see claims).
+	current bool
 }
 
 // frameStat is what the conversation has said in one frame.
@@ -96,11 +99,13 @@ type facts struct {
 
 	// Derived by finish; valid while fresh.
 	fresh     bool
-	cluster   map[uint64]int // slot or attached frame → cluster id
-	byTurn    map[int][]fact // pos → facts of its statements
+	cluster   map[uint64]int  // slot or attached frame → cluster id
+	general   map[uint64]bool // frames said of several attributes' values (see generalFrames)
+	byTurn    map[int][]fact  // pos → facts of its statements
 	bySubject map[string][]int
 	history   map[string][]factAt     // subject+cluster → facts in position order
 	values    map[int]map[uint64]bool // cluster → the values stated in it
+	attribute map[uint64]int          // value → the cluster it belongs to, -1 if none (see attributes)
 	stated    map[uint64]bool         // every value stated
 }
 
@@ -142,7 +147,7 @@ func (f *facts) add(turns []Turn) {
 					f.lower[w.lower]++
 				case i > 0:
 					f.capLater[w.lower]++
-				case len(ws) > 1:
+				case len(ws) > 1 && !labelled(s):
 					next := f.starts[w.lower]
 					if next == nil {
 						next = map[string]bool{}
@@ -169,10 +174,13 @@ func (f *facts) add(turns []Turn) {
 		}
 	}
 	for _, t := range added {
+		prev := ""
 		for _, s := range sentences(t.Text) {
-			if st, ok := f.analyse(t.Pos, t.Role, s, true); ok {
+			st, ok := f.analyse(t.Pos, t.Role, s, prev, true)
+			if ok {
 				f.stmts = append(f.stmts, st)
 			}
+			prev = named(st.subject)
 		}
 	}
 }
@@ -194,6 +202,13 @@ func (f *facts) detectEntities() map[string]bool {
 		}
 	}
 	return ents
+}
+
+// labelled reports whether a sentence opens with one word and a colon
+// ("Update: Omar moved"): a label, not a name, whatever follows it.
+func labelled(sentence string) bool {
+	i := strings.IndexAny(sentence, " :")
+	return i > 0 && sentence[i] == ':'
 }
 
 func sameSet(a, b map[string]bool) bool {
@@ -228,17 +243,40 @@ func dropVocatives(sentence string) string {
 	return sentence
 }
 
-// subjectOf returns the index and name of a word list's subject.
-func (f *facts) subjectOf(ws []word, role string) (int, string) {
+// subjectOf returns the index and name of a word list's subject: its first
+// name, or the speaker for a first-person word, or, for "he" or "she" before
+// either, prev (the named subject of the sentence before in the same turn:
+// "Bumped into Omar. He plays the harp now."). A name or "my" followed by a
+// person it is the possessor of ("Omar's sister", "my neighbour") makes
+// that person the subject, who is no one the conversation names: none
+// (if strict; otherwise the possessor stands for the sentence's subject).
+func (f *facts) subjectOf(ws []word, role, prev string, strict bool) (int, string) {
 	for i, w := range ws {
-		if f.entities[w.lower] {
+		ofOther := strict && i+1 < len(ws) && relation[ws[i+1].lower]
+		switch {
+		case f.entities[w.lower]:
+			if ofOther && w.poss {
+				return -1, ""
+			}
 			return i, w.lower
-		}
-		if firstPerson[w.lower] && role != "" {
+		case firstPerson[w.lower] && role != "":
+			if ofOther && w.lower == "my" {
+				return -1, ""
+			}
 			return i, "@" + role
+		case (w.lower == "he" || w.lower == "she") && prev != "":
+			return i, prev
 		}
 	}
 	return -1, ""
+}
+
+// named returns subject if it is a name, not the speaker ("@user") or none.
+func named(subject string) string {
+	if strings.HasPrefix(subject, "@") {
+		return ""
+	}
+	return subject
 }
 
 // analyse reads one sentence, registering its frames if register is set
@@ -246,30 +284,52 @@ func (f *facts) subjectOf(ws []word, role string) (int, string) {
 // against the collection's clusters without changing them). Leading clauses
 // without the subject are dropped one at a time, so "By the way, Omar only
 // ever orders chai" also yields the frames of "Omar only ever orders chai".
-func (f *facts) analyse(pos int, role, sentence string, register bool) (statement, bool) {
+//
+// Only what the sentence asserts of its subject is read (see asserted): a
+// sentence that hedges states nothing, and a clause that reports a
+// question or describes someone else is left out.
+func (f *facts) analyse(pos int, role, sentence, prev string, register bool) (statement, bool) {
 	st := statement{pos: pos}
 	if strings.HasSuffix(sentence, "?") {
 		return st, false // a question states nothing
 	}
-	sentence = dropVocatives(sentence)
-	whole := words(sentence)
+	whole := dropVocatives(sentence)
+	said, ok := asserted(whole)
+	if register && (!ok || said != whole) {
+		// What it does not assert still says which values go with which
+		// words ("Omar might try the harp", "Omar asked whether anyone
+		// plays the harp"): its frames count for the attributes, though
+		// it states nothing of Omar.
+		f.read(&statement{}, whole, role, prev, true, false)
+	}
+	if !ok {
+		return st, false
+	}
+	f.read(&st, said, role, prev, register && said == whole, true)
+	// Only a named subject's statement is read as a change (see changes).
+	ws := words(said)
+	st.marked = named(st.subject) != "" && changeMarked(ws)
+	st.current = named(st.subject) != "" && (st.marked || currentMarked(ws))
+	return st, st.subject != ""
+}
+
+// read reads a sentence's frames into st, registering them if register is
+// set; strict is subjectOf's.
+func (f *facts) read(st *statement, sentence, role, prev string, register, strict bool) {
+	total := len(words(sentence))
 	cls := clauses(sentence)
-	total := len(whole)
 	for i := range cls {
 		ws := words(strings.Join(cls[i:], " "))
-		si, subj := f.subjectOf(ws, role)
+		si, subj := f.subjectOf(ws, role, prev, strict)
 		if si < 0 || (st.subject != "" && subj != st.subject) {
 			break
 		}
 		st.subject = subj
-		f.frameCandidates(&st, ws, si, total-len(ws), register)
-		if si2, _ := f.subjectOf(words(cls[i]), role); si2 >= 0 {
+		f.frameCandidates(st, ws, si, total-len(ws), register)
+		if si2, _ := f.subjectOf(words(cls[i]), role, prev, strict); si2 >= 0 {
 			break // the next variant would lose the subject
 		}
 	}
-	// Only a named subject's statement is read as a change (see changes).
-	st.marked = st.subject != "" && !strings.HasPrefix(st.subject, "@") && changeMarked(whole)
-	return st, st.subject != ""
 }
 
 func (f *facts) frameCandidates(st *statement, ws []word, si, offset int, register bool) {
@@ -352,7 +412,8 @@ func (f *facts) finish() {
 	}
 	f.fresh = true
 	f.version++
-	f.cluster = clusterFrames(f.frames)
+	f.cluster, f.general = clusterFrames(f.frames)
+	f.attribute = attributes(f.frames, f.cluster)
 	f.byTurn = map[int][]fact{}
 	f.bySubject = map[string][]int{}
 	f.history = map[string][]factAt{}
@@ -390,6 +451,12 @@ func (f *facts) finish() {
 	sort.SliceStable(order, func(i, j int) bool { return f.stmts[order[i]].pos < f.stmts[order[j]].pos })
 	for _, i := range order {
 		st := f.stmts[i]
+		for _, x := range f.claims(st, f.byTurn[st.pos]) {
+			f.bySubject[x.subject] = append(f.bySubject[x.subject], st.pos)
+			f.byTurn[st.pos] = append(f.byTurn[st.pos], x)
+			k := historyKey(x)
+			f.history[k] = append(f.history[k], factAt{pos: st.pos, value: x.value})
+		}
 		for _, x := range f.changes(st, f.byTurn[st.pos]) {
 			f.bySubject[st.subject] = append(f.bySubject[st.subject], st.pos)
 			f.byTurn[st.pos] = withChange(f.byTurn[st.pos], x)

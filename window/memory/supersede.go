@@ -2,6 +2,7 @@ package memory
 
 import (
 	"slices"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -35,12 +36,18 @@ func (f *facts) turnFacts(role, text string) []fact {
 		return r.facts
 	}
 	var out []fact
+	prev := ""
 	for _, s := range sentences(text) {
-		if st, ok := f.analyse(0, role, s, false); ok {
+		st, ok := f.analyse(0, role, s, prev, false)
+		prev = named(st.subject)
+		if ok {
 			fs := f.factsOf(st)
 			st.pos = windowPos
 			for _, x := range f.changes(st, fs) {
 				fs = withChange(fs, x)
+			}
+			for _, x := range f.claims(st, fs) {
+				fs = append(fs, x)
 			}
 			out = append(out, fs...)
 		}
@@ -169,13 +176,18 @@ const maxUpdaters = 256
 // updater is a turn that may update what an earlier turn said about one
 // of the ask's subjects: a candidate or window turn that names the subject
 // (or, for the asker itself, that the asker said) and states something
-// (not every sentence of it is a question), with every short run of its
-// words hashed as the fact analysis hashes a value.
+// (not every sentence of it is a question), with every short run of the
+// words of what it asserts (assertedWords) hashed as the fact analysis
+// hashes a value.
 type updater struct {
 	pos     int
 	subject string
 	ws      []word
 	has     map[uint64]bool // spans(ws), made when a fact is first checked against it
+	// text and role are the turn's; readings are the value readings
+	// of its sentences, made when first needed (see generalOnly).
+	text, role string
+	readings   []candidate
 }
 
 // updaters returns, latest first, the turns among turns that may update a
@@ -203,14 +215,14 @@ func updaters(turns []Turn, subjects []string) []updater {
 		if !named || !states(t.Text) {
 			continue // cheap checks first: most candidates name no subject
 		}
-		ws := words(t.Text)
+		ws := assertedWords(t.Text, subjects)
 		for _, s := range subjects {
 			named := isRole(s, t.Role)
 			for _, w := range ws {
 				named = named || w.lower == s
 			}
 			if named {
-				out = append(out, updater{pos: t.Pos, subject: s, ws: ws})
+				out = append(out, updater{pos: t.Pos, subject: s, ws: ws, text: t.Text, role: t.Role})
 			}
 		}
 	}
@@ -283,6 +295,32 @@ func spans(ws []word) map[uint64]bool {
 	return out
 }
 
+// generalOnly reports whether u names value only in frames said of
+// several attributes' values ("S recommended _ to a colleague": see
+// generalFrames): what u says of it is no attribute of the subject.
+func (f *facts) generalOnly(u *updater, value uint64) bool {
+	if u.readings == nil {
+		prev := ""
+		for _, s := range sentences(u.text) {
+			st, _ := f.analyse(0, u.role, s, prev, false)
+			prev = named(st.subject)
+			u.readings = append(u.readings, st.cands...)
+		}
+		u.readings = append(u.readings, candidate{}) // read
+	}
+	general := false
+	for _, c := range u.readings {
+		if c.value != value {
+			continue
+		}
+		if !f.general[c.frame] {
+			return false
+		}
+		general = true
+	}
+	return general
+}
+
 // updated reports whether a later turn in ups replaces fact x, said at
 // pos: a turn about the same subject, found by the same search (or held
 // by the window), that names the value x gave the attribute. It is the
@@ -291,7 +329,9 @@ func spans(ws []word) map[uint64]bool {
 // anymore, it's the harp now", "Remember when I said S was curling?
 // Scratch that, judo."), or a restatement, which carries the same value.
 // The order of the conversation is the evidence of which is current; no
-// list of verbs is.
+// list of verbs is. A turn that names the value only in a frame said of
+// several attributes' values ("S recommended _ to a colleague") says
+// nothing of the attribute (generalOnly).
 func (f *facts) updated(x fact, pos int, ups []updater) bool {
 	for i := range ups {
 		u := &ups[i]
@@ -299,9 +339,215 @@ func (f *facts) updated(x fact, pos int, ups []updater) bool {
 			if u.has == nil {
 				u.has = spans(u.ws)
 			}
-			if u.has[x.value] {
+			if u.has[x.value] && !f.generalOnly(u, x.value) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// claims reads a statement that says something holds now or changed
+// (statement.current) as the new value of an attribute of its subject
+// when it names no value the attribute had but one value of that attribute
+// alone: a value the conversation states in that attribute's frames and
+// no other's. The frame it is said in need not be one ("Small change:
+// Ines has switched and now drinks mint tea instead."): the value says
+// which attribute, the marker that it is the value now. It must differ
+// from the subject's value of the attribute before it (a later statement
+// of the same value replaces nothing), and one must exist: there is
+// nothing to supersede otherwise. Attributes a frame or a change of the
+// statement already gives (stated) are left as they are; so are attributes
+// named with two values, which would be a guess.
+func (f *facts) claims(st statement, stated []fact) []fact {
+	if !st.current {
+		return nil
+	}
+	var known []candidate
+	for _, c := range st.cands {
+		if a, ok := f.attribute[c.value]; ok && a >= 0 {
+			known = append(known, c)
+		}
+	}
+	perAttr := map[int]map[uint64]bool{}
+	for _, c := range known {
+		// The widest span of an attribute's values ("mint tea", not
+		// "mint"); a span inside another attribute's value is a reading
+		// of its own ("plays the cello" and "cello").
+		wider := false
+		for _, d := range known {
+			wider = wider || (f.attribute[d.value] == f.attribute[c.value] && d.start <= c.start && c.end <= d.end && d.end-d.start > c.end-c.start)
+		}
+		if wider {
+			continue
+		}
+		a := f.attribute[c.value]
+		if perAttr[a] == nil {
+			perAttr[a] = map[uint64]bool{}
+		}
+		perAttr[a][c.value] = true
+	}
+	has := map[int]bool{}
+	for _, x := range stated {
+		if x.subject == st.subject {
+			has[x.cluster] = true
+		}
+	}
+	var out []fact
+	for a, vs := range perAttr {
+		if len(vs) != 1 || has[a] {
+			continue
+		}
+		var v uint64
+		for x := range vs {
+			v = x // the one value
+		}
+		last, cur := -2, uint64(0)
+		for _, y := range f.history[historyKey(fact{subject: st.subject, cluster: a})] {
+			if (y.pos < st.pos || st.pos == windowPos) && y.pos > last {
+				last, cur = y.pos, y.value
+			}
+		}
+		if last == -2 || cur == v {
+			continue
+		}
+		out = append(out, fact{subject: st.subject, cluster: a, value: v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].cluster < out[j].cluster })
+	return out
+}
+
+// asserted returns what a sentence asserts: nothing if it hedges (a modal
+// verb, "maybe", a verb of intending followed by "to", considering, or
+// thinking about or of: "Omar might try the harp", "Omar plans to take up
+// judo", "Omar is thinking about judo"; "the launch is planned for
+// Friday" asserts), and otherwise the sentence
+// without its clauses that report a question or a condition ("whether",
+// "if", "unless") or describe someone else ("who", "which"), each up to
+// the next comma, colon or semicolon: "Omar asked whether anyone plays the
+// harp" asserts nothing of Omar's instrument. The words are English's
+// closed classes of modals and subordinators and the common verbs of
+// intention, taken from a grammar, not from any data set.
+func asserted(sentence string) (string, bool) {
+	fields := strings.Fields(sentence)
+	lower := make([]string, len(fields))
+	for i, f := range fields {
+		w := strings.ToLower(strings.Trim(f, ",;:.!?\"'()"))
+		w = strings.TrimSuffix(strings.TrimSuffix(w, "'s"), "’s")
+		lower[i] = w
+	}
+	for i, w := range lower {
+		next := ""
+		if i+1 < len(lower) {
+			next = lower[i+1]
+		}
+		switch {
+		case hedges[w] && !(w == "may" && fields[i][0] == 'M'):
+			return "", false
+		case intends[w] && next == "to", considers[w], thinks[w] && (next == "about" || next == "of"):
+			return "", false
+		}
+	}
+	out := fields[:0:0]
+	skip := false
+	for i, f := range fields {
+		if subordinators[lower[i]] {
+			skip = true
+		}
+		if !skip {
+			out = append(out, f)
+		}
+		if skip && strings.ContainsAny(f[len(f)-1:], ",;:") {
+			skip = false
+		}
+	}
+	return strings.Join(out, " "), true
+}
+
+// assertedWords returns the words of what text asserts (see asserted),
+// sentence by sentence. A question is kept whole if it names one of
+// subjects: it recalls what was said of them ("Remember when I said Omar's
+// instrument was the banjo? Scratch that, the harp."); one that does not
+// asks about what it names ("Does anyone know a shop for harps? Omar is
+// asking."). A sentence about a person its first name or "my" is the
+// possessor of ("Omar's sister plays the harp") is left out.
+func assertedWords(text string, subjects []string) []word {
+	var out []word
+	for _, s := range sentences(text) {
+		var ws []word
+		if strings.HasSuffix(s, "?") {
+			ws = words(s)
+			named := false
+			for _, w := range ws {
+				named = named || slices.Contains(subjects, w.lower)
+			}
+			if !named {
+				continue
+			}
+		} else {
+			said, ok := asserted(s)
+			if !ok {
+				continue
+			}
+			ws = words(said)
+		}
+		ofOther := false
+		for i, w := range ws {
+			if w.cap && w.poss || w.lower == "my" {
+				ofOther = i+1 < len(ws) && relation[ws[i+1].lower]
+				break
+			}
+		}
+		if !ofOther {
+			out = append(out, ws...)
+		}
+	}
+	return out
+}
+
+var (
+	hedges        = wordSet(`might may could would should maybe perhaps`)
+	subordinators = wordSet(`whether if unless who whom whose which`)
+	// intends, considers and thinks are verbs of intending and
+	// considering, in every inflection.
+	intends   = wordSet(`plan plans planned planning hope hopes hoped hoping wish wishes wished wishing want wants wanted wanting intend intends intended intending`)
+	considers = wordSet(`consider considers considered considering`)
+	moves     = wordSet(`move moves moved moving`)
+	thinks    = wordSet(`think thinks thinking thought`)
+	// relation are the nouns of a person by their tie to another: kin,
+	// household, work and friendship.
+	relation = wordSet(`sister sisters brother brothers sibling siblings mother father mom mum dad
+	parent parents wife husband partner spouse son sons daughter daughters kid kids child children
+	baby cousin cousins aunt uncle niece nephew grandma grandpa grandmother grandfather grandparents
+	friend friends neighbour neighbours neighbor neighbors colleague colleagues coworker coworkers
+	boss roommate flatmate girlfriend boyfriend fiance fiancee`)
+)
+
+func wordSet(list string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(list) {
+		m[w] = true
+	}
+	return m
+}
+
+// currentMarked reports whether a sentence's words say that what it
+// states holds now: a time adverb of the present ("now", "nowadays",
+// "lately", "currently", "these days"), "new" or "latest", or a verb of
+// moving on ("move"). With changeMarked's words, the sign a statement
+// gives a new value (see claims).
+func currentMarked(ws []word) bool {
+	for i, w := range ws {
+		switch w.lower {
+		case "now", "nowadays", "lately", "currently", "new", "latest":
+			return true
+		case "these":
+			if i+1 < len(ws) && ws[i+1].lower == "days" {
+				return true
+			}
+		}
+		if moves[w.lower] {
+			return true
 		}
 	}
 	return false

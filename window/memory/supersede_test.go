@@ -2,6 +2,8 @@ package memory
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -49,6 +51,108 @@ func TestUpdateByValue(t *testing.T) {
 		// an update about Omar.
 		if kq := (Query{Ask: "Which instrument does Kenji play?"}); tc.name != "someone else" && !hitSet(x.Search(kq))[ts[other]] {
 			t.Errorf("%s: Kenji's statement missing for an ask about Kenji: %q", tc.name, hitTexts(x.Search(kq)))
+		}
+	}
+}
+
+// club returns a conversation where a club's members each say once which
+// instrument they play and which sport they do, each attribute in four
+// phrasings, and some recommend things of both kinds to a colleague (a
+// frame said of two attributes' values), between routine turns. Omar
+// plays the banjo and trains for rowing.
+func club() []string {
+	people := []string{"Omar", "Sofia", "Kenji", "Priya", "Lena", "Ravi", "Mei", "Hugo",
+		"Ana", "Ben", "Cai", "Dov", "Eli", "Fay", "Gus", "Ida"}
+	instruments := []string{"banjo", "cello", "harp", "trombone", "clarinet"}
+	sports := []string{"fencing", "rowing", "judo", "curling", "sailing"}
+	plays := []string{"%s plays the %s in the evening band.", "For the record, %s practises %s every weekend.",
+		"%s brings the %s to every rehearsal.", "%s tunes the %s before each concert."}
+	does := []string{"%s trains for %s twice a week.", "%s signed up for the %s league.",
+		"%s competes in %s on Sundays.", "%s coaches %s for the juniors."}
+	var out []string
+	say := func(s string) { out = append(out, s, "Noted.") }
+	for i, p := range people {
+		say(fmt.Sprintf(plays[i%4], p, instruments[i%5]))
+		say(fmt.Sprintf(does[(i+1)%4], p, sports[(i+1)%5]))
+		say(fmt.Sprintf("Routine check %d passed.", i))
+	}
+	for i, p := range people[1:9] {
+		say(fmt.Sprintf("%s recommended the %s to a colleague.", p, instruments[i%5]))
+		say(fmt.Sprintf("%s recommended %s to a colleague.", p, sports[i%5]))
+	}
+	return out
+}
+
+// TestUpdateWithoutOldValue: a later statement about the same subject and
+// attribute supersedes the earlier one though it never names the old
+// value, when it says the value holds now or changed (statement.current)
+// and its value is one of that attribute's alone, however it is phrased:
+// in no known frame, after a pronoun, with the value alone. It does not
+// when it is about someone else (a relation of the subject), hedged, in a
+// reported question, about another attribute, or without a sign that the
+// value is the current one. A change of another attribute ("switched to
+// judo") supersedes that attribute's statement, not this one.
+func TestUpdateWithoutOldValue(t *testing.T) {
+	const old = "Omar plays the banjo in the evening band."
+	for _, tc := range []struct {
+		update string
+		stale  bool
+	}{
+		{"Small change: Omar has switched and now plays the harp instead.", true},
+		{"These days it's the harp for Omar.", true},
+		{"Bumped into Omar at the station. He plays the cello now, apparently.", true},
+		{"Update: Omar has moved on to the clarinet.", true},
+		{"Omar's sister plays the harp now.", false},
+		{"Omar might switch to the harp one day.", false},
+		{"Omar is thinking about playing the harp now and then.", false},
+		{"Omar asked whether anyone in the club now plays the harp.", false},
+		{"Omar switched to judo this spring.", false},
+		{"Omar mentioned the harp at lunch.", false},
+	} {
+		texts := append(club(), tc.update, "Okay.")
+		turns := chatTurns(texts...)
+		f := newFacts()
+		f.add(turns)
+		got := supersededTexts(f, turns)
+		if slices.Contains(got, old) != tc.stale {
+			t.Errorf("after %q: %q superseded = %v, want %v", tc.update, old, !tc.stale, tc.stale)
+		}
+		if sport := strings.Contains(tc.update, "judo"); slices.Contains(got, "Omar signed up for the rowing league.") != sport {
+			t.Errorf("after %q: Omar's sport superseded = %v, want %v", tc.update, !sport, sport)
+		}
+		// Read from the window, the same sentence decides alike.
+		g := newFacts()
+		g.add(turns[:len(turns)-2])
+		g.finish()
+		at := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == old })
+		if g.superseded(turns[at].Pos, nil, g.windowFacts(turns[len(turns)-2:]), nil, nil) != tc.stale {
+			t.Errorf("%q in the window: superseded = %v, want %v", tc.update, !tc.stale, tc.stale)
+		}
+	}
+}
+
+// TestUpdateNotByMention: a later turn that names the subject and the
+// value of an earlier statement is no update of it when it names the value
+// only in a frame said of several attributes' values, in a question that
+// does not name the subject, or of the subject's relation: the earlier
+// statement stays in the packet.
+func TestUpdateNotByMention(t *testing.T) {
+	const old = "Omar plays the banjo in the evening band."
+	for _, tc := range []struct {
+		name, later string
+	}{
+		{"general frame", "Omar recommended the banjo to a colleague."},
+		{"question without the subject", "Does anyone know a shop for the banjo? Omar is asking for a friend."},
+		{"relation", "Omar's neighbour plays the banjo, Omar says."},
+	} {
+		texts := append(club(), tc.later, "Okay.")
+		for i := 0; i < 20; i++ {
+			texts = append(texts, fmt.Sprintf("Routine note %d filed.", i), "Fine.")
+		}
+		x := NewIndex(chatTurns(texts...)...)
+		q := Query{Ask: "Which instrument does Omar play?"}
+		if !hitSet(x.Search(q))[old] {
+			t.Errorf("%s: %q dropped after %q (hits %q)", tc.name, old, tc.later, hitTexts(x.Search(q)))
 		}
 	}
 }

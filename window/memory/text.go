@@ -109,6 +109,7 @@ type word struct {
 	text  string // as written, without a possessive 's
 	lower string
 	cap   bool // starts with an upper-case letter
+	poss  bool // written with 's ("Omar's", also "she's")
 }
 
 // sentences splits text into sentences: at ., ! or ? followed by a space, and
@@ -171,9 +172,10 @@ func words(s string) []word {
 			j++
 		}
 		text := string(rs[i:j])
+		poss := false
 		for _, suffix := range []string{"'s", "’s"} {
 			if len(text) > len(suffix) && strings.HasSuffix(text, suffix) {
-				text = strings.TrimSuffix(text, suffix)
+				text, poss = strings.TrimSuffix(text, suffix), true
 			}
 		}
 		lower := strings.ToLower(text)
@@ -182,7 +184,7 @@ func words(s string) []word {
 			continue
 		}
 		first, _ := utf8.DecodeRuneInString(text)
-		out = append(out, word{text: text, lower: lower, cap: unicode.IsUpper(first)})
+		out = append(out, word{text: text, lower: lower, cap: unicode.IsUpper(first), poss: poss})
 	}
 	return out
 }

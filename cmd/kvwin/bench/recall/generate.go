@@ -28,10 +28,14 @@ const (
 	// window's rules (independentUpdates), which name the attribute by a
 	// noun and its owner ("Tomasz's instrument") rather than by a verb.
 	FamilyIndependent = "independent"
+	// FamilyUnrestated updates in phrasings that never name the value
+	// they replace (unrestatedUpdates), and adds distractors among the
+	// routine turns: a member named with a value that is not theirs.
+	FamilyUnrestated = "unrestated"
 )
 
 // Families returns the generator's families.
-func Families() []string { return []string{FamilyTeam, FamilyIndependent} }
+func Families() []string { return []string{FamilyTeam, FamilyIndependent, FamilyUnrestated} }
 
 // GenerateFamily is Generate with the update phrasings of family (an
 // unknown family is FamilyTeam's).
@@ -43,7 +47,7 @@ func GenerateFamily(family string, seed int64, turns int) Conversation {
 		members = append(members, genPeople[i])
 	}
 	c := Conversation{ID: fmt.Sprintf("generated-%d", seed), SpeakerA: "Robin", SpeakerB: "Helper"}
-	if family == FamilyIndependent {
+	if family == FamilyIndependent || family == FamilyUnrestated {
 		c.ID = fmt.Sprintf("generated-%s-%d", family, seed)
 	}
 	session := 1
@@ -102,6 +106,8 @@ func GenerateFamily(family string, seed int64, turns int) Conversation {
 			at := say(c.SpeakerA, update(family, r, name, a, fmt.Sprintf(a.bare, v), fmt.Sprintf(a.bare, st.value)))
 			st.stale = append(st.stale, st.at)
 			st.value, st.at = v, at
+		case family == FamilyUnrestated && r.Intn(6) == 0:
+			say(c.SpeakerA, unrestatedDistractor(r, members[r.Intn(len(members))]))
 		default:
 			name := members[r.Intn(len(members))]
 			line := genRoutine[r.Intn(len(genRoutine))]
@@ -127,6 +133,9 @@ func GenerateFamily(family string, seed int64, turns int) Conversation {
 // update phrases the change of name's attribute a from old to new in
 // family's words.
 func update(family string, r *rand.Rand, name string, a genAttr, new, old string) string {
+	if family == FamilyUnrestated {
+		return unrestated(unrestatedUpdates[r.Intn(len(unrestatedUpdates))], name, a, new)
+	}
 	if family != FamilyIndependent {
 		return fmt.Sprintf(genUpdates[r.Intn(len(genUpdates))], name, new, old)
 	}

@@ -46,3 +46,45 @@ func TestGenerate(t *testing.T) {
 		t.Fatalf("only %d stale turns: updates are missing", stale)
 	}
 }
+
+// TestGenerateUnrestated: every update of the unrestated family names its
+// new value and no other value of any attribute, so the value it replaces
+// is never restated; and the family has its distractors.
+func TestGenerateUnrestated(t *testing.T) {
+	var values []string
+	for _, a := range genAttrs {
+		values = append(values, a.values...)
+	}
+	for _, seed := range []int64{1, 2, 3} {
+		c := GenerateFamily(FamilyUnrestated, seed, 3000)
+		updates := 0
+		for _, q := range c.Questions {
+			if len(q.Stale) == 0 {
+				continue
+			}
+			updates++
+			text := c.Turns[q.Evidence[0]].Text
+			named := 0
+			for _, v := range values {
+				if strings.Contains(text, v) {
+					named++
+				}
+			}
+			if named != 1 || strings.Contains(text, "{") {
+				t.Fatalf("seed %d: update %q names %d values, want its new one only", seed, text, named)
+			}
+		}
+		if updates < 10 {
+			t.Fatalf("seed %d: %d updates, want at least 10", seed, updates)
+		}
+		distractors := 0
+		for _, turn := range c.Turns {
+			if strings.Contains(turn.Text, "nothing is decided") || strings.Contains(turn.Text, "asking for a friend") {
+				distractors++
+			}
+		}
+		if distractors == 0 {
+			t.Fatalf("seed %d: no distractors", seed)
+		}
+	}
+}
