@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -198,14 +197,8 @@ func TestResponsesAcrossReplicas(t *testing.T) {
 // the chain must be read again.
 func TestResponseDeleteThroughAnotherReplica(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.Schema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pgtest.NewProxy(t, u.Host)
-	u.Host = p.Addr()
-	a, b := openAt(t, StoreConfig{URL: u.String()}), openAt(t, StoreConfig{URL: dsn})
+	dsn, proxied, p := pgtest.ProxiedSchema(t)
+	a, b := openAt(t, StoreConfig{URL: proxied}), openAt(t, StoreConfig{URL: dsn})
 	cases := []struct {
 		name   string
 		delete string // the response deleted through b; "" the conversation

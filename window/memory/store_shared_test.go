@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -210,15 +209,9 @@ func TestSharedMigrationRace(t *testing.T) {
 // it serves again once the database is back, without a restart.
 func TestSharedDatabaseDown(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.Schema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pgtest.NewProxy(t, u.Host)
-	u.Host = p.Addr()
+	dsn, proxied, p := pgtest.ProxiedSchema(t)
 	back := make(chan struct{}, 8)
-	s := openAt(t, StoreConfig{URL: u.String(), reconnected: func() { back <- struct{}{} }})
+	s := openAt(t, StoreConfig{URL: proxied, reconnected: func() { back <- struct{}{} }})
 	key := Key{"t", "c"}
 	h := history(40, 5, "The boiler code is 7781.")
 	if _, err := s.Ingest(ctx, key, h[:10]); err != nil {
@@ -266,16 +259,10 @@ func TestSharedDatabaseDown(t *testing.T) {
 // TestSharedOpenWhileDown: a replica that starts while the database is
 // away serves degraded and migrates once it is reachable.
 func TestSharedOpenWhileDown(t *testing.T) {
-	dsn := pgtest.Schema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pgtest.NewProxy(t, u.Host)
+	_, proxied, p := pgtest.ProxiedSchema(t)
 	p.Down()
-	u.Host = p.Addr()
 	back := make(chan struct{}, 8)
-	s, err := Open(StoreConfig{URL: u.String(), reconnected: func() { back <- struct{}{} }})
+	s, err := Open(StoreConfig{URL: proxied, reconnected: func() { back <- struct{}{} }})
 	if err != nil {
 		t.Fatalf("Open with the database down: %v; want a degraded store", err)
 	}
@@ -314,14 +301,8 @@ func awaitReconnect(t *testing.T, s *Store, back <-chan struct{}) {
 // anew.
 func TestSharedDeleteSeenWithoutARoundTrip(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.Schema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pgtest.NewProxy(t, u.Host)
-	u.Host = p.Addr()
-	a, b := openAt(t, StoreConfig{URL: u.String()}), openAt(t, StoreConfig{URL: dsn})
+	dsn, proxied, p := pgtest.ProxiedSchema(t)
+	a, b := openAt(t, StoreConfig{URL: proxied}), openAt(t, StoreConfig{URL: dsn})
 	key := Key{"t", "gone"}
 	h := history(30, 5, "The boiler code is 7781.")
 	if _, err := b.Ingest(ctx, key, h); err != nil {

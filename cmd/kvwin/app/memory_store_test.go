@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -19,14 +18,8 @@ import (
 // database; when the database is back the server stores again, without a
 // restart.
 func TestSharedMemoryStoreDown(t *testing.T) {
-	dsn := pgtest.Schema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pgtest.NewProxy(t, u.Host)
-	u.Host = p.Addr()
-	a := apptest.Start(t, func(f *app.Config) { f.Window, f.WindowBudget, f.MemoryStore = "memory", 1024, u.String() })
+	dsn, proxied, p := pgtest.ProxiedSchema(t)
+	a := apptest.Start(t, func(f *app.Config) { f.Window, f.WindowBudget, f.MemoryStore = "memory", 1024, proxied })
 	ask, health := notesConversation(t, a)
 	i := 0
 	for ; i < 12; i++ {
@@ -57,7 +50,7 @@ func TestSharedMemoryStoreDown(t *testing.T) {
 	if status != 503 || apptest.DecodeError(t, []byte(body)).Error.Code != "memory_store_unavailable" {
 		t.Fatalf("DELETE with the database down: %d %s, want 503", status, body)
 	}
-	if strings.Contains(body, u.Host) || strings.Contains(body, "postgres") {
+	if strings.Contains(body, p.Addr()) || strings.Contains(body, "postgres") {
 		t.Fatalf("the 503 names the database: %s", body)
 	}
 	ask(i) // still served

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -124,4 +125,18 @@ func (m *messages) Write(p []byte) (int, error) {
 		m.head = m.head[:0]
 	}
 	return n, nil
+}
+
+// ProxiedSchema is Schema reached through a Proxy as well: it returns the
+// schema's DSN, the same DSN through the proxy, and the proxy.
+func ProxiedSchema(t testing.TB) (dsn, proxied string, p *Proxy) {
+	t.Helper()
+	dsn = Schema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return dsn, u.String(), p
 }
