@@ -15,6 +15,7 @@ import (
 
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
+	"kvwin/window/memory/pgtest"
 )
 
 // burstItems is the input items of each request of the huge-burst test:
@@ -50,7 +51,14 @@ func hugeInput(n int) []byte {
 // the server's peak memory stays under 1.5 GB. Another tenant's small
 // chat meanwhile is served, and its latency against alone is reported (a
 // figure, not an assertion).
+// It runs on either memory store: the default SQLite file and a
+// PostgreSQL database.
 func TestHugeBurstOfOneTenantIsBounded(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { hugeBurst(t, "") })
+	t.Run("postgres", func(t *testing.T) { hugeBurst(t, pgtest.Schema(t)) })
+}
+
+func hugeBurst(t *testing.T, store string) {
 	const (
 		burst   = 30
 		maxPeak = 1536 << 20
@@ -60,6 +68,7 @@ func TestHugeBurstOfOneTenantIsBounded(t *testing.T) {
 		withKeys(f)
 		f.Window, f.WindowBudget = "memory", 0 // kvwin serve's default window
 		f.Queue, f.TenantMaxConcurrent, f.TenantMaxQueued = 2, 1, 1
+		f.MemoryStore = store
 	})
 	body := hugeInput(items)
 	small := map[string]any{"max_tokens": 4, "messages": apptest.Msgs("user", "hello there")}
