@@ -197,63 +197,70 @@ func generalFrames(frames map[uint64]*frameStat, slots []uint64) map[uint64]bool
 				}
 			}
 		}
-		// Leave out, until none is left, the slots linked to most of the
-		// others still in.
-		keep := make([]bool, len(near))
-		for a := range keep {
-			keep[a] = true
-		}
-		for in := len(near); ; {
-			var drop []int
-			for a := range near {
-				if !keep[a] {
-					continue
-				}
-				links := 0
-				for b := range near {
-					if keep[b] && adj[a][b] {
-						links++
-					}
-				}
-				if 2*links > in-1 {
-					drop = append(drop, a)
-				}
-			}
-			if len(drop) == 0 {
-				break
-			}
-			for _, a := range drop {
-				keep[a] = false
-			}
-			in -= len(drop)
-		}
-		groups, seen := 0, make([]bool, len(near))
-		for a := range near {
-			if !keep[a] || seen[a] {
-				continue
-			}
-			size, stack := 0, []int{a}
-			seen[a] = true
-			for len(stack) > 0 {
-				c := stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-				size++
-				for b := range near {
-					if keep[b] && !seen[b] && adj[c][b] {
-						seen[b] = true
-						stack = append(stack, b)
-					}
-				}
-			}
-			if size >= 2 {
-				groups++
-			}
-		}
+		groups := separateGroups(adj)
 		if groups >= 2 {
 			out[id] = true
 		}
 	}
 	return out
+}
+
+// separateGroups counts the groups of two or more linked slots among those
+// adj links once the slots linked to most of the others still in are left
+// out, until none is left (see generalFrames).
+func separateGroups(adj [][]bool) int {
+	n := len(adj)
+	keep := make([]bool, n)
+	for a := range keep {
+		keep[a] = true
+	}
+	for in := n; ; {
+		var drop []int
+		for a := range n {
+			if !keep[a] {
+				continue
+			}
+			links := 0
+			for b := range n {
+				if keep[b] && adj[a][b] {
+					links++
+				}
+			}
+			if 2*links > in-1 {
+				drop = append(drop, a)
+			}
+		}
+		if len(drop) == 0 {
+			break
+		}
+		for _, a := range drop {
+			keep[a] = false
+		}
+		in -= len(drop)
+	}
+	groups, seen := 0, make([]bool, n)
+	for a := range n {
+		if !keep[a] || seen[a] {
+			continue
+		}
+		size, stack := 0, []int{a}
+		seen[a] = true
+		for len(stack) > 0 {
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			size++
+			for b := range n {
+				if keep[b] && !seen[b] && adj[c][b] {
+					seen[b] = true
+					stack = append(stack, b)
+				}
+			}
+		}
+		if size >= 2 {
+			groups++
+		}
+	}
+	return groups
 }
 
 // attributes returns the attribute each clustered value belongs to: the
