@@ -118,13 +118,6 @@ func (rc *respConv) set(id string, n respNode) {
 	rc.bytes += nodeBytes(id, n)
 }
 
-func (rc *respConv) remove(id string) {
-	if old, ok := rc.nodes[id]; ok {
-		rc.bytes -= nodeBytes(id, old)
-		delete(rc.nodes, id)
-	}
-}
-
 func respConvBytes(rc *respConv) int64 { return 64 + rc.bytes }
 
 type respNode struct {
@@ -164,20 +157,13 @@ func (c *respCache) add(conv int64, id string, n respNode) {
 	}
 }
 
-// drop forgets a response (id non-empty) or a whole conversation.
-func (c *respCache) drop(conv int64, id string) {
+// drop forgets a conversation's responses: they are read again at its
+// next use.
+func (c *respCache) drop(conv int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.convs == nil {
-		return
-	}
-	if id == "" {
+	if c.convs != nil {
 		c.convs.remove(conv)
-		return
-	}
-	if rc, ok := c.convs.get(conv); ok {
-		rc.remove(id)
-		c.convs.resize(conv)
 	}
 }
 
@@ -336,7 +322,7 @@ func (s *Store) DeleteResponse(ctx context.Context, tenant, id string) (bool, er
 	if err != nil || conv == 0 {
 		return false, err
 	}
-	s.resp.drop(conv, "") // read again at its next use, as another replica does
+	s.resp.drop(conv) // read again at its next use, as another replica does
 	return true, nil
 }
 

@@ -122,7 +122,7 @@ func (s *Store) deleteIf(ctx context.Context, key Key, cutoff time.Time) (ok boo
 	st.gone = true
 	st.branches = nil
 	s.forget(key)
-	s.resp.drop(st.id, "")
+	s.resp.drop(st.id)
 	return true, nil
 }
 
