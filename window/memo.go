@@ -115,6 +115,3 @@ func packetBytes(p Packet) int64 {
 	}
 	return n
 }
-
-// indexBytes is what a memoized index holds (memory.Index.Bytes).
-func indexBytes(x *memory.Index) int64 { return x.Bytes() }

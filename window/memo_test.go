@@ -42,7 +42,7 @@ func TestMemoBoundsBytes(t *testing.T) {
 			turns = append(turns, turn(i, 200))
 		}
 		one := memory.NewIndex(turns...).Bytes()
-		m := newMemo[uint64](2*one, indexBytes)
+		m := newMemo[uint64](2*one, (*memory.Index).Bytes)
 		for k := range uint64(5) {
 			m.put(k, alice, memory.NewIndex(turns...))
 		}

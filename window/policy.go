@@ -31,15 +31,25 @@ type Policy interface {
 // NewPolicy returns the named policy with settings s (defaults filled).
 // An unknown name is ErrUnknownPolicy; bad settings are ErrSettings.
 func NewPolicy(name string, s Settings) (Policy, error) {
+	p, err := newCutter(name, s)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// newCutter is NewPolicy as the concrete cutter, which Window keeps so it
+// can cut within a request's limit.
+func newCutter(name string, s Settings) (cutter, error) {
 	s = s.Defaults()
 	if err := s.Validate(); err != nil {
-		return nil, err
+		return cutter{}, err
 	}
 	switch name {
 	case PolicyFull, PolicySliding, PolicySink, PolicyMemory:
 		return cutter{name: name, s: s}, nil
 	}
-	return nil, fmt.Errorf("%q (want one of %v): %w", name, Policies(), ErrUnknownPolicy)
+	return cutter{}, fmt.Errorf("%q (want one of %v): %w", name, Policies(), ErrUnknownPolicy)
 }
 
 // cutter implements every policy: they share validation and differ only in

@@ -79,7 +79,7 @@ const DefaultIndexBytes = 256 << 20
 // Window builds the window of each request. Safe for concurrent use.
 type Window struct {
 	cfg      Config
-	policies map[string]Policy
+	policies map[string]cutter
 	store    Store
 	packets  *memo[uint64, Packet]
 	indexes  *memo[uint64, *memory.Index]
@@ -119,10 +119,10 @@ func New(cfg Config, store Store) (*Window, error) {
 	if cfg.PacketBytes < 0 || cfg.IndexBytes < 0 {
 		return nil, fmt.Errorf("%w: packet bytes %d, index bytes %d: must not be negative", ErrSettings, cfg.PacketBytes, cfg.IndexBytes)
 	}
-	w := &Window{cfg: cfg, policies: map[string]Policy{}, store: store,
-		packets: newMemo[uint64](cfg.PacketBytes, packetBytes), indexes: newMemo[uint64](cfg.IndexBytes, indexBytes)}
+	w := &Window{cfg: cfg, policies: map[string]cutter{}, store: store,
+		packets: newMemo[uint64](cfg.PacketBytes, packetBytes), indexes: newMemo[uint64](cfg.IndexBytes, (*memory.Index).Bytes)}
 	for _, name := range Policies() {
-		p, err := NewPolicy(name, cfg.Settings)
+		p, err := newCutter(name, cfg.Settings)
 		if err != nil {
 			return nil, err
 		}
@@ -188,13 +188,7 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	if count == nil {
 		count = ApproxCount
 	}
-	var cut Cut
-	var err error
-	if cp, ok := pol.(cutter); ok {
-		cut, err = cp.cutWithin(req.Messages, count, req.Limit)
-	} else {
-		cut, err = pol.Cut(req.Messages, count)
-	}
+	cut, err := pol.cutWithin(req.Messages, count, req.Limit)
 	if err != nil {
 		return Result{}, err
 	}
