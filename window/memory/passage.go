@@ -152,12 +152,12 @@ func cutSpace(s string, n int) string {
 	return s[:n]
 }
 
-// passageOf returns t as the passage of it that matches the ask's stems
-// best (the most distinct ask stems, weighted by their rarity in the
-// history; the earlier passage on ties, the first if none matches), with
-// Part naming it; a turn that is not long is returned whole. Callers hold
-// x.mu.
-func (x *Index) passageOf(d int32, qstems []string, limit int) Turn {
+// passageOf returns t as the passage of it that matches the ask best: the
+// most distinct ask stems, by weight (their rarity in the history, see
+// askWeights); the earlier passage on ties, the first if none matches;
+// with Part naming it. A turn that is not long is returned whole. Callers
+// hold x.mu.
+func (x *Index) passageOf(d int32, weight map[string]float64) Turn {
 	t := x.turns[d]
 	if len(t.Text) <= longTurn {
 		return t
@@ -166,13 +166,10 @@ func (x *Index) passageOf(d int32, qstems []string, limit int) Turn {
 	if len(ps) < 2 {
 		return t
 	}
-	weight := make(map[string]float64, len(qstems))
-	for _, st := range qstems {
-		weight[st] = bm25IDF(limit, len(x.postings(st, limit)))
-	}
 	best, bestScore := 0, 0.0
+	seen := map[string]bool{}
 	for i, p := range ps {
-		seen := map[string]bool{}
+		clear(seen)
 		score := 0.0
 		for _, w := range terms(t.Text[p.from:p.to]) {
 			st := x.stems.stem(w)
@@ -189,6 +186,16 @@ func (x *Index) passageOf(d int32, qstems []string, limit int) Turn {
 	t.Text = strings.TrimSpace(t.Text[p.from:p.to])
 	t.Part = fmt.Sprintf("passage %d of %d", best+1, len(ps))
 	return t
+}
+
+// askWeights returns the BM25 weight of each of the ask's stems among the
+// turns below limit: what a passage holding it scores. Callers hold x.mu.
+func (x *Index) askWeights(qstems []string, limit int) map[string]float64 {
+	weight := make(map[string]float64, len(qstems))
+	for _, st := range qstems {
+		weight[st] = bm25IDF(limit, len(x.postings(st, limit)))
+	}
+	return weight
 }
 
 // passagesOf returns the passages of turn d, memoized.

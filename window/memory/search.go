@@ -423,6 +423,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	var out []Hit
 	seen := map[uint64]bool{}
 	used, filled := 0, 0
+	var weight map[string]float64 // the ask's stems' weights, for passages
 	for i, c := range ranked {
 		if q.K > 0 && len(out) >= q.K {
 			for _, c := range ranked[i:] {
@@ -448,7 +449,10 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		}
 		// A long turn is quoted by its passage that matches the ask best
 		// (passage.go).
-		t = x.passageOf(c.doc, m.stems, m.limit)
+		if weight == nil {
+			weight = x.askWeights(m.stems, m.limit)
+		}
+		t = x.passageOf(c.doc, weight)
 		cost := 1
 		if q.Cost != nil {
 			cost = q.Cost(t)
