@@ -72,16 +72,7 @@ func TestWorkBeforeTheBodyCountsAgainstTenantLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
 			f := newFake()
-			cfg := keyedConfig(nil)
-			cfg.TenantMaxConcurrent, cfg.TenantMaxQueued = 1, 1
-			s, err := New(cfg, f, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			queued := make(chan string, 4)
-			s.limits.queued = queued
-			ts := httptest.NewServer(s.Handler())
-			t.Cleanup(ts.Close)
+			ts, queued := limitedServer(t, f)
 
 			holdBody(t, ts, tt.path, aliceKey) // admitted: its handler waits for the body
 			holdBody(t, ts, tt.path, aliceKey) // waits behind it

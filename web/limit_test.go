@@ -15,13 +15,10 @@ import (
 	"kvwin/web/core"
 )
 
-// TestTenantLimits: with one running and one queued request per tenant, a
-// tenant's third request is 429 with Retry-After at once, while another
-// tenant is admitted; the queued one runs when the first ends.
-func TestTenantLimits(t *testing.T) {
-	f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
-	f.Entered = make(chan engine.Request, 8)
-	f.Hold = make(chan struct{})
+// limitedServer serves f with keys and one running and one queued request
+// per tenant; queued hears of each request that waits for its tenant.
+func limitedServer(t *testing.T, f *fakeBackend) (*httptest.Server, <-chan string) {
+	t.Helper()
 	cfg := keyedConfig(nil)
 	cfg.TenantMaxConcurrent, cfg.TenantMaxQueued = 1, 1
 	s, err := New(cfg, f, nil)
@@ -32,6 +29,17 @@ func TestTenantLimits(t *testing.T) {
 	s.limits.queued = queued
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
+	return ts, queued
+}
+
+// TestTenantLimits: with one running and one queued request per tenant, a
+// tenant's third request is 429 with Retry-After at once, while another
+// tenant is admitted; the queued one runs when the first ends.
+func TestTenantLimits(t *testing.T) {
+	f := newFake().Script("stop", engineTimings(3, 0, 1), firstEvent(3, 0), textEvent("x"))
+	f.Entered = make(chan engine.Request, 8)
+	f.Hold = make(chan struct{})
+	ts, queued := limitedServer(t, f)
 	t.Cleanup(func() { f.Release() })
 
 	type answer struct {
