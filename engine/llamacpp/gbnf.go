@@ -422,7 +422,7 @@ func (p *gParser) analyze() (int, error) {
 		}
 	}
 	n := len(p.rules)
-	m := &gMeasures{short: p.shortest(), depth: make([]int, n), width: make([]int, n), states: make([]int, n), mark: make([]uint8, n)}
+	m := &gMeasures{short: p.shortest(), depth: make([]int, n), width: make([]int, n), states: make([]int, n), ways: make([]int, n), mark: make([]uint8, n)}
 	for root := range n {
 		if m.mark[root] != gUnvisited {
 			continue
@@ -446,8 +446,12 @@ func (p *gParser) analyze() (int, error) {
 type gMeasures struct {
 	short                []int // the shortest text of each rule (see shortest)
 	depth, width, states []int
-	mark                 []uint8 // gUnvisited, gInProgress or gDone
-	maxWidth             int     // the widest seen so far
+	// ways: how many ways the rule matches the empty text. llama.cpp's
+	// stack advance walks each of them (it removes duplicate stacks only
+	// at the end), so (|){0,100} is 2^101 walks: a hang, not an error.
+	ways     []int
+	mark     []uint8 // gUnvisited, gInProgress or gDone
+	maxWidth int     // the widest seen so far
 }
 
 // The marks of analyze's depth-first walk.
@@ -465,6 +469,37 @@ func (m *gMeasures) nullable(it gItem) bool {
 // (its repetition count aside).
 func (m *gMeasures) bodyEmpty(it gItem) bool {
 	return (it.rule >= 0 && m.short[it.rule] == 0) || (it.rule < 0 && it.chars == 0)
+}
+
+// itemWays is how many ways it matches the empty text: llama.cpp writes
+// x{lo,hi} as lo copies of x then hi-lo nested optionals, each of which
+// is skipped or taken (one of x's own empty ways) again.
+func (m *gMeasures) itemWays(it gItem) int {
+	if !m.nullable(it) {
+		return 0
+	}
+	if !m.bodyEmpty(it) {
+		return 1 // only by skipping it (min 0)
+	}
+	e := 1
+	if it.rule >= 0 {
+		e = max(m.ways[it.rule], 1)
+	}
+	if e == 1 {
+		return 1 + max(reps(it)-it.min, 0)
+	}
+	v := 1
+	for range max(it.max-it.min, 0) {
+		if v = sadd(1, smul(e, v)); v >= gInf {
+			break
+		}
+	}
+	for range it.min {
+		if v = smul(e, v); v >= gInf {
+			break
+		}
+	}
+	return v
 }
 
 func reps(it gItem) int {
@@ -546,9 +581,9 @@ func (p *gParser) next(m *gMeasures, f *gFrame, stack []gFrame) (int, error) {
 // the stack: recursion counts as one level and one state), and checks the
 // limits.
 func (m *gMeasures) settle(rule int, r gRule) error {
-	d, w, s := 0, 0, 0
+	d, w, s, ways := 0, 0, 0, 0
 	for _, alt := range r.alts {
-		ad, aw := 0, 0
+		ad, aw, aways := 0, 0, 1
 		sufD, sufW := 0, 0
 		for i := len(alt) - 1; i >= 0; i-- {
 			if alt[i].max < 0 && m.bodyEmpty(alt[i]) {
@@ -558,8 +593,10 @@ func (m *gMeasures) settle(rule int, r gRule) error {
 				return engine.Invalid("the grammar repeats without bound an item that can match the empty text (as in (\"a\"?)*), which llama.cpp cannot expand: bound the repetition or make the item non-empty")
 			}
 			id, iw := m.itemDW(alt[i])
-			if m.nullable(alt[i]) {
-				sufD, sufW = sadd(id, sufD), sadd(iw, sufW)
+			iways := m.itemWays(alt[i])
+			aways = smul(aways, iways)
+			if iways > 0 {
+				sufD, sufW = sadd(id, sufD), sadd(iw, smul(iways, sufW))
 			} else {
 				sufD, sufW = id, iw
 			}
@@ -571,10 +608,10 @@ func (m *gMeasures) settle(rule int, r gRule) error {
 				s = sadd(s, reps(alt[i]))
 			}
 		}
-		d, w = max(d, ad), sadd(w, max(aw, 1))
+		d, w, ways = max(d, ad), sadd(w, max(aw, 1)), sadd(ways, aways)
 	}
-	m.depth[rule], m.width[rule], m.states[rule] = d, w, max(s, 1)
-	m.maxWidth = max(m.maxWidth, w)
+	m.depth[rule], m.width[rule], m.states[rule], m.ways[rule] = d, w, max(s, 1), ways
+	m.maxWidth = max(m.maxWidth, w, ways)
 	m.mark[rule] = gDone
 	if d > maxGrammarDepth {
 		return engine.Invalid("the grammar's rules nest more than %d deep through items that can be empty or start a rule (the limit on grammar nesting)", maxGrammarDepth)

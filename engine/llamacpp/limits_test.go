@@ -182,6 +182,12 @@ func TestGrammarLimits(t *testing.T) {
 		{"repeated recursion, through another rule", "root ::= (\"a\" y{0,9}){0,9}\ny ::= root", "on a cycle through rule", 0},
 		{"repeated recursion that cannot be empty", `root ::= "(" root{0,3} ")" | "x"`, "", 1},
 		{"infinite", `root ::= "(" root ")"`, "", -1},
+		// Found by FuzzSchemaGrammar (the pattern ^((|){,100}$): every
+		// repeat can match the empty text two ways, and llama.cpp's
+		// advance walks all 2^101 of them.
+		{"repeated group with two empty branches", `root ::= "x" ((|){0,100}) "y"`, "limit on grammar ambiguity", 0},
+		{"a sequence of groups with two empty branches", `root ::= ` + strings.Repeat(`("" | "") `, 9) + `"a"`, "limit on grammar ambiguity", 0},
+		{"repeated group with one empty branch", `root ::= ("a" | ""){0,5} "b"`, "", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			short, err := checkGrammar(tc.grammar)
