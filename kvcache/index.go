@@ -77,7 +77,7 @@ func SharedPrefix[T comparable](a, b []T) int {
 // commonPrefix returns how many leading keys a and b share. Keys are chained,
 // so once two chains differ they differ at every later block: equality is
 // monotone and a binary search finds the first gap in O(log n). A 64-bit
-// collision could break monotonicity; the package doc says why that only
+// collision could break monotonicity; docs/registry.md says why that only
 // costs a routing choice.
 func commonPrefix(a, b []Key) int {
 	n := min(len(a), len(b))

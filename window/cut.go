@@ -16,7 +16,7 @@ type Cut struct {
 	SinkTokens int   // their tokens, unpadded
 	SinkPad    int   // padding tokens to insert after the sinks (a block boundary)
 	Start      int   // first kept message after the sinks
-	Step       int   // eviction steps so far, by the replay of the package doc
+	Step       int   // eviction steps so far, by the replay of docs/window.md
 	StepAt     int   // message at which the latest step happened; -1 if none
 	Asks       []int // user messages that carry a packet (memory only)
 	PacketRoom int   // tokens each ask's packet may take
@@ -25,7 +25,7 @@ type Cut struct {
 	FillRoom   int   // a question's fill room past the relevance cutoff; 0: the default
 	// Excerpts are the pinned and kept messages that stand as excerpts
 	// (sink and memory: a message longer than its share, once a step has
-	// passed it; see the package doc), ascending by position.
+	// passed it; see docs/window.md), ascending by position.
 	Excerpts []Excerpt
 	// ExcerptRoom is the tokens each excerpt is cut to.
 	ExcerptRoom int
@@ -118,8 +118,8 @@ func systemEnd(msgs []engine.Message) int {
 	return n
 }
 
-// sinkEnd returns the end of the pinned messages, by the rule of the
-// package doc.
+// sinkEnd returns the end of the pinned messages, by the rule of
+// docs/window.md.
 func sinkEnd(c conversation, s Settings) int {
 	sys := systemEnd(c.msgs)
 	end := sys

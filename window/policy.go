@@ -84,7 +84,7 @@ func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit int) (Cut,
 	return plan(p.name, newConversation(msgs, tokens, room), p.s, limit)
 }
 
-// plan dispatches to the replay of the policy (see the package doc).
+// plan dispatches to the replay of the policy (see docs/window.md).
 func plan(policy string, c conversation, s Settings, limit int) (Cut, error) {
 	switch policy {
 	case PolicyFull:

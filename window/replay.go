@@ -2,7 +2,7 @@ package window
 
 import "kvwin/engine"
 
-// stepped replays the stepped eviction of the package doc (sink and memory)
+// stepped replays the stepped eviction of docs/window.md (sink and memory)
 // and returns the cut for the whole conversation. reserve is P (0 for sink);
 // switchAt is the size up to which memory sends the conversation whole, or
 // -1 for none; limit is the most the window may hold when its newest unit
@@ -140,7 +140,7 @@ func fit(cut *Cut, c conversation, s Settings, limit, ex int) error {
 // take the larger cap, larger still where the reuse allowance holds it,
 // and then the fill may take all of it; a statement rarely needs old
 // turns quoted back, and its packet, best hit included, stays within what
-// the allowance leaves after the questions (see the package doc), 0 where
+// the allowance leaves after the questions (see docs/window.md), 0 where
 // it leaves nothing.
 func (s Settings) packetRooms(cut *Cut, c conversation, sinkEnd, padded int) {
 	cut.PacketFree = max(s.Budget-cut.KeptTokens, 0)
@@ -158,7 +158,7 @@ func (s Settings) packetRooms(cut *Cut, c conversation, sinkEnd, padded int) {
 }
 
 // questionSteps reports whether the ask at message last, with kept tokens
-// in the window, steps it early (see the package doc, Packets): it is a
+// in the window, steps it early (see docs/window.md, Packets): it is a
 // question, the budget leaves it less free room than the question zone,
 // and the window holds more than the low water mark (the caller checks
 // that there is a unit before the ask's to evict).

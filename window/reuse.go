@@ -3,13 +3,13 @@ package window
 import "kvwin/engine"
 
 // ReuseTarget is the cached share of its prompt tokens a memory window
-// aims to keep over a conversation's turns (see the package doc, The reuse
+// aims to keep over a conversation's turns (see docs/window.md, The reuse
 // allowance): the share the caps are derived from.
 const ReuseTarget = 0.85
 
 // questionShare is the share of asks the reuse allowance assumes are
 // questions at the question cap before a conversation shows its own (the
-// package doc's one ask in three): the prior of the conversation's
+// docs/window.md's one ask in three): the prior of the conversation's
 // estimate, worth questionPrior asks.
 const questionShare = 1.0 / 3
 
@@ -19,7 +19,7 @@ const questionShare = 1.0 / 3
 const questionPrior = 3
 
 // allowance is the reuse arithmetic of one conversation at one budget (see
-// the package doc, The reuse allowance), in tokens per turn.
+// docs/window.md, The reuse allowance), in tokens per turn.
 type allowance struct {
 	Ask      float64 // a: the mean user message, uncached on its turn
 	Exchange float64 // g: the mean unit (a user message and its replies)
@@ -48,7 +48,7 @@ const questionWindow = 256
 
 // questionShare returns q, the share of c's latest asks (user messages
 // after from, at most questionWindow) that are questions, with the prior's
-// questionShare worth questionPrior asks (see the package doc).
+// questionShare worth questionPrior asks (see docs/window.md).
 func (c conversation) questionShare(from int) float64 {
 	asks, questions := 0, 0
 	for i := len(c.msgs) - 1; i >= from && asks < questionWindow; i-- {

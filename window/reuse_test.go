@@ -25,7 +25,7 @@ func uniform(n, user, reply int, statements bool) conversation {
 }
 
 // asking makes every third user message of msgs a question, at the same
-// length: the package doc's share of questions, which the allowance's
+// length: docs/window.md's share of questions, which the allowance's
 // hand-worked figures assume.
 func asking(msgs []engine.Message) []engine.Message {
 	users := 0
@@ -40,7 +40,7 @@ func asking(msgs []engine.Message) []engine.Message {
 	return msgs
 }
 
-// TestAllowance checks the reuse arithmetic of the package doc against
+// TestAllowance checks the reuse arithmetic of docs/window.md against
 // figures worked by hand: long turns at a small budget leave the questions
 // their cap and nothing for a statement's packet; at a large one the
 // questions' cap grows with the spare, up to B − L, and statements get

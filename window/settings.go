@@ -15,7 +15,7 @@ type Counter func(engine.Message) int
 // ../shared/data/README.md when no tokenizer is at hand.
 func ApproxCount(m engine.Message) int { return (len(m.Content) + 3) / 4 }
 
-// Settings are the parameters of the cut rule (see the package doc). The
+// Settings are the parameters of the cut rule (see docs/window.md). The
 // zero value of every field but Budget means its default.
 type Settings struct {
 	// Budget is the tokens a window may hold: the per-slot context minus
@@ -45,7 +45,7 @@ type Settings struct {
 	// PacketCap (memory, PacketsAsk) is the share of Budget the packet of
 	// a question (see isQuestion) may take when the window has room for
 	// it, and more where the reuse allowance holds it (up to B − L).
-	// Default 1/4 (see the package doc for the rule).
+	// Default 1/4 (see docs/window.md for the rule).
 	PacketCap float64
 	// StatementCap (memory, PacketsAsk) is the share of Budget the packet
 	// of an ask that is not a question may take. Default 1/16, the room P
@@ -157,7 +157,7 @@ func (s Settings) packetCap(question bool) int {
 }
 
 // questionZone is the free room a question's packet is always given: a
-// question that finds less steps the window early (see the package doc,
+// question that finds less steps the window early (see docs/window.md,
 // Packets). The question cap, but at most half the span a window grows
 // by between the water marks, so that a step always leaves it.
 func (s Settings) questionZone() int { return min(s.packetCap(true), (s.high()-s.low())/2) }

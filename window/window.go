@@ -156,7 +156,7 @@ type Result struct {
 	Cut
 	// Messages is what to send: sinks, then kept messages with packets
 	// prepended to their asks. The server adds Cut.SinkPad padding tokens
-	// after the sinks when it can place tokens (see the package doc).
+	// after the sinks when it can place tokens (see docs/window.md).
 	Messages []engine.Message
 	// Packets are the packets in the window, by ask.
 	Packets []Packet

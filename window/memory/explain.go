@@ -16,7 +16,7 @@ const (
 	MissNotRetrieved
 	// MissGated: it matches the ask, but the ask got no lexical hits: no
 	// turn matches it beyond chance, or the window's last exchange
-	// answers it as well as the memory could (see the package doc).
+	// answers it as well as the memory could (see docs/memory.md).
 	MissGated
 	// MissCut: ranked, but the packet's K or token room left it out.
 	MissCut
