@@ -1,79 +1,10 @@
 // Package ollama is kvwin's backend for an Ollama server (v0.9.6, the
 // version whose api package kvwin builds with), serving one model through
-// Ollama's own client (github.com/ollama/ollama/api).
-//
-// An operator names it as `--backend ollama=http://HOST:11434?model=NAME`
-// (ParseURL: also slots, num_ctx, keep_alive and name). The model must be
-// on the server (`ollama pull` or `ollama create`); if it is not, requests
-// fail with engine.ErrUnknownModel.
-//
-// # What is sent
-//
-// Chat messages go to /api/chat, rendered by the model's own template on
-// the server; a text prompt goes to /api/generate raw (no template, no
-// system prompt). What Ollama cannot do is refused with
-// engine.ErrInvalidRequest before anything is sent: a prompt of token ids
-// (its API takes text), IgnoreEOS, NoCache. Request.Slot is ignored:
-// Ollama picks its slot itself. Every request streams, whether or not the caller does, so a silent
-// server is noticed (Config.FirstTokenTimeout, then Config.IdleTimeout)
-// and an error before the first
-// response is known to have generated nothing, so a router can fail over.
-//
-// The window is kvwin's job, so Ollama must never truncate a prompt (its
-// chat truncation drops whole messages and breaks the cached prefix) nor
-// shift its context while generating. kvwin cannot tokenize for Ollama, so
-// it bounds the prompt's tokens by the bytes of its text plus template
-// overheads (a token spans at least one byte in byte-level and
-// SentencePiece vocabularies) and sends num_ctx ≥ that bound + the answer's
-// tokens (MaxTokens, else Config.AnswerTokens), rounded up to a power of
-// two, at least Config.MinContext, capped by the model's trained context.
-// num_ctx is a load-time option: Ollama reloads the model, dropping its KV
-// cache, whenever it changes. So the sized num_ctx only grows (a short
-// request after a long one reuses the larger context), and operators
-// should pin it with Config.ContextLength (`num_ctx=` in the URL): the
-// byte bound overstates a real model's tokens about 3-4 times, which costs
-// KV memory when num_ctx is sized per request. Runner options in
-// Config.Options (num_thread, num_gpu, …) must stay fixed for the same
-// reason.
-//
-// num_keep is engine.Request.Keep, or else the bound on the leading system
-// messages (Ollama's default, 4 tokens, would cut a system prompt if it
-// ever shifted); num_predict is MaxTokens, or the room num_ctx leaves after
-// the prompt. keep_alive is Config.KeepAlive (default 30 minutes, not
-// Ollama's 5): an unloaded model has no cache to reuse.
-//
-// # What is reported
-//
-// Ollama reports prompt_eval_count, prompt_eval_duration, eval_count and
-// eval_duration only in its final response. So the first event (at
-// Ollama's first streamed response) carries kvwin's estimates: PromptTokens
-// from the prompt's bytes and the tokens-per-byte ratio of this backend's
-// last long prompt (1 before one), CachedTokens (below), CachedEstimated,
-// and FirstToken measured from sending the request (it includes loading the
-// model); its PromptEval is 0. The Result's Timings carry Ollama's figures:
-// PromptTokens = prompt_eval_count, PromptEval = prompt_eval_duration,
-// GeneratedTokens = eval_count, Decode = eval_duration. Result.Tokens is nil
-// (Ollama sends no token ids) and Slot is -1 (nor does it say which slot
-// served).
-//
-// Ollama v0.9.6 counts the whole prompt in prompt_eval_count, cached or
-// not, so CachedTokens is always an estimate (CachedEstimated true): the
-// longest prefix, in 64-byte blocks of the canonical rendering
-// (PromptText), that the new prompt shares with what the backend believes
-// each of the server's slots holds (the last prompt and answer run there),
-// in proportion of the prompt's tokens, and never the whole prompt. The
-// belief is dropped when the keep-alive passes or num_ctx grows (Ollama
-// unloads or reloads the model then). It cannot see another client's
-// requests to the same model, a model evicted for another, or an answer
-// that tokenizes differently when sent back; it overstates then, so this
-// backend should be the model's only client. Only prompt_eval_duration
-// shows a cache hit for certain.
-//
-// Info().Slots is Config.Slots (default 1): Ollama does not report its
-// OLLAMA_NUM_PARALLEL. Info().ContextSlot is the model's trained context
-// from /api/show (FallbackContext, with a warning, if the model does not
-// say), or Config.ContextLength if smaller; 0 until the first request or
-// LoadModelInfo read it.
+// Ollama's own client (github.com/ollama/ollama/api), named as
+// `--backend ollama=http://HOST:11434?model=NAME` (ParseURL). What it
+// sends (num_ctx, num_keep, keep_alive, streaming), what it refuses, and how
+// it estimates the prompt and cached tokens Ollama does not report are in
+// docs/fleet.md, "Gateway over Ollama".
 package ollama
 
 import (
