@@ -1,6 +1,10 @@
 package window
 
-import "kvwin/engine"
+import (
+	"slices"
+
+	"kvwin/engine"
+)
 
 // Cut is where a policy cuts one conversation: which messages are pinned,
 // which are evicted, which asks own a packet. It holds positions and counts
@@ -11,11 +15,15 @@ import "kvwin/engine"
 // message in [Start, Messages) at or after the latest step, ascending.
 type Cut struct {
 	Policy     string
-	Messages   int   // messages in the conversation
-	Sinks      int   // messages [0, Sinks) are pinned
-	SinkTokens int   // their tokens, unpadded
-	SinkPad    int   // padding tokens to insert after the sinks (a block boundary)
-	Start      int   // first kept message after the sinks
+	Messages   int // messages in the conversation
+	Sinks      int // messages [0, Sinks) are pinned
+	SinkTokens int // their tokens, unpadded
+	SinkPad    int // padding tokens to insert after the sinks (a block boundary)
+	Start      int // first kept message after the sinks
+	// Carried are the system messages before Start that stay in the
+	// window, whole, between the sinks and Start (ascending; see
+	// docs/window.md, System messages).
+	Carried    []int
 	Step       int   // eviction steps so far, by the replay of docs/window.md
 	StepAt     int   // message at which the latest step happened; -1 if none
 	Asks       []int // user messages that carry a packet (memory only)
@@ -145,4 +153,75 @@ func pad(tokens, block int) int {
 		return tokens
 	}
 	return (tokens + block - 1) / block * block
+}
+
+// carrier keeps the system (and developer) messages a step passes: after
+// the sinks, newest first, while with the padded sinks they take at most
+// SinkShare·B; older ones are evicted like any message (docs/window.md,
+// System messages).
+type carrier struct {
+	c    conversation
+	mids []int // system messages after the sinks, ascending
+	room int
+	// at, held: the latest start asked about and its tokens (the replay
+	// asks about the same start many times).
+	at, held int
+}
+
+func (c conversation) carrier(end, padded int, s Settings) *carrier {
+	var mids []int
+	for i := end; i < len(c.msgs); i++ {
+		if c.msgs[i].Role == engine.RoleSystem {
+			mids = append(mids, i)
+		}
+	}
+	return &carrier{c: c, mids: mids, room: int(s.SinkShare*float64(s.Budget)) - padded, at: -1}
+}
+
+// walk calls fn with each carried message before start, newest first, and
+// its tokens.
+func (k *carrier) walk(start int, fn func(pos int)) int {
+	total := 0
+	for j := len(k.mids) - 1; j >= 0; j-- {
+		pos := k.mids[j]
+		if pos >= start {
+			continue
+		}
+		if total+k.c.count[pos] > k.room {
+			break
+		}
+		total += k.c.count[pos]
+		if fn != nil {
+			fn(pos)
+		}
+	}
+	return total
+}
+
+// tokens is what the messages carried past start take.
+func (k *carrier) tokens(start int) int {
+	if len(k.mids) == 0 {
+		return 0
+	}
+	if start != k.at {
+		k.at, k.held = start, k.walk(start, nil)
+	}
+	return k.held
+}
+
+// positions are the messages carried past start, ascending.
+func (k *carrier) positions(start int) []int {
+	var out []int
+	k.walk(start, func(pos int) { out = append(out, pos) })
+	slices.Reverse(out)
+	return out
+}
+
+// tokensOf sums the whole tokens of the messages at positions.
+func (c conversation) tokensOf(positions []int) int {
+	t := 0
+	for _, p := range positions {
+		t += c.count[p]
+	}
+	return t
 }

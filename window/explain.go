@@ -2,6 +2,7 @@ package window
 
 import (
 	"context"
+	"slices"
 
 	"kvwin/window/memory"
 )
@@ -29,7 +30,7 @@ func (w *Window) Explain(ctx context.Context, req Request, positions []int) ([]m
 	var ask []int // positions the latest ask's search must explain
 	for i, pos := range positions {
 		switch {
-		case pos < res.Sinks || (pos >= res.Start && pos < res.Cut.Messages) || in[pos]:
+		case pos < res.Sinks || (pos >= res.Start && pos < res.Cut.Messages) || in[pos] || slices.Contains(res.Carried, pos):
 			out[i] = memory.MissNone
 		case pos < 0 || pos >= res.Cut.Messages:
 			out[i] = memory.MissNotHeld

@@ -21,7 +21,8 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit
 	whole := switchAt >= 0
 	asks := 0 // user messages since the latest step (memory)
 	ex := 0   // the long messages before ex stand as excerpts: those a step has passed
-	kept := func(i int) int { return padded + c.size(cut.Start, i, ex) }
+	carry := c.carrier(end, padded, s)
+	kept := func(i int) int { return padded + carry.tokens(cut.Start) + c.size(cut.Start, i, ex) }
 	window := func(i int) int { return kept(i) + asks*reserve }
 	if onAsk {
 		// One packet at a time, on the latest ask: P is always reserved.
@@ -72,6 +73,7 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit
 	}
 	cut.SinkTokens = sinkTokens
 	cut.SinkPad = padded - sinkTokens
+	cut.Carried = carry.positions(cut.Start)
 	cut.KeptTokens = kept(n)
 	cut.Excerpts = c.excerpts(c.excerpts(nil, 0, end, ex), cut.Start, n, ex)
 	if cut.KeptTokens > s.Budget {
@@ -122,7 +124,7 @@ func fit(cut *Cut, c conversation, s Settings, limit, ex int) error {
 	n := len(c.msgs)
 	if sys := systemEnd(c.msgs); cut.Sinks > sys {
 		whole := c.tokens(0, sys) // system messages are never excerpted
-		if kept := pad(whole, s.Block) + c.size(cut.Start, n, ex); kept <= allowed {
+		if kept := pad(whole, s.Block) + c.tokensOf(cut.Carried) + c.size(cut.Start, n, ex); kept <= allowed {
 			cut.Sinks, cut.SinkTokens, cut.SinkPad, cut.KeptTokens = sys, whole, pad(whole, s.Block)-whole, kept
 			cut.Excerpts = c.excerpts(nil, cut.Start, n, ex)
 			if cut.Step == 0 {

@@ -211,6 +211,9 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	for i := 0; i < cut.Sinks; i++ {
 		res.Messages = append(res.Messages, at(i))
 	}
+	for _, i := range cut.Carried {
+		res.Messages = append(res.Messages, req.Messages[i])
+	}
 	frame, lines := frameCost(count), lineCost(count)
 	for i := cut.Start; i < cut.Messages; i++ {
 		m := at(i)
@@ -241,6 +244,9 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 	used := 0 // packet tokens so far since the step
 	window := make([]memory.Turn, 0, cut.Sinks+cut.Messages-cut.Start)
 	for i := 0; i < cut.Sinks; i++ {
+		window = append(window, turnAt(msgs, prefix, i))
+	}
+	for _, i := range cut.Carried {
 		window = append(window, turnAt(msgs, prefix, i))
 	}
 	next := cut.Start
