@@ -13,12 +13,9 @@ import (
 	"kvwin/cmd/kvwin/bench/locomo"
 )
 
-// Turn is one turn of a LoCoMo conversation.
-type Turn struct {
-	Speaker string `json:"speaker"`
-	DiaID   string `json:"dia_id"`
-	Text    string `json:"text"`
-}
+// Turn is one turn of a LoCoMo conversation: the format's one declaration,
+// in package locomo.
+type Turn = locomo.Turn
 
 // Question is one qa entry, with its evidence resolved to turn indexes.
 type Question struct {
@@ -73,7 +70,7 @@ func convert(s locomo.Sample) (Conversation, error) {
 		if c.SpeakerA == "" {
 			c.SpeakerA = t.Speaker
 		}
-		c.Turns = append(c.Turns, Turn(t))
+		c.Turns = append(c.Turns, t)
 	}
 	if len(c.Turns) == 0 {
 		return c, fmt.Errorf("no turns")
