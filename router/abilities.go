@@ -95,7 +95,7 @@ func (r *Router) Slots() []engine.SlotState {
 	offset := 0
 	for _, m := range r.fleet() {
 		n := m.backend.Info().Slots
-		if rep, ok := m.backend.(engine.SlotReporter); ok {
+		if rep, ok := engine.As[engine.SlotReporter](m.backend); ok {
 			for _, s := range rep.Slots() {
 				s.ID += offset
 				out = append(out, s)
@@ -113,7 +113,7 @@ func (r *Router) Slots() []engine.SlotState {
 // backends, one after the other.
 func (r *Router) FetchSlots(ctx context.Context) ([]engine.SlotState, error) {
 	for _, m := range r.fleet() {
-		if f, ok := m.backend.(engine.SlotFetcher); ok && m.healthy.Load() {
+		if f, ok := engine.As[engine.SlotFetcher](m.backend); ok && m.healthy.Load() {
 			if _, err := f.FetchSlots(ctx); err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
@@ -128,7 +128,7 @@ func (r *Router) FetchSlots(ctx context.Context) ([]engine.SlotState, error) {
 // ChatTemplate is the chat template of the first backend that knows one.
 func (r *Router) ChatTemplate() string {
 	for _, m := range r.fleet() {
-		if t, ok := m.backend.(engine.ChatTemplater); ok {
+		if t, ok := engine.As[engine.ChatTemplater](m.backend); ok {
 			if s := t.ChatTemplate(); s != "" {
 				return s
 			}
@@ -142,7 +142,7 @@ func (r *Router) ChatTemplate() string {
 // way for all.
 func (r *Router) TemplateTools() bool {
 	for _, m := range r.fleet() {
-		t, ok := m.backend.(engine.ToolTemplater)
+		t, ok := engine.As[engine.ToolTemplater](m.backend)
 		if !ok || !t.TemplateTools() {
 			return false
 		}

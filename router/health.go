@@ -50,7 +50,7 @@ func (r *Router) check(ctx context.Context, m *member) {
 	var err error
 	if m.suspect.Load() {
 		err = r.probe(ctx, m)
-	} else if hc, ok := m.backend.(engine.HealthChecker); ok {
+	} else if hc, ok := engine.As[engine.HealthChecker](m.backend); ok {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
 		err = hc.Health(cctx)
 		cancel()
@@ -103,7 +103,7 @@ func (r *Router) probe(ctx context.Context, m *member) error {
 // after being down (perhaps restarted, its KV gone) or whose context
 // changed holds nothing anywhere. Safe to call concurrently for one member.
 func (r *Router) refresh(ctx context.Context, m *member, rejoin bool) error {
-	if rf, ok := m.backend.(engine.Refresher); ok {
+	if rf, ok := engine.As[engine.Refresher](m.backend); ok {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
 		err := rf.Refresh(cctx)
 		cancel()

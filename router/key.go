@@ -46,7 +46,7 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 		k.tokens = req.Tokens
 	} else {
 		for _, m := range live {
-			p, ok := m.backend.(engine.Prompter)
+			p, ok := engine.As[engine.Prompter](m.backend)
 			if !ok {
 				continue
 			}
@@ -82,7 +82,7 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 // content lines.
 func (r *Router) promptText(req engine.Request) string {
 	for _, m := range r.fleet() {
-		if tr, ok := m.backend.(engine.TextRenderer); ok {
+		if tr, ok := engine.As[engine.TextRenderer](m.backend); ok {
 			if text, err := tr.PromptText(req); err == nil {
 				return text
 			}

@@ -107,10 +107,10 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, exact := b.(engine.Prompter)
+	_, exact := engine.As[engine.Prompter](b)
 	m := &member{index: i, name: info.Name, backend: b, exact: exact, cal: cal, snapshots: info.Snapshots, now: cfg.Now}
-	m.reader, _ = b.(engine.SlotReader)
-	m.follower, _ = b.(engine.ResidencyFollower)
+	m.reader, _ = engine.As[engine.SlotReader](b)
+	m.follower, _ = engine.As[engine.ResidencyFollower](b)
 	m.slots.Store(int64(info.Slots))
 	m.ctx.Store(int64(info.ContextSlot))
 	m.healthy.Store(true)

@@ -173,7 +173,7 @@ func (r *Router) canPlan(m *member) bool {
 	if !m.exact || r.isolates(m) {
 		return false
 	}
-	p, ok := m.backend.(engine.SlotPinner)
+	p, ok := engine.As[engine.SlotPinner](m.backend)
 	return ok && p.PinsSlots()
 }
 

@@ -240,7 +240,7 @@ func (r *Router) Close() error {
 // the bytes when none can.
 func (r *Router) CountMessage(m engine.Message) int {
 	for _, mem := range r.fleet() {
-		if mc, ok := mem.backend.(engine.MessageCounter); ok && mem.healthy.Load() {
+		if mc, ok := engine.As[engine.MessageCounter](mem.backend); ok && mem.healthy.Load() {
 			return mc.CountMessage(m)
 		}
 	}
@@ -339,7 +339,7 @@ func (r *Router) ForgetConversation(ctx context.Context, tenant, conversation st
 	n := 0
 	var errs []error
 	for _, m := range r.fleet() {
-		if f, ok := m.backend.(engine.ConversationForgetter); ok {
+		if f, ok := engine.As[engine.ConversationForgetter](m.backend); ok {
 			k, err := f.ForgetConversation(ctx, tenant, conversation)
 			n += k
 			if err != nil {

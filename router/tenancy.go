@@ -81,7 +81,7 @@ func (r *Router) isolates(m *member) bool {
 	if !r.cfg.IsolateTenants || m.backend.Info().Tenants {
 		return false
 	}
-	p, ok := m.backend.(engine.SlotPinner)
+	p, ok := engine.As[engine.SlotPinner](m.backend)
 	return ok && p.PinsSlots()
 }
 

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gin-gonic/gin"
@@ -20,10 +21,14 @@ func (s *Server) Embed(c *gin.Context, t *core.Turn, model string, inputs []stri
 	if err != nil {
 		return engine.Embeddings{}, info, err
 	}
-	emb, ok := b.(engine.Embedder)
-	if !ok {
+	emb, release, err := engine.Hold[engine.Embedder](c.Request.Context(), b)
+	if errors.Is(err, engine.ErrNotSupported) {
 		return engine.Embeddings{}, info, fmt.Errorf("this server's backend cannot compute embeddings: %w", engine.ErrNotSupported)
 	}
+	if err != nil {
+		return engine.Embeddings{}, info, err
+	}
+	defer release()
 	out, err := emb.Embed(c.Request.Context(), engine.EmbedRequest{Model: info.Model, Inputs: inputs, Tenant: t.Tenant})
 	return out, info, err
 }

@@ -296,7 +296,7 @@ func (s *Server) routes() *gin.Engine {
 // without its memory store answers 200 with "status": "degraded".
 func (s *Server) health(c *gin.Context) {
 	err := error(nil)
-	if r, ok := s.backend.(engine.Readier); ok {
+	if r, ok := engine.As[engine.Readier](s.backend); ok {
 		err = r.Ready()
 	}
 	if err == nil && s.backend.Info().Model == "" {

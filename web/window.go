@@ -47,11 +47,17 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 		}
 		return nil
 	}
+	// The counters are held for the cut (a catalog's model is loaded for
+	// them, as the generation right after needs it loaded anyway); one that
+	// cannot be had leaves the estimate.
+	ctx := c.Request.Context()
 	count := window.ApproxCount
-	if mc, ok := t.Backend.(engine.MessageCounter); ok {
+	if mc, release, err := engine.Hold[engine.MessageCounter](ctx, t.Backend); err == nil {
+		defer release()
 		count = mc.CountMessage
 	}
-	if cc, ok := t.Backend.(engine.ConversationCounter); ok {
+	if cc, release, err := engine.Hold[engine.ConversationCounter](ctx, t.Backend); err == nil {
+		defer release()
 		// Other messages (a packet's) are counted as the tenant's too.
 		tenant := t.Tenant
 		count = primed(req.Messages, cc.CountMessages(tenant, req.Messages), func(m engine.Message) int {
@@ -62,7 +68,7 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 	if mw, ok := win.(ModelWindows); ok {
 		win = mw.For(req.Model)
 	}
-	res, err := win.Build(c.Request.Context(), window.Request{
+	res, err := win.Build(ctx, window.Request{
 		Tenant: t.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
 		Limit: newestLimit(t.Backend.Info().ContextSlot, req.MaxTokens),
 	})

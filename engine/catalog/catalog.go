@@ -91,10 +91,6 @@ type Config struct {
 	// Open loads an embedded model; it blocks for the load. Required if
 	// a model is embedded.
 	Open func(m Model) (Engine, error)
-	// Estimate counts a message's tokens where the model cannot (a load
-	// failed, a backend without a tokenizer). Default ceil(bytes/4), the
-	// window's estimate.
-	Estimate func(engine.Message) int
 	// SnapshotTTL expires the snapshot files of models not loaded, on the
 	// clock SnapshotNow (default time.Now); 0 never does.
 	SnapshotTTL time.Duration
@@ -146,9 +142,6 @@ func New(cfg Config) (*Catalog, error) {
 	}
 	if cfg.SnapshotNow == nil {
 		cfg.SnapshotNow = time.Now
-	}
-	if cfg.Estimate == nil {
-		cfg.Estimate = func(m engine.Message) int { return (len(m.Content) + 3) / 4 }
 	}
 	c := &Catalog{cfg: cfg, log: cfg.Log, byName: map[string]*entry{}, changed: make(chan struct{}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvwin_model_loads_total",

@@ -100,17 +100,28 @@ func (r *rich) ForgetConversation(context.Context, string, string) (int, error) 
 	return 5, nil
 }
 
-// abilities are what a test asks an entry for, each answering from the
-// backend found (so a test sees that the call reaches it).
+// holdErr is what an ability's ask answers when engine.Hold fails: not
+// found, or the load's failure.
+func holdErr(err error) (string, bool) {
+	if errors.Is(err, engine.ErrNotSupported) {
+		return "", false
+	}
+	return "load failed", true
+}
+
+// abilities are what a test asks an entry for, each held (engine.Hold) and
+// answering from the backend found (so a test sees that the call reaches
+// it).
 var abilities = []struct {
 	name string
 	ask  func(b engine.Backend) (string, bool)
 }{
 	{"Tokenizer", func(b engine.Backend) (string, bool) {
-		t, ok := engine.As[engine.Tokenizer](b)
-		if !ok {
-			return "", false
+		t, release, err := engine.Hold[engine.Tokenizer](context.Background(), b)
+		if err != nil {
+			return holdErr(err)
 		}
+		defer release()
 		ids, err := t.Tokenize(context.Background(), "A", false)
 		if err != nil || len(ids) != 1 {
 			return "error", true
@@ -118,10 +129,11 @@ var abilities = []struct {
 		return strconv.Itoa(ids[0]), true
 	}},
 	{"SlotReader", func(b engine.Backend) (string, bool) {
-		r, ok := engine.As[engine.SlotReader](b)
-		if !ok {
-			return "", false
+		r, release, err := engine.Hold[engine.SlotReader](context.Background(), b)
+		if err != nil {
+			return holdErr(err)
 		}
+		defer release()
 		s, err := r.ReadSlots(context.Background())
 		if err != nil || len(s) != 1 {
 			return "error", true
@@ -129,24 +141,27 @@ var abilities = []struct {
 		return strconv.Itoa(s[0].Count), true
 	}},
 	{"SlotReporter", func(b engine.Backend) (string, bool) {
-		r, ok := engine.As[engine.SlotReporter](b)
-		if !ok {
-			return "", false
+		r, release, err := engine.Hold[engine.SlotReporter](context.Background(), b)
+		if err != nil {
+			return holdErr(err)
 		}
+		defer release()
 		return strconv.Itoa(r.Slots()[0].ID), true
 	}},
 	{"ChatTemplater", func(b engine.Backend) (string, bool) {
-		t, ok := engine.As[engine.ChatTemplater](b)
-		if !ok {
-			return "", false
+		t, release, err := engine.Hold[engine.ChatTemplater](context.Background(), b)
+		if err != nil {
+			return holdErr(err)
 		}
+		defer release()
 		return t.ChatTemplate(), true
 	}},
 	{"ConversationForgetter", func(b engine.Backend) (string, bool) {
-		f, ok := engine.As[engine.ConversationForgetter](b)
-		if !ok {
-			return "", false
+		f, release, err := engine.Hold[engine.ConversationForgetter](context.Background(), b)
+		if err != nil {
+			return holdErr(err)
 		}
+		defer release()
 		n, err := f.ForgetConversation(context.Background(), "t", "c")
 		if err != nil {
 			return "error", true
@@ -154,10 +169,11 @@ var abilities = []struct {
 		return strconv.Itoa(n), true
 	}},
 	{"Embedder", func(b engine.Backend) (string, bool) {
-		e, ok := engine.As[engine.Embedder](b)
-		if !ok {
-			return "", false
+		e, release, err := engine.Hold[engine.Embedder](context.Background(), b)
+		if err != nil {
+			return holdErr(err)
 		}
+		defer release()
 		emb, err := e.Embed(context.Background(), engine.EmbedRequest{Model: "m", Inputs: []string{"x"}})
 		if errors.Is(err, engine.ErrNotSupported) {
 			return "not supported", true
@@ -168,14 +184,19 @@ var abilities = []struct {
 		return strconv.Itoa(len(emb.Vectors)), true
 	}},
 	{"Prompter", func(b engine.Backend) (string, bool) {
-		_, ok := engine.As[engine.Prompter](b)
-		return "", ok
+		_, release, err := engine.Hold[engine.Prompter](context.Background(), b)
+		if err != nil {
+			return holdErr(err)
+		}
+		release()
+		return "", true
 	}},
 }
 
-// TestEntryExposesAbilities: an entry, embedded or remote, is found to
-// have exactly the abilities of the backend it holds, and a call through
-// it reaches that backend; an embedded one is loaded to be asked.
+// TestEntryExposesAbilities: an entry, embedded or remote, held with
+// engine.Hold, has exactly the abilities of the backend it holds, and a
+// call through it reaches that backend; an embedded one is loaded to be
+// held.
 func TestEntryExposesAbilities(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -184,19 +205,18 @@ func TestEntryExposesAbilities(t *testing.T) {
 		openErr error
 		want    map[string]string // ability → what its call answers; absent: not found
 	}{
-		// The entry embeds itself (loading the model), so Embedder is
-		// always found: without the backend's, it answers ErrNotSupported.
 		{"embedded tokenizer", &tokenizing{fake{name: "e"}}, false, nil,
-			map[string]string{"Tokenizer": "165", "SlotReporter": "7", "ChatTemplater": "tmpl-e", "Embedder": "not supported"}},
+			map[string]string{"Tokenizer": "165", "SlotReporter": "7", "ChatTemplater": "tmpl-e"}},
 		{"remote slot reader and embedder", &reading{fake{name: "r"}}, true, nil,
 			map[string]string{"SlotReader": "42", "Embedder": "1"}},
 		{"remote with every kind", &rich{tokenizing: tokenizing{fake{name: "x"}}}, true, nil,
 			map[string]string{"Tokenizer": "165", "SlotReporter": "7", "ChatTemplater": "tmpl-x", "SlotReader": "42", "ConversationForgetter": "5", "Embedder": "not supported"}},
-		{"embedded without abilities", &fake{name: "bare"}, false, nil, map[string]string{"Embedder": "not supported"}},
-		// A model that cannot load has no ability but the entry's own,
-		// which reports the load's failure.
+		{"embedded without abilities", &fake{name: "bare"}, false, nil, map[string]string{}},
+		// Holding a model that cannot load is the load's failure, whatever
+		// the ability.
 		{"embedded failing to load", &tokenizing{fake{name: "f"}}, false, errors.New("no such file"),
-			map[string]string{"Embedder": "error"}},
+			map[string]string{"Tokenizer": "load failed", "SlotReader": "load failed", "SlotReporter": "load failed",
+				"ChatTemplater": "load failed", "ConversationForgetter": "load failed", "Embedder": "load failed", "Prompter": "load failed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opens := 0
@@ -247,9 +267,9 @@ func TestRemoteServedUnderBackendsName(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := c.Select("alias")
-	emb, ok := b.(engine.Embedder)
+	emb, ok := engine.As[engine.Embedder](b)
 	if !ok {
-		t.Fatal("entry is no Embedder")
+		t.Fatal("no Embedder found through the entry")
 	}
 	if _, err := emb.Embed(context.Background(), engine.EmbedRequest{Model: "alias"}); err != nil {
 		t.Fatal(err)
@@ -478,5 +498,56 @@ func TestReady(t *testing.T) {
 				t.Fatalf("Ready() = %v: want ErrUnavailable naming the models", err)
 			}
 		})
+	}
+}
+
+// TestFindingNeverLoadsHoldingKeeps: engine.As through an entry whose
+// model is not loaded finds nothing and loads nothing; engine.Hold loads
+// it and keeps it loaded until release, so another model waiting for the
+// room (MaxLoaded 1) gets it only then; once loaded, As finds its
+// abilities without holding it.
+func TestFindingNeverLoadsHoldingKeeps(t *testing.T) {
+	opens := map[string]int{}
+	c, err := New(Config{Log: quiet, Models: []Model{{Name: "a"}, {Name: "b"}}, MaxLoaded: 1,
+		Open: func(m Model) (Engine, error) {
+			opens[m.Name]++
+			return &tokenizing{fake{name: m.Name}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, _ := c.Select("a")
+	b, _ := c.Select("b")
+	if _, ok := engine.As[engine.Tokenizer](a); ok || opens["a"] != 0 {
+		t.Fatalf("As on an unloaded model: found %v, opened %d times; want neither", ok, opens["a"])
+	}
+	tk, release, err := engine.Hold[engine.Tokenizer](context.Background(), a)
+	if err != nil || opens["a"] != 1 {
+		t.Fatalf("Hold: %v, opened %d times; want once", err, opens["a"])
+	}
+	if ids, err := tk.Tokenize(context.Background(), "A", false); err != nil || len(ids) != 1 || ids[0] != 165 {
+		t.Fatalf("the held tokenizer answered %v, %v", ids, err)
+	}
+	if _, ok := engine.As[engine.SlotReporter](a); !ok {
+		t.Fatal("As on a loaded model does not find its abilities")
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, rel, err := engine.Hold[engine.Tokenizer](gone, b); err == nil {
+		rel()
+		t.Fatal("b was loaded while a, held, took the only room")
+	}
+	release()
+	_, rel, err := engine.Hold[engine.Tokenizer](context.Background(), b)
+	if err != nil {
+		t.Fatalf("after a's release, b: %v", err)
+	}
+	rel()
+	if _, ok := engine.As[engine.Tokenizer](a); ok {
+		t.Fatal("a still found loaded after b took its room")
+	}
+	if _, _, err := engine.Hold[engine.Embedder](context.Background(), b); !errors.Is(err, engine.ErrNotSupported) {
+		t.Fatalf("Hold of an ability the engine lacks: %v, want ErrNotSupported", err)
 	}
 }

@@ -28,10 +28,8 @@ type entry struct {
 var (
 	_ engine.Backend        = (*entry)(nil)
 	_ engine.Unwrapper      = (*entry)(nil)
-	_ engine.MessageCounter = (*entry)(nil)
+	_ engine.Holder         = (*entry)(nil)
 	_ engine.ModelDescriber = (*entry)(nil)
-	_ engine.Embedder       = (*entry)(nil)
-	_ engine.ToolTemplater  = (*entry)(nil)
 )
 
 // peek returns e's backend if it is loaded (or remote), held until
@@ -66,32 +64,26 @@ func (e *entry) Generate(ctx context.Context, req engine.Request, fn engine.Stre
 
 // Unwrap returns the backend serving the model, so that engine.As finds
 // its every ability: a remote model's (served under the backends' own
-// model name), or the embedded engine, loaded if it is not (it blocks for
-// the load, as the request that asks is about to need it; nil if the load
-// fails). The engine is not held: unloaded meanwhile (its TTL, room for
-// another), its calls fail with engine.ErrClosed.
+// model name), or the embedded engine if it is loaded; nil if it is not.
+// It never loads and holds nothing: to use an ability, engine.Hold it.
 func (e *entry) Unwrap() engine.Backend {
-	b, release, err := e.cat.acquire(context.Background(), e)
-	if err != nil {
+	if e.remote != nil {
+		return e.remote
+	}
+	c := e.cat
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.state != Loaded {
 		return nil
 	}
-	release()
-	return b
+	return e.eng
 }
 
-// CountMessage counts in the model's tokens, loading it (the window plans
-// right before the generation that needs it loaded anyway); if it cannot
-// be loaded or cannot count, Config.Estimate's count.
-func (e *entry) CountMessage(m engine.Message) int {
-	b, release, err := e.cat.acquire(context.Background(), e)
-	if err != nil {
-		return e.cat.cfg.Estimate(m)
-	}
-	defer release()
-	if mc, ok := engine.As[engine.MessageCounter](b); ok { // a router counts with a backend's tokenizer
-		return mc.CountMessage(m)
-	}
-	return e.cat.cfg.Estimate(m)
+// Hold loads the model if it is not (waiting for room as a request does)
+// and holds it until release: an ability found through it (engine.Hold) is
+// used while the model cannot be unloaded.
+func (e *entry) Hold(ctx context.Context) (engine.Backend, func(), error) {
+	return e.cat.acquire(ctx, e)
 }
 
 // Describe describes the model's file without loading it.
@@ -107,33 +99,6 @@ func (e *entry) Describe() (engine.ModelCard, error) {
 		return engine.ModelCard{}, fmt.Errorf("describe model %q: %w", e.m.Name, err)
 	}
 	return engine.ModelCard{Format: "gguf", Size: st.Size(), ModifiedAt: st.ModTime()}, nil
-}
-
-// Embed loads the model if needed, then embeds with it (a remote model:
-// under the backends' own model name).
-func (e *entry) Embed(ctx context.Context, req engine.EmbedRequest) (engine.Embeddings, error) {
-	b, release, err := e.cat.acquire(ctx, e)
-	if err != nil {
-		return engine.Embeddings{}, err
-	}
-	defer release()
-	emb, ok := engine.As[engine.Embedder](b)
-	if !ok {
-		return engine.Embeddings{}, fmt.Errorf("model %q cannot compute embeddings: %w", e.m.Name, engine.ErrNotSupported)
-	}
-	return emb.Embed(ctx, req)
-}
-
-// TemplateTools reports whether the model's own chat template renders
-// tools; it loads the model (the chat that asks is about to need it).
-func (e *entry) TemplateTools() bool {
-	b, release, err := e.cat.acquire(context.Background(), e)
-	if err != nil {
-		return false
-	}
-	defer release()
-	tt, ok := engine.As[engine.ToolTemplater](b)
-	return ok && tt.TemplateTools()
 }
 
 // remote is a remote model's backend as its entry serves it: requests

@@ -104,6 +104,7 @@ type Stats struct {
 	GeneratedTokens atomic.Int64
 	Forks           atomic.Int64 // prefixes copied between slots
 	Shifts          atomic.Int64 // kept history moved instead of recomputed (--shift)
+	CountReuses     atomic.Int64 // CountMessages calls that found their history's counts in one lookup
 }
 
 // New loads the model and creates the context. It blocks while loading.
@@ -267,6 +268,7 @@ func (e *Engine) CountMessages(tenant string, msgs []engine.Message) []int {
 	from := 0
 	if p, k := longestPrefix(e.kv.prompts, keys, func(p *kvcache.Prefix) bool { return len(p.Tokens) > 0 }); p != nil {
 		out, from = appendIDs(out, p.Tokens), k
+		e.stats.CountReuses.Add(1)
 	}
 	for _, m := range msgs[from:] {
 		out = append(out, e.countFor(tenant, m))

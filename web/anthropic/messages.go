@@ -103,14 +103,19 @@ func (s *server) prepare(c *gin.Context, t *core.Turn, body *messagesRequest, co
 // engine.ErrNotSupported) the sum of its messages as the window counts
 // them.
 func count(ctx context.Context, b engine.Backend, req engine.Request) (int, error) {
-	if p, ok := engine.As[engine.Prompter](b); ok {
+	if p, release, err := engine.Hold[engine.Prompter](ctx, b); err == nil {
 		ids, err := p.Prompt(ctx, req)
+		release()
 		if !errors.Is(err, engine.ErrNotSupported) {
 			return len(ids), err
 		}
 	}
 	n := 0
-	mc, exact := engine.As[engine.MessageCounter](b)
+	mc, release, err := engine.Hold[engine.MessageCounter](ctx, b)
+	exact := err == nil
+	if exact {
+		defer release()
+	}
 	for _, m := range req.Messages {
 		if exact {
 			n += mc.CountMessage(m)

@@ -448,27 +448,32 @@ func (s *server) open(c *gin.Context, t *core.Turn, body any, model *string) err
 }
 
 // tokenizer opens the request as open does and returns the Tokenizer of
-// the backend serving it; route names the route in the error of a
-// backend without one.
-func (s *server) tokenizer(c *gin.Context, t *core.Turn, body any, model *string, route string) (engine.Tokenizer, error) {
+// the backend serving it, held (engine.Hold: a catalog's model is loaded)
+// until release; route names the route in the error of a backend without
+// one.
+func (s *server) tokenizer(c *gin.Context, t *core.Turn, body any, model *string, route string) (engine.Tokenizer, func(), error) {
 	if err := s.open(c, t, body, model); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	tok, ok := engine.As[engine.Tokenizer](t.Backend)
-	if !ok {
-		return nil, fmt.Errorf("%s: %w", route, errNotSupported)
+	tok, release, err := engine.Hold[engine.Tokenizer](c.Request.Context(), t.Backend)
+	if errors.Is(err, engine.ErrNotSupported) {
+		return nil, nil, fmt.Errorf("%s: %w", route, errNotSupported)
 	}
-	return tok, nil
+	if err != nil {
+		return nil, nil, err
+	}
+	return tok, release, nil
 }
 
 // nodeTokenize serves POST /tokenize.
 func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) {
 	var body nodeTokenizeRequest
-	tok, err := s.tokenizer(c, t, &body, &body.Model, "tokenize")
+	tok, release, err := s.tokenizer(c, t, &body, &body.Model, "tokenize")
 	if err != nil {
 		Fail(c, err)
 		return
 	}
+	defer release()
 	if body.Content == nil {
 		Fail(c, core.BadInput(core.CodeMissingParameter, "content", "content is required"))
 		return
@@ -544,17 +549,39 @@ func (s *server) nodeDetokenize(c *gin.Context, t *core.Turn) {
 		Model  string `json:"model"`
 		Tokens []int  `json:"tokens"`
 	}
-	tok, err := s.tokenizer(c, t, &body, &body.Model, "detokenize")
+	tok, release, err := s.tokenizer(c, t, &body, &body.Model, "detokenize")
 	if err != nil {
 		Fail(c, err)
 		return
 	}
+	defer release()
 	text, err := tok.Detokenize(c.Request.Context(), body.Tokens)
 	if err != nil {
 		Fail(c, err)
 		return
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"content": text})
+}
+
+// slotStates are b's slots, fetched (engine.SlotFetcher) or reported
+// (engine.SlotReporter), b held meanwhile (a catalog's model is loaded:
+// the route names the model it asks about).
+func slotStates(ctx context.Context, b engine.Backend) ([]engine.SlotState, error) {
+	if f, release, err := engine.Hold[engine.SlotFetcher](ctx, b); err == nil {
+		defer release()
+		return f.FetchSlots(ctx)
+	} else if !errors.Is(err, engine.ErrNotSupported) {
+		return nil, err
+	}
+	rep, release, err := engine.Hold[engine.SlotReporter](ctx, b)
+	if errors.Is(err, engine.ErrNotSupported) {
+		return nil, fmt.Errorf("slots: %w", errNotSupported)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return rep.Slots(), nil
 }
 
 // nodeSlots serves GET /slots: engine.SlotState's fields are llama-server's
@@ -565,17 +592,9 @@ func (s *server) nodeSlots(c *gin.Context, t *core.Turn) {
 		Fail(c, err)
 		return
 	}
-	var states []engine.SlotState
-	if f, ok := engine.As[engine.SlotFetcher](t.Backend); ok {
-		var err error
-		if states, err = f.FetchSlots(c.Request.Context()); err != nil {
-			Fail(c, err)
-			return
-		}
-	} else if rep, ok := engine.As[engine.SlotReporter](t.Backend); ok {
-		states = rep.Slots()
-	} else {
-		Fail(c, fmt.Errorf("slots: %w", errNotSupported))
+	states, err := slotStates(c.Request.Context(), t.Backend)
+	if err != nil {
+		Fail(c, err)
 		return
 	}
 	// A tenant sees only the slots holding its tokens; the admin key
@@ -626,8 +645,9 @@ func (s *server) nodeProps(c *gin.Context, t *core.Turn) {
 	p.TotalSlots, p.ModelAlias, p.ModelPath, p.KvwinSnapshots = info.Slots, info.Model, info.Model, info.Snapshots
 	p.KvwinTenants = s.KeysEnabled() && t.Admin
 	p.KvwinSharesPrefixes = info.SharesPrefixes
-	if ct, ok := engine.As[engine.ChatTemplater](t.Backend); ok {
+	if ct, release, err := engine.Hold[engine.ChatTemplater](c.Request.Context(), t.Backend); err == nil {
 		p.ChatTemplate = ct.ChatTemplate()
+		release()
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, p)
 }

@@ -40,7 +40,7 @@ func (s *server) cardOf(m core.ModelStatus) engine.ModelCard {
 
 // cardOfBackend is b's card, or one made of Info alone.
 func (s *server) cardOfBackend(b engine.Backend) engine.ModelCard {
-	if d, ok := b.(engine.ModelDescriber); ok {
+	if d, ok := engine.As[engine.ModelDescriber](b); ok {
 		card, err := d.Describe()
 		if err == nil {
 			return card

@@ -7,6 +7,7 @@ package toolcall
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -255,7 +256,7 @@ func (m Mode) Defs() []any {
 // into the system message; the output is constrained to format, or to a
 // call when one is required (its arguments are the JSON asked for).
 func Apply(t *core.Turn, req *engine.Request, tools Mode, format *engine.Output) error {
-	if tt, ok := t.Backend.(engine.ToolTemplater); ok && tools.Call && tt.TemplateTools() {
+	if tools.Call && templatesTools(t.Backend) {
 		req.Tools = tools.Defs()
 	} else {
 		req.Messages = tools.WithTools(req.Messages)
@@ -354,4 +355,16 @@ func ReadResponseFormat(f *ResponseFormat) (*engine.Output, error) {
 		return &engine.Output{Schema: f.JSONSchema.Schema}, nil
 	}
 	return nil, core.BadInput(core.CodeInvalidValue, "response_format.type", `response_format.type is %q; it must be "text", "json_object" or "json_schema"`, f.Type)
+}
+
+// templatesTools reports whether b's model renders tools in its own chat
+// template (engine.ToolTemplater), holding it to ask: a catalog's model
+// is loaded for it, as the chat that asks is about to need it.
+func templatesTools(b engine.Backend) bool {
+	tt, release, err := engine.Hold[engine.ToolTemplater](context.Background(), b)
+	if err != nil {
+		return false
+	}
+	defer release()
+	return tt.TemplateTools()
 }

@@ -103,7 +103,7 @@ func (a *App) forgetter(w *window.Window) web.Forgetter {
 	if w != nil {
 		turns = w
 	}
-	snaps, _ := a.backend.(engine.ConversationForgetter)
+	snaps, _ := engine.As[engine.ConversationForgetter](a.backend)
 	if turns == nil && snaps == nil {
 		return nil
 	}

@@ -75,7 +75,7 @@ func (a *App) startCatalog() (web.Windower, *window.Window, error) {
 	wins.def = wins.by[models[0].Name]
 
 	c, err := catalog.New(catalog.Config{
-		Models: models, MaxLoaded: a.f.MaxLoadedModels, Open: a.openEmbedded(regs), Estimate: window.ApproxCount,
+		Models: models, MaxLoaded: a.f.MaxLoadedModels, Open: a.openEmbedded(regs),
 		SnapshotTTL: a.f.MemoryTTL, SnapshotNow: a.f.Now, Metrics: a.metrics, Log: a.log,
 	})
 	if err != nil {

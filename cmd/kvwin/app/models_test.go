@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -211,5 +212,65 @@ func TestRemoteModelEntry(t *testing.T) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&emb); err != nil || resp.StatusCode != 200 || emb.Model != "local" || len(emb.Data) != 2 || len(emb.Data[0].Embedding) == 0 {
 		t.Fatalf("embeddings: %d %+v %v", resp.StatusCode, emb, err)
+	}
+}
+
+// countReuses reads kvwin_engine_count_reuses_total of model's engine.
+func countReuses(t *testing.T, a *app.App, model string) int {
+	t.Helper()
+	resp, err := http.Get(a.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	re := `(?m)^kvwin_engine_count_reuses_total\{[^}]*\} (\d+)`
+	if model != "" {
+		re = fmt.Sprintf(`(?m)^kvwin_engine_count_reuses_total\{[^}]*model="%s"[^}]*\} (\d+)`, model)
+	}
+	m := regexp.MustCompile(re).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no kvwin_engine_count_reuses_total for model %q in /metrics", model)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestCatalogModelCountsAHistoryInOneLookup: a model served from a
+// models: config finds its engine's ConversationCounter (engine.Hold
+// through the catalog entry), so a turn whose history is unchanged is
+// counted from the lookup of that history, exactly as with --model;
+// before, the entry hid the ability and every message was counted again
+// (no lookup found anything).
+func TestCatalogModelCountsAHistoryInOneLookup(t *testing.T) {
+	reuses := map[string]int{}
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) *app.App
+		model string
+	}{
+		{"models config", func(t *testing.T) *app.App { return twoModels(t, nil) }, "a"},
+		{"--model", func(t *testing.T) *app.App { return apptest.Start(t, nil) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.start(t)
+			model := cmp.Or(tc.model, "kvwin-tiny")
+			msgs := []map[string]any{{"role": "user", "content": "Tell me about the river and the old mill by the bridge."}}
+			turn := func() string {
+				var r struct {
+					Choices []struct{ Message struct{ Content string } }
+				}
+				postJSON(t, a.URL()+"/v1/chat/completions", map[string]any{"model": model, "messages": msgs, "max_tokens": 8}, &r)
+				return r.Choices[0].Message.Content
+			}
+			msgs = append(msgs, map[string]any{"role": "assistant", "content": turn()})
+			before := countReuses(t, a, tc.model)
+			msgs = append(msgs, map[string]any{"role": "user", "content": "And what happened to the miller's daughter?"})
+			turn()
+			reuses[tc.name] = countReuses(t, a, tc.model) - before
+		})
+	}
+	if c, m := reuses["models config"], reuses["--model"]; c < 1 || c != m {
+		t.Fatalf("the second turn's history was found in %d lookups through the catalog and %d with --model; want the same, at least 1", c, m)
 	}
 }

@@ -33,7 +33,7 @@ type expiryHook struct {
 // use makes b the backend whose snapshots expire with their conversations
 // (nil, or a backend without snapshots: none).
 func (h *expiryHook) use(b engine.Backend) {
-	f, _ := b.(engine.ConversationForgetter)
+	f, _ := engine.As[engine.ConversationForgetter](b)
 	h.mu.Lock()
 	h.forget = f
 	h.mu.Unlock()
@@ -79,7 +79,7 @@ func (a *App) Expire(ctx context.Context) (Expiry, error) {
 		out.ConversationSnapshots = int(a.shared.hook.snapshots.Load() - before)
 	}
 	// The embedded engine, or a catalog (which sweeps every model's).
-	if e, ok := cur.backend.(engine.SnapshotExpirer); ok {
+	if e, ok := engine.As[engine.SnapshotExpirer](cur.backend); ok {
 		out.IdleSnapshots = e.ExpireSnapshots()
 	}
 	return out, err

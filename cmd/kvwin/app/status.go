@@ -88,7 +88,7 @@ func backendViews(ctx context.Context, model string, b engine.Backend, reg *kvca
 	}
 	view := func(name, kind string, be engine.Backend) BackendView {
 		v := BackendView{Model: model, Name: name, Kind: kind, Healthy: true, Slots: []engine.SlotState{}}
-		if rep, ok := be.(engine.SlotReporter); ok {
+		if rep, ok := engine.As[engine.SlotReporter](be); ok {
 			if slots := rep.Slots(); slots != nil {
 				v.Slots = slots
 			}
@@ -117,7 +117,7 @@ func backendViews(ctx context.Context, model string, b engine.Backend, reg *kvca
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, m := range members {
-		if f, ok := m.(engine.SlotFetcher); ok {
+		if f, ok := engine.As[engine.SlotFetcher](m); ok {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
