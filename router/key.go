@@ -71,7 +71,7 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 		k.exact = k.keyer.Tokens(k.tokens)
 		k.length = len(k.tokens)
 	} else {
-		k.length = (len(text) + 3) / 4 // about four bytes a token
+		k.length = engine.EstimateTokens(len(text))
 	}
 	return k, nil
 }

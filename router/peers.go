@@ -68,7 +68,7 @@ type tracker interface {
 func (k key) prompt(id uint64) prompt {
 	keys, block := k.exact.Keys, k.exact.BlockSize
 	if len(keys) == 0 {
-		keys, block = k.approx.Keys, max(k.approx.BlockSize/4, 1) // about four bytes a token
+		keys, block = k.approx.Keys, max(engine.EstimateTokens(k.approx.BlockSize), 1)
 	}
 	return prompt{root: k.root(), length: k.length, keys: keys, block: max(block, 1), id: id}
 }

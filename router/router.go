@@ -244,7 +244,7 @@ func (r *Router) CountMessage(m engine.Message) int {
 			return mc.CountMessage(m)
 		}
 	}
-	return (len(m.Role)+len(m.Content)+3)/4 + 4
+	return engine.EstimateTokens(len(m.Role)+len(m.Content)) + engine.MessageOverhead
 }
 
 // Backends returns the backends the router fronts.

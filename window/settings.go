@@ -13,7 +13,7 @@ type Counter func(engine.Message) int
 
 // ApproxCount is ceil(UTF-8 bytes / 4) of the content, the convention of
 // ../shared/data/README.md when no tokenizer is at hand.
-func ApproxCount(m engine.Message) int { return (len(m.Content) + 3) / 4 }
+func ApproxCount(m engine.Message) int { return engine.EstimateTokens(len(m.Content)) }
 
 // Settings are the parameters of the cut rule (see docs/window.md). The
 // zero value of every field but Budget means its default.

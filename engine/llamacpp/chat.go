@@ -182,7 +182,7 @@ func (c *chatML) text(dst []int, tenant, role, content string, sp *spent) ([]int
 func (c *chatML) count(tenant string, m engine.Message) int {
 	ids, err := c.text(nil, tenant, m.Role, m.Content, nil)
 	if err != nil {
-		return (len(m.Role) + len(m.Content) + 3) / 4
+		return engine.EstimateTokens(len(m.Role) + len(m.Content))
 	}
 	start, end := max(len(c.start), 1), max(len(c.end), 1)
 	if c.start == nil {

@@ -242,7 +242,7 @@ func (e *Engine) CountMessage(m engine.Message) int { return e.countFor("", m) }
 // countFor is m's count through tenant's caches.
 func (e *Engine) countFor(tenant string, m engine.Message) int {
 	if !e.use() {
-		return (len(m.Content) + 3) / 4
+		return engine.EstimateTokens(len(m.Content))
 	}
 	defer e.life.RUnlock()
 	// A message's count is a function of the renderer, its role and its

@@ -405,7 +405,7 @@ func (r *jinjaRenderer) count(tenant string, m engine.Message) int {
 	if err != nil {
 		ids, err := r.m.Tokenize(m.Content, false, false)
 		if err != nil {
-			return (len(m.Content) + 3) / 4
+			return engine.EstimateTokens(len(m.Content))
 		}
 		return len(ids) + 4
 	}

@@ -186,7 +186,7 @@ func (b *Backend) renderTemplate(ctx context.Context, c *chat, tenant string, ms
 // turn's prompt then costs no second /tokenize. When the server cannot be
 // asked, or its template is not ChatML, it estimates from the bytes.
 func (b *Backend) CountMessage(m engine.Message) int {
-	estimate := (len(m.Role)+len(m.Content)+3)/4 + 4
+	estimate := engine.EstimateTokens(len(m.Role)+len(m.Content)) + engine.MessageOverhead
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
 	st, err := b.current(ctx, true)

@@ -120,7 +120,7 @@ func count(ctx context.Context, b engine.Backend, req engine.Request) (int, erro
 		if exact {
 			n += mc.CountMessage(m)
 		} else {
-			n += (len(m.Content) + 3) / 4 // about four bytes a token
+			n += engine.EstimateTokens(len(m.Content))
 		}
 	}
 	return n, nil

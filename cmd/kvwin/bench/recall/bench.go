@@ -336,7 +336,7 @@ func counter(c Conversation) window.Counter {
 		if m.Role == engine.RoleUser {
 			speaker = c.SpeakerA
 		}
-		return (len(speaker) + 2 + len(m.Content) + 3) / 4
+		return engine.EstimateTokens(len(speaker) + 2 + len(m.Content))
 	}
 }
 
