@@ -55,9 +55,14 @@ type responsesEncoder struct {
 	text   strings.Builder // the open message item's text
 	open   int             // index of the open item, -1 for none
 	names  toolNames       // the namespaces' functions, by the names the model calls
+	// started: response.created and response.in_progress are out
+	started bool
 }
 
-var _ core.Encoder = (*responsesEncoder)(nil)
+var (
+	_ core.Encoder = (*responsesEncoder)(nil)
+	_ core.Opener  = (*responsesEncoder)(nil)
+)
 
 // newResponsesEncoder is the encoder of rt's answer, which it stores when
 // rt asks to.
@@ -178,10 +183,20 @@ func (e *responsesEncoder) callItem(id string, c toolcall.Call, status string) o
 	return outputItem{Type: itemFunctionCall, ID: id, Status: status, CallID: c.ID, Name: q.name, Namespace: q.namespace, Arguments: &args}
 }
 
-// Open renders response.created and response.in_progress, and the first
-// event's text.
+// Opening renders response.created and response.in_progress, sent once
+// the backend accepted the request.
+func (e *responsesEncoder) Opening() []any {
+	e.started = true
+	return []any{e.event(streamEvent{Type: evCreated, Response: e.snapshot()}), e.event(streamEvent{Type: evInProgress, Response: e.snapshot()})}
+}
+
+// Open renders the first event's text, after the opening events if they
+// are not out yet.
 func (e *responsesEncoder) Open(ev engine.Event) []any {
-	out := []any{e.event(streamEvent{Type: evCreated, Response: e.snapshot()}), e.event(streamEvent{Type: evInProgress, Response: e.snapshot()})}
+	var out []any
+	if !e.started {
+		out = e.Opening()
+	}
 	if ev.Text != "" {
 		out = append(out, e.Text(ev.Text)...)
 	}
