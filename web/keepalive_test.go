@@ -24,7 +24,7 @@ type streamDialect struct {
 const (
 	anthropicStart  = "event: message_start\ndata: " + `{"type":"message_start","message":{"id":"msg_test","type":"message","role":"assistant","model":"tiny","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}}}` + "\n\n"
 	anthropicPing   = "event: ping\ndata: {\"type\":\"ping\"}\n\n"
-	sseComment      = ": keep-alive\n\n"
+	sseComment      = ": keep-alive\n"
 	responseObject  = `{"id":"resp_test","object":"response","created_at":1700000000,"completed_at":null,"status":"in_progress","error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"model":"tiny","output":[],"parallel_tool_calls":true,"previous_response_id":null,"prompt_cache_key":null,"store":false,"temperature":0.8,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"top_p":0.95,"truncation":"auto","usage":null,"metadata":{},"background":false,"reasoning":null,"user":null}`
 	responseOpening = "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":" + responseObject + "}\n\n" +
 		"event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":1,\"response\":" + responseObject + "}\n\n"

@@ -37,8 +37,11 @@ type Framing struct {
 }
 
 // sseKeepAlive is an SSE comment: every SSE reader skips it, so it carries
-// bytes through proxies and client watchdogs and means nothing.
-const sseKeepAlive = ": keep-alive\n\n"
+// bytes through proxies and client watchdogs and means nothing. It is one
+// line, with no blank line after it: a blank line ends an event, and some
+// readers (openai-go before v2) dispatch an event with no data there and
+// fail to decode it; a lone comment line changes no event.
+const sseKeepAlive = ": keep-alive\n"
 
 // Framings of the streamed wire formats.
 var (
