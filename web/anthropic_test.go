@@ -60,8 +60,8 @@ func TestMessagesStreamBytes(t *testing.T) {
 	if resp.StatusCode != 200 || string(body) != want {
 		t.Fatalf("status %d, body\n%s\nwant\n%s", resp.StatusCode, body, want)
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || resp.Header.Get(HeaderCachedTokens) != "8" {
-		t.Errorf("Content-Type %q, cached %q", ct, resp.Header.Get(HeaderCachedTokens))
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || resp.Trailer.Get(HeaderCachedTokens) != "8" {
+		t.Errorf("Content-Type %q, cached %q (trailer)", ct, resp.Trailer.Get(HeaderCachedTokens))
 	}
 	if got := f.Requests()[0].Stop; len(got) != 1 || got[0] != "###" {
 		t.Errorf("stop sequences reached the backend as %q", got)

@@ -41,7 +41,8 @@ func TestCompletionsBytes(t *testing.T) {
 			for k, v := range map[string]string{
 				"Content-Type": tt.contentType, HeaderBackend: "fake-0", HeaderPromptTokens: "9", HeaderCachedTokens: "4",
 			} {
-				if got := resp.Header.Get(k); got != v {
+				// Headers of a whole answer, trailers of a stream.
+				if got := resp.Header.Get(k) + resp.Trailer.Get(k); got != v {
 					t.Errorf("%s = %q, want %q", k, got, v)
 				}
 			}

@@ -72,8 +72,8 @@ func TestOllamaChatStream(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
 		t.Fatalf("status %d, Content-Type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	if resp.Header.Get(HeaderCachedTokens) != "4" || resp.Header.Get(HeaderPromptTokens) != "10" {
-		t.Fatalf("cached %q of %q", resp.Header.Get(HeaderCachedTokens), resp.Header.Get(HeaderPromptTokens))
+	if resp.Trailer.Get(HeaderCachedTokens) != "4" || resp.Trailer.Get(HeaderPromptTokens) != "10" {
+		t.Fatalf("cached %q of %q (trailers)", resp.Trailer.Get(HeaderCachedTokens), resp.Trailer.Get(HeaderPromptTokens))
 	}
 	lines := ollamaLines(t, []byte(body))
 	if len(lines) != 3 {

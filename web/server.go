@@ -57,6 +57,14 @@ const DefaultBodyTimeout = 60 * time.Second
 // slowly, never waits that long for its socket.
 const DefaultStallTimeout = 2 * time.Minute
 
+// DefaultKeepAlive is the time between keep-alives of a stream waiting for
+// its first token (queued or prefilling) when Config.KeepAlive is 0. The
+// rule: a quarter of the shortest idle timeout common on a stream's way,
+// 60 s (nginx's proxy_read_timeout, AWS load balancers' idle timeout), so
+// three may be lost or delayed before a proxy cuts the stream; far inside
+// Claude Code's 300 s stream watchdog. A keep-alive is a few bytes.
+const DefaultKeepAlive = 15 * time.Second
+
 // Config configures a Server. The zero value is valid and means defaults.
 type Config struct {
 	// MaxBodyBytes bounds a request body; a larger body is answered 413.
@@ -120,6 +128,11 @@ type Config struct {
 	// StallTimeout ends a streamed answer whose client reads nothing for
 	// that long (its slot is freed); 0 means DefaultStallTimeout.
 	StallTimeout time.Duration `json:"stall_timeout"`
+	// KeepAlive is the time between keep-alives of a stream the backend
+	// has accepted and not yet answered (stream.go); 0 means
+	// DefaultKeepAlive, negative none (the stream still opens on
+	// acceptance).
+	KeepAlive time.Duration `json:"keep_alive"`
 	// Status, if set, serves GET /kvwin/v1/status (the dashboard's view of
 	// backends, models and routing); it may ask remote backends for their
 	// slots, bounded by its own short deadline and the request's context.
@@ -168,6 +181,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("web: stall timeout %v is negative", c.StallTimeout)
 	case c.StallTimeout == 0:
 		c.StallTimeout = DefaultStallTimeout
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = DefaultKeepAlive
 	}
 	switch {
 	case c.TenantMaxConcurrent < 0 || c.TenantMaxQueued < 0:

@@ -136,8 +136,8 @@ func TestErrorAfterFirstEvent(t *testing.T) {
 			if string(got) != want {
 				t.Errorf("stream =\n%s\nwant\n%s", got, want)
 			}
-			if resp.Header.Get(HeaderCachedTokens) != "1" {
-				t.Errorf("%s = %q, want 1", HeaderCachedTokens, resp.Header.Get(HeaderCachedTokens))
+			if resp.Trailer.Get(HeaderCachedTokens) != "1" {
+				t.Errorf("trailer %s = %q, want 1", HeaderCachedTokens, resp.Trailer.Get(HeaderCachedTokens))
 			}
 		})
 	}

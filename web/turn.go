@@ -17,16 +17,19 @@ import (
 // engine.Request, windows it where it is a chat, and hands it to turn with
 // the wire it speaks. turn owns the one streaming state machine:
 //
-//   - nothing is written before the backend's first event, so an error
-//     before it still gets its status, in the wire's error shape;
-//   - the first event carries the prompt-side timings: the X-Kvwin-*
-//     headers go out with it, as soon as prefill ends;
+//   - nothing is written before the backend has accepted the request
+//     (engine.Accepted: every check that answers with a status passed), so
+//     an error before it still gets its status, in the wire's error shape;
+//   - streamed, the status, the headers and the opening event go out on
+//     acceptance, then a keep-alive every Config.KeepAlive until the first
+//     event, which carries the prompt-side timings: the X-Kvwin-* values
+//     are the stream's trailers (stream.go);
 //   - text is sent as it comes; a client that left stops the generation at
 //     its next event;
 //   - what was streamed must add up to the result's text byte for byte: if a
 //     backend streamed only a prefix of it, the rest is sent;
-//   - an error after the first event is the encoder's in-stream error, and
-//     the stream ends without the framing's "done" sentinel.
+//   - an error once the stream is open is the encoder's in-stream error,
+//     and the stream ends without the framing's "done" sentinel.
 
 // RunTurn runs req on t's backend and answers as w says. It blocks until the
 // generation ends. The request's context goes to the backend, so a client
@@ -54,76 +57,50 @@ func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w cor
 		return
 	}
 
+	s.runStream(c, t, req, w, called)
+}
+
+// runStream runs req streamed (stream.go): it blocks until the generation
+// ends and its answer is written.
+func (s *Server) runStream(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire, called time.Time) {
 	ctx := c.Request.Context()
-	out := core.NewEventWriter(c.Writer, s.cfg.StallTimeout, w.Frame)
-	var (
-		opened   bool
-		firstAt  time.Time
-		streamed strings.Builder // the text sent so far, to reconcile with the result
-	)
-	send := func(objs []any) error {
-		for _, o := range objs {
-			if err := out.Send(o); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	open := func(ev engine.Event) error {
-		opened, firstAt = true, time.Now()
-		s.setPhases(c, t, called, firstAt, firstAt, ev.Timings)
-		core.SetGenerationHeaders(c.Writer.Header(), core.ServedBy(info, ev.Backend), ev.Timings)
-		out.Start()
-		objs := w.Enc.Open(ev)
-		if len(objs) == 0 {
-			return out.Flush()
-		}
-		return send(objs)
-	}
+	st := &streamTurn{s: s, c: c, t: t, w: w, called: called, out: core.NewEventWriter(c.Writer, s.cfg.StallTimeout, w.Frame)}
+	gen := st.watch(ctx, s.cfg.KeepAlive)
+	defer st.alive.stop()
+	res, err := t.Backend.Generate(gen, req, func(ev engine.Event) error { return st.event(ctx, ev) })
+	st.alive.stop() // the writer is the turn's again
 
-	res, err := t.Backend.Generate(ctx, req, func(ev engine.Event) error {
-		// Stop a generation whose client left at once, rather than at the
-		// first failed write, which kernel buffers can delay by many events.
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		streamed.WriteString(ev.Text)
-		if !opened {
-			return open(ev)
-		}
-		return send(core.StreamText(w.Enc, ev))
-	})
-
+	firstAt := st.firstAt
 	if firstAt.IsZero() {
 		firstAt = time.Now()
 	}
 	s.observe(c, t, req, res, true, firstAt, err)
 	switch {
-	case ctx.Err() != nil || out.Err() != nil:
+	case ctx.Err() != nil || st.out.Err() != nil:
 		_ = c.Error(core.ErrClientGone) // nobody is reading: write nothing more
 		return
-	case err != nil && !opened:
+	case err != nil && !st.opened:
 		w.Fail(c, err)
 		return
 	case err != nil:
 		_ = c.Error(err)
-		_ = out.Send(w.Enc.StreamError(err))
+		_ = st.out.Send(w.Enc.StreamError(err))
 		return
 	}
 
-	if !opened {
+	if st.firstAt.IsZero() {
 		// The backend finished without a single event (nothing generated,
 		// or an adapter that does not stream): the result has it all.
-		_ = open(engine.Event{First: true, Slot: res.Slot, Timings: res.Timings, Backend: res.Backend})
+		_ = st.first(engine.Event{First: true, Slot: res.Slot, Timings: res.Timings, Backend: res.Backend})
 	}
-	if rest, ok := strings.CutPrefix(res.Text, streamed.String()); !ok {
+	if rest, ok := strings.CutPrefix(res.Text, st.streamed.String()); !ok {
 		s.log.WarnContext(c.Request.Context(), "backend result text differs from what it streamed",
-			"backend", info.Name, "streamed_bytes", streamed.Len(), "result_bytes", len(res.Text))
+			"backend", t.Info.Name, "streamed_bytes", st.streamed.Len(), "result_bytes", len(res.Text))
 	} else if rest != "" {
-		_ = send(w.Enc.Text(rest))
+		_ = st.send(w.Enc.Text(rest))
 	}
-	_ = send(w.Enc.End(res))
-	if out.Done() != nil {
+	_ = st.send(w.Enc.End(res))
+	if st.out.Done() != nil {
 		_ = c.Error(core.ErrClientGone)
 	}
 }

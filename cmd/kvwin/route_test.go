@@ -25,20 +25,23 @@ func TestKilledNodeCutsItsStreamsAndLaterTurnsGoElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	served := resp.Header.Get("X-Kvwin-Backend")
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
+		// keep-alives, before the first chunk
+	}
+	// The stream opened before the gateway knew its backend (X-Kvwin-Backend
+	// is a trailer): the node generating it is the one with a busy slot.
 	var victim *app.App
 	for _, n := range nodes {
-		if strings.HasSuffix(n.URL(), served) {
-			victim = n
+		for _, s := range n.Engine().Slots() {
+			if s.Processing {
+				victim = n
+			}
 		}
 	}
 	if resp.StatusCode != 200 || victim == nil {
-		t.Fatalf("status %d, served by %q", resp.StatusCode, served)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	if !sc.Scan() {
-		t.Fatal("no first chunk")
+		t.Fatalf("status %d, no node generating", resp.StatusCode)
 	}
 	// The node dies: its connections drop and its engine stops.
 	victim.Abort()

@@ -33,6 +33,12 @@ type Backend struct {
 	Reply     string         // the unscripted answer; "" is "Hello world"
 	// NoRecord keeps no requests and calls (a fuzz target's millions).
 	NoRecord bool
+	// Accept makes Generate tell its caller the request is accepted
+	// (engine.Accepted) before its events, as a real backend does once
+	// its checks have passed; Prefill, if set, then holds the events
+	// until it is closed (or the context ends): a long queue or prefill.
+	Accept  bool
+	Prefill chan struct{}
 
 	Entered   chan engine.Request // if set, every request is sent here on entry (buffer it)
 	StreamErr chan error          // if set, gets the error a StreamFunc returned (buffer it)
@@ -145,6 +151,16 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	}
 	if b.Err != nil {
 		return engine.Result{}, b.Err
+	}
+	if b.Accept {
+		engine.Accepted(ctx)
+	}
+	if b.Prefill != nil {
+		select {
+		case <-b.Prefill:
+		case <-ctx.Done():
+			return engine.Result{}, ctx.Err()
+		}
 	}
 	if b.Events == nil {
 		return b.answer(ctx, req, stream)

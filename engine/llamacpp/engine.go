@@ -475,7 +475,8 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request, stream engine
 		return engine.Result{}, engine.ErrQueueFull
 	}
 	defer func() { <-e.admit }()
-	e.incoming <- t // never blocks: capacity equals admissions
+	e.incoming <- t      // never blocks: capacity equals admissions
+	engine.Accepted(ctx) // checked and queued: only a slot and its prefill are left
 	return t.wait(stream)
 }
 

@@ -76,6 +76,9 @@ func (b *Backend) complete(ctx context.Context, body completionRequest, who owne
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "application/json" {
 		return g.whole(r) // a server that does not stream
 	}
+	// The server started its stream: it took the request (a kvwin node
+	// answers its status only once its engine has queued it).
+	engine.Accepted(ctx)
 	return g.sse(r)
 }
 

@@ -47,6 +47,12 @@ const (
 	HeaderWindow = "X-Kvwin-Window"
 )
 
+// GenerationHeaders are the headers Generation sets. A streamed answer,
+// whose status and headers go out before the backend has said any of
+// them, declares them (and Server-Timing) as HTTP trailers and sends them
+// after its last event.
+var GenerationHeaders = []string{HeaderBackend, HeaderPromptTokens, HeaderCachedTokens, HeaderCachedEstimated, HeaderPromptMs}
+
 // Generation is what the response headers of one generation say.
 type Generation struct {
 	Backend         string
@@ -75,6 +81,17 @@ func ReadGeneration(h http.Header) Generation {
 	g.CachedTokens, _ = strconv.Atoi(h.Get(HeaderCachedTokens))
 	g.PromptMs, _ = strconv.ParseFloat(h.Get(HeaderPromptMs), 64)
 	return g
+}
+
+// GenerationOf reads the generation headers of an answer whose body was
+// read to its end: from its trailers when it sent them (a streamed
+// answer), else from its headers (a whole answer, or a server of an older
+// version, which sent them as headers when its first token came).
+func GenerationOf(resp *http.Response) Generation {
+	if resp.Trailer.Get(HeaderPromptTokens) != "" {
+		return ReadGeneration(resp.Trailer)
+	}
+	return ReadGeneration(resp.Header)
 }
 
 // Window is the X-Kvwin-Window header:

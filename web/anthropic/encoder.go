@@ -13,8 +13,9 @@ import (
 // encoder renders a Messages answer: whole, a message object with its
 // content blocks; streamed, Anthropic's events:
 //
-//	message_start        the message, no content yet, usage of the prompt
-//	ping
+//	message_start        the message, no content yet (with the headers, once the
+//	                     backend accepted the request; usage 0 then, see Opening)
+//	ping                 and another every keep-alive until the first token
 //	content_block_start  a text block when text comes, a tool_use block when a call's name is known
 //	content_block_delta  text_delta / input_json_delta fragments (they add up to the block)
 //	content_block_stop
@@ -35,9 +36,14 @@ type encoder struct {
 	openType string
 	next     int // index of the next block
 	called   bool
+	started  bool // message_start is out
 }
 
-var _ core.Encoder = (*encoder)(nil)
+var (
+	_ core.Encoder    = (*encoder)(nil)
+	_ core.Opener     = (*encoder)(nil)
+	_ core.KeepAliver = (*encoder)(nil)
+)
 
 // newEncoder renders message id of model; with tools, calls are parsed
 // out of the answer (only the first with single), their ids from newID.
@@ -108,10 +114,29 @@ func (e *encoder) Whole(res engine.Result) any {
 		StopReason: &reason, StopSequence: seq, Usage: usageOf(res.Timings, outputTokens(res))}
 }
 
-func (e *encoder) Open(ev engine.Event) []any {
+// Opening renders message_start and a ping, sent once the backend accepted
+// the request. Its usage is zero: how much of the prompt is reused is
+// known only once a slot takes it; message_delta carries the whole usage,
+// which Anthropic's SDKs take over message_start's.
+func (e *encoder) Opening() []any { return e.start(engine.Timings{}) }
+
+// start renders message_start with the prompt's usage t, and a ping.
+func (e *encoder) start(t engine.Timings) []any {
+	e.started = true
 	start := startEvent{Type: eventStart, Message: messageObject{ID: e.id, Type: typeMessage, Role: roleAssistant,
-		Model: e.model, Content: []any{}, Usage: usageOf(ev.Timings, 0)}}
-	return append([]any{start, bareEvent{Type: eventPing}}, e.Text(ev.Text)...)
+		Model: e.model, Content: []any{}, Usage: usageOf(t, 0)}}
+	return []any{start, bareEvent{Type: eventPing}}
+}
+
+// KeepAlive is Anthropic's own: a ping event.
+func (e *encoder) KeepAlive() any { return bareEvent{Type: eventPing} }
+
+func (e *encoder) Open(ev engine.Event) []any {
+	var out []any
+	if !e.started {
+		out = e.start(ev.Timings)
+	}
+	return append(out, e.Text(ev.Text)...)
 }
 
 func (e *encoder) Text(s string) []any {

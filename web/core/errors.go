@@ -26,6 +26,7 @@ const (
 	CodeInvalidBody          = "invalid_body"               // the body could not be read
 	CodeMissingParameter     = "missing_required_parameter" // messages or prompt absent or empty
 	CodeInvalidValue         = "invalid_value"              // a field is out of range or unsupported
+	CodeUnknownParameter     = "unknown_parameter"          // a field the API does not have (OpenAI's code, Responses)
 	CodeInvalidRequest       = "invalid_request"            // the backend rejected the request (engine.ErrInvalidRequest)
 	CodeContextLength        = "context_length_exceeded"    // the prompt does not fit a slot
 	CodeModelNotFound        = "model_not_found"            // the request names a model not served here

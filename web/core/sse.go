@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -32,20 +33,30 @@ type Framing struct {
 	prefix      string // before each event's JSON
 	suffix      string // after each event's JSON (which ends with '\n')
 	done        string // written after a finished stream's last event; "" for none
+	keepAlive   string // a keep-alive that is no event; "" for none (the encoder's KeepAliver)
 }
+
+// sseKeepAlive is an SSE comment: every SSE reader skips it, so it carries
+// bytes through proxies and client watchdogs and means nothing. It is one
+// line, with no blank line after it: a blank line ends an event, and some
+// readers (openai-go before v2) dispatch an event with no data there and
+// fail to decode it; a lone comment line changes no event.
+const sseKeepAlive = ": keep-alive\n"
 
 // Framings of the streamed wire formats.
 var (
 	// frameOpenAI is OpenAI's SSE, ended by [DONE].
-	FrameOpenAI = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n", done: "data: [DONE]\n\n"}
+	FrameOpenAI = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n", done: "data: [DONE]\n\n", keepAlive: sseKeepAlive}
 	// frameNode is llama-server's SSE: no [DONE].
-	FrameNode = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n"}
-	// frameNDJSON is Ollama's stream: one object a line.
+	FrameNode = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n", keepAlive: sseKeepAlive}
+	// frameNDJSON is Ollama's stream: one object a line. It has no
+	// comment: every line must be an object of the stream (Ollama's client
+	// fails on any other), so its encoder says what keeps it alive.
 	FrameNDJSON = Framing{contentType: "application/x-ndjson"}
 	// FrameEvents is SSE whose events are named (Anthropic's Messages
 	// stream): an object that is an EventNamer gets an "event:" line
 	// before its data; no [DONE], the last event says the stream is whole.
-	FrameEvents = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n"}
+	FrameEvents = Framing{contentType: "text/event-stream", prefix: "data: ", suffix: "\n", keepAlive: sseKeepAlive}
 )
 
 // EventNamer is a streamed object that names its SSE event: the writer
@@ -91,14 +102,19 @@ func NewEventWriter(w gin.ResponseWriter, stall time.Duration, frame Framing) *E
 }
 
 // Start writes the status line and headers (those already set plus the
-// stream's). It does not flush: the first event does.
-func (s *EventWriter) Start() {
+// stream's), declaring trailers as HTTP trailers: values set under those
+// names after Start are sent after the last event. It does not flush: the
+// first event does.
+func (s *EventWriter) Start(trailers ...string) {
 	h := s.w.Header()
 	h.Set("Content-Type", s.frame.contentType)
 	h.Set("Cache-Control", "no-cache")
 	// Tell nginx-style proxies not to buffer: a buffered stream has the
 	// latency of a non-streamed one.
 	h.Set("X-Accel-Buffering", "no")
+	if len(trailers) > 0 {
+		h.Set("Trailer", strings.Join(trailers, ", "))
+	}
 	s.w.WriteHeader(http.StatusOK)
 	// Through gin, so gin knows the header is out and does not write it again.
 	s.w.WriteHeaderNow()
@@ -122,6 +138,15 @@ func (s *EventWriter) Send(v any) error {
 	s.buf.Write(body)
 	s.buf.WriteString(s.frame.suffix)
 	return s.write(s.buf.Bytes())
+}
+
+// KeepAlive writes the framing's keep-alive (an SSE comment) and flushes
+// it; a framing without one writes nothing.
+func (s *EventWriter) KeepAlive() error {
+	if s.frame.keepAlive == "" {
+		return s.err
+	}
+	return s.write([]byte(s.frame.keepAlive))
 }
 
 // Done writes the sentinel that ends a finished stream, if the framing

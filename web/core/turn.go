@@ -54,8 +54,8 @@ type Turn struct {
 type Encoder interface {
 	// Whole renders the non-streamed answer of a finished generation.
 	Whole(res engine.Result) any
-	// Open renders what goes out with the headers, on the first event
-	// (whose text, if any, it includes); nil sends the headers alone.
+	// Open renders the first event (its text, if any, and what the API
+	// sends with a first token; see Opener); nil flushes what is out.
 	Open(ev engine.Event) []any
 	// Text renders streamed text after the first event.
 	Text(s string) []any
@@ -63,6 +63,23 @@ type Encoder interface {
 	End(res engine.Result) []any
 	// StreamError renders an error that ends a started stream.
 	StreamError(err error) any
+}
+
+// Opener is an encoder whose API opens a stream with an event of its own
+// (Anthropic's message_start, the Responses API's response.created),
+// which goes out with the headers as soon as the backend has accepted the
+// request, before the first token. Opening renders it; Open then renders
+// only what the first event adds. Open without Opening before it (a
+// backend that did not say it accepted) renders both.
+type Opener interface {
+	Opening() []any
+}
+
+// KeepAliver is an encoder whose API has its own keep-alive object, sent
+// while the stream waits for its first token (Anthropic's ping event,
+// Ollama's object with no text); the others' framing sends an SSE comment.
+type KeepAliver interface {
+	KeepAlive() any
 }
 
 // LogprobEncoder is an encoder that streams log-probabilities with the

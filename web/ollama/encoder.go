@@ -36,7 +36,16 @@ type ollamaEncoder struct {
 	sent  int              // calls already sent
 }
 
-var _ core.Encoder = (*ollamaEncoder)(nil)
+var (
+	_ core.Encoder    = (*ollamaEncoder)(nil)
+	_ core.KeepAliver = (*ollamaEncoder)(nil)
+)
+
+// KeepAlive is an object with no text and done false: NDJSON has no
+// comment, and Ollama's own client fails on any line that is not an
+// object (a blank one included), while one with empty content is a piece
+// of nothing, as Ollama itself sends around a tool call.
+func (e *ollamaEncoder) KeepAlive() any { return e.object("", false, "", oapi.Metrics{}) }
 
 // object is one response object with text and, when done, its end.
 func (e *ollamaEncoder) object(text string, done bool, reason string, m oapi.Metrics) any {

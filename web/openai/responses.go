@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -147,6 +148,9 @@ func decodeResponses(raw json.RawMessage, b *responsesRequest) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return core.BadInput(core.CodeInvalidType, "", "the body must be a JSON object")
+	}
+	if name, ok := unknownField(fields); ok {
+		return core.BadInput(core.CodeUnknownParameter, name, "Unknown parameter: '%s'.", name)
 	}
 	for _, name := range refusedFields {
 		if v, ok := fields[name]; ok && !emptyJSON(v) {
@@ -549,4 +553,36 @@ func readTextFormat(t *responseText) (*engine.Output, error) {
 	default:
 		return nil, core.BadInput(core.CodeInvalidValue, "text.format.type", `text.format.type is %q; it must be "text", "json_object" or "json_schema"`, f.Type)
 	}
+}
+
+// knownFields are the top-level fields a Responses request may have: the
+// request's own (responsesRequest's JSON names), refusedFields and
+// acceptedFields.
+var knownFields = func() map[string]bool {
+	known := map[string]bool{}
+	t := reflect.TypeFor[responsesRequest]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			known[name] = true
+		}
+	}
+	for _, name := range append(slices.Clone(refusedFields), acceptedFields...) {
+		known[name] = true
+	}
+	return known
+}()
+
+// unknownField is the first field of fields (by name) that a Responses
+// request does not have.
+func unknownField(fields map[string]json.RawMessage) (string, bool) {
+	var unknown []string
+	for name := range fields {
+		if !knownFields[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return "", false
+	}
+	return slices.Min(unknown), true
 }

@@ -26,21 +26,22 @@ import (
 
 // Stream event types.
 const (
-	evCreated       = "response.created"
-	evInProgress    = "response.in_progress"
-	evItemAdded     = "response.output_item.added"
-	evItemDone      = "response.output_item.done"
-	evPartAdded     = "response.content_part.added"
-	evPartDone      = "response.content_part.done"
-	evTextDelta     = "response.output_text.delta"
-	evTextDone      = "response.output_text.done"
-	evArgsDelta     = "response.function_call_arguments.delta"
-	evArgsDone      = "response.function_call_arguments.done"
-	evCompleted     = "response.completed"
-	evIncomplete    = "response.incomplete"
-	evFailed        = "response.failed"
-	statusCompleted = "completed"
-	statusProgress  = "in_progress"
+	evCreated        = "response.created"
+	evInProgress     = "response.in_progress"
+	evItemAdded      = "response.output_item.added"
+	evItemDone       = "response.output_item.done"
+	evPartAdded      = "response.content_part.added"
+	evPartDone       = "response.content_part.done"
+	evTextDelta      = "response.output_text.delta"
+	evTextDone       = "response.output_text.done"
+	evArgsDelta      = "response.function_call_arguments.delta"
+	evArgsDone       = "response.function_call_arguments.done"
+	evCompleted      = "response.completed"
+	evIncomplete     = "response.incomplete"
+	evFailed         = "response.failed"
+	statusCompleted  = "completed"
+	statusProgress   = "in_progress"
+	statusIncomplete = "incomplete" // of a response, and of the item the token limit cut
 )
 
 // responsesEncoder renders one response. It is used by one request.
@@ -55,9 +56,14 @@ type responsesEncoder struct {
 	text   strings.Builder // the open message item's text
 	open   int             // index of the open item, -1 for none
 	names  toolNames       // the namespaces' functions, by the names the model calls
+	// started: response.created and response.in_progress are out
+	started bool
 }
 
-var _ core.Encoder = (*responsesEncoder)(nil)
+var (
+	_ core.Encoder = (*responsesEncoder)(nil)
+	_ core.Opener  = (*responsesEncoder)(nil)
+)
 
 // newResponsesEncoder is the encoder of rt's answer, which it stores when
 // rt asks to.
@@ -136,6 +142,7 @@ func (e *responsesEncoder) Whole(res engine.Result) any {
 	for _, c := range calls {
 		e.output = append(e.output, e.callItem(e.newID("fc_"), c, statusCompleted))
 	}
+	e.output[len(e.output)-1].Status = lastStatus(res)
 	return e.done(res)
 }
 
@@ -144,7 +151,7 @@ func (e *responsesEncoder) done(res engine.Result) *responseObject {
 	o := e.snapshot()
 	o.Status = statusCompleted
 	if core.FinishReason(res) == engine.FinishLength {
-		o.Status, o.IncompleteDetails = "incomplete", &incompleteDetails{Reason: "max_output_tokens"}
+		o.Status, o.IncompleteDetails = statusIncomplete, &incompleteDetails{Reason: "max_output_tokens"}
 	}
 	t := res.Timings
 	out := t.GeneratedTokens
@@ -161,7 +168,7 @@ func (e *responsesEncoder) done(res engine.Result) *responseObject {
 
 func (e *responsesEncoder) messageItem(text, status string) outputItem {
 	parts := []outputText{}
-	if status == statusCompleted {
+	if status != statusProgress {
 		parts = []outputText{{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}}
 	}
 	return outputItem{Type: itemMessage, ID: e.newID("msg_"), Status: status, Role: engine.RoleAssistant, Content: &parts}
@@ -178,10 +185,20 @@ func (e *responsesEncoder) callItem(id string, c toolcall.Call, status string) o
 	return outputItem{Type: itemFunctionCall, ID: id, Status: status, CallID: c.ID, Name: q.name, Namespace: q.namespace, Arguments: &args}
 }
 
-// Open renders response.created and response.in_progress, and the first
-// event's text.
+// Opening renders response.created and response.in_progress, sent once
+// the backend accepted the request.
+func (e *responsesEncoder) Opening() []any {
+	e.started = true
+	return []any{e.event(streamEvent{Type: evCreated, Response: e.snapshot()}), e.event(streamEvent{Type: evInProgress, Response: e.snapshot()})}
+}
+
+// Open renders the first event's text, after the opening events if they
+// are not out yet.
 func (e *responsesEncoder) Open(ev engine.Event) []any {
-	out := []any{e.event(streamEvent{Type: evCreated, Response: e.snapshot()}), e.event(streamEvent{Type: evInProgress, Response: e.snapshot()})}
+	var out []any
+	if !e.started {
+		out = e.Opening()
+	}
 	if ev.Text != "" {
 		out = append(out, e.Text(ev.Text)...)
 	}
@@ -197,7 +214,7 @@ func (e *responsesEncoder) Text(s string) []any {
 	out := e.textDelta(got.Content)
 	for _, d := range got.Deltas {
 		if d.ID != "" {
-			out = append(out, e.closeItem()...)
+			out = append(out, e.closeItem(statusCompleted)...)
 			c := e.calls.Calls[d.Index]
 			c.Function.Arguments = ""
 			e.output = append(e.output, e.callItem(e.newID("fc_"), c, statusProgress))
@@ -222,7 +239,7 @@ func (e *responsesEncoder) textDelta(s string) []any {
 	}
 	var out []any
 	if e.open < 0 || e.output[e.open].Type != itemMessage {
-		out = append(out, e.closeItem()...)
+		out = append(out, e.closeItem(statusCompleted)...)
 		e.output = append(e.output, e.messageItem("", statusProgress))
 		e.open = len(e.output) - 1
 		item := e.output[e.open]
@@ -237,15 +254,25 @@ func (e *responsesEncoder) textDelta(s string) []any {
 		ContentIndex: intp(0), Delta: &s, Logprobs: json.RawMessage(`[]`)}))
 }
 
-// closeItem renders the end of the open item, if any.
-func (e *responsesEncoder) closeItem() []any {
+// lastStatus is the status of a finished generation's last item: the
+// token limit cut it (incomplete, as OpenAI marks it), or it is whole.
+func lastStatus(res engine.Result) string {
+	if core.FinishReason(res) == engine.FinishLength {
+		return statusIncomplete
+	}
+	return statusCompleted
+}
+
+// closeItem renders the end of the open item, if any, with status: the
+// next item began (completed), or the generation ended (lastStatus).
+func (e *responsesEncoder) closeItem(status string) []any {
 	if e.open < 0 {
 		return nil
 	}
 	i := e.open
 	e.open = -1
 	it := &e.output[i]
-	it.Status = statusCompleted
+	it.Status = status
 	if it.Type == itemFunctionCall {
 		args := *it.Arguments
 		item := *it
@@ -276,7 +303,7 @@ func (e *responsesEncoder) End(res engine.Result) []any {
 		e.open = len(e.output) - 1
 		e.text.Reset()
 	}
-	out = append(out, e.closeItem()...)
+	out = append(out, e.closeItem(lastStatus(res))...)
 	o := e.done(res)
 	typ := evCompleted
 	if o.Status != statusCompleted {

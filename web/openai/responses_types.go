@@ -55,6 +55,15 @@ type reasoningParam struct {
 var refusedFields = []string{"background", "conversation", "prompt", "max_tool_calls",
 	"top_logprobs", "context_management", "moderation", "image", "access_programs"}
 
+// acceptedFields are the top-level fields besides responsesRequest's own
+// and refusedFields that are accepted and not acted on: sent by the
+// official SDKs (stream_options, prompt_cache_retention,
+// prompt_cache_options) or by Codex (client_metadata), none of which
+// changes the answer. Any other field is a 400 naming it, as OpenAI
+// answers: a client that sends stop or max_tokens learns kvwin did not
+// honour it, instead of getting an answer that ignored it.
+var acceptedFields = []string{"stream_options", "prompt_cache_retention", "prompt_cache_options", "client_metadata"}
+
 // responseTool is one entry of tools: a function, flat (not nested under
 // "function" as in chat completions); a namespace of functions; or a tool
 // of OpenAI's own (web_search, file_search, …), which kvwin does not run.

@@ -25,8 +25,12 @@ import (
 // it accepts POST /completion and never answers (until the client leaves),
 // while /health, /props, /tokenize and the rest still answer.
 type hangingProxy struct {
-	srv         *httptest.Server
-	hang        atomic.Bool
+	srv  *httptest.Server
+	hang atomic.Bool
+	// accepts: a hung generation first answers its status and a
+	// keep-alive, as a node that queued the request does, and only then
+	// hangs (a node whose prefill never ends).
+	accepts     atomic.Bool
 	completions atomic.Int64 // POST /completion received
 }
 
@@ -44,6 +48,11 @@ func startHangingProxy(t *testing.T, node *app.App) *hangingProxy {
 			p.completions.Add(1)
 			if p.hang.Load() {
 				_, _ = io.Copy(io.Discard, r.Body)
+				if p.accepts.Load() {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, ": keep-alive\n")
+					w.(http.Flusher).Flush()
+				}
 				<-r.Context().Done()
 				return
 			}
@@ -177,7 +186,8 @@ func TestBackendSilentMidStreamEndsTheStreamWithAnError(t *testing.T) {
 	}
 }
 
-// stallAfterFirstRead passes the first read through, then blocks until
+// stallAfterFirstRead passes reads through up to the first that holds a
+// chunk ("data:"; before it a node sends keep-alives), then blocks until
 // done: a server that hangs after its first chunk.
 type stallAfterFirstRead struct {
 	io.ReadCloser
@@ -190,8 +200,9 @@ func (s *stallAfterFirstRead) Read(p []byte) (int, error) {
 		<-s.done
 		return 0, io.ErrUnexpectedEOF
 	}
-	s.read = true
-	return s.ReadCloser.Read(p)
+	n, err := s.ReadCloser.Read(p)
+	s.read = bytes.Contains(p[:n], []byte("data:"))
+	return n, err
 }
 
 // A node restarted with fewer slots: every later turn is 200, the

@@ -16,6 +16,7 @@ import (
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
 	"kvwin/engine/ollama/ollamatest"
+	"kvwin/engine/wire"
 )
 
 // chatLogprob is one token of an OpenAI chat answer's logprobs.content.
@@ -96,6 +97,7 @@ func postChat(t *testing.T, base string, body map[string]any) chatAnswer {
 		}
 	}
 	out.content = content.String()
+	out.backend = wire.GenerationOf(resp).Backend // a stream's trailer
 	return out
 }
 

@@ -96,6 +96,9 @@ type Config struct {
 	// Now is the clock of MemoryTTL (uses and expiry of turns and
 	// snapshots); nil: time.Now. Tests inject one.
 	Now func() time.Time
+	// StreamKeepAlive is the time between keep-alives of an accepted
+	// stream before its first token (web.Config.KeepAlive); 0: none.
+	StreamKeepAlive time.Duration
 	// Timeouts toward --backend servers.
 	BackendConnect    time.Duration
 	BackendFirstToken time.Duration
@@ -269,7 +272,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
 		Forget: a.forgetter(forgetWin), MemoryUnavailable: a.shared.openErr(), MemoryHealth: a.shared.unavailable,
-		Responses: a.responseStore(),
+		Responses: a.responseStore(), KeepAlive: keepAlive(f.StreamKeepAlive),
 	}, a.backend, a.log)
 	if err != nil {
 		if ln == nil {
@@ -518,4 +521,13 @@ func (a *App) Run(ctx context.Context) error {
 	<-errc
 	a.log.Info("stopped")
 	return nil
+}
+
+// keepAlive is --stream-keepalive as web.Config.KeepAlive: 0 (none) is
+// negative there, where 0 is the default.
+func keepAlive(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -58,6 +58,7 @@ type File struct {
 	MemoryTTL                *Duration `yaml:"memory_ttl"`
 	MemoryStore              *string   `yaml:"memory_store"`
 	MemoryStoreTimeout       *Duration `yaml:"memory_store_timeout"`
+	StreamKeepalive          *Duration `yaml:"stream_keepalive"`
 	BackendConnectTimeout    *Duration `yaml:"backend_connect_timeout"`
 	BackendFirstTokenTimeout *Duration `yaml:"backend_first_token_timeout"`
 	BackendIdleTimeout       *Duration `yaml:"backend_idle_timeout"`

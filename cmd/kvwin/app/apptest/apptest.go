@@ -125,7 +125,7 @@ type ChatReply struct {
 // Turn is what one chat request observed.
 type Turn struct {
 	Status  int
-	Header  http.Header
+	Header  http.Header // the headers, and a stream's trailers (X-Kvwin-Backend, …)
 	Content string
 	Prompt  int           // X-Kvwin-Prompt-Tokens
 	Cached  int           // X-Kvwin-Cached-Tokens
@@ -197,8 +197,15 @@ func Post(t *testing.T, a *app.App, body map[string]any) Turn {
 			tr.Content = r.Choices[0].Message.Content
 		}
 	}
-	tr.Prompt, _ = strconv.Atoi(resp.Header.Get("X-Kvwin-Prompt-Tokens"))
-	tr.Cached, _ = strconv.Atoi(resp.Header.Get("X-Kvwin-Cached-Tokens"))
+	// A stream's generation values are its trailers, there once the body
+	// is read to its end; Header holds them with the headers.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	tr.Header = resp.Header.Clone()
+	for k, v := range resp.Trailer {
+		tr.Header[k] = v
+	}
+	tr.Prompt, _ = strconv.Atoi(tr.Header.Get("X-Kvwin-Prompt-Tokens"))
+	tr.Cached, _ = strconv.Atoi(tr.Header.Get("X-Kvwin-Cached-Tokens"))
 	return tr
 }
 

@@ -223,8 +223,11 @@ func (w Workload) turn(ctx context.Context, url string, c, t int, answers []stri
 		return tr
 	}
 	defer resp.Body.Close()
-	g := wire.ReadGeneration(resp.Header)
-	tr.Backend, tr.Prompt, tr.Cached = g.Backend, g.PromptTokens, g.CachedTokens
+	// The generation values are the stream's trailers: read once its body is.
+	defer func() {
+		g := wire.GenerationOf(resp)
+		tr.Backend, tr.Prompt, tr.Cached = g.Backend, g.PromptTokens, g.CachedTokens
+	}()
 	if resp.StatusCode != http.StatusOK {
 		tr.Err = fmt.Errorf("status %d", resp.StatusCode)
 		return tr

@@ -76,7 +76,8 @@ type exchange struct {
 // TTFT is measured from just before the request is written to the first
 // SSE "data:" event, whatever it carries. kvwin (like llama-server) sends
 // its first chunk, the one with the assistant role, only when the backend
-// has produced the first token, so that event marks the first token; it is
+// has produced the first token (before it, once the request is accepted,
+// only SSE comments: keep-alives), so that event marks the first token; it is
 // preferred over the first chunk with content because a byte-level model
 // may hold back the first token's bytes until they form valid UTF-8.
 // (Servers that send the role chunk before prefill would be measured short.)
@@ -105,8 +106,6 @@ func sendWith(ctx context.Context, hc *http.Client, url string, p Policy, body a
 		return exchange{}, rejected(resp, p, turn)
 	}
 	ex := exchange{window: ParseWindowState(resp.Header.Get(headerWindow))}
-	g := wire.ReadGeneration(resp.Header)
-	ex.prompt, ex.cached, ex.promptMs = g.PromptTokens, g.CachedTokens, g.PromptMs
 	if err := checkPolicy(p, ex.window); err != nil {
 		return exchange{}, fmt.Errorf("%w: policy %s, turn %d: %s", ErrPolicyIgnored, p, turn, err)
 	}
@@ -114,6 +113,11 @@ func sendWith(ctx context.Context, hc *http.Client, url string, p Policy, body a
 	if ex.ttft, err = read(resp.Body, start, &ex); err != nil {
 		return exchange{}, fmt.Errorf("ttft: policy %s turn %d: %w", p, turn, err)
 	}
+	// A stream's generation values are its trailers, there once its
+	// body is read to the end.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	g := wire.GenerationOf(resp)
+	ex.prompt, ex.cached, ex.promptMs = g.PromptTokens, g.CachedTokens, g.PromptMs
 	return ex, nil
 }
 

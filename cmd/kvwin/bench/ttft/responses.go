@@ -96,8 +96,11 @@ func (c Conversation) WithReplies(replies []string) Conversation {
 }
 
 // readResponseStream reads a response's typed SSE events to the end: the
-// time to the first event (response.created, which kvwin sends with the
-// first token), the response's id and the text its deltas add up to.
+// time to the first event after response.created and
+// response.in_progress (which kvwin sends as soon as it accepted the
+// request, before the first token: the first output item or text comes
+// with the first token), the response's id and the text its deltas add
+// up to.
 // response.failed, or a stream without response.completed or
 // response.incomplete, is an error.
 func readResponseStream(r io.Reader, start time.Time, ex *exchange) (time.Duration, error) {
@@ -112,9 +115,7 @@ func readResponseStream(r io.Reader, start time.Time, ex *exchange) (time.Durati
 		if !ok {
 			continue
 		}
-		if first == 0 {
-			first = time.Since(start)
-		}
+		at := time.Since(start)
 		var ev struct {
 			Type     string `json:"type"`
 			Delta    string `json:"delta"`
@@ -127,6 +128,9 @@ func readResponseStream(r io.Reader, start time.Time, ex *exchange) (time.Durati
 		}
 		if err := json.Unmarshal([]byte(strings.TrimSpace(data)), &ev); err != nil {
 			return 0, fmt.Errorf("bad SSE event %q: %w", truncate(data, 200), err)
+		}
+		if first == 0 && ev.Type != "response.created" && ev.Type != "response.in_progress" {
+			first = at
 		}
 		switch ev.Type {
 		case "response.created":
