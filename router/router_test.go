@@ -296,7 +296,7 @@ func TestHealthChecksTakeBackendsOutAndBackIn(t *testing.T) {
 // waitFor waits for cond, checking at each health check of the fakes.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {

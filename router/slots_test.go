@@ -80,7 +80,7 @@ func newSlotRouter(t *testing.T, cfg Config, fakes ...*slotFake) (*Router, *[]De
 // waitChange waits, on the router's change signal, until cond holds.
 func waitChange(t *testing.T, r *Router, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	for {
 		ch := r.Changed()
 		if cond() {

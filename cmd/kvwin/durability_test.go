@@ -63,7 +63,7 @@ func serverProcessEnv(t *testing.T, env []string, stdout, stderr io.Writer, args
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		if resp, err := http.Get(url + "/health"); err == nil {
 			resp.Body.Close()
@@ -156,7 +156,7 @@ func TestMemorySurvivesKill9(t *testing.T) {
 // waitProcessing waits until a slot of the server at url is processing.
 func waitProcessing(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		var slots []struct {
 			Processing bool `json:"is_processing"`

@@ -146,7 +146,7 @@ func (s *lineSink) Write(p []byte) (int, error) {
 // another's is fail (fatal), or the deadline passes.
 func waitLog(t *testing.T, lines <-chan string, msg, fail string) map[string]any {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	for {
 		select {
 		case line := <-lines:

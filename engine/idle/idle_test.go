@@ -10,7 +10,7 @@ func wait(done <-chan struct{}) bool {
 	select {
 	case <-done:
 		return true
-	case <-time.After(10 * time.Second):
+	case <-time.After(3 * time.Minute):
 		return false
 	}
 }

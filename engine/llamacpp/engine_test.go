@@ -253,7 +253,7 @@ func TestQueueBoundsWaitingRequests(t *testing.T) {
 		queued <- err
 	}()
 	// The queue holds one; wait until the second request is admitted to it.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for len(e.admit) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatal("second request never queued")

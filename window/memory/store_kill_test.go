@@ -44,7 +44,7 @@ func TestStoreSurvivesKill(t *testing.T) {
 	}()
 	acked := map[int]bool{}
 	killed := false
-	deadline := time.After(60 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	for line := range orDeadline(t, lines, deadline) {
 		if n, ok := strings.CutPrefix(line, "ack "); ok {
 			i, _ := strconv.Atoi(n)

@@ -29,7 +29,7 @@ func TestBackendUnreachableAtStartGivesTheWindowItsContextWhenItJoins(t *testing
 	apptest.Start(t, func(f *app.Config) { f.Addr, f.Slots, f.Ctx = addr, 1, 2048 })
 	// Joined means its context is read and it is healthy: until then the
 	// router counts tokens by estimate (no backend to tokenize with).
-	for deadline := time.After(60 * time.Second); fleetCtx(gw) != 2048 || gw.Router().Ready() != nil; {
+	for deadline := time.After(3 * time.Minute); fleetCtx(gw) != 2048 || gw.Router().Ready() != nil; {
 		select {
 		case <-joined:
 			joined = gw.Router().Changed()

@@ -122,7 +122,7 @@ func postTurn(base, text string) (int, string, []byte, error) {
 // backends' status.
 func waitFleet(t *testing.T, gw *app.App, what string, cond func(map[string]router.BackendStatus) bool) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	for {
 		ch := gw.Router().Changed()
 		st := map[string]router.BackendStatus{}
@@ -211,7 +211,7 @@ func TestBackendsFoundByDNS(t *testing.T) {
 	// A lookup that fails (not "no such name") keeps the fleet: wait for
 	// two failed lookups, so at least one was acted on.
 	res.fail("nodes.test")
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for from := res.lookups.Load(); res.lookups.Load() < from+2; {
 		if time.Now().After(deadline) {
 			t.Fatal("the gateway stopped resolving its DNS backend")

@@ -28,7 +28,7 @@ func heldOn(a *app.App, name string) int {
 // at least blocks on the backend named name.
 func waitHeld(t *testing.T, a *app.App, name string, blocks int) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	for {
 		ch := a.Router().Changed()
 		if heldOn(a, name) >= blocks {
@@ -45,7 +45,7 @@ func waitHeld(t *testing.T, a *app.App, name string, blocks int) {
 // waitFollowing waits until a's router follows every backend's journal.
 func waitFollowing(t *testing.T, a *app.App) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	for {
 		ch := a.Router().Changed()
 		all := true
@@ -161,7 +161,7 @@ func TestNodeExportsVLLMGauges(t *testing.T) {
 	seen := map[string]float64{}
 	tick := time.NewTicker(5 * time.Millisecond) // /metrics has no change signal: it is read until it shows the load
 	defer tick.Stop()
-	deadline := time.After(60 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	finished := 0
 	for finished < 3 {
 		select {

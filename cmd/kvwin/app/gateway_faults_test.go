@@ -236,7 +236,7 @@ func TestNodeRestartedWithFewerSlotsServesEveryLaterTurn(t *testing.T) {
 	}
 	// The gateway plans for the node as it is now (re-read when it refused
 	// a pin, or at its next health check).
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	for {
 		changed := gw.Router().Changed()
 		if st := gw.Router().Status()[0]; st.Slots == 1 {
@@ -271,7 +271,7 @@ func TestGatewayHealthFollowsItsBackends(t *testing.T) {
 	// waitHealth waits, on the router's health changes, for /health to say want.
 	waitHealth := func(want int) {
 		t.Helper()
-		deadline := time.After(60 * time.Second)
+		deadline := time.After(3 * time.Minute)
 		for {
 			changed := gw.Router().Changed()
 			if health() == want {

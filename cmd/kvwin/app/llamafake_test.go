@@ -78,7 +78,7 @@ func (f *llamaFake) slotsRead() int {
 // had been read n times has ended: the first /health after that read.
 func (f *llamaFake) waitSlotsRead(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	for {
 		select {
 		case <-f.health:

@@ -59,7 +59,7 @@ func TestSharedMemoryStoreDown(t *testing.T) {
 		t.Fatalf("%d rows after the outage's turns, want %d: something was half-written", got, stored)
 	}
 	p.Up()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for !strings.Contains(health(), `"status":"ok"`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("/health still %s 30s after the database came back", health())

@@ -63,7 +63,7 @@ func (s *logSink) find(want map[string]any) []map[string]any {
 // line of a request is written after its answer has gone out.
 func (s *logSink) wait(t *testing.T, what string, want map[string]any) map[string]any {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(3 * time.Minute)
 	for {
 		if got := s.find(want); len(got) > 0 {
 			return got[0]

@@ -68,7 +68,7 @@ func streamUntilFirstChunkWith(t *testing.T, a *app.App, headers map[string]stri
 	}()
 	select {
 	case <-first:
-	case <-time.After(60 * time.Second):
+	case <-time.After(3 * time.Minute):
 		t.Fatal("no first chunk")
 	}
 	return cancelFn, end
@@ -77,7 +77,7 @@ func streamUntilFirstChunkWith(t *testing.T, a *app.App, headers map[string]stri
 // waitIdle waits until no slot is processing.
 func waitIdle(t *testing.T, a *app.App) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		busy := false
 		for _, s := range a.Engine().Slots() {
@@ -154,7 +154,7 @@ func TestShutdownCancelsStreamsPastTheDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(3 * time.Minute):
 		t.Fatal("server did not stop")
 	}
 	if _, err := http.Get(a.URL() + "/health"); err == nil {

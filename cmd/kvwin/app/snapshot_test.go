@@ -146,7 +146,7 @@ func TestFailedSnapshotSavesAreCounted(t *testing.T) {
 			t.Fatalf("conversation %d: %d %s", i, tr.Status, tr.Body)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for metricValue(t, a, "kvwin_engine_snapshot_save_failures_total") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no save failure counted; saves %v", metricValue(t, a, "kvwin_engine_snapshot_saves_total"))
