@@ -1,0 +1,121 @@
+package toolcall
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"kvwin/engine"
+)
+
+// generated is an answer as the test model writes a forced call: compact,
+// and unlike how renderCalls writes the call back.
+const generated = "<tool_call>\n" + `{"name":"write_file","arguments":{"path":"a—b.txt","n":1.0,"opts":{"z":[1,2],"a":null},"big":9007199254740993}}` + "\n</tool_call>"
+
+// A client's re-serialisation of a call means what the model wrote, and
+// is recalled as the model's text; anything that says something else, or
+// says it for another tenant, is not.
+func TestAnswersRecallOnlyWhatMeansTheSame(t *testing.T) {
+	same := `{"opts": {"a": null, "z": [1, 2]}, "n": 1, "path": "a\u2014b.txt", "big": 9007199254740993}`
+	tests := []struct {
+		name, tenant, content string
+		calls                 []Call
+		recalled              bool
+	}{
+		{"as generated", "t1", "", call("write_file", generated[len("<tool_call>\n{\"name\":\"write_file\",\"arguments\":"):len(generated)-len("}\n</tool_call>")]), true},
+		{"re-serialised: spacing, key order, escaping, number notation", "t1", "", call("write_file", same), true},
+		{"whitespace-only text before the call", "t1", " \n", call("write_file", same), true},
+		{"another tenant", "t2", "", call("write_file", same), false},
+		{"another value", "t1", "", call("write_file", strings.Replace(same, "a\\u2014b", "a-b", 1)), false},
+		{"a big number rounded as a float64 rounds it", "t1", "", call("write_file", strings.Replace(same, "993", "992", 1)), false},
+		{"another name", "t1", "", call("read_file", same), false},
+		{"text before the call", "t1", "Writing.", call("write_file", same), false},
+		{"a second call", "t1", "", append(call("write_file", same), call("write_file", same)...), false},
+		{"a key twice", "t1", "", call("write_file", strings.Replace(same, `"n": 1`, `"n": 1, "n": 1`, 1)), false},
+	}
+	a := NewAnswers(0)
+	a.Remember("t1", generated)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := Message(engine.RoleAssistant, tt.content, tt.calls, "messages[1]")
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs := []engine.Message{{Role: engine.RoleUser, Content: "write it"}, m}
+			got, n := a.Recall(tt.tenant, msgs)
+			if recalled := n == 1 && got[1].Content == generated; recalled != tt.recalled {
+				t.Errorf("recalled %v (%d replaced: %q), want %v", recalled, n, got[1].Content, tt.recalled)
+			}
+			if msgs[1] != m {
+				t.Error("Recall modified the messages it was given")
+			}
+		})
+	}
+}
+
+func call(name, args string) []Call {
+	return []Call{{ID: "call_1", Type: "function", Function: CallFunction{Name: name, Arguments: args}}}
+}
+
+// Only text followed by whole calls is remembered: a call cut short, text
+// after the calls or unsound JSON would let another text stand for it.
+func TestAnswersRememberOnlyWholeCalls(t *testing.T) {
+	whole := "Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>\n<tool_call>{\"name\":\"g\",\"arguments\":{}}</tool_call>\n"
+	tests := []struct {
+		name, text string
+		kept       bool
+	}{
+		{"text then two calls", whole, true},
+		{"no call", "just text", false},
+		{"cut in the arguments", whole[:40], false},
+		{"no closing marker", strings.TrimSuffix(whole, "</tool_call>\n"), false},
+		{"text after the calls", whole + "and more", false},
+		{"a third key", "<tool_call>{\"name\":\"f\",\"arguments\":{},\"x\":1}</tool_call>", false},
+		{"arguments not an object", "<tool_call>{\"name\":\"f\",\"arguments\":[1]}</tool_call>", false},
+		{"a lone surrogate", "<tool_call>{\"name\":\"f\",\"arguments\":{\"s\":\"\\ud800\"}}</tool_call>", false},
+		{"invalid UTF-8", "<tool_call>{\"name\":\"f\",\"arguments\":{\"s\":\"\xff\"}}</tool_call>", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := NewAnswers(0)
+			a.Remember("t", tt.text)
+			if kept := a.order.Len() == 1; kept != tt.kept {
+				t.Errorf("kept %v, want %v", kept, tt.kept)
+			}
+		})
+	}
+}
+
+// The texts held stay within the byte bound, least recently used out.
+func TestAnswersBounded(t *testing.T) {
+	text := func(i int) string {
+		return fmt.Sprintf("<tool_call>{\"name\":\"f\",\"arguments\":{\"i\":\"%02d\",\"pad\":\"%s\"}}</tool_call>", i, strings.Repeat("x", 40))
+	}
+	size := len(text(0))
+	a := NewAnswers(16 * size)
+	for i := range 20 {
+		a.Remember("t", text(i))
+		if i == 10 {
+			if _, ok := a.recall("t", text(0)); !ok { // 0 becomes the most recently used
+				t.Fatal("answer 0 forgotten early")
+			}
+		}
+	}
+	if a.bytes > 16*size || a.order.Len() != 16 {
+		t.Fatalf("%d bytes in %d answers; bound %d", a.bytes, a.order.Len(), 16*size)
+	}
+	for i, want := range map[int]bool{0: true, 1: false, 4: false, 5: true, 19: true} {
+		if _, ok := a.recall("t", text(i)); ok != want {
+			t.Errorf("answer %d held %v, want %v", i, ok, want)
+		}
+	}
+}
+
+func TestDecimal(t *testing.T) {
+	for lit, want := range map[string]string{"0": "0", "-0.0": "0", "1.0": "1e0", "100": "1e2", "1e2": "1e2", "1E+2": "1e2",
+		"-1.50e1": "-15e0", "0.001": "1e-3", "9007199254740993": "9007199254740993e0"} {
+		if got, err := decimal(lit); err != nil || got != want {
+			t.Errorf("decimal(%q) = %q, %v; want %q", lit, got, err, want)
+		}
+	}
+}
