@@ -45,6 +45,7 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 		if policy != "" && policy != window.PolicyFull {
 			return engine.Invalid("window policy %q: this server sends every message (full)", policy)
 		}
+		req.Messages, _ = s.answers.Recall(t.Tenant, req.Messages)
 		return nil
 	}
 	count := window.ApproxCount
@@ -72,7 +73,11 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 	if res.Degraded != nil {
 		s.log.WarnContext(c.Request.Context(), "memory store unavailable; the packet comes from the request's own turns", "err", res.Degraded)
 	}
-	req.Messages = res.Messages
+	// The window cut the client's history as the client sent it, so that
+	// its conversation's stored turns match whether or not an answer is
+	// remembered; the backend gets the tool calls of the tenant's answers
+	// as they were generated (toolcall.Answers), whose KV it holds.
+	req.Messages, _ = s.answers.Recall(t.Tenant, res.Messages)
 	// Past an eviction step the kept turns follow the sinks directly; with
 	// --shift the backend may move their KV there instead of recomputing it.
 	req.Shift = s.cfg.Shift && res.Evicted() > 0
