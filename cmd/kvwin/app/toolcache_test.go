@@ -1,0 +1,241 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
+)
+
+// A tool loop stays cached: after a forced call, the client sends the
+// history back with the call re-serialised as an SDK would (other key
+// order, spacing and string escaping), plus the tool's result, and the
+// server reuses every prompt token but the result's turn. Each API says
+// it in its own shapes; the rule is the same (toolcall.Answers).
+
+// toolResult is what the tool answered, in every test below.
+const toolResult = "18 C, light rain"
+
+// toolTurnTokens is the tool result's turn as the test model reads it:
+// <|im_start|>, "user\n<tool_response>\n", the result, "\n</tool_response>",
+// <|im_end|>, "\n" — one token per byte on the byte-level model, one per
+// control token.
+func toolTurnTokens() int {
+	return 2 + len("user\n<tool_response>\n"+toolResult+"\n</tool_response>\n")
+}
+
+// reserialised is a call's arguments as a client might send them back:
+// the same value with keys in reverse order, spaces around every colon
+// and comma, and every space and non-ASCII character inside a string
+// escaped as \uXXXX.
+func reserialised(t *testing.T, args string) string {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal([]byte(args), &v); err != nil {
+		t.Fatalf("arguments %q: %v", args, err)
+	}
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	slices.Reverse(keys)
+	var b strings.Builder
+	b.WriteString("{ ")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(" , ")
+		}
+		key, _ := json.Marshal(k)
+		val, _ := json.Marshal(v[k])
+		fmt.Fprintf(&b, "%s : %s", escaped(string(key)), escaped(string(val)))
+	}
+	b.WriteString(" }")
+	out := b.String()
+	if out == args {
+		t.Fatalf("re-serialising %q changed nothing", args)
+	}
+	return out
+}
+
+// escaped writes the spaces and non-ASCII characters of JSON text s as
+// \u escapes (s holds no space outside its strings).
+func escaped(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == ' ' || r > 0x7e {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// posted is one non-streamed answer: its body and the tokens headers.
+type posted struct {
+	body           map[string]any
+	prompt, cached int
+}
+
+func postAPI(t *testing.T, base, path string, body map[string]any) posted {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(base+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p posted
+	if err := json.NewDecoder(resp.Body).Decode(&p.body); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: status %d, %v: %v", path, resp.StatusCode, err, p.body)
+	}
+	p.prompt = apptest.Atoi(resp.Header.Get("X-Kvwin-Prompt-Tokens"))
+	p.cached = apptest.Atoi(resp.Header.Get("X-Kvwin-Cached-Tokens"))
+	return p
+}
+
+// fullyCached checks the turn after a call: every prompt token but the
+// tool result's turn and 32 more came from the cache.
+func fullyCached(t *testing.T, first, next posted) {
+	t.Helper()
+	t.Logf("turn after the call: %d of %d prompt tokens cached (the tool result's turn is %d)", next.cached, next.prompt, toolTurnTokens())
+	if want := next.prompt - (toolTurnTokens() + 32); next.cached < want || next.prompt <= first.prompt {
+		t.Errorf("turn after the call: %d of %d prompt tokens cached, want at least %d (first turn: %d prompt tokens)",
+			next.cached, next.prompt, want, first.prompt)
+	}
+}
+
+// jsonAt is the value at keys (object keys, or array indexes as ints).
+func jsonAt(v any, keys ...any) any {
+	for _, k := range keys {
+		switch k := k.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[k]
+		case int:
+			a, _ := v.([]any)
+			if k >= len(a) {
+				return nil
+			}
+			v = a[k]
+		}
+	}
+	return v
+}
+
+func chatToolTurn(t *testing.T, base string) {
+	tools := []any{map[string]any{"type": "function", "function": map[string]any{
+		"name": "get_weather", "description": "Current weather of a city", "parameters": weatherSchema}}}
+	ask := map[string]any{"role": "user", "content": "What is the weather in Paris?"}
+	first := postAPI(t, base, "/v1/chat/completions", map[string]any{"model": "kvwin-tiny", "max_tokens": 128, "temperature": 0,
+		"messages": []any{ask}, "tools": tools, "tool_choice": "required"})
+	call, _ := jsonAt(first.body, "choices", 0, "message", "tool_calls", 0).(map[string]any)
+	args, _ := jsonAt(call, "function", "arguments").(string)
+	weatherArgs(t, args)
+	next := func(args string) posted {
+		sent := map[string]any{"id": call["id"], "type": "function", "function": map[string]any{"name": "get_weather", "arguments": args}}
+		return postAPI(t, base, "/v1/chat/completions", map[string]any{"model": "kvwin-tiny", "max_tokens": 4, "temperature": 0, "tools": tools,
+			"messages": []any{ask, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{sent}},
+				map[string]any{"role": "tool", "tool_call_id": call["id"], "content": toolResult}}})
+	}
+	fullyCached(t, first, next(reserialised(t, args)))
+
+	// A call the model did not make is not taken for the one it made:
+	// the prompt diverges inside the call.
+	var v map[string]any
+	_ = json.Unmarshal([]byte(args), &v)
+	v["city"] = v["city"].(string) + "x"
+	other, _ := json.Marshal(v)
+	if got := next(string(other)); got.cached > first.prompt+len(`<tool_call>`+"\n"+`{"name":"get_weather","arguments":{"city":"`)+len(v["city"].(string)) {
+		t.Errorf("a changed call: %d of %d prompt tokens cached, more than the first turn's %d and the call up to the change",
+			got.cached, got.prompt, first.prompt)
+	}
+}
+
+func TestToolLoopCachedChatCompletions(t *testing.T) {
+	chatToolTurn(t, apptest.Start(t, nil).URL())
+}
+
+func TestToolLoopCachedThroughAGateway(t *testing.T) {
+	gw, _ := apptest.StartFleet(t, 1, "prefix")
+	chatToolTurn(t, gw.URL())
+}
+
+func TestToolLoopCachedAnthropicMessages(t *testing.T) {
+	base := apptest.Start(t, nil).URL()
+	tools := []any{map[string]any{"name": "get_weather", "description": "Current weather of a city", "input_schema": weatherSchema}}
+	ask := map[string]any{"role": "user", "content": "What is the weather in Paris?"}
+	first := postAPI(t, base, "/v1/messages", map[string]any{"model": "kvwin-tiny", "max_tokens": 128, "temperature": 0,
+		"messages": []any{ask}, "tools": tools, "tool_choice": map[string]any{"type": "tool", "name": "get_weather"}})
+	use, _ := jsonAt(first.body, "content", 0).(map[string]any)
+	input, _ := json.Marshal(use["input"])
+	if use["type"] != "tool_use" {
+		t.Fatalf("first answer %v: want a tool_use", first.body)
+	}
+	weatherArgs(t, string(input))
+	sent := map[string]any{"type": "tool_use", "id": use["id"], "name": use["name"], "input": json.RawMessage(reserialised(t, string(input)))}
+	next := postAPI(t, base, "/v1/messages", map[string]any{"model": "kvwin-tiny", "max_tokens": 4, "temperature": 0, "tools": tools,
+		"messages": []any{ask, map[string]any{"role": "assistant", "content": []any{sent}},
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": use["id"], "content": toolResult}}}}})
+	fullyCached(t, first, next)
+}
+
+func TestToolLoopCachedResponses(t *testing.T) {
+	base := apptest.Start(t, nil).URL()
+	tools := []any{map[string]any{"type": "function", "name": "get_weather", "description": "Current weather of a city", "parameters": weatherSchema}}
+	ask := map[string]any{"role": "user", "content": "What is the weather in Paris?"}
+	first := postAPI(t, base, "/v1/responses", map[string]any{"model": "kvwin-tiny", "max_output_tokens": 128, "temperature": 0, "store": false,
+		"input": []any{ask}, "tools": tools, "tool_choice": map[string]any{"type": "function", "name": "get_weather"}})
+	var call map[string]any
+	for _, it := range jsonAt(first.body, "output").([]any) {
+		if it, _ := it.(map[string]any); it["type"] == "function_call" {
+			call = it
+		}
+	}
+	args, _ := call["arguments"].(string)
+	weatherArgs(t, args)
+	next := postAPI(t, base, "/v1/responses", map[string]any{"model": "kvwin-tiny", "max_output_tokens": 16, "temperature": 0, "store": false, "tools": tools,
+		"input": []any{ask,
+			map[string]any{"type": "function_call", "call_id": call["call_id"], "name": "get_weather", "arguments": reserialised(t, args)},
+			map[string]any{"type": "function_call_output", "call_id": call["call_id"], "output": toolResult}}})
+	fullyCached(t, first, next)
+}
+
+// A tool's schema sent with other escaping, spacing and key order is the
+// same prompt: the second request reuses all of the first's.
+func TestToolSchemaEscapingIsTheSamePrompt(t *testing.T) {
+	a := apptest.Start(t, nil)
+	schemas := []string{
+		`{"type":"object","properties":{"path":{"type":"string","description":"a path — absolute"}},"required":["path"]}`,
+		"{ \"required\" : [ \"path\" ] ,\n \"properties\" : { \"path\" : { \"description\" : \"a path \\u2014 absolute\" , \"type\" : \"string\" } } , \"type\" : \"object\" }",
+	}
+	var turns []posted
+	for _, s := range schemas {
+		turns = append(turns, postRaw(t, a, `{"model": "kvwin-tiny", "max_tokens": 1, "temperature": 0,
+			"messages": [{"role": "user", "content": "Read the file."}],
+			"tools": [{"type": "function", "function": {"name": "read_file", "parameters": `+s+`}}]}`))
+	}
+	if turns[1].prompt != turns[0].prompt || turns[1].cached < turns[1].prompt-2 {
+		t.Errorf("the same schema escaped otherwise: %d prompt tokens, %d cached, after %d", turns[1].prompt, turns[1].cached, turns[0].prompt)
+	}
+}
+
+func postRaw(t *testing.T, a *app.App, body string) posted {
+	t.Helper()
+	resp, err := http.Post(a.URL()+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	return posted{prompt: apptest.Atoi(resp.Header.Get("X-Kvwin-Prompt-Tokens")), cached: apptest.Atoi(resp.Header.Get("X-Kvwin-Cached-Tokens"))}
+}
