@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -168,16 +169,30 @@ func TestToolLoopCachedThroughAGateway(t *testing.T) {
 	chatToolTurn(t, gw.URL())
 }
 
+// Streamed or not, the answer is remembered: agents stream.
 func TestToolLoopCachedAnthropicMessages(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream %v", stream), func(t *testing.T) { anthropicToolTurn(t, stream) })
+	}
+}
+
+func anthropicToolTurn(t *testing.T, stream bool) {
 	base := apptest.Start(t, nil).URL()
 	tools := []any{map[string]any{"name": "get_weather", "description": "Current weather of a city", "input_schema": weatherSchema}}
 	ask := map[string]any{"role": "user", "content": "What is the weather in Paris?"}
-	first := postAPI(t, base, "/v1/messages", map[string]any{"model": "kvwin-tiny", "max_tokens": 128, "temperature": 0,
-		"messages": []any{ask}, "tools": tools, "tool_choice": map[string]any{"type": "tool", "name": "get_weather"}})
-	use, _ := jsonAt(first.body, "content", 0).(map[string]any)
+	body := map[string]any{"model": "kvwin-tiny", "max_tokens": 128, "temperature": 0,
+		"messages": []any{ask}, "tools": tools, "tool_choice": map[string]any{"type": "tool", "name": "get_weather"}}
+	var first posted
+	var use map[string]any
+	if stream {
+		use = streamedToolUse(t, base, body)
+	} else {
+		first = postAPI(t, base, "/v1/messages", body)
+		use, _ = jsonAt(first.body, "content", 0).(map[string]any)
+	}
 	input, _ := json.Marshal(use["input"])
 	if use["type"] != "tool_use" {
-		t.Fatalf("first answer %v: want a tool_use", first.body)
+		t.Fatalf("first answer %v: want a tool_use", use)
 	}
 	weatherArgs(t, string(input))
 	sent := map[string]any{"type": "tool_use", "id": use["id"], "name": use["name"], "input": json.RawMessage(reserialised(t, string(input)))}
@@ -185,6 +200,44 @@ func TestToolLoopCachedAnthropicMessages(t *testing.T) {
 		"messages": []any{ask, map[string]any{"role": "assistant", "content": []any{sent}},
 			map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": use["id"], "content": toolResult}}}}})
 	fullyCached(t, first, next)
+}
+
+// streamedToolUse streams a Messages request and returns its tool_use
+// block as a client assembles it: the block's start, then its input's
+// partial_json fragments.
+func streamedToolUse(t *testing.T, base string, body map[string]any) map[string]any {
+	t.Helper()
+	body["stream"] = true
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(base+"/v1/messages", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var use map[string]any
+	var input strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		if block, _ := ev["content_block"].(map[string]any); ev["type"] == "content_block_start" && block["type"] == "tool_use" {
+			use = block
+		}
+		if frag, ok := jsonAt(ev, "delta", "partial_json").(string); ok {
+			input.WriteString(frag)
+		}
+	}
+	if use == nil {
+		t.Fatal("no tool_use block streamed")
+	}
+	use["input"] = json.RawMessage(input.String())
+	return use
 }
 
 func TestToolLoopCachedResponses(t *testing.T) {
