@@ -87,8 +87,19 @@ type posted struct {
 
 func postAPI(t *testing.T, base, path string, body map[string]any) posted {
 	t.Helper()
+	return postAs(t, base, path, "", body)
+}
+
+// postAs posts with an API key ("" for none).
+func postAs(t *testing.T, base, path, key string, body map[string]any) posted {
+	t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := http.Post(base+path, "application/json", bytes.NewReader(b))
+	req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +168,30 @@ func chatToolTurn(t *testing.T, base string) {
 	if got := next(string(other)); got.cached > first.prompt+len(`<tool_call>`+"\n"+`{"name":"get_weather","arguments":{"city":"`)+len(v["city"].(string)) {
 		t.Errorf("a changed call: %d of %d prompt tokens cached, more than the first turn's %d and the call up to the change",
 			got.cached, got.prompt, first.prompt)
+	}
+}
+
+// Another tenant sending the same history gets the call rendered as it
+// sent it: neither the text another tenant's model wrote nor its KV.
+func TestToolLoopAnswersAreTheTenantsOwn(t *testing.T) {
+	base := apptest.Start(t, func(f *app.Config) { f.APIKeys = []string{"alice=" + aliceKey, "bob=" + bobKey} }).URL()
+	tools := []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": weatherSchema}}}
+	ask := map[string]any{"role": "user", "content": "What is the weather in Paris?"}
+	first := postAs(t, base, "/v1/chat/completions", aliceKey, map[string]any{"model": "kvwin-tiny", "max_tokens": 128, "temperature": 0,
+		"messages": []any{ask}, "tools": tools, "tool_choice": "required"})
+	call, _ := jsonAt(first.body, "choices", 0, "message", "tool_calls", 0).(map[string]any)
+	args, _ := jsonAt(call, "function", "arguments").(string)
+	sent := map[string]any{"id": call["id"], "type": "function", "function": map[string]any{"name": "get_weather", "arguments": reserialised(t, args)}}
+	next := map[string]any{"model": "kvwin-tiny", "max_tokens": 4, "temperature": 0, "tools": tools,
+		"messages": []any{ask, map[string]any{"role": "assistant", "tool_calls": []any{sent}},
+			map[string]any{"role": "tool", "tool_call_id": call["id"], "content": toolResult}}}
+	bob := postAs(t, base, "/v1/chat/completions", bobKey, next)
+	alice := postAs(t, base, "/v1/chat/completions", aliceKey, next)
+	fullyCached(t, first, alice)
+	// The re-serialised arguments are longer than the model's compact ones.
+	if bob.cached != 0 || bob.prompt <= alice.prompt {
+		t.Errorf("bob: %d of %d prompt tokens cached; alice: %d of %d; want none for bob, and his call as he sent it",
+			bob.cached, bob.prompt, alice.cached, alice.prompt)
 	}
 }
 
