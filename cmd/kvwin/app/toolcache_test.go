@@ -327,3 +327,21 @@ func postRaw(t *testing.T, a *app.App, body string) posted {
 	}
 	return posted{prompt: apptest.Atoi(resp.Header.Get("X-Kvwin-Prompt-Tokens")), cached: apptest.Atoi(resp.Header.Get("X-Kvwin-Cached-Tokens"))}
 }
+
+func TestToolLoopCachedOllamaChat(t *testing.T) {
+	base := apptest.Start(t, nil).URL()
+	tools := []any{map[string]any{"type": "function", "function": map[string]any{
+		"name": "get_weather", "description": "Current weather of a city", "parameters": weatherSchema}}}
+	ask := map[string]any{"role": "user", "content": "What is the weather in Paris?"}
+	first := postAPI(t, base, "/api/chat", map[string]any{"model": "kvwin-tiny", "stream": false, "messages": []any{ask}, "tools": tools,
+		"options": map[string]any{"tool_choice": "required", "num_predict": 160, "temperature": 0}})
+	call, _ := jsonAt(first.body, "message", "tool_calls", 0, "function").(map[string]any)
+	args, _ := json.Marshal(call["arguments"]) // Ollama's arguments are an object
+	weatherArgs(t, string(args))
+	sent := map[string]any{"function": map[string]any{"name": "get_weather", "arguments": json.RawMessage(reserialised(t, string(args)))}}
+	next := postAPI(t, base, "/api/chat", map[string]any{"model": "kvwin-tiny", "stream": false, "tools": tools,
+		"options": map[string]any{"num_predict": 4, "temperature": 0},
+		"messages": []any{ask, map[string]any{"role": "assistant", "content": "", "tool_calls": []any{sent}},
+			map[string]any{"role": "tool", "tool_name": "get_weather", "content": toolResult}}})
+	fullyCached(t, first, next)
+}
