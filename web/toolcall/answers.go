@@ -22,8 +22,12 @@ import (
 //     to the client (the same text before its calls, the same calls by
 //     name and arguments by value): the model reads what it wrote, which is
 //     what the client was told it wrote;
-//   - at most maxBytes of text are held, least recently used first out; a
-//     text over a sixteenth of that is not held.
+//   - at most maxBytes of text are held, the answers' and their aliases',
+//     least recently used first out; a text over a sixteenth of that is
+//     not held;
+//   - an alias is a rendering of an answer's meaning a client sent (the
+//     message's content, which it sends again every turn), found without
+//     reading its JSON again: it names the answer its meaning named.
 //
 // What it buys is KV reuse, never correctness: an answer forgotten (a
 // restart, another gateway replica, eviction) renders as the client sent
@@ -34,12 +38,21 @@ type Answers struct {
 	bytes    int
 	order    *list.List // of *answer, most recently used first
 	byMean   map[meaning]*list.Element
+	byAlias  map[string]*list.Element // by aliasKey
 }
 
 type answer struct {
-	mean meaning
-	text string
+	mean    meaning
+	text    string
+	aliases []string // aliasKeys naming it, at most maxAliases
 }
+
+// maxAliases bounds the renderings of one answer held: one per client
+// serialisation in use, in practice one.
+const maxAliases = 2
+
+// aliasKey names content as tenant's.
+func aliasKey(tenant, content string) string { return tenant + "\x00" + content }
 
 // DefaultAnswerBytes bounds the text Answers holds when not told: 8 MiB,
 // some tens of thousands of calls.
@@ -51,7 +64,7 @@ func NewAnswers(maxBytes int) *Answers {
 	if maxBytes <= 0 {
 		maxBytes = DefaultAnswerBytes
 	}
-	return &Answers{maxBytes: maxBytes, order: list.New(), byMean: map[meaning]*list.Element{}}
+	return &Answers{maxBytes: maxBytes, order: list.New(), byMean: map[meaning]*list.Element{}, byAlias: map[string]*list.Element{}}
 }
 
 // Remember keeps text, a generated answer, for tenant if it is text
@@ -75,11 +88,20 @@ func (a *Answers) Remember(tenant, text string) {
 		a.byMean[m] = a.order.PushFront(&answer{mean: m, text: text})
 		a.bytes += len(text)
 	}
+	a.evict()
+}
+
+// evict drops the least recently used answers, with their aliases,
+// until the bound holds. a.mu is held.
+func (a *Answers) evict() {
 	for a.bytes > a.maxBytes {
-		last := a.order.Back()
-		gone := a.order.Remove(last).(*answer)
+		gone := a.order.Remove(a.order.Back()).(*answer)
 		delete(a.byMean, gone.mean)
 		a.bytes -= len(gone.text)
+		for _, k := range gone.aliases {
+			delete(a.byAlias, k)
+			a.bytes -= len(k)
+		}
 	}
 }
 
@@ -113,7 +135,18 @@ func (a *Answers) Recall(tenant string, msgs []engine.Message) ([]engine.Message
 }
 
 // recall is the remembered text meaning what content means for tenant.
+// A content recalled before is found by its alias; another is read, and
+// kept as an alias of the answer it means.
 func (a *Answers) recall(tenant, content string) (string, bool) {
+	key := aliasKey(tenant, content)
+	a.mu.Lock()
+	if el, ok := a.byAlias[key]; ok {
+		a.order.MoveToFront(el)
+		text := el.Value.(*answer).text
+		a.mu.Unlock()
+		return text, true
+	}
+	a.mu.Unlock()
 	m, err := meaningOf(tenant, content)
 	if err != nil {
 		return "", false
@@ -125,5 +158,12 @@ func (a *Answers) recall(tenant, content string) (string, bool) {
 		return "", false
 	}
 	a.order.MoveToFront(el)
-	return el.Value.(*answer).text, true
+	ans := el.Value.(*answer)
+	if _, held := a.byAlias[key]; !held && len(ans.aliases) < maxAliases && len(key) <= a.maxBytes/16 {
+		ans.aliases = append(ans.aliases, key)
+		a.byAlias[key] = el
+		a.bytes += len(key)
+		a.evict()
+	}
+	return ans.text, true
 }

@@ -119,3 +119,44 @@ func TestDecimal(t *testing.T) {
 		}
 	}
 }
+
+// A rendering recalled once is found again by its alias, and leaves with
+// its answer.
+func TestAnswersAliasesLeaveWithTheirAnswer(t *testing.T) {
+	a := NewAnswers(64 * len(generated))
+	a.Remember("t1", generated)
+	m, _ := Message(engine.RoleAssistant, "", call("write_file", `{"path": "a—b.txt", "n": 1, "opts": {"z": [1, 2], "a": null}, "big": 9007199254740993}`), "")
+	for range 2 {
+		if got, n := a.Recall("t1", []engine.Message{m}); n != 1 || got[0].Content != generated {
+			t.Fatalf("recalled %d: %q", n, got[0].Content)
+		}
+	}
+	if len(a.byAlias) != 1 || a.bytes != len(generated)+len(aliasKey("t1", m.Content)) {
+		t.Fatalf("%d aliases, %d bytes", len(a.byAlias), a.bytes)
+	}
+	if _, n := a.Recall("t2", []engine.Message{m}); n != 0 {
+		t.Fatal("another tenant found the alias")
+	}
+	for i := 0; len(a.byMean) > 0 && a.byMean[mustMean(t, "t1", generated)] != nil; i++ {
+		a.Remember("t1", fmt.Sprintf("<tool_call>{\"name\":\"f\",\"arguments\":{\"i\":%d}}</tool_call>", i))
+	}
+	if len(a.byAlias) != 0 {
+		t.Fatalf("%d aliases outlived their answer", len(a.byAlias))
+	}
+	total := 0
+	for el := a.order.Front(); el != nil; el = el.Next() {
+		total += len(el.Value.(*answer).text)
+	}
+	if a.bytes != total || a.bytes > a.maxBytes {
+		t.Fatalf("%d bytes counted, %d held, bound %d", a.bytes, total, a.maxBytes)
+	}
+}
+
+func mustMean(t *testing.T, tenant, text string) meaning {
+	t.Helper()
+	m, err := meaningOf(tenant, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
