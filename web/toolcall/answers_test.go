@@ -32,9 +32,13 @@ func TestAnswersRecallOnlyWhatMeansTheSame(t *testing.T) {
 		{"text before the call", "t1", "Writing.", call("write_file", same), false},
 		{"a second call", "t1", "", append(call("write_file", same), call("write_file", same)...), false},
 		{"a key twice", "t1", "", call("write_file", strings.Replace(same, `"n": 1`, `"n": 1, "n": 1`, 1)), false},
+		{"the text before another answer's call", "t1", "Reading it.", call("read_file", `{"path": "x"}`), true},
+		{"that call without its text", "t1", "", call("read_file", `{"path": "x"}`), false},
 	}
+	withText := "Reading it. \n\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\":\"x\"}}\n</tool_call>\n"
 	a := NewAnswers(0)
 	a.Remember("t1", generated)
+	a.Remember("t1", withText)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, err := Message(engine.RoleAssistant, tt.content, tt.calls, "messages[1]")
@@ -43,7 +47,7 @@ func TestAnswersRecallOnlyWhatMeansTheSame(t *testing.T) {
 			}
 			msgs := []engine.Message{{Role: engine.RoleUser, Content: "write it"}, m}
 			got, n := a.Recall(tt.tenant, msgs)
-			if recalled := n == 1 && got[1].Content == generated; recalled != tt.recalled {
+			if recalled := n == 1 && (got[1].Content == generated || got[1].Content == withText); recalled != tt.recalled {
 				t.Errorf("recalled %v (%d replaced: %q), want %v", recalled, n, got[1].Content, tt.recalled)
 			}
 			if msgs[1] != m {

@@ -195,8 +195,13 @@ func TestToolLoopAnswersAreTheTenantsOwn(t *testing.T) {
 	}
 }
 
+// Under every window policy: the answer is recalled after the cut.
 func TestToolLoopCachedChatCompletions(t *testing.T) {
-	chatToolTurn(t, apptest.Start(t, nil).URL())
+	for _, policy := range []string{"full", "memory"} {
+		t.Run(policy, func(t *testing.T) {
+			chatToolTurn(t, apptest.Start(t, func(f *app.Config) { f.Window = policy }).URL())
+		})
+	}
 }
 
 func TestToolLoopCachedThroughAGateway(t *testing.T) {
