@@ -68,17 +68,31 @@ func NewAnswers(maxBytes int) *Answers {
 }
 
 // Remember keeps text, a generated answer, for tenant if it is text
-// followed by whole tool calls; anything else is ignored.
+// followed by whole tool calls; anything else is ignored. It keeps too
+// the text up to the end of each call but the last, for a client told of
+// the first calls only (parallel_tool_calls false): the backend holds the
+// KV of every prefix of the answer.
 func (a *Answers) Remember(tenant, text string) {
 	if len(text) > a.maxBytes/16 || !strings.Contains(text, callMarker) {
 		return
 	}
-	m, err := meaningOf(tenant, text)
+	said, err := meaningsOf(tenant, text)
 	if err != nil {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	for k, sd := range said {
+		if k == len(said)-1 {
+			a.keep(sd.mean, text)
+		} else {
+			a.keep(sd.mean, text[:sd.end])
+		}
+	}
+}
+
+// keep holds text as meaning m, the most recently used. a.mu is held.
+func (a *Answers) keep(m meaning, text string) {
 	if el, ok := a.byMean[m]; ok {
 		old := el.Value.(*answer)
 		a.bytes += len(text) - len(old.text)

@@ -83,10 +83,32 @@ func TestAnswersRememberOnlyWholeCalls(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := NewAnswers(0)
 			a.Remember("t", tt.text)
-			if kept := a.order.Len() == 1; kept != tt.kept {
+			if kept := a.order.Len() > 0; kept != tt.kept {
 				t.Errorf("kept %v, want %v", kept, tt.kept)
 			}
 		})
+	}
+}
+
+// A client told of the first of two calls (parallel_tool_calls false)
+// sends back the first: it is recalled as the answer up to that call's end.
+func TestAnswersRecallTheFirstCalls(t *testing.T) {
+	two := "<tool_call>\n{\"name\":\"a\",\"arguments\":{}}\n</tool_call>\n<tool_call>\n{\"name\":\"b\",\"arguments\":{\"k\":1}}\n</tool_call>"
+	a := NewAnswers(0)
+	a.Remember("t", two)
+	for _, tt := range []struct {
+		calls []Call
+		want  string
+	}{
+		{call("a", "{}"), two[:strings.Index(two, "\n<tool_call>")]},
+		{append(call("a", "{}"), call("b", `{"k": 1.0}`)...), two},
+		{call("b", `{"k": 1}`), ""},
+	} {
+		m, _ := Message(engine.RoleAssistant, "", tt.calls, "")
+		got, n := a.Recall("t", []engine.Message{m})
+		if tt.want == "" && n != 0 || tt.want != "" && got[0].Content != tt.want {
+			t.Errorf("%d calls: recalled %d, %q; want %q", len(tt.calls), n, got[0].Content, tt.want)
+		}
 	}
 }
 

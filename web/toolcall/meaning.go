@@ -43,9 +43,27 @@ var errNoMeaning = errors.New("toolcall: the text is not text followed by whole 
 // meaningOf reads text as content then calls and returns its meaning for
 // tenant; errNoMeaning (or a JSON error) if text is not of that form.
 func meaningOf(tenant, text string) (meaning, error) {
+	said, err := meaningsOf(tenant, text)
+	if err != nil {
+		return meaning{}, err
+	}
+	return said[len(said)-1].mean, nil
+}
+
+// saying is what text up to end means: its content and its first calls.
+type saying struct {
+	mean meaning
+	end  int
+}
+
+// meaningsOf reads text as content then calls, and returns the meaning of
+// its content with its first call, with its first two, …, with all of
+// them (a client told of its first call only, parallel_tool_calls false,
+// sends back the first).
+func meaningsOf(tenant, text string) ([]saying, error) {
 	i := strings.Index(text, callMarker)
 	if i < 0 {
-		return meaning{}, errNoMeaning
+		return nil, errNoMeaning
 	}
 	h := sha256.New()
 	field := func(b []byte) {
@@ -55,27 +73,31 @@ func meaningOf(tenant, text string) (meaning, error) {
 	field([]byte(tenant))
 	field([]byte(strings.TrimSpace(text[:i])))
 	rest := text[i:]
-	var canon bytes.Buffer
-	for calls := 0; ; calls++ {
+	var (
+		canon bytes.Buffer
+		said  []saying
+	)
+	for {
 		rest = strings.TrimLeft(rest, whitespace)
-		if rest == "" && calls > 0 {
+		if rest == "" && len(said) > 0 {
 			break
 		}
 		name, args, after, err := readCall(rest)
 		if err != nil {
-			return meaning{}, err
+			return nil, err
 		}
 		canon.Reset()
 		if err := canonical(&canon, args); err != nil {
-			return meaning{}, err
+			return nil, err
 		}
 		field([]byte(name))
 		field(canon.Bytes())
 		rest = after
+		var m meaning
+		h.Sum(m[:0]) // the hash so far; h goes on
+		said = append(said, saying{m, len(text) - len(rest)})
 	}
-	var m meaning
-	h.Sum(m[:0])
-	return m, nil
+	return said, nil
 }
 
 const (
