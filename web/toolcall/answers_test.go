@@ -186,3 +186,29 @@ func mustMean(t *testing.T, tenant, text string) meaning {
 	}
 	return m
 }
+
+// Whatever the model writes, reading it never panics, and an answer that
+// means something means the same once parsed as a client reads it and
+// rendered back as the client sends it.
+func FuzzAnswerMeaning(f *testing.F) {
+	f.Add(generated)
+	f.Add("Let me look.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, {\"b\": \"\\u00e9\"}]}}\n</tool_call>")
+	f.Add("<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call><tool_call>{\"name\":\"b\",\"arguments\":{\"k\":-0.5e-3}}</tool_call>\n")
+	f.Add("<tool_call>{\"name\":\"a\",\"arguments\":{\"s\":\"\\ud83d\\ude00\"}}</tool_call>")
+	f.Fuzz(func(t *testing.T, text string) {
+		said, err := meaningsOf("t", text)
+		if err != nil {
+			return
+		}
+		p := &Parser{NewID: func() string { return "id" }}
+		content := p.Feed(text).Content + p.Flush().Content
+		m, err := Message(engine.RoleAssistant, content, p.Calls, "")
+		if err != nil {
+			t.Fatalf("%q: the parsed calls do not render: %v", text, err)
+		}
+		back, err := meaningOf("t", m.Content)
+		if err != nil || back != said[len(said)-1].mean {
+			t.Fatalf("%q means something else once parsed (%q, %d calls) and rendered as %q: %v", text, content, len(p.Calls), m.Content, err)
+		}
+	})
+}
