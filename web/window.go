@@ -45,7 +45,7 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 		if policy != "" && policy != window.PolicyFull {
 			return engine.Invalid("window policy %q: this server sends every message (full)", policy)
 		}
-		req.Messages, _ = s.answers.Recall(t.Tenant, req.Messages)
+		req.Messages = s.recall(t, req.Messages)
 		return nil
 	}
 	count := window.ApproxCount
@@ -77,7 +77,7 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 	// its conversation's stored turns match whether or not an answer is
 	// remembered; the backend gets the tool calls of the tenant's answers
 	// as they were generated (toolcall.Answers), whose KV it holds.
-	req.Messages, _ = s.answers.Recall(t.Tenant, res.Messages)
+	req.Messages = s.recall(t, res.Messages)
 	// Past an eviction step the kept turns follow the sinks directly; with
 	// --shift the backend may move their KV there instead of recomputing it.
 	req.Shift = s.cfg.Shift && res.Evicted() > 0
@@ -92,6 +92,14 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 	c.Header(HeaderWindow, wire.Window{Policy: res.Policy, KeptTokens: res.KeptTokens, EvictedTurns: res.Evicted(),
 		PacketTurns: res.PacketTurns, Step: res.Step}.String())
 	return nil
+}
+
+// recall is msgs with the tool calls of t's tenant's answers as they were
+// generated (toolcall.Answers), counted in the metrics.
+func (s *Server) recall(t *core.Turn, msgs []engine.Message) []engine.Message {
+	out, n := s.answers.Recall(t.Tenant, msgs)
+	s.metrics.recalled.Add(float64(n))
+	return out
 }
 
 // Response headers every generation carries, streamed or not (docs/architecture.md, "Headers");

@@ -158,6 +158,9 @@ func chatToolTurn(t *testing.T, base string) {
 				map[string]any{"role": "tool", "tool_call_id": call["id"], "content": toolResult}}})
 	}
 	fullyCached(t, first, next(reserialised(t, args)))
+	if got := metric(t, base, "kvwin_tool_answers_recalled_total"); got != "1" {
+		t.Errorf("kvwin_tool_answers_recalled_total %q, want 1", got)
+	}
 
 	// A call the model did not make is not taken for the one it made:
 	// the prompt diverges inside the call.
@@ -349,4 +352,21 @@ func TestToolLoopCachedOllamaChat(t *testing.T) {
 		"messages": []any{ask, map[string]any{"role": "assistant", "content": "", "tool_calls": []any{sent}},
 			map[string]any{"role": "tool", "tool_name": "get_weather", "content": toolResult}}})
 	fullyCached(t, first, next)
+}
+
+// metric is the value of an unlabelled metric on base's /metrics.
+func metric(t *testing.T, base, name string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
