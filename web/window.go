@@ -48,15 +48,20 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 		req.Messages = s.recall(t, req.Messages)
 		return nil
 	}
-	count := window.ApproxCount
+	// Each message is counted as the backend gets it, with its calls as
+	// generated (recall): the window cuts the client's messages, but the
+	// prompt it bounds is the one sent.
+	tenant := t.Tenant
+	one := window.ApproxCount
 	if mc, ok := t.Backend.(engine.MessageCounter); ok {
-		count = mc.CountMessage
+		one = mc.CountMessage
 	}
+	count := func(m engine.Message) int { return one(s.asSent(tenant, m)) }
 	if cc, ok := t.Backend.(engine.ConversationCounter); ok {
 		// Other messages (a packet's) are counted as the tenant's too.
-		tenant := t.Tenant
-		count = primed(req.Messages, cc.CountMessages(tenant, req.Messages), func(m engine.Message) int {
-			return cc.CountMessages(tenant, []engine.Message{m})[0]
+		sent, _ := s.answers.Recall(tenant, req.Messages)
+		count = primed(req.Messages, cc.CountMessages(tenant, sent), func(m engine.Message) int {
+			return cc.CountMessages(tenant, []engine.Message{s.asSent(tenant, m)})[0]
 		})
 	}
 	win := s.cfg.Window
@@ -100,6 +105,16 @@ func (s *Server) recall(t *core.Turn, msgs []engine.Message) []engine.Message {
 	out, n := s.answers.Recall(t.Tenant, msgs)
 	s.metrics.recalled.Add(float64(n))
 	return out
+}
+
+// asSent is m as the backend gets it: an assistant message of tenant's
+// with its calls as generated, if they were (toolcall.Answers).
+func (s *Server) asSent(tenant string, m engine.Message) engine.Message {
+	if m.Role != engine.RoleAssistant {
+		return m
+	}
+	out, _ := s.answers.Recall(tenant, []engine.Message{m})
+	return out[0]
 }
 
 // Response headers every generation carries, streamed or not (docs/architecture.md, "Headers");

@@ -83,6 +83,7 @@ func escaped(s string) string {
 type posted struct {
 	body           map[string]any
 	prompt, cached int
+	kept           int // the window's kept_tokens; -1 without a window
 }
 
 func postAPI(t *testing.T, base, path string, body map[string]any) posted {
@@ -110,6 +111,10 @@ func postAs(t *testing.T, base, path, key string, body map[string]any) posted {
 	}
 	p.prompt = apptest.Atoi(resp.Header.Get("X-Kvwin-Prompt-Tokens"))
 	p.cached = apptest.Atoi(resp.Header.Get("X-Kvwin-Cached-Tokens"))
+	p.kept = -1
+	if resp.Header.Get("X-Kvwin-Window") != "" {
+		p.kept = apptest.Atoi(apptest.WindowHeader(t, resp.Header)["kept_tokens"])
+	}
 	return p
 }
 
@@ -157,7 +162,13 @@ func chatToolTurn(t *testing.T, base string) {
 			"messages": []any{ask, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{sent}},
 				map[string]any{"role": "tool", "tool_call_id": call["id"], "content": toolResult}}})
 	}
-	fullyCached(t, first, next(reserialised(t, args)))
+	sent := next(reserialised(t, args))
+	fullyCached(t, first, sent)
+	// The window counted the history as it was sent: what it kept is the
+	// prompt but for the generation prompt, as on the first turn.
+	if sent.kept >= 0 && sent.prompt-sent.kept != first.prompt-first.kept {
+		t.Errorf("the window kept %d of a %d-token prompt; the first turn %d of %d", sent.kept, sent.prompt, first.kept, first.prompt)
+	}
 	if got := metric(t, base, "kvwin_tool_answers_recalled_total"); got != "1" {
 		t.Errorf("kvwin_tool_answers_recalled_total %q, want 1", got)
 	}
