@@ -38,21 +38,23 @@ type Answers struct {
 	bytes    int
 	order    *list.List // of *answer, most recently used first
 	byMean   map[meaning]*list.Element
-	byAlias  map[string]*list.Element // by aliasKey
+	byAlias  map[alias]*list.Element
 }
 
 type answer struct {
 	mean    meaning
 	text    string
-	aliases []string // aliasKeys naming it, at most maxAliases
+	aliases []alias // naming it, at most maxAliases
 }
 
 // maxAliases bounds the renderings of one answer held: one per client
 // serialisation in use, in practice one.
 const maxAliases = 2
 
-// aliasKey names content as tenant's.
-func aliasKey(tenant, content string) string { return tenant + "\x00" + content }
+// alias names content as tenant's.
+type alias struct{ tenant, content string }
+
+func (k alias) size() int { return len(k.tenant) + len(k.content) }
 
 // DefaultAnswerBytes bounds the text Answers holds when not told: 8 MiB,
 // some tens of thousands of calls.
@@ -64,7 +66,7 @@ func NewAnswers(maxBytes int) *Answers {
 	if maxBytes <= 0 {
 		maxBytes = DefaultAnswerBytes
 	}
-	return &Answers{maxBytes: maxBytes, order: list.New(), byMean: map[meaning]*list.Element{}, byAlias: map[string]*list.Element{}}
+	return &Answers{maxBytes: maxBytes, order: list.New(), byMean: map[meaning]*list.Element{}, byAlias: map[alias]*list.Element{}}
 }
 
 // Remember keeps text, a generated answer, for tenant if it is text
@@ -114,7 +116,7 @@ func (a *Answers) evict() {
 		a.bytes -= len(gone.text)
 		for _, k := range gone.aliases {
 			delete(a.byAlias, k)
-			a.bytes -= len(k)
+			a.bytes -= k.size()
 		}
 	}
 }
@@ -152,7 +154,7 @@ func (a *Answers) Recall(tenant string, msgs []engine.Message) ([]engine.Message
 // A content recalled before is found by its alias; another is read, and
 // kept as an alias of the answer it means.
 func (a *Answers) recall(tenant, content string) (string, bool) {
-	key := aliasKey(tenant, content)
+	key := alias{tenant, content}
 	a.mu.Lock()
 	if el, ok := a.byAlias[key]; ok {
 		a.order.MoveToFront(el)
@@ -173,10 +175,10 @@ func (a *Answers) recall(tenant, content string) (string, bool) {
 	}
 	a.order.MoveToFront(el)
 	ans := el.Value.(*answer)
-	if _, held := a.byAlias[key]; !held && len(ans.aliases) < maxAliases && len(key) <= a.maxBytes/16 {
+	if _, held := a.byAlias[key]; !held && len(ans.aliases) < maxAliases && key.size() <= a.maxBytes/16 {
 		ans.aliases = append(ans.aliases, key)
 		a.byAlias[key] = el
-		a.bytes += len(key)
+		a.bytes += key.size()
 		a.evict()
 	}
 	return ans.text, true

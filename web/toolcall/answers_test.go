@@ -157,7 +157,7 @@ func TestAnswersAliasesLeaveWithTheirAnswer(t *testing.T) {
 			t.Fatalf("recalled %d: %q", n, got[0].Content)
 		}
 	}
-	if len(a.byAlias) != 1 || a.bytes != len(generated)+len(aliasKey("t1", m.Content)) {
+	if len(a.byAlias) != 1 || a.bytes != len(generated)+(alias{"t1", m.Content}).size() {
 		t.Fatalf("%d aliases, %d bytes", len(a.byAlias), a.bytes)
 	}
 	if _, n := a.Recall("t2", []engine.Message{m}); n != 0 {
