@@ -1,8 +1,9 @@
 // Package toolcall is the ChatML tool-call convention (Qwen's and Hermes')
 // that the OpenAI, Ollama and Anthropic chats share: reading a request's tools and
 // tool_choice, putting them into the prompt or the model's own template,
-// constraining a required call by grammar, and parsing the calls out of a
-// streamed answer (Parser).
+// constraining a required call by grammar, parsing the calls out of a
+// streamed answer (Parser), and remembering the answers that called tools
+// as the model wrote them (Answers), so a tool loop stays cached.
 package toolcall
 
 import (
