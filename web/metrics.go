@@ -31,6 +31,7 @@ type metrics struct {
 	promptTotal, cached    *prometheus.CounterVec
 	responses              *prometheus.CounterVec
 	phase                  *prometheus.HistogramVec
+	recalled               prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -50,12 +51,14 @@ func newMetrics() *metrics {
 			Help: "HTTP responses by route and status (499: the client left)."}, []string{"route", "status"}),
 		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kvwin_turn_phase_seconds",
 			Help: "Where a generation's time until its headers went, by phase (the Server-Timing header's).", Buckets: phaseBuckets}, []string{"phase"}),
+		recalled: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvwin_tool_answers_recalled_total",
+			Help: "Assistant messages with tool calls rendered as the model generated them, not as the client re-serialised them, counted per request."}),
 	}
 }
 
 // register adds the collectors to reg.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.ttft, m.duration, m.prompt, m.promptTotal, m.cached, m.responses, m.phase} {
+	for _, c := range []prometheus.Collector{m.ttft, m.duration, m.prompt, m.promptTotal, m.cached, m.responses, m.phase, m.recalled} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

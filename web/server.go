@@ -33,6 +33,7 @@ import (
 	"kvwin/web/llamaserver"
 	"kvwin/web/ollama"
 	"kvwin/web/openai"
+	"kvwin/web/toolcall"
 )
 
 // DefaultMaxBodyBytes is the body limit when Config.MaxBodyBytes is 0. Long
@@ -219,6 +220,9 @@ type Server struct {
 	admitted chan<- string
 	metrics  *metrics
 	traffic  *traffic
+	// answers holds the tool-call answers generated per tenant, so the
+	// turn after a call renders it as generated (toolcall.Answers).
+	answers *toolcall.Answers
 
 	// streamsDone is closed by EndStreams (the server shuts down).
 	streamsDone chan struct{}
@@ -254,7 +258,8 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 	}
 	s := &Server{cfg: cfg, backend: backend, log: log, started: time.Now(), now: time.Now, newID: core.NewID,
 		keys: keys, hosts: newHostGuard(cfg.ListenAddr, cfg.AllowedHosts), origins: map[string]bool{},
-		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued), metrics: newMetrics(), traffic: newTraffic(), streamsDone: make(chan struct{})}
+		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued), metrics: newMetrics(), traffic: newTraffic(), streamsDone: make(chan struct{}),
+		answers: toolcall.NewAnswers(0)}
 	if cfg.Registerer != nil {
 		if err := s.metrics.register(cfg.Registerer); err != nil {
 			return nil, fmt.Errorf("web: metrics: %w", err)

@@ -41,6 +41,7 @@ func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w cor
 	called := time.Now()
 	if !w.Stream {
 		res, err := t.Backend.Generate(c.Request.Context(), req, nil)
+		s.remember(t, req, res, err)
 		// Not streamed, the first token is known from the backend's timings.
 		first := called.Add(res.Timings.FirstToken)
 		if res.Timings.FirstToken == 0 {
@@ -74,6 +75,7 @@ func (s *Server) runStream(c *gin.Context, t *core.Turn, req engine.Request, w c
 	if firstAt.IsZero() {
 		firstAt = time.Now()
 	}
+	s.remember(t, req, res, err)
 	s.observe(c, t, req, res, true, firstAt, err)
 	switch {
 	case ctx.Err() != nil || st.out.Err() != nil:
@@ -102,6 +104,14 @@ func (s *Server) runStream(c *gin.Context, t *core.Turn, req engine.Request, w c
 	_ = st.send(w.Enc.End(res))
 	if st.out.Done() != nil {
 		_ = c.Error(core.ErrClientGone)
+	}
+}
+
+// remember keeps a chat's whole answer that called tools, as generated,
+// for the tenant's next turn (toolcall.Answers), streamed or not.
+func (s *Server) remember(t *core.Turn, req engine.Request, res engine.Result, err error) {
+	if err == nil && len(req.Messages) > 0 {
+		s.answers.Remember(t.Tenant, res.Text)
 	}
 }
 

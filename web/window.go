@@ -45,23 +45,28 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 		if policy != "" && policy != window.PolicyFull {
 			return engine.Invalid("window policy %q: this server sends every message (full)", policy)
 		}
+		req.Messages = s.recall(t, req.Messages)
 		return nil
 	}
-	// The counters are held for the cut (a catalog's model is loaded for
-	// them, as the generation right after needs it loaded anyway); one that
-	// cannot be had leaves the estimate.
+	// Each message is counted as the backend gets it, with its calls as
+	// generated (recall): the window cuts the client's messages, but the
+	// prompt it bounds is the one sent. The counters are held for the cut
+	// (a catalog's model is loaded for them, as the generation right after
+	// needs it loaded anyway); one that cannot be had leaves the estimate.
 	ctx := c.Request.Context()
-	count := window.ApproxCount
+	tenant := t.Tenant
+	one := window.ApproxCount
 	if mc, release, err := engine.Hold[engine.MessageCounter](ctx, t.Backend); err == nil {
 		defer release()
-		count = mc.CountMessage
+		one = mc.CountMessage
 	}
+	count := func(m engine.Message) int { return one(s.asSent(tenant, m)) }
 	if cc, release, err := engine.Hold[engine.ConversationCounter](ctx, t.Backend); err == nil {
 		defer release()
 		// Other messages (a packet's) are counted as the tenant's too.
-		tenant := t.Tenant
-		count = primed(req.Messages, cc.CountMessages(tenant, req.Messages), func(m engine.Message) int {
-			return cc.CountMessages(tenant, []engine.Message{m})[0]
+		sent, _ := s.answers.Recall(tenant, req.Messages)
+		count = primed(req.Messages, cc.CountMessages(tenant, sent), func(m engine.Message) int {
+			return cc.CountMessages(tenant, []engine.Message{s.asSent(tenant, m)})[0]
 		})
 	}
 	win := s.cfg.Window
@@ -78,7 +83,11 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 	if res.Degraded != nil {
 		s.log.WarnContext(c.Request.Context(), "memory store unavailable; the packet comes from the request's own turns", "err", res.Degraded)
 	}
-	req.Messages = res.Messages
+	// The window cut the client's history as the client sent it, so that
+	// its conversation's stored turns match whether or not an answer is
+	// remembered; the backend gets the tool calls of the tenant's answers
+	// as they were generated (toolcall.Answers), whose KV it holds.
+	req.Messages = s.recall(t, res.Messages)
 	// Past an eviction step the kept turns follow the sinks directly; with
 	// --shift the backend may move their KV there instead of recomputing it.
 	req.Shift = s.cfg.Shift && res.Evicted() > 0
@@ -93,6 +102,24 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 	c.Header(HeaderWindow, wire.Window{Policy: res.Policy, KeptTokens: res.KeptTokens, EvictedTurns: res.Evicted(),
 		PacketTurns: res.PacketTurns, Step: res.Step}.String())
 	return nil
+}
+
+// recall is msgs with the tool calls of t's tenant's answers as they were
+// generated (toolcall.Answers), counted in the metrics.
+func (s *Server) recall(t *core.Turn, msgs []engine.Message) []engine.Message {
+	out, n := s.answers.Recall(t.Tenant, msgs)
+	s.metrics.recalled.Add(float64(n))
+	return out
+}
+
+// asSent is m as the backend gets it: an assistant message of tenant's
+// with its calls as generated, if they were (toolcall.Answers).
+func (s *Server) asSent(tenant string, m engine.Message) engine.Message {
+	if m.Role != engine.RoleAssistant {
+		return m
+	}
+	out, _ := s.answers.Recall(tenant, []engine.Message{m})
+	return out[0]
 }
 
 // Response headers every generation carries, streamed or not (docs/architecture.md, "Headers");

@@ -1,8 +1,9 @@
 // Package toolcall is the ChatML tool-call convention (Qwen's and Hermes')
 // that the OpenAI, Ollama and Anthropic chats share: reading a request's tools and
 // tool_choice, putting them into the prompt or the model's own template,
-// constraining a required call by grammar, and parsing the calls out of a
-// streamed answer (Parser).
+// constraining a required call by grammar, parsing the calls out of a
+// streamed answer (Parser), and remembering the answers that called tools
+// as the model wrote them (Answers), so a tool loop stays cached.
 package toolcall
 
 import (
@@ -229,8 +230,7 @@ func (m Mode) System() string {
 	var b strings.Builder
 	b.WriteString(toolsHeader)
 	for _, t := range m.tools {
-		line, _ := json.Marshal(t)
-		b.Write(line)
+		b.Write(t.prompt())
 		b.WriteByte('\n')
 	}
 	b.WriteString(toolsFooter)
@@ -243,11 +243,37 @@ func (m Mode) System() string {
 func (m Mode) Defs() []any {
 	out := make([]any, 0, len(m.tools))
 	for _, t := range m.tools {
-		if b, err := json.Marshal(t); err == nil {
-			out = append(out, json.RawMessage(b))
-		}
+		out = append(out, json.RawMessage(t.prompt()))
 	}
 	return out
+}
+
+// prompt is the tool as the model reads it: its JSON with the schema in
+// canonical form (keys sorted, strings and numbers as Go's encoder writes
+// them, no whitespace), so a schema sent with other escaping ("\u2014"
+// for "—"), spacing or key order is the same prompt and the same cached
+// KV. The grammar of a forced call reads the schema as sent: it keeps its
+// key order, which orders the arguments.
+func (t Tool) prompt() []byte {
+	if params, err := canonicalSchema(t.Function.Parameters); err == nil {
+		t.Function.Parameters = params
+	}
+	b, _ := json.Marshal(t) // a struct of strings and checked JSON
+	return b
+}
+
+// canonicalSchema is schema in canonical form; an error if it is not JSON.
+func canonicalSchema(schema json.RawMessage) (json.RawMessage, error) {
+	if len(schema) == 0 {
+		return schema, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(schema))
+	d.UseNumber() // a number's text as sent: 1.0 stays 1.0, as the grammar reads it
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v) // maps' keys sorted
 }
 
 // Apply puts a chat's tools and output format into req, for the

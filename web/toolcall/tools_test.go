@@ -71,3 +71,28 @@ func TestErrorsNameTheToolWhereTheRequestHoldsIt(t *testing.T) {
 		})
 	}
 }
+
+// A schema is the same prompt however it is escaped, spaced or ordered.
+func TestSchemaCanonicalInThePrompt(t *testing.T) {
+	schemas := []string{
+		`{"type":"object","properties":{"path":{"type":"string","description":"a path — absolute <here>"},"n":{"type":"integer","maximum":1.0}},"required":["path"]}`,
+		"{\n  \"required\": [\"path\"],\n  \"properties\": {\n    \"n\": {\"maximum\": 1.0, \"type\": \"integer\"},\n    \"path\": {\"description\": \"a path \\u2014 absolute \\u003chere>\", \"type\": \"string\"}\n  },\n  \"type\": \"object\"\n}",
+	}
+	var prompts []string
+	for _, s := range schemas {
+		m, err := Read([]Tool{{Type: "function", Function: Function{Name: "f", Description: "d", Parameters: json.RawMessage(s)}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompts = append(prompts, m.System())
+		if defs := m.Defs(); len(defs) != 1 || !strings.Contains(m.System(), string(defs[0].(json.RawMessage))) {
+			t.Errorf("the template's tools %s are not the system message's", defs)
+		}
+	}
+	if prompts[0] != prompts[1] {
+		t.Errorf("one schema, two prompts:\n%s\n%s", prompts[0], prompts[1])
+	}
+	if !strings.Contains(prompts[0], `"maximum":1.0`) {
+		t.Errorf("a number's text changed: %s", prompts[0])
+	}
+}
