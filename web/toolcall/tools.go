@@ -10,7 +10,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 
 	"kvwin/engine"
@@ -249,17 +252,20 @@ func (m Mode) Defs() []any {
 }
 
 // prompt is the tool as the model reads it: its JSON with the schema in
-// canonical form (keys sorted, strings and numbers as Go's encoder writes
-// them, no whitespace), so a schema sent with other escaping ("\u2014"
-// for "—"), spacing or key order is the same prompt and the same cached
-// KV. The grammar of a forced call reads the schema as sent: it keeps its
-// key order, which orders the arguments.
+// canonical form (strings as Go's encoder writes them without HTML
+// escapes, numbers as sent, no whitespace, keys in the order sent, which
+// orders the arguments the model reads), so a schema sent with other
+// escaping ("\u2014" for "—") or spacing is the same prompt and the same
+// cached KV.
 func (t Tool) prompt() []byte {
 	if params, err := canonicalSchema(t.Function.Parameters); err == nil {
 		t.Function.Parameters = params
 	}
-	b, _ := json.Marshal(t) // a struct of strings and checked JSON
-	return b
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(t) // a struct of strings and checked JSON
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // canonicalSchema is schema in canonical form; an error if it is not JSON.
@@ -269,11 +275,69 @@ func canonicalSchema(schema json.RawMessage) (json.RawMessage, error) {
 	}
 	d := json.NewDecoder(bytes.NewReader(schema))
 	d.UseNumber() // a number's text as sent: 1.0 stays 1.0, as the grammar reads it
-	var v any
-	if err := d.Decode(&v); err != nil {
+	var out bytes.Buffer
+	if err := canonicalOrdered(&out, d); err != nil {
 		return nil, err
 	}
-	return json.Marshal(v) // maps' keys sorted
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("toolcall: more than one JSON value in a schema")
+	}
+	return out.Bytes(), nil
+}
+
+// canonicalOrdered writes the next JSON value of d, members in the order
+// read, strings re-encoded without HTML escapes.
+func canonicalOrdered(dst *bytes.Buffer, d *json.Decoder) error {
+	tok, err := d.Token()
+	if err != nil {
+		return err
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		closing := byte('}')
+		if v == '[' {
+			closing = ']'
+		}
+		dst.WriteByte(byte(v))
+		for first := true; d.More(); first = false {
+			if !first {
+				dst.WriteByte(',')
+			}
+			if v == '{' {
+				key, err := d.Token()
+				if err != nil {
+					return err
+				}
+				writeString(dst, key.(string))
+				dst.WriteByte(':')
+			}
+			if err := canonicalOrdered(dst, d); err != nil {
+				return err
+			}
+		}
+		if _, err := d.Token(); err != nil { // the closing delimiter
+			return err
+		}
+		dst.WriteByte(closing)
+	case string:
+		writeString(dst, v)
+	case json.Number:
+		dst.WriteString(v.String())
+	case bool:
+		dst.WriteString(strconv.FormatBool(v))
+	case nil:
+		dst.WriteString("null")
+	}
+	return nil
+}
+
+// writeString writes s as a JSON string, as Go's encoder does but
+// without HTML escapes.
+func writeString(dst *bytes.Buffer, s string) {
+	enc := json.NewEncoder(dst)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	dst.Truncate(dst.Len() - 1) // Encode's newline
 }
 
 // Apply puts a chat's tools and output format into req, for the

@@ -72,11 +72,13 @@ func TestErrorsNameTheToolWhereTheRequestHoldsIt(t *testing.T) {
 	}
 }
 
-// A schema is the same prompt however it is escaped, spaced or ordered.
+// A schema is the same prompt however it is escaped or spaced; its keys
+// keep the order sent (the order the model reads the arguments in), and
+// no HTML escape reaches the prompt.
 func TestSchemaCanonicalInThePrompt(t *testing.T) {
 	schemas := []string{
 		`{"type":"object","properties":{"path":{"type":"string","description":"a path — absolute <here>"},"n":{"type":"integer","maximum":1.0}},"required":["path"]}`,
-		"{\n  \"required\": [\"path\"],\n  \"properties\": {\n    \"n\": {\"maximum\": 1.0, \"type\": \"integer\"},\n    \"path\": {\"description\": \"a path \\u2014 absolute \\u003chere>\", \"type\": \"string\"}\n  },\n  \"type\": \"object\"\n}",
+		"{\n  \"type\": \"object\",\n  \"properties\": {\n    \"path\": {\"type\": \"string\", \"description\": \"a path \\u2014 absolute \\u003chere>\"},\n    \"n\": {\"type\": \"integer\", \"maximum\": 1.0}\n  },\n  \"required\": [\"path\"]\n}",
 	}
 	var prompts []string
 	for _, s := range schemas {
@@ -94,5 +96,8 @@ func TestSchemaCanonicalInThePrompt(t *testing.T) {
 	}
 	if !strings.Contains(prompts[0], `"maximum":1.0`) {
 		t.Errorf("a number's text changed: %s", prompts[0])
+	}
+	if !strings.Contains(prompts[0], `{"type":"object","properties":{"path":{"type":"string","description":"a path — absolute <here>"},"n":`) {
+		t.Errorf("the keys' order or the text changed: %s", prompts[0])
 	}
 }

