@@ -22,12 +22,12 @@ func (s *Server) adminRoutes(r *gin.Engine) {
 		r.GET("/kvwin/v1/registry", s.registry)
 	}
 	r.GET("/kvwin/v1/traffic", s.serveTraffic)
-	r.GET("/kvwin/v1/events", s.Handle(s.events))
+	r.GET("/kvwin/v1/events", s.Bind(core.Fail)(s.events))
 	if s.cfg.Status != nil {
 		r.GET("/kvwin/v1/status", func(c *gin.Context) { core.WriteJSON(c.Writer, http.StatusOK, s.cfg.Status(c.Request.Context())) })
 	}
 	if s.cfg.Forget != nil {
-		r.DELETE(conversationsPath+"*id", s.Handle(s.deleteConversation))
+		r.DELETE(conversationsPath+"*id", s.Bind(core.Fail)(s.deleteConversation))
 	}
 	if s.cfg.Metrics != nil {
 		h := promhttp.HandlerFor(s.cfg.Metrics, promhttp.HandlerOpts{})

@@ -35,15 +35,13 @@ func (f ForgetFunc) Forget(ctx context.Context, tenant, conversation string) (bo
 // conversation, 404 when it did not, 503 when the memory store is
 // unavailable (whatever else it held is deleted first). Another tenant's conversation of the
 // same name is never touched: it is another conversation.
-func (s *Server) deleteConversation(c *gin.Context, t *core.Turn) {
+func (s *Server) deleteConversation(c *gin.Context, t *core.Turn) error {
 	id := strings.TrimPrefix(c.Param("id"), "/")
 	if id == "" {
-		core.Fail(c, core.BadInput(core.CodeInvalidValue, "id", "the conversation id must be 1 to %d bytes", core.MaxConversationBytes))
-		return
+		return core.BadInput(core.CodeInvalidValue, "id", "the conversation id must be 1 to %d bytes", core.MaxConversationBytes)
 	}
 	if err := core.CheckName("id", id, core.MaxConversationBytes); err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	tenant := t.Tenant
 	found, err := s.cfg.Forget.Forget(c.Request.Context(), tenant, id)
@@ -55,14 +53,13 @@ func (s *Server) deleteConversation(c *gin.Context, t *core.Turn) {
 		err = fmt.Errorf("%w: the conversation's stored turns cannot be deleted now; its cached KV was", core.ErrMemoryUnavailable)
 	}
 	if err != nil {
-		core.Fail(c, fmt.Errorf("delete conversation: %w", err))
-		return
+		return fmt.Errorf("delete conversation: %w", err)
 	}
 	if !found {
-		core.Fail(c, fmt.Errorf("%w: %q", core.ErrConversationNotFound, id))
-		return
+		return fmt.Errorf("%w: %q", core.ErrConversationNotFound, id)
 	}
 	s.log.InfoContext(c.Request.Context(), "conversation deleted", "tenant", tenant)
 	c.Status(http.StatusNoContent)
 	c.Writer.WriteHeaderNow()
+	return nil
 }

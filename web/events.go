@@ -38,22 +38,19 @@ const eventsHeartbeat = 10 * time.Second
 const eventsStall = 30 * time.Second
 
 // events serves GET /kvwin/v1/events (see above).
-func (s *Server) events(c *gin.Context, t *core.Turn) {
+func (s *Server) events(c *gin.Context, t *core.Turn) error {
 	b, _, err := s.SelectBackend(t, c.Query("model"))
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	jr, ok := engine.As[engine.SlotJournaler](b)
 	if !ok {
-		core.Fail(c, fmt.Errorf("events: this server's backend publishes no slot journal: %w", engine.ErrNotSupported))
-		return
+		return fmt.Errorf("events: this server's backend publishes no slot journal: %w", engine.ErrNotSupported)
 	}
 	cursor := kvcache.Cursor{Epoch: c.Query("epoch")}
 	if a := c.Query("after"); a != "" {
 		if cursor.After, err = strconv.ParseUint(a, 10, 64); err != nil {
-			core.Fail(c, engine.Invalid("after=%q: want the sequence number of the last event read", a))
-			return
+			return engine.Invalid("after=%q: want the sequence number of the last event read", a)
 		}
 	}
 	j := jr.SlotJournal()
@@ -64,31 +61,31 @@ func (s *Server) events(c *gin.Context, t *core.Turn) {
 	last := cursor.After
 	for _, ev := range sub.Pending() {
 		if w.Send(ev) != nil {
-			return
+			return nil
 		}
 		last = ev.Seq
 	}
 	if err := w.Flush(); err != nil {
-		return
+		return nil
 	}
 	beat := time.NewTicker(eventsHeartbeat)
 	defer beat.Stop()
 	for {
 		select {
 		case <-c.Request.Context().Done():
-			return
+			return nil
 		case <-s.streamsDone:
-			return // the server is shutting down: followers resume elsewhere or later
+			return nil // the server is shutting down: followers resume elsewhere or later
 		case <-beat.C:
 			if w.Send(kvcache.JournalEvent{Type: "heartbeat", Seq: last, Epoch: j.Epoch()}) != nil {
-				return
+				return nil
 			}
 		case ev, ok := <-sub.C():
 			if !ok {
-				return // dropped (too slow): the follower resumes after last
+				return nil // dropped (too slow): the follower resumes after last
 			}
 			if w.Send(ev) != nil {
-				return
+				return nil
 			}
 			last = ev.Seq
 			beat.Reset(eventsHeartbeat)

@@ -48,7 +48,7 @@ func apiOf(r *http.Request) api {
 	switch {
 	case path == "/api" || strings.HasPrefix(path, "/api/"):
 		return apiOllama
-	case path == "/completion", path == "/tokenize", path == "/detokenize", path == "/slots", path == "/props":
+	case llamaserver.Speaks(r):
 		return apiNode
 	case anthropic.Speaks(r):
 		return apiAnthropic

@@ -29,7 +29,15 @@ func (s *Server) turnOf(c *gin.Context) *core.Turn {
 	return s.newTurn(c, time.Now(), "")
 }
 
-// Handle adapts h to Gin, handing it the request's Turn.
-func (s *Server) Handle(h func(c *gin.Context, t *core.Turn)) gin.HandlerFunc {
-	return func(c *gin.Context) { h(c, s.turnOf(c)) }
+// Bind returns the adapter of a dialect's handlers to Gin: each is
+// handed the request's Turn, and the error it returns is answered by fail,
+// the dialect's error answer.
+func (s *Server) Bind(fail func(c *gin.Context, err error)) func(core.Handler) gin.HandlerFunc {
+	return func(h core.Handler) gin.HandlerFunc {
+		return func(c *gin.Context) {
+			if err := h(c, s.turnOf(c)); err != nil {
+				fail(c, err)
+			}
+		}
+	}
 }

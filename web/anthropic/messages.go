@@ -17,36 +17,35 @@ import (
 const headerRequestID = "request-id"
 
 // messages serves POST /v1/messages.
-func (s *server) messages(c *gin.Context, t *core.Turn) {
+func (s *server) messages(c *gin.Context, t *core.Turn) error {
 	c.Header(headerRequestID, t.RequestID)
 	var body messagesRequest
 	req, mode, single, err := s.prepare(c, t, &body, false)
 	if err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	enc := newEncoder(s.NewID("msg_"), t.Info.Model, mode.Call, single, req.Stop, s.NewID)
 	s.RunTurn(c, t, req, core.Wire{Enc: enc, Stream: body.Stream, Frame: core.FrameEvents, Fail: Fail})
+	return nil
 }
 
 // countTokens serves POST /v1/messages/count_tokens: the tokens of the
 // prompt the same body would send, windowed and with its tools, so it
 // equals a turn's input_tokens + cache_read_input_tokens.
-func (s *server) countTokens(c *gin.Context, t *core.Turn) {
+func (s *server) countTokens(c *gin.Context, t *core.Turn) error {
 	c.Header(headerRequestID, t.RequestID)
 	var body messagesRequest
 	req, _, _, err := s.prepare(c, t, &body, true)
 	if err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	req.Tenant, req.Conversation = t.Tenant, t.Conversation
 	n, err := count(c.Request.Context(), t.Backend, req)
 	if err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, countTokensResponse{InputTokens: n})
+	return nil
 }
 
 // prepare decodes a Messages body and translates it into the engine

@@ -255,6 +255,7 @@ type server struct{ Services }
 // OpenAI routes hold the path.
 func Register(r gin.IRoutes, svc Services) {
 	s := &server{svc}
-	r.POST("/v1/messages", s.Handle(s.messages))
-	r.POST("/v1/messages/count_tokens", s.Handle(s.countTokens))
+	handle := s.Bind(Fail)
+	r.POST("/v1/messages", handle(s.messages))
+	r.POST("/v1/messages/count_tokens", handle(s.countTokens))
 }

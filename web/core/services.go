@@ -8,12 +8,20 @@ import (
 	"kvwin/engine"
 )
 
+// Handler serves one request of a route with its Turn. An error it returns
+// is answered in its dialect's error shape (Services.Bind), unless the
+// answer has begun: a handler that has written (a stream under way) answers
+// its own errors and returns nil.
+type Handler func(c *gin.Context, t *Turn) error
+
 // Services is what every dialect's routes need from the server they are
 // mounted on (web.Server implements it): a dialect's own Services embeds
 // it and adds what that dialect alone uses.
 type Services interface {
-	// Handle adapts a handler taking the request's Turn to Gin.
-	Handle(h func(c *gin.Context, t *Turn)) gin.HandlerFunc
+	// Bind binds a dialect's error answer (its shape and statuses) once:
+	// the function it returns adapts that dialect's handlers to Gin, and
+	// answers the error a handler returns with fail.
+	Bind(fail func(c *gin.Context, err error)) func(Handler) gin.HandlerFunc
 	// Decode reads the request body into v within the server's limits.
 	Decode(c *gin.Context, v any) error
 	// CheckItems fails, with a 400 naming the limit, when a request's

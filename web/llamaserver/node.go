@@ -56,14 +56,37 @@ type Services interface {
 // server serves the node routes over its Services.
 type server struct{ Services }
 
+// routes are the node routes: what Register mounts, and what Speaks
+// recognises.
+var routes = []struct {
+	method, path string
+	handler      func(*server) core.Handler
+}{
+	{http.MethodPost, "/completion", func(s *server) core.Handler { return s.nodeCompletion }},
+	{http.MethodPost, "/tokenize", func(s *server) core.Handler { return s.nodeTokenize }},
+	{http.MethodPost, "/detokenize", func(s *server) core.Handler { return s.nodeDetokenize }},
+	{http.MethodGet, "/slots", func(s *server) core.Handler { return s.nodeSlots }},
+	{http.MethodGet, "/props", func(s *server) core.Handler { return s.nodeProps }},
+}
+
 // Register mounts the node routes on r, served through svc.
 func Register(r gin.IRoutes, svc Services) {
 	s := &server{svc}
-	r.POST("/completion", s.Handle(s.nodeCompletion))
-	r.POST("/tokenize", s.Handle(s.nodeTokenize))
-	r.POST("/detokenize", s.Handle(s.nodeDetokenize))
-	r.GET("/slots", s.Handle(s.nodeSlots))
-	r.GET("/props", s.Handle(s.nodeProps))
+	handle := s.Bind(Fail)
+	for _, rt := range routes {
+		r.Handle(rt.method, rt.path, handle(rt.handler(s)))
+	}
+}
+
+// Speaks reports whether r is for a node route, so errors answered before
+// its handler (keys, limits, the browser guards) take llama-server's shape.
+func Speaks(r *http.Request) bool {
+	for _, rt := range routes {
+		if r.URL.Path == rt.path {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeCompletionRequest is the body of POST /completion: the fields kvwin
@@ -213,24 +236,22 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 }
 
 // nodeCompletion serves POST /completion.
-func (s *server) nodeCompletion(c *gin.Context, t *core.Turn) {
+func (s *server) nodeCompletion(c *gin.Context, t *core.Turn) error {
 	var body nodeCompletionRequest
 	if err := s.open(c, t, &body, &body.Model); err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	req, err := body.request(t.Info)
 	if err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	if t.Conversation, err = core.ConversationOf(c, ""); err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	req.SlotOnly = body.KvwinSlotOnly && req.Slot >= 0
 	s.RunTurn(c, t, req, core.Wire{Enc: &nodeEncoder{info: t.Info, perToken: body.TimingsPerToken, probs: req.Logprobs}, Stream: body.Stream,
 		Frame: core.FrameNode, Fail: Fail})
+	return nil
 }
 
 // nodeEncoder renders /completion as llama-server does:
@@ -466,38 +487,34 @@ func (s *server) tokenizer(c *gin.Context, t *core.Turn, body any, model *string
 }
 
 // nodeTokenize serves POST /tokenize.
-func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) {
+func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) error {
 	var body nodeTokenizeRequest
 	tok, release, err := s.tokenizer(c, t, &body, &body.Model, "tokenize")
 	if err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	defer release()
 	if body.Content == nil {
-		Fail(c, core.BadInput(core.CodeMissingParameter, "content", "content is required"))
-		return
+		return core.BadInput(core.CodeMissingParameter, "content", "content is required")
 	}
 	ctx := c.Request.Context()
 	parse := body.ParseSpecial == nil || *body.ParseSpecial
 	ids, err := tokenizeSplit(ctx, t.Backend, tok, *body.Content, body.AddSpecial, parse)
 	if err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	if !body.WithPieces {
 		if ids == nil {
 			ids = []int{}
 		}
 		core.WriteJSON(c.Writer, http.StatusOK, map[string][]int{"tokens": ids})
-		return
+		return nil
 	}
 	pieces := make([]nodePiece, len(ids))
 	for i, id := range ids {
 		text, err := tok.Detokenize(ctx, []int{id})
 		if err != nil {
-			Fail(c, err)
-			return
+			return err
 		}
 		pieces[i] = nodePiece{ID: id, Piece: text}
 		if !utf8.ValidString(text) {
@@ -509,6 +526,7 @@ func (s *server) nodeTokenize(c *gin.Context, t *core.Turn) {
 		}
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, map[string][]nodePiece{"tokens": pieces})
+	return nil
 }
 
 // tokenizeSplit tokenizes with add_special and parse_special apart. A
@@ -544,23 +562,22 @@ func tokenizeSplit(ctx context.Context, b engine.Backend, tok engine.Tokenizer, 
 }
 
 // nodeDetokenize serves POST /detokenize.
-func (s *server) nodeDetokenize(c *gin.Context, t *core.Turn) {
+func (s *server) nodeDetokenize(c *gin.Context, t *core.Turn) error {
 	var body struct {
 		Model  string `json:"model"`
 		Tokens []int  `json:"tokens"`
 	}
 	tok, release, err := s.tokenizer(c, t, &body, &body.Model, "detokenize")
 	if err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	defer release()
 	text, err := tok.Detokenize(c.Request.Context(), body.Tokens)
 	if err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, map[string]string{"content": text})
+	return nil
 }
 
 // slotStates are b's slots, fetched (engine.SlotFetcher) or reported
@@ -587,15 +604,13 @@ func slotStates(ctx context.Context, b engine.Backend) ([]engine.SlotState, erro
 // nodeSlots serves GET /slots: engine.SlotState's fields are llama-server's
 // names (id, n_ctx, is_processing) plus n_tokens, the tokens a slot's KV
 // holds, which llama-server does not report and a kvwin gateway reads.
-func (s *server) nodeSlots(c *gin.Context, t *core.Turn) {
+func (s *server) nodeSlots(c *gin.Context, t *core.Turn) error {
 	if _, _, err := s.SelectBackend(t, c.Query("model")); err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	states, err := slotStates(c.Request.Context(), t.Backend)
 	if err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	// A tenant sees only the slots holding its tokens; the admin key
 	// naming no tenant (a gateway polling its node), or a server without
@@ -608,6 +623,7 @@ func (s *server) nodeSlots(c *gin.Context, t *core.Turn) {
 		}
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, slots)
+	return nil
 }
 
 // nodeProps is the body of GET /props: llama-server's fields that say what
@@ -634,10 +650,9 @@ type nodeProps struct {
 }
 
 // nodeProps serves GET /props.
-func (s *server) nodeProps(c *gin.Context, t *core.Turn) {
+func (s *server) nodeProps(c *gin.Context, t *core.Turn) error {
 	if _, _, err := s.SelectBackend(t, c.Query("model")); err != nil {
-		Fail(c, err)
-		return
+		return err
 	}
 	info := t.Info
 	var p nodeProps
@@ -650,6 +665,7 @@ func (s *server) nodeProps(c *gin.Context, t *core.Turn) {
 		release()
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, p)
+	return nil
 }
 
 // nodeErrorEnvelope is llama-server's error answer.

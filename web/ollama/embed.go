@@ -33,34 +33,33 @@ type ollamaEmbedRequest struct {
 }
 
 // ollamaEmbed serves POST /api/embed.
-func (s *server) ollamaEmbed(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaEmbed(c *gin.Context, t *core.Turn) error {
 	start := time.Now()
 	var body ollamaEmbedRequest
 	if err := s.Decode(c, &body); err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	inputs, err := ollamaEmbedInputs(body.Input)
 	if err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
 	if len(inputs) == 0 {
 		// Ollama loads the model and answers no vectors.
-		if _, _, ok := s.ollamaServes(c, t, body.Model); ok {
-			core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: [][]float32{}})
+		if _, _, err := s.ollamaServes(t, body.Model); err != nil {
+			return err
 		}
-		return
+		core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: [][]float32{}})
+		return nil
 	}
 	out, info, err := s.Embed(c, t, body.Model, inputs, check)
 	if err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	c.Header(wire.HeaderBackend, core.ServedBy(info, out.Backend))
 	core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbedResponse{Model: body.Model, Embeddings: out.Vectors,
 		TotalDuration: time.Since(start), PromptEvalCount: out.PromptTokens})
+	return nil
 }
 
 // ollamaEmbedInputs reads /api/embed's input as Ollama does: a string (""
@@ -87,23 +86,22 @@ type ollamaEmbeddingsRequest struct {
 
 // ollamaEmbeddings serves POST /api/embeddings: one prompt's vector, or an
 // empty one for an empty prompt, as Ollama answers.
-func (s *server) ollamaEmbeddings(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaEmbeddings(c *gin.Context, t *core.Turn) error {
 	var body ollamaEmbeddingsRequest
 	if err := s.Decode(c, &body); err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	check := func(info engine.Info) error { return ollamaModel(body.Model, info) }
 	if body.Prompt == "" {
-		if _, _, ok := s.ollamaServes(c, t, body.Model); ok {
-			core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: []float64{}})
+		if _, _, err := s.ollamaServes(t, body.Model); err != nil {
+			return err
 		}
-		return
+		core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: []float64{}})
+		return nil
 	}
 	out, info, err := s.Embed(c, t, body.Model, []string{body.Prompt}, check)
 	if err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	v := make([]float64, len(out.Vectors[0]))
 	for i, x := range out.Vectors[0] {
@@ -111,18 +109,15 @@ func (s *server) ollamaEmbeddings(c *gin.Context, t *core.Turn) {
 	}
 	c.Header(wire.HeaderBackend, core.ServedBy(info, out.Backend))
 	core.WriteJSON(c.Writer, http.StatusOK, oapi.EmbeddingResponse{Embedding: v})
+	return nil
 }
 
 // ollamaServes reports whether model is served here, and by which backend;
 // if not, it has answered in Ollama's shape.
-func (s *server) ollamaServes(c *gin.Context, t *core.Turn, model string) (engine.Backend, engine.Info, bool) {
+func (s *server) ollamaServes(t *core.Turn, model string) (engine.Backend, engine.Info, error) {
 	b, info, err := s.SelectBackend(t, model)
 	if err == nil {
 		err = ollamaModel(model, info)
 	}
-	if err != nil {
-		core.FailOllama(c, err)
-		return nil, info, false
-	}
-	return b, info, true
+	return b, info, err
 }

@@ -20,17 +20,17 @@ import (
 
 // ollamaPull serves POST /api/pull: {"status":"success"} for a served
 // model.
-func (s *server) ollamaPull(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaPull(c *gin.Context, t *core.Turn) error {
 	var body oapi.PullRequest
 	if err := s.Decode(c, &body); err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
-	if _, _, ok := s.ollamaServes(c, t, firstNonEmpty(body.Model, body.Name)); !ok {
-		return // Name: the deprecated field older clients send
+	if _, _, err := s.ollamaServes(t, firstNonEmpty(body.Model, body.Name)); err != nil {
+		return err // Name: the deprecated field older clients send
 	}
 	// Streamed or not, the answer is this one object (a stream of one line).
 	core.WriteJSON(c.Writer, http.StatusOK, oapi.ProgressResponse{Status: "success"})
+	return nil
 }
 
 // ollamaUnmanaged answers the model store's other routes with 501.

@@ -121,15 +121,14 @@ func (s *server) ollamaPS(c *gin.Context) {
 // model_info, the template and parameters. The template is the Ollama Go
 // template Ollama itself picks for the file's chat template (its closest
 // known template), so a client that renders it gets what Ollama would.
-func (s *server) ollamaShow(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaShow(c *gin.Context, t *core.Turn) error {
 	var body oapi.ShowRequest
 	if err := s.Decode(c, &body); err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
-	b, info, ok := s.ollamaServes(c, t, firstNonEmpty(body.Model, body.Name)) // Name: deprecated, older clients send it
-	if !ok {
-		return
+	b, info, err := s.ollamaServes(t, firstNonEmpty(body.Model, body.Name)) // Name: deprecated, older clients send it
+	if err != nil {
+		return err
 	}
 	card := s.cardOfBackend(b)
 	tmpl := "{{ .Prompt }}"
@@ -152,6 +151,7 @@ func (s *server) ollamaShow(c *gin.Context, t *core.Turn) {
 		Capabilities: ollamaCapabilities, ModifiedAt: card.ModifiedAt,
 		Modelfile: modelfile(info.Model, tmpl, params.String()),
 	})
+	return nil
 }
 
 // ollamaCapabilities are what /api/show says every served model can do:

@@ -57,20 +57,21 @@ type server struct{ Services }
 // Register mounts Ollama's API on r, served through svc.
 func Register(r gin.IRoutes, svc Services) {
 	s := &server{svc}
+	handle := s.Bind(core.FailOllama)
 	r.GET("/", s.ollamaRoot)
 	r.HEAD("/", s.ollamaRoot)
-	r.POST("/api/chat", s.Handle(s.ollamaChat))
-	r.POST("/api/generate", s.Handle(s.ollamaGenerate))
+	r.POST("/api/chat", handle(s.ollamaChat))
+	r.POST("/api/generate", handle(s.ollamaGenerate))
 	r.GET("/api/tags", s.ollamaTags)
 	r.HEAD("/api/tags", s.ollamaTags)
-	r.POST("/api/show", s.Handle(s.ollamaShow))
-	r.POST("/api/pull", s.Handle(s.ollamaPull))
+	r.POST("/api/show", handle(s.ollamaShow))
+	r.POST("/api/pull", handle(s.ollamaPull))
 	r.POST("/api/create", s.ollamaUnmanaged("create"))
 	r.POST("/api/copy", s.ollamaUnmanaged("copy"))
 	r.DELETE("/api/delete", s.ollamaUnmanaged("delete"))
 	r.POST("/api/push", s.ollamaUnmanaged("push"))
-	r.POST("/api/embed", s.Handle(s.ollamaEmbed))
-	r.POST("/api/embeddings", s.Handle(s.ollamaEmbeddings))
+	r.POST("/api/embed", handle(s.ollamaEmbed))
+	r.POST("/api/embeddings", handle(s.ollamaEmbeddings))
 	r.GET("/api/ps", s.ollamaPS)
 	r.GET("/api/version", s.ollamaVersion)
 	r.HEAD("/api/version", s.ollamaVersion)
@@ -135,15 +136,13 @@ func ollamaLoaded(keepAlive *oapi.Duration) string {
 // decodeOllama decodes an Ollama generation request into body and checks
 // what chat and generate share: the model it names (fields reads them from
 // the decoded body) is served here, think is one kvwin can honour, and
-// format is valid: out is its output constraint (tools.go). On
-// failure it has answered in Ollama's shape and ok is false.
-func (s *server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, ok bool) {
+// format is valid: out is its output constraint (tools.go).
+func (s *server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields func() (model string, format []byte, think *bool)) (info engine.Info, out *engine.Output, err error) {
 	if err := s.Decode(c, body); err != nil {
-		core.FailOllama(c, err)
-		return info, nil, false
+		return info, nil, err
 	}
 	model, format, think := fields()
-	_, info, err := s.SelectBackend(t, model)
+	_, info, err = s.SelectBackend(t, model)
 	if err == nil {
 		err = ollamaModel(model, info)
 	}
@@ -153,69 +152,56 @@ func (s *server) decodeOllama(c *gin.Context, t *core.Turn, body any, fields fun
 	if err == nil {
 		out, err = ollamaFormat(format)
 	}
-	if err != nil {
-		core.FailOllama(c, err)
-		return info, nil, false
-	}
-	return info, out, true
+	return info, out, err
 }
 
 // ollamaStart builds the engine request of a chat or generate from its
 // options. With nothing to generate (empty) it answers as Ollama does, a
-// load or unload (ollamaLoaded); then, and on failure, ok is false and the
-// answer is sent.
-func ollamaStart(c *gin.Context, enc *ollamaEncoder, empty bool, keepAlive *oapi.Duration, options map[string]any, info engine.Info) (req engine.Request, ok bool) {
+// load or unload (ollamaLoaded), and done is true: the answer is sent.
+func ollamaStart(c *gin.Context, enc *ollamaEncoder, empty bool, keepAlive *oapi.Duration, options map[string]any, info engine.Info) (req engine.Request, done bool, err error) {
 	if empty {
 		core.WriteJSON(c.Writer, http.StatusOK, enc.loaded(ollamaLoaded(keepAlive)))
-		return req, false
+		return req, true, nil
 	}
-	req, err := ollamaRequest(options, info)
-	if err != nil {
-		core.FailOllama(c, err)
-		return req, false
-	}
-	return req, true
+	req, err = ollamaRequest(options, info)
+	return req, false, err
 }
 
 // ollamaChat serves POST /api/chat.
-func (s *server) ollamaChat(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaChat(c *gin.Context, t *core.Turn) error {
 	start := time.Now()
 	var body ollamaChatBody
-	info, format, ok := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
-	if !ok {
-		return
+	info, format, err := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	if err != nil {
+		return err
 	}
 	if err := s.CheckItems("messages", len(body.Messages)); err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	tools, err := ollamaTools(body.ToolDefs, body.Options) // tools.go
 	if err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	enc := &ollamaEncoder{chat: true, model: body.Model, now: s.Now, start: start}
-	req, ok := ollamaStart(c, enc, len(body.Messages) == 0, body.KeepAlive, body.Options, info)
-	if !ok {
-		return
+	req, done, err := ollamaStart(c, enc, len(body.Messages) == 0, body.KeepAlive, body.Options, info)
+	if done || err != nil {
+		return err
 	}
 	if req.Messages, err = ollamaMessages(body.Messages); err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	if err := toolcall.Apply(t, &req, tools, format); err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	if tools.Call {
 		enc.calls = &toolcall.Parser{NewID: func() string { return "" }}
 	}
 	if err := s.ApplyWindow(c, t, "", &req); err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	enc.ready = time.Now()
 	s.RunTurn(c, t, req, core.Wire{Enc: enc, Stream: streams(body.Stream), Frame: core.FrameNDJSON, Fail: core.FailOllama})
+	return nil
 }
 
 // ollamaMessages translates Ollama's messages into engine messages; an
@@ -253,42 +239,36 @@ func ollamaMessages(in []oapi.Message) ([]engine.Message, error) {
 // rendered by that Go template (Ollama's template package) and sent as
 // text; otherwise they are a chat of one turn, windowed and rendered with
 // the model's chat template like /api/chat's.
-func (s *server) ollamaGenerate(c *gin.Context, t *core.Turn) {
+func (s *server) ollamaGenerate(c *gin.Context, t *core.Turn) error {
 	start := time.Now()
 	var body oapi.GenerateRequest
-	info, format, ok := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
-	if !ok {
-		return
+	info, format, err := s.decodeOllama(c, t, &body, func() (string, []byte, *bool) { return body.Model, body.Format, body.Think })
+	if err != nil {
+		return err
 	}
 	switch {
 	case len(body.Images) > 0:
-		core.FailOllama(c, core.BadInput(core.CodeInvalidValue, "images", "%v", errImages))
-		return
+		return core.BadInput(core.CodeInvalidValue, "images", "%v", errImages)
 	case len(body.Context) > 0:
-		core.FailOllama(c, core.BadInput(core.CodeInvalidValue, "context", "context (token ids of an earlier exchange) is not supported: send the conversation to /api/chat"))
-		return
+		return core.BadInput(core.CodeInvalidValue, "context", "context (token ids of an earlier exchange) is not supported: send the conversation to /api/chat")
 	case body.Suffix != "":
-		core.FailOllama(c, core.BadInput(core.CodeInvalidValue, "suffix", "%q does not support insert (suffix)", info.Model))
-		return
+		return core.BadInput(core.CodeInvalidValue, "suffix", "%q does not support insert (suffix)", info.Model)
 	}
 	enc := &ollamaEncoder{model: body.Model, now: s.Now, start: start}
-	req, ok := ollamaStart(c, enc, body.Prompt == "", body.KeepAlive, body.Options, info)
-	if !ok {
-		return
+	req, done, err := ollamaStart(c, enc, body.Prompt == "", body.KeepAlive, body.Options, info)
+	if done || err != nil {
+		return err
 	}
 	req.Sampling.Output = format
-	var err error
 	if t.Conversation, err = core.ConversationOf(c, ""); err != nil {
-		core.FailOllama(c, err)
-		return
+		return err
 	}
 	switch {
 	case body.Raw:
 		req.Prompt = body.Prompt
 	case body.Template != "":
 		if req.Prompt, err = renderTemplate(body.Template, body.System, body.Prompt); err != nil {
-			core.FailOllama(c, err)
-			return
+			return err
 		}
 	default:
 		if body.System != "" {
@@ -296,12 +276,12 @@ func (s *server) ollamaGenerate(c *gin.Context, t *core.Turn) {
 		}
 		req.Messages = append(req.Messages, engine.Message{Role: engine.RoleUser, Content: body.Prompt})
 		if err := s.ApplyWindow(c, t, "", &req); err != nil {
-			core.FailOllama(c, err)
-			return
+			return err
 		}
 	}
 	enc.ready = time.Now()
 	s.RunTurn(c, t, req, core.Wire{Enc: enc, Stream: streams(body.Stream), Frame: core.FrameNDJSON, Fail: core.FailOllama})
+	return nil
 }
 
 // wantsHTML reports whether a GET / comes from a browser (Accept names

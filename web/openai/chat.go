@@ -18,45 +18,38 @@ import (
 const roleDeveloper = "developer"
 
 // chatCompletions serves POST /v1/chat/completions.
-func (s *server) chatCompletions(c *gin.Context, t *core.Turn) {
+func (s *server) chatCompletions(c *gin.Context, t *core.Turn) error {
 	var body chatRequest
 	req, info, err := s.open(c, t, &body, &body.Params)
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	if err := s.CheckItems("messages", len(body.Messages)); err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	if err := core.Logprobs(&req, body.Logprobs, body.TopLogprobs, "top_logprobs"); err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	tools, err := toolcall.Read(body.Tools, body.ToolChoice)
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	if req.Messages, err = chatMessages(body.Messages); err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	format, err := toolcall.ReadResponseFormat(body.ResponseFormat)
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	if err := toolcall.Apply(t, &req, tools, format); err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	if err := s.ApplyWindow(c, t, body.PromptCacheKey, &req); err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	s.generate(c, t, req, s.reply("chatcmpl-", info, &body.Params,
 		newChatFormat(req.Logprobs, tools.Call, body.ParallelToolCalls != nil && !*body.ParallelToolCalls)))
+	return nil
 }
 
 // chatMessages translates the client's messages into engine messages.

@@ -9,28 +9,25 @@ import (
 
 // completions serves POST /v1/completions, OpenAI's legacy text completion:
 // the prompt is sent to the backend as raw text, without a chat template.
-func (s *server) completions(c *gin.Context, t *core.Turn) {
+func (s *server) completions(c *gin.Context, t *core.Turn) error {
 	var body completionRequest
 	req, info, err := s.open(c, t, &body, &body.Params)
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	if req.Prompt, req.Tokens, err = core.Prompt(body.Prompt); err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	if body.Logprobs != nil {
 		if err := core.Logprobs(&req, true, body.Logprobs, "logprobs"); err != nil {
-			core.Fail(c, err)
-			return
+			return err
 		}
 	}
 	if t.Conversation, err = core.ConversationOf(c, body.PromptCacheKey); err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	s.generate(c, t, req, s.reply("cmpl-", info, &body.Params, &textFormat{logprobs: req.Logprobs}))
+	return nil
 }
 
 // textFormat renders legacy completion objects. A stream's format counts

@@ -49,22 +49,19 @@ type embeddingUsage struct {
 
 // embeddings serves POST /v1/embeddings through the backend's Embedder
 // (a gateway's router delegates to a backend that has one).
-func (s *server) embeddings(c *gin.Context, t *core.Turn) {
+func (s *server) embeddings(c *gin.Context, t *core.Turn) error {
 	var body embeddingsRequest
 	if err := s.Decode(c, &body); err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	inputs, err := core.EmbedInputs(body.Input)
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	switch body.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		core.Fail(c, core.BadInput(core.CodeInvalidValue, "encoding_format", `encoding_format is %q; it must be "float" or "base64"`, body.EncodingFormat))
-		return
+		return core.BadInput(core.CodeInvalidValue, "encoding_format", `encoding_format is %q; it must be "float" or "base64"`, body.EncodingFormat)
 	}
 	out, info, err := s.Embed(c, t, body.Model, inputs, func(info engine.Info) error {
 		if body.Model != "" && body.Model != info.Model {
@@ -74,15 +71,13 @@ func (s *server) embeddings(c *gin.Context, t *core.Turn) {
 	})
 	if errors.Is(err, engine.ErrNotSupported) {
 		s.failNotSupported(c, err.Error())
-		return
+		return nil
 	}
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	if d := body.Dimensions; d != nil && len(out.Vectors) > 0 && *d != len(out.Vectors[0]) {
-		core.Fail(c, core.BadInput(core.CodeInvalidValue, "dimensions", "dimensions is %d but this model's embeddings have %d; kvwin does not shorten them", *d, len(out.Vectors[0])))
-		return
+		return core.BadInput(core.CodeInvalidValue, "dimensions", "dimensions is %d but this model's embeddings have %d; kvwin does not shorten them", *d, len(out.Vectors[0]))
 	}
 	list := embeddingList{Object: objectList, Model: info.Model, Data: make([]embeddingDatum, len(out.Vectors)),
 		Usage: embeddingUsage{PromptTokens: out.PromptTokens, TotalTokens: out.PromptTokens}}
@@ -94,6 +89,7 @@ func (s *server) embeddings(c *gin.Context, t *core.Turn) {
 	}
 	c.Header(wire.HeaderBackend, core.ServedBy(info, out.Backend))
 	core.WriteJSON(c.Writer, http.StatusOK, list)
+	return nil
 }
 
 // failNotSupported answers 501: the route exists, the backend cannot.

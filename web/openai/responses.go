@@ -71,14 +71,14 @@ type responseTurn struct {
 }
 
 // createResponse serves POST /v1/responses.
-func (s *server) createResponse(c *gin.Context, t *core.Turn) {
+func (s *server) createResponse(c *gin.Context, t *core.Turn) error {
 	rt, err := s.readResponse(c, t)
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	enc := s.newResponsesEncoder(c, t, rt)
 	s.RunTurn(c, t, rt.req, core.Wire{Enc: enc, Stream: rt.body.Stream, Frame: core.FrameEvents, Fail: core.Fail})
+	return nil
 }
 
 // readResponse decodes and translates the body, the chain it continues

@@ -42,10 +42,11 @@ const maxResponseIDBytes = 128
 // reached, a 503).
 func RegisterResponses(r gin.IRoutes, svc Services, store ResponseStore) {
 	s := &server{Services: svc, store: store}
-	r.POST("/v1/responses", s.Handle(s.createResponse))
-	r.GET("/v1/responses/:id", s.Handle(s.getResponse))
-	r.DELETE("/v1/responses/:id", s.Handle(s.deleteResponse))
-	r.GET("/v1/responses/:id/input_items", s.Handle(s.inputItems))
+	handle := s.Bind(core.Fail)
+	r.POST("/v1/responses", handle(s.createResponse))
+	r.GET("/v1/responses/:id", handle(s.getResponse))
+	r.DELETE("/v1/responses/:id", handle(s.deleteResponse))
+	r.GET("/v1/responses/:id/input_items", handle(s.inputItems))
 }
 
 // chain reads the chain rt continues: its messages, first response first,
@@ -167,40 +168,37 @@ func (s *server) stored(c *gin.Context, t *core.Turn) (memory.StoredResponse, er
 
 // getResponse serves GET /v1/responses/{id}: the response as it was
 // answered.
-func (s *server) getResponse(c *gin.Context, t *core.Turn) {
+func (s *server) getResponse(c *gin.Context, t *core.Turn) error {
 	if c.Query("stream") == "true" {
-		core.Fail(c, core.BadInput(core.CodeInvalidValue, "stream", "kvwin does not stream stored responses again; ask without stream"))
-		return
+		return core.BadInput(core.CodeInvalidValue, "stream", "kvwin does not stream stored responses again; ask without stream")
 	}
 	r, err := s.stored(c, t)
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	c.Data(http.StatusOK, "application/json; charset=utf-8", r.Body)
+	return nil
 }
 
 // deleteResponse serves DELETE /v1/responses/{id}: that response only;
 // the responses continuing it can no longer be continued.
-func (s *server) deleteResponse(c *gin.Context, t *core.Turn) {
+func (s *server) deleteResponse(c *gin.Context, t *core.Turn) error {
 	id, err := pathID(c)
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	if s.store == nil {
-		core.Fail(c, fmt.Errorf("%w: stored responses cannot be deleted", core.ErrMemoryUnavailable))
-		return
+		return fmt.Errorf("%w: stored responses cannot be deleted", core.ErrMemoryUnavailable)
 	}
 	ok, err := s.store.DeleteResponse(c.Request.Context(), t.Tenant, id)
 	if err == nil && !ok {
 		err = memory.ErrResponseNotFound
 	}
 	if err != nil {
-		core.Fail(c, s.storeError(c, err, id))
-		return
+		return s.storeError(c, err, id)
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, deletedResponse{ID: id, Object: "response.deleted", Deleted: true})
+	return nil
 }
 
 // inputItems serves GET /v1/responses/{id}/input_items: the items of the
@@ -211,30 +209,26 @@ func (s *server) deleteResponse(c *gin.Context, t *core.Turn) {
 // that id: POST refuses repeated ids, but a response stored before may
 // hold them, and a page ends at the last item it lists, so each page
 // starts further on and paging ends.
-func (s *server) inputItems(c *gin.Context, t *core.Turn) {
+func (s *server) inputItems(c *gin.Context, t *core.Turn) error {
 	limit := 20
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 100 {
-			core.Fail(c, core.BadInput(core.CodeInvalidValue, "limit", "limit must be in [1, 100], not %q", v))
-			return
+			return core.BadInput(core.CodeInvalidValue, "limit", "limit must be in [1, 100], not %q", v)
 		}
 		limit = n
 	}
 	order := c.DefaultQuery("order", "desc")
 	if order != "asc" && order != "desc" {
-		core.Fail(c, core.BadInput(core.CodeInvalidValue, "order", `order must be "asc" or "desc", not %q`, order))
-		return
+		return core.BadInput(core.CodeInvalidValue, "order", `order must be "asc" or "desc", not %q`, order)
 	}
 	r, err := s.stored(c, t)
 	if err != nil {
-		core.Fail(c, err)
-		return
+		return err
 	}
 	var items []listedItem
 	if err := json.Unmarshal(r.Input, &items); err != nil {
-		core.Fail(c, fmt.Errorf("stored input of %q does not decode: %w", r.ID, err))
-		return
+		return fmt.Errorf("stored input of %q does not decode: %w", r.ID, err)
 	}
 	if order == "desc" {
 		slices.Reverse(items)
@@ -242,8 +236,7 @@ func (s *server) inputItems(c *gin.Context, t *core.Turn) {
 	if after := c.Query("after"); after != "" {
 		i := lastItem(items, after)
 		if i < 0 {
-			core.Fail(c, core.BadInput(core.CodeInvalidValue, "after", "after names no input item of response %q", r.ID))
-			return
+			return core.BadInput(core.CodeInvalidValue, "after", "after names no input item of response %q", r.ID)
 		}
 		items = items[i+1:]
 	}
@@ -255,6 +248,7 @@ func (s *server) inputItems(c *gin.Context, t *core.Turn) {
 		list.Data = []listedItem{}
 	}
 	core.WriteJSON(c.Writer, http.StatusOK, list)
+	return nil
 }
 
 // lastItem is the index of the last of items whose id is id, -1 if none.

@@ -219,9 +219,10 @@ type server struct {
 // Register mounts the OpenAI API on r, served through svc.
 func Register(r gin.IRoutes, svc Services) {
 	s := &server{Services: svc}
-	r.POST("/v1/chat/completions", s.Handle(s.chatCompletions))
-	r.POST("/v1/completions", s.Handle(s.completions))
-	r.POST("/v1/embeddings", s.Handle(s.embeddings))
+	handle := s.Bind(core.Fail)
+	r.POST("/v1/chat/completions", handle(s.chatCompletions))
+	r.POST("/v1/completions", handle(s.completions))
+	r.POST("/v1/embeddings", handle(s.embeddings))
 	r.GET("/v1/models", s.models)
 	r.GET("/v1/models/*model", s.model)
 }
