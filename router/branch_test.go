@@ -1,0 +1,169 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"kvwin/engine"
+	"kvwin/engine/llamaserver"
+	"kvwin/engine/llamaserver/llamaservertest"
+	"kvwin/kvcache"
+)
+
+// branchFleet is a router over three fake llama-servers of two slots.
+type branchFleet struct {
+	r     *Router
+	fakes map[string]*llamaservertest.Server
+}
+
+func newBranchFleet(t *testing.T, rules llamaservertest.Rules) branchFleet {
+	t.Helper()
+	fl := branchFleet{fakes: map[string]*llamaservertest.Server{}}
+	var backends []engine.Backend
+	for i := range 3 {
+		f := llamaservertest.Start(llamaservertest.Config{Slots: 2, Rules: rules})
+		t.Cleanup(f.Close)
+		name := fmt.Sprintf("ls%d", i)
+		b, err := llamaserver.New(llamaserver.Config{BaseURL: f.URL(), Name: name}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		if _, err := b.LoadProps(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		fl.fakes[name], backends = f, append(backends, b)
+	}
+	r, err := New(Config{}, backends, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	fl.r = r
+	return fl
+}
+
+// computed is what the fleet's servers have computed so far.
+func (fl branchFleet) computed() int {
+	n := 0
+	for _, f := range fl.fakes {
+		n += f.Counts().Computed
+	}
+	return n
+}
+
+// send runs msgs and returns the answer and the prompt tokens the fleet
+// computed for it.
+func (fl branchFleet) send(t *testing.T, msgs []engine.Message) (engine.Result, int) {
+	t.Helper()
+	before := fl.computed()
+	res, err := fl.r.Generate(context.Background(), engine.Request{Messages: msgs, MaxTokens: 40, Slot: -1, Keep: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, fl.computed() - before
+}
+
+func branchSystem(g int) string {
+	return strings.Repeat(fmt.Sprintf("system prompt of group %d. ", g), 40)[:900]
+}
+
+// A retry, a regenerate and an edit of the last message are branches of
+// the chain their slot holds: each stays on that slot and computes only
+// what differs, while a newcomer sharing the system prompt still takes a
+// free slot rather than the conversation's (its chain is not the
+// newcomer's own), on either build's slot rules.
+func TestBranchesStayWhereTheirChainIs(t *testing.T) {
+	for name, rules := range map[string]llamaservertest.Rules{"2025-06": llamaservertest.Rules2025, "2026-08": llamaservertest.Rules2026} {
+		t.Run(name, func(t *testing.T) {
+			fl := newBranchFleet(t, rules)
+			msgs := []engine.Message{{Role: "system", Content: branchSystem(0)}, {Role: "user", Content: "first question, asked at some length"}}
+			first, _ := fl.send(t, msgs)
+			msgs = append(msgs, engine.Message{Role: "assistant", Content: first.Text}, engine.Message{Role: "user", Content: "second question"})
+			home, _ := fl.send(t, msgs)
+			steps := []struct {
+				name string
+				msgs []engine.Message
+				most int // prompt tokens it may compute
+			}{
+				{"the same request again", msgs, 1},
+				{"an edit of the last message", append(slices.Clone(msgs[:len(msgs)-1]), engine.Message{Role: "user", Content: "second question, put otherwise"}), 64},
+				{"the edited request again", append(slices.Clone(msgs[:len(msgs)-1]), engine.Message{Role: "user", Content: "second question, put otherwise"}), 1},
+			}
+			for _, s := range steps {
+				res, computed := fl.send(t, s.msgs)
+				if res.Backend != home.Backend || res.Slot != home.Slot || computed > s.most {
+					t.Errorf("%s: on %s slot %d, computed %d; want %s slot %d, at most %d", s.name, res.Backend, res.Slot, computed, home.Backend, home.Slot, s.most)
+				}
+			}
+			sibling := []engine.Message{{Role: "system", Content: branchSystem(0)}, {Role: "user", Content: "a newcomer's question"}}
+			if res, _ := fl.send(t, sibling); res.Backend == home.Backend && res.Slot == home.Slot {
+				t.Errorf("a newcomer sharing the system prompt took the conversation's slot while slots stood free")
+			}
+		})
+	}
+}
+
+// A retry leaves its backend only when the same predicted time to first
+// token says recomputing its prompt elsewhere answers sooner: behind a
+// short queue it stays, behind a long one it moves.
+func TestARetryLeavesOnlyForASoonerFirstToken(t *testing.T) {
+	fl := newBranchFleet(t, llamaservertest.Rules2026)
+	msgs := []engine.Message{{Role: "system", Content: branchSystem(1)}, {Role: "user", Content: "a question"}}
+	home, _ := fl.send(t, msgs)
+	m := fl.r.members[slices.IndexFunc(fl.r.members, func(m *member) bool { return m.name == home.Backend })]
+	for _, c := range []struct {
+		queued time.Duration
+		stays  bool
+	}{{time.Millisecond, true}, {time.Minute, false}} {
+		now := fl.r.cfg.Now()
+		due := m.prefills.enqueue(now, c.queued)
+		res, computed := fl.send(t, msgs)
+		m.prefills.finish(now, due)
+		if stayed := res.Backend == home.Backend && res.Slot == home.Slot && computed <= 1; stayed != c.stays {
+			t.Errorf("behind %v of prefill on %s: the retry went to %s slot %d, computing %d; want it to stay: %v", c.queued, home.Backend, res.Backend, res.Slot, computed, c.stays)
+		}
+	}
+}
+
+// Liveness tells a chain's own branches from a sibling's prompt: a prompt
+// holding the whole of the chain's first prompt (a retry of its first
+// turn) or, past it, every block before its last turn (an edit of its
+// last message) is a branch; one sharing only the system prompt is not. A
+// retry observed keeps its chain's depth and fork.
+func TestLivenessTellsABranchFromASibling(t *testing.T) {
+	var l liveness
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	loc := kvcache.Location{Backend: "n", Slot: 0}
+	sys, u1, a1, u2, a2 := []kvcache.Key{1, 2}, kvcache.Key(3), kvcache.Key(4), kvcache.Key(5), kvcache.Key(6)
+	p1 := append(slices.Clone(sys), u1)
+	l.observe(loc, p1, append(slices.Clone(p1), a1), 0, now)
+	for _, c := range []struct {
+		shared int
+		want   bool
+	}{{3, true}, {2, false}} {
+		if got := l.branches(loc, c.shared); got != c.want {
+			t.Errorf("first turn: a prompt sharing %d blocks is a branch: %v, want %v", c.shared, got, c.want)
+		}
+	}
+	p2 := append(slices.Clone(p1), a1, u2)
+	now = now.Add(time.Minute)
+	l.observe(loc, p2, append(slices.Clone(p2), a2), 4, now)
+	for _, c := range []struct {
+		shared int
+		want   bool
+	}{{5, true}, {4, true}, {3, false}, {2, false}} {
+		if got := l.branches(loc, c.shared); got != c.want {
+			t.Errorf("second turn: a prompt sharing %d blocks is a branch: %v, want %v", c.shared, got, c.want)
+		}
+	}
+	// The second turn again, answered otherwise.
+	l.observe(loc, p2, append(slices.Clone(p2), 7), 5, now.Add(time.Second))
+	if h := l.last[loc]; h.depth != 1 || h.fork != 4 || l.cont != 1 {
+		t.Errorf("after a retry: depth %d, fork %d, %d continuations; want 1, 4, 1", h.depth, h.fork, l.cont)
+	}
+}
