@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"kvwin/cmd/kvwin/app"
@@ -108,6 +109,28 @@ func TestGatewayKeepsARetryWhereItsChainIs(t *testing.T) {
 				return d
 			}
 			checkRetries(t, retryConversation(t, gw, computed))
+		})
+	}
+}
+
+// TestGatewayKeepsARetryWhereItsChainIsOnBuildShapes: the same over three
+// llamaFakes, which answer in each build's shapes and serve /slots as it
+// does (the June 2025 build not at all, the August 2026 build with counts
+// only, read by the gateway and believed).
+func TestGatewayKeepsARetryWhereItsChainIsOnBuildShapes(t *testing.T) {
+	for _, build := range llamaBuilds {
+		t.Run(build, func(t *testing.T) {
+			fakes := []*llamaFake{startLlamaFake(t, build, 2), startLlamaFake(t, build, 2), startLlamaFake(t, build, 2)}
+			gw := startLlamaGateway(t, nil, fakes...)
+			checkRetries(t, retryConversation(t, gw, func(tr apptest.Turn) int {
+				for _, f := range fakes {
+					if strings.HasSuffix(f.URL(), tr.Header.Get("X-Kvwin-Backend")) {
+						return tr.Prompt - f.lastReused()
+					}
+				}
+				t.Fatalf("no fake is %s", tr.Header.Get("X-Kvwin-Backend"))
+				return 0
+			}))
 		})
 	}
 }
