@@ -94,8 +94,9 @@
 // pinned and is left as it is.
 //
 // Other policies, for comparison: round-robin, least-loaded, random, and
-// the peers' (peers.go): llm-d's, SGLang's and Dynamo's, each from its
-// published description with its published defaults.
+// the peers' (peers.go): llm-d's default profile and its "sticky until
+// saturated" (sticky.go), SGLang's and Dynamo's, each from its published
+// description with its published defaults.
 //
 // # Failures
 //
