@@ -20,7 +20,7 @@ type branchFleet struct {
 	fakes map[string]*llamaservertest.Server
 }
 
-func newBranchFleet(t *testing.T, rules llamaservertest.Rules) branchFleet {
+func newBranchFleet(t *testing.T, rules llamaservertest.Rules, cfg Config) branchFleet {
 	t.Helper()
 	fl := branchFleet{fakes: map[string]*llamaservertest.Server{}}
 	var backends []engine.Backend
@@ -38,7 +38,7 @@ func newBranchFleet(t *testing.T, rules llamaservertest.Rules) branchFleet {
 		}
 		fl.fakes[name], backends = f, append(backends, b)
 	}
-	r, err := New(Config{}, backends, nil)
+	r, err := New(cfg, backends, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func (fl branchFleet) computed() int {
 func (fl branchFleet) send(t *testing.T, msgs []engine.Message) (engine.Result, int) {
 	t.Helper()
 	before := fl.computed()
-	res, err := fl.r.Generate(context.Background(), engine.Request{Messages: msgs, MaxTokens: 40, Slot: -1, Keep: -1}, nil)
+	res, err := fl.r.Generate(context.Background(), engine.Request{Messages: msgs, MaxTokens: 40, Slot: -1, Keep: -1, Tenant: "alice"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +76,22 @@ func branchSystem(g int) string {
 // the chain their slot holds: each stays on that slot and computes only
 // what differs, while a newcomer sharing the system prompt still takes a
 // free slot rather than the conversation's (its chain is not the
-// newcomer's own), on either build's slot rules.
+// newcomer's own), on either build's slot rules. On a gateway with keys,
+// whose tenant pins choose the slot (tenancy.go), the branches stay all
+// the same (a newcomer of the same tenant is given the tenant's slot that
+// holds a tenth of its prompt there, as tenancy.go says).
 func TestBranchesStayWhereTheirChainIs(t *testing.T) {
-	for name, rules := range map[string]llamaservertest.Rules{"2025-06": llamaservertest.Rules2025, "2026-08": llamaservertest.Rules2026} {
-		t.Run(name, func(t *testing.T) {
-			fl := newBranchFleet(t, rules)
+	for _, f := range []struct {
+		name  string
+		rules llamaservertest.Rules
+		cfg   Config
+	}{
+		{"2025-06", llamaservertest.Rules2025, Config{}},
+		{"2026-08", llamaservertest.Rules2026, Config{}},
+		{"2026-08, tenants isolated", llamaservertest.Rules2026, Config{IsolateTenants: true}},
+	} {
+		t.Run(f.name, func(t *testing.T) {
+			fl := newBranchFleet(t, f.rules, f.cfg)
 			msgs := []engine.Message{{Role: "system", Content: branchSystem(0)}, {Role: "user", Content: "first question, asked at some length"}}
 			first, _ := fl.send(t, msgs)
 			msgs = append(msgs, engine.Message{Role: "assistant", Content: first.Text}, engine.Message{Role: "user", Content: "second question"})
@@ -101,7 +112,7 @@ func TestBranchesStayWhereTheirChainIs(t *testing.T) {
 				}
 			}
 			sibling := []engine.Message{{Role: "system", Content: branchSystem(0)}, {Role: "user", Content: "a newcomer's question"}}
-			if res, _ := fl.send(t, sibling); res.Backend == home.Backend && res.Slot == home.Slot {
+			if res, _ := fl.send(t, sibling); !f.cfg.IsolateTenants && res.Backend == home.Backend && res.Slot == home.Slot {
 				t.Errorf("a newcomer sharing the system prompt took the conversation's slot while slots stood free")
 			}
 		})
@@ -112,7 +123,7 @@ func TestBranchesStayWhereTheirChainIs(t *testing.T) {
 // token says recomputing its prompt elsewhere answers sooner: behind a
 // short queue it stays, behind a long one it moves.
 func TestARetryLeavesOnlyForASoonerFirstToken(t *testing.T) {
-	fl := newBranchFleet(t, llamaservertest.Rules2026)
+	fl := newBranchFleet(t, llamaservertest.Rules2026, Config{})
 	msgs := []engine.Message{{Role: "system", Content: branchSystem(1)}, {Role: "user", Content: "a question"}}
 	home, _ := fl.send(t, msgs)
 	m := fl.r.members[slices.IndexFunc(fl.r.members, func(m *member) bool { return m.name == home.Backend })]
