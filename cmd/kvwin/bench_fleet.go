@@ -89,5 +89,6 @@ out: docs/benchmarks.md.`,
 	f.IntVar(&w.Conversations, "conversations", w.Conversations, "conversations in the workload")
 	f.IntVar(&w.Context, "ctx", w.Context, "KV tokens per slot")
 	f.Uint64Var(&w.Seed, "seed", w.Seed, "seed of the workload and its arrivals")
+	f.Float64Var(&w.Regenerate, "regenerate", 0, "share of turns sent again once answered (a retry, a regenerate), after a wait of mean 5 s")
 	return cmd
 }
