@@ -142,38 +142,51 @@ func TestARetryLeavesOnlyForASoonerFirstToken(t *testing.T) {
 }
 
 // Liveness tells a chain's own branches from a sibling's prompt: a prompt
-// holding the whole of the chain's first prompt (a retry of its first
-// turn) or, past it, every block before its last turn (an edit of its
-// last message) is a branch; one sharing only the system prompt is not. A
-// retry observed keeps its chain's depth and fork.
+// repeating the chain's first prompt (a retry of its first turn: all its
+// blocks and as long) or, past it, holding every block before its last
+// turn (an edit of its last message) is a branch; one sharing only the
+// system prompt is not, nor one sharing the first prompt's blocks but not
+// the tokens after them. A retry observed keeps its chain's depth and
+// fork. Prompts of 16-token blocks and a few tokens more.
 func TestLivenessTellsABranchFromASibling(t *testing.T) {
 	var l liveness
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	loc := kvcache.Location{Backend: "n", Slot: 0}
 	sys, u1, a1, u2, a2 := []kvcache.Key{1, 2}, kvcache.Key(3), kvcache.Key(4), kvcache.Key(5), kvcache.Key(6)
 	p1 := append(slices.Clone(sys), u1)
-	l.observe(loc, p1, append(slices.Clone(p1), a1), 0, now)
+	l.observe(loc, p1, append(slices.Clone(p1), a1), 3*16+5, 0, now)
 	for _, c := range []struct {
-		shared int
-		want   bool
-	}{{3, true}, {2, false}} {
-		if got := l.branches(loc, c.shared); got != c.want {
-			t.Errorf("first turn: a prompt sharing %d blocks is a branch: %v, want %v", c.shared, got, c.want)
+		name           string
+		shared, length int
+		want           bool
+	}{
+		{"the same prompt", 3, 3*16 + 5, true},
+		{"its blocks, then other tokens", 3, 3*16 + 9, false},
+		{"the system prompt", 2, 3*16 + 5, false},
+	} {
+		if got := l.branches(loc, c.shared, c.length); got != c.want {
+			t.Errorf("first turn: %s is a branch: %v, want %v", c.name, got, c.want)
 		}
 	}
 	p2 := append(slices.Clone(p1), a1, u2)
 	now = now.Add(time.Minute)
-	l.observe(loc, p2, append(slices.Clone(p2), a2), 4, now)
+	l.observe(loc, p2, append(slices.Clone(p2), a2), 5*16+3, 4, now)
 	for _, c := range []struct {
-		shared int
-		want   bool
-	}{{5, true}, {4, true}, {3, false}, {2, false}} {
-		if got := l.branches(loc, c.shared); got != c.want {
-			t.Errorf("second turn: a prompt sharing %d blocks is a branch: %v, want %v", c.shared, got, c.want)
+		name           string
+		shared, length int
+		want           bool
+	}{
+		{"the same prompt", 5, 5*16 + 3, true},
+		{"its last message edited", 4, 5*16 + 9, true},
+		{"the first exchange's blocks", 3, 5*16 + 3, false},
+		{"the system prompt", 2, 5*16 + 3, false},
+	} {
+		if got := l.branches(loc, c.shared, c.length); got != c.want {
+			t.Errorf("second turn: %s is a branch: %v, want %v", c.name, got, c.want)
 		}
 	}
 	// The second turn again, answered otherwise.
-	l.observe(loc, p2, append(slices.Clone(p2), 7), 5, now.Add(time.Second))
+	l.observe(loc, p2, append(slices.Clone(p2), 7), 5*16+3, 5, now.Add(time.Second))
 	if h := l.last[loc]; h.depth != 1 || h.fork != 4 || l.cont != 1 {
 		t.Errorf("after a retry: depth %d, fork %d, %d continuations; want 1, 4, 1", h.depth, h.fork, l.cont)
 	}

@@ -80,11 +80,15 @@ type liveness struct {
 // conversation (placement.go, Branches): the blocks before its last turn
 // (up to the tip that turn continued, which holds the conversation's own
 // answers), or, for a chain of one turn, that turn's whole prompt (a
-// sibling sharing the system prompt shares less). 0: unknown.
+// sibling sharing the system prompt shares less), which a branch then
+// repeats: asked is its length in units, for the tokens past its last
+// full block, which no key covers (a sibling sharing those blocks and
+// not the tokens after them is no branch). fork 0: unknown.
 type held struct {
 	at    time.Time
 	depth int
 	fork  int
+	asked int
 }
 
 // tip is a chain's last block as a turn left it: when, its depth, and
@@ -124,8 +128,9 @@ const maxTips = 1 << 16
 // turn. A turn continuing none that is a branch of the chain the slot
 // held (a retry, a regenerate, an edit of the last message) is that
 // chain's last turn asked again: no continuation, and its chain keeps
-// the depth and fork of the one it replaces.
-func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, shared int, now time.Time) {
+// the depth and fork of the one it replaces. length is the prompt's in
+// units.
+func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, length, shared int, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.last == nil {
@@ -157,11 +162,11 @@ func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, sha
 		delete(l.tips, prompt[i])
 		break
 	}
-	if was, ok := l.last[loc]; !found && ok && was.forks(shared) {
+	if was, ok := l.last[loc]; !found && ok && was.forks(shared, length) {
 		depth, fork = was.depth, was.fork
 	}
 	l.age(now)
-	h := held{at: now, depth: depth, fork: fork}
+	h := held{at: now, depth: depth, fork: fork, asked: length}
 	if len(kept) > 0 {
 		t := &tip{held: h}
 		l.tips[kept[len(kept)-1]] = t
@@ -289,18 +294,20 @@ func (l *liveness) sortedGaps() []time.Duration {
 	return l.sorted
 }
 
-// forks reports whether a prompt sharing shared blocks with the chain h
-// is a branch of h's own conversation (see held).
-func (h held) forks(shared int) bool { return h.fork > 0 && shared >= h.fork }
+// forks reports whether a prompt of length units sharing shared blocks
+// with the chain h is a branch of h's own conversation (see held).
+func (h held) forks(shared, length int) bool {
+	return h.fork > 0 && shared >= h.fork && (h.depth > 0 || length == h.asked)
+}
 
-// branches reports whether a prompt sharing shared blocks with the chain
-// at loc is a branch of that chain's conversation (see held); false when
-// no turn of the router's left the chain there.
-func (l *liveness) branches(loc kvcache.Location, shared int) bool {
+// branches reports whether a prompt of length units sharing shared
+// blocks with the chain at loc is a branch of that chain's conversation
+// (see held); false when no turn of the router's left the chain there.
+func (l *liveness) branches(loc kvcache.Location, shared, length int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.last[loc]
-	return ok && h.forks(shared)
+	return ok && h.forks(shared, length)
 }
 
 // forget drops what is known of loc: the slot was emptied.

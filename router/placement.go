@@ -214,7 +214,7 @@ func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPla
 		w, known := r.lively.weight(loc, now)
 		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
 			held: chain.Units(held), evicted: chain.Units(held - shared), stale: 1 - w.byDepth, staleIdle: 1 - w.byIdle, weighed: known,
-			branch: shared < held && r.lively.branches(loc, shared)})
+			branch: shared < held && r.lively.branches(loc, shared, chain.Length)})
 	}
 	return out
 }
