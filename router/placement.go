@@ -54,9 +54,11 @@ import (
 // the tail, once, weighed by the chance the chain is continued (whole while
 // the router knows nothing of liveness), never the whole chain as for a
 // sibling's. liveness.go tells a branch from a sibling by what the prompt
-// shares with the chain: its whole first prompt, or every block before its
-// last turn (up to the tip that turn continued, which holds the
-// conversation's own answers); a sibling shares only the system prompt.
+// shares with the chain: for a chain of one turn, every block of that
+// turn's prompt, and its length (a sibling sharing its blocks, then
+// going on, is no branch); else every block before its last turn (up to the tip that
+// turn continued, which holds the conversation's own answers). A sibling
+// shares only the system prompt.
 // Counted whole, a repeated request went to another backend while slots
 // stood free and computed its whole prompt (1,419 tokens over three real
 // llama-servers, 1 token where it was); it now leaves its slot only when
