@@ -70,7 +70,9 @@
 // enough turns, a chain's worth is weighed by the chance it is continued,
 // given how long it has been idle and, while some slot is free, how many
 // turns it has had (liveness.go): a slot whose conversation has most
-// likely ended is nearly free. A backend found restoring
+// likely ended is nearly free. A turn that is a branch of a slot's chain
+// (a retry, a regenerate, an edit of the last message) destroys only the
+// tail it overwrites there, weighed alike. A backend found restoring
 // what its slots gave up (a turn reusing more than its slot held:
 // llama-server's --cache-ram) has those chains counted as held there, as a
 // kvwin node's snapshots are, on the server's terms: only a slot keeping
@@ -92,8 +94,9 @@
 // pinned and is left as it is.
 //
 // Other policies, for comparison: round-robin, least-loaded, random, and
-// the peers' (peers.go): llm-d's, SGLang's and Dynamo's, each from its
-// published description with its published defaults.
+// the peers' (peers.go): llm-d's default profile and its "sticky until
+// saturated" (sticky.go), SGLang's and Dynamo's, each from its published
+// description with its published defaults.
 //
 // # Failures
 //

@@ -33,6 +33,7 @@ type candidate struct {
 	prefer     int           // the slot the scorer would run the turn on; -1 none (the backend, or the tenant pin, chooses)
 	matched    int           // prompt tokens the registry says it holds anywhere (before any slot plan)
 	cells      int           // KV cells of all its slots (slots × context per slot); 0 unknown
+	peak       float64       // its cold prefill throughput over a chunk of peakChunk tokens, tokens/s (sticky.go)
 }
 
 // estimate predicts each backend's time to first token for the prompt k.
@@ -110,6 +111,9 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 		c.predicted = m.wait() + c.prefill + extra
 		c.extra = extra
 		c.slack = cost.Predict(r.cfg.TieTokens, 0)
+		if t := cost.Predict(peakChunk, 0); t > 0 {
+			c.peak = peakChunk / t.Seconds()
+		}
 		cands = append(cands, c)
 	}
 	return cands

@@ -74,11 +74,21 @@ type liveness struct {
 	cont   int             // of them, continuations of an earlier turn's chain
 }
 
-// held is the chain a slot holds: when its last turn ended, and its
-// depth (turns − 1, capped at maxDepth).
+// held is the chain a slot holds: when its last turn ended, its depth
+// (turns − 1, capped at maxDepth), and its fork: how many of its first
+// blocks a prompt shares when it is a branch of the chain's own
+// conversation (placement.go, Branches): the blocks before its last turn
+// (up to the tip that turn continued, which holds the conversation's own
+// answers), or, for a chain of one turn, that turn's whole prompt (a
+// sibling sharing the system prompt shares less), which a branch then
+// repeats: asked is its length in units, for the tokens past its last
+// full block, which no key covers (a sibling sharing those blocks and
+// not the tokens after them is no branch). fork 0: unknown.
 type held struct {
 	at    time.Time
 	depth int
+	fork  int
+	asked int
 }
 
 // tip is a chain's last block as a turn left it: when, its depth, and
@@ -110,19 +120,24 @@ const resort = 64
 const maxTips = 1 << 16
 
 // observe records a turn that ended at now on loc: prompt is its chain's
-// keys, held what the slot holds after it. A turn whose prompt continues
-// a chain an earlier turn left (on any slot: a conversation evicted from
-// its slot and continued elsewhere is seen too, so long gaps are not
-// missed for the evictions they cause) is a continuation, after the gap
-// since that turn.
-func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, now time.Time) {
+// keys, held what the slot holds after it, shared the blocks of prompt
+// the slot held before it. A turn whose prompt continues a chain an
+// earlier turn left (on any slot: a conversation evicted from its slot
+// and continued elsewhere is seen too, so long gaps are not missed for
+// the evictions they cause) is a continuation, after the gap since that
+// turn. A turn continuing none that is a branch of the chain the slot
+// held (a retry, a regenerate, an edit of the last message) is that
+// chain's last turn asked again: no continuation, and its chain keeps
+// the depth and fork of the one it replaces. length is the prompt's in
+// units.
+func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, length, shared int, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.last == nil {
 		l.last, l.tips, l.first = map[kvcache.Location]held{}, map[kvcache.Key]*tip{}, now
 	}
 	l.turns++
-	depth := 0
+	depth, fork, found := 0, len(prompt), false
 	for i := len(prompt) - 1; i >= 0; i-- {
 		t, ok := l.tips[prompt[i]]
 		if !ok {
@@ -143,12 +158,15 @@ func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, now
 		if t.ended { // it outlived the longest gap seen, until now
 			d.ended--
 		}
-		depth = min(t.depth+1, maxDepth)
+		depth, fork, found = min(t.depth+1, maxDepth), i+1, true
 		delete(l.tips, prompt[i])
 		break
 	}
+	if was, ok := l.last[loc]; !found && ok && was.forks(shared, length) {
+		depth, fork = was.depth, was.fork
+	}
 	l.age(now)
-	h := held{at: now, depth: depth}
+	h := held{at: now, depth: depth, fork: fork, asked: length}
 	if len(kept) > 0 {
 		t := &tip{held: h}
 		l.tips[kept[len(kept)-1]] = t
@@ -274,6 +292,22 @@ func (l *liveness) sortedGaps() []time.Duration {
 		slices.Sort(l.sorted)
 	}
 	return l.sorted
+}
+
+// forks reports whether a prompt of length units sharing shared blocks
+// with the chain h is a branch of h's own conversation (see held).
+func (h held) forks(shared, length int) bool {
+	return h.fork > 0 && shared >= h.fork && (h.depth > 0 || length == h.asked)
+}
+
+// branches reports whether a prompt of length units sharing shared
+// blocks with the chain at loc is a branch of that chain's conversation
+// (see held); false when no turn of the router's left the chain there.
+func (l *liveness) branches(loc kvcache.Location, shared, length int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.last[loc]
+	return ok && h.forks(shared, length)
 }
 
 // forget drops what is known of loc: the slot was emptied.

@@ -34,12 +34,16 @@ const (
 
 // PeerPolicies lists the peers' policies the router also runs, for
 // comparison.
-func PeerPolicies() []string { return []string{PolicyLLMD, PolicySGLang, PolicyDynamo} }
+func PeerPolicies() []string {
+	return []string{PolicyLLMD, PolicyLLMDSticky, PolicySGLang, PolicyDynamo}
+}
 
 func newPeerScorer(policy string, _ Config) scorer {
 	switch policy {
 	case PolicyLLMD:
 		return newLLMD()
+	case PolicyLLMDSticky:
+		return newLLMDSticky()
 	case PolicySGLang:
 		return newSGLang()
 	case PolicyDynamo:

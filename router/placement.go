@@ -47,6 +47,24 @@ import (
 //     fleet, 64 × 4 nodes at load 0.6: TTFT p90 788 against 952 ms on
 //     llama-server nodes, 883 against 1,048 on kvwin nodes).
 //
+// Branches. A turn whose prompt is a branch of the chain a slot holds (a
+// retry, a regenerate, an edit of the last message: the same conversation
+// asked again from a point of its last turn) overwrites only that chain's
+// tail, and the chain's owner is the turn itself: taking the slot destroys
+// the tail, once, weighed by the chance the chain is continued (whole while
+// the router knows nothing of liveness), never the whole chain as for a
+// sibling's. liveness.go tells a branch from a sibling by what the prompt
+// shares with the chain: for a chain of one turn, every block of that
+// turn's prompt, and its length (a sibling sharing its blocks, then
+// going on, is no branch); else every block before its last turn (up to the tip that
+// turn continued, which holds the conversation's own answers). A sibling
+// shares only the system prompt.
+// Counted whole, a repeated request went to another backend while slots
+// stood free and computed its whole prompt (1,419 tokens over three real
+// llama-servers, 1 token where it was); it now leaves its slot only when
+// the predicted time to first token, what it destroys included, is sooner
+// elsewhere (a queue ahead of it there longer than its prefill).
+//
 // The backend's score is its best slot's, and the turn is pinned to that
 // slot (id_slot): llama-server's own choice, unpinned, would give a
 // newcomer the slot whose prompt it shares most (--slot-prompt-similarity),
@@ -98,6 +116,10 @@ type slotPlan struct {
 	// free, (1 − staleIdle) times once none is. 0: counts whole.
 	stale, staleIdle float64
 	weighed          bool
+	// branch: the prompt is a branch of the slot's own chain (a retry, a
+	// regenerate, an edit of its last message; liveness.go, held): taking
+	// the slot destroys only the tail it overwrites.
+	branch bool
 	// lost is another conversation's tokens the turn destroys besides the
 	// slot's own, weighed by the chance its chain is continued: a prompt
 	// cache's entry loaded into the slot and overwritten (restorable).
@@ -114,6 +136,8 @@ func (p slotPlan) destroyed(room bool) int {
 	switch {
 	case p.evicted == 0:
 		return p.lost
+	case p.branch:
+		return p.lost + int(live*float64(p.evicted))
 	case room || p.weighed:
 		return p.lost + int(live*float64(p.held))
 	default:
@@ -191,7 +215,8 @@ func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPla
 		reuse := min(chain.Units(shared), max(length-1, 0))
 		w, known := r.lively.weight(loc, now)
 		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
-			held: chain.Units(held), evicted: chain.Units(held - shared), stale: 1 - w.byDepth, staleIdle: 1 - w.byIdle, weighed: known})
+			held: chain.Units(held), evicted: chain.Units(held - shared), stale: 1 - w.byDepth, staleIdle: 1 - w.byIdle, weighed: known,
+			branch: shared < held && r.lively.branches(loc, shared, chain.Length)})
 	}
 	return out
 }

@@ -278,6 +278,35 @@ func TestDestroyedWeighsByDepthOnlyWhileASlotIsFree(t *testing.T) {
 	}
 }
 
+// A branch of the slot's own chain (a retry, a regenerate, an edit of the
+// last message) destroys only the tail it overwrites, once, weighed by the
+// chance the chain is continued (whole while nothing is known of it); a
+// chain the prompt is no branch of is worth all of it while a slot is
+// free.
+func TestABranchDestroysOnlyItsTail(t *testing.T) {
+	branch := slotPlan{reuse: 900, held: 1000, evicted: 100, branch: true}
+	weighed := branch
+	weighed.stale, weighed.staleIdle, weighed.weighed = 0.75, 0.5, true
+	sibling := branch
+	sibling.branch = false
+	for _, c := range []struct {
+		name string
+		p    slotPlan
+		room bool
+		want int
+	}{
+		{"liveness unknown, a slot free", branch, true, 100},
+		{"liveness unknown, none free", branch, false, 100},
+		{"by depth and idle time while a slot is free", weighed, true, 25},
+		{"by idle time once none is", weighed, false, 50},
+		{"no branch, a slot free", sibling, true, 1000},
+	} {
+		if got := c.p.destroyed(c.room); got != c.want {
+			t.Errorf("%s: destroyed %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
 // On a backend with a prompt cache (llama-server's --cache-ram), only a
 // slot keeping less than half of what it holds is swapped with the cache:
 // its chain is saved and the best held prompt loaded, less what that

@@ -398,7 +398,7 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * held.BlockSize, BlockSize: held.BlockSize, Approximate: held.Approximate})
 		}
 		r.reg.Record(loc, held)
-		r.lively.observe(loc, chain.Keys, held.Keys, r.cfg.Now())
+		r.lively.observe(loc, chain.Keys, held.Keys, chain.Length, kvcache.SharedPrefix(prev, chain.Keys), r.cfg.Now())
 		count := -1 // what the slot's KV holds now, if the answer's tokens say
 		if m.exact && len(res.Tokens) > 1 {
 			count = held.Length

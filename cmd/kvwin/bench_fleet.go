@@ -27,7 +27,8 @@ func newBenchFleetCmd() *cobra.Command {
 		Long: `Simulates, in simulated time, a fleet of --nodes nodes × --slots slots
 (llama-server's slots, or kvwin nodes' with prefix copy and no snapshots)
 driven by kvwin's own router as serve runs it, once per policy and load:
-kvwin's policies and llm-d's, SGLang's and Dynamo's as its scorers. The
+kvwin's policies and llm-d's (its default profile and its "sticky until
+saturated", llm-d-sticky), SGLang's and Dynamo's as its scorers. The
 workload is multi-turn conversations (Poisson arrivals, think times of 30 s,
 8 shared system prompts of 1,000 tokens, LoCoMo-shaped turn lengths), or
 with --trace a Mooncake-format trace (JSON lines of timestamp, input_length,
@@ -88,5 +89,6 @@ out: docs/benchmarks.md.`,
 	f.IntVar(&w.Conversations, "conversations", w.Conversations, "conversations in the workload")
 	f.IntVar(&w.Context, "ctx", w.Context, "KV tokens per slot")
 	f.Uint64Var(&w.Seed, "seed", w.Seed, "seed of the workload and its arrivals")
+	f.Float64Var(&w.Regenerate, "regenerate", 0, "share of turns sent again once answered (a retry, a regenerate), after a wait of mean 5 s")
 	return cmd
 }

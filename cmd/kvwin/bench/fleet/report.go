@@ -106,7 +106,7 @@ const (
 // alike (Tableau 10).
 var policyColours = map[string]string{
 	"prefix": "#1f77b4", "round-robin": "#ff7f0e", "least-loaded": "#2ca02c", "random": "#d62728",
-	"llm-d": "#9467bd", "sglang": "#8c564b", "dynamo": "#e377c2",
+	"llm-d": "#9467bd", "llm-d-sticky": "#17becf", "sglang": "#8c564b", "dynamo": "#e377c2",
 }
 
 // WriteSVG draws TTFT p90 (log scale) against offered load, one line per

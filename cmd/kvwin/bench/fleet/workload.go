@@ -33,6 +33,12 @@ type Workload struct {
 	Think         time.Duration // mean think time between turns
 	Context       int           // KV tokens per slot: no conversation outgrows it
 	Seed          uint64
+	// Regenerate is the share of turns sent again once answered (a
+	// client's retry, a "regenerate" button, an agent re-asking), after
+	// an exponential wait of mean Think/6; the conversation then goes on
+	// from the second answer. 0: none, and the workload is drawn as
+	// without the field.
+	Regenerate float64
 }
 
 // DefaultWorkload is the issue's: 8 groups of 1,000-token system prompts,
@@ -73,7 +79,7 @@ func (c *conversation) answer(t int) []int { return c.stream[c.promptEnd[t]:c.an
 
 // generate draws the conversations, without arrival times.
 func (w Workload) generate() ([]*conversation, error) {
-	if w.Conversations <= 0 || w.Groups <= 0 || w.SystemTokens <= 0 || w.Context <= w.SystemTokens+64 {
+	if w.Conversations <= 0 || w.Groups <= 0 || w.SystemTokens <= 0 || w.Context <= w.SystemTokens+64 || w.Regenerate < 0 || w.Regenerate > 1 {
 		return nil, fmt.Errorf("fleet: workload out of range: %+v", w)
 	}
 	rng := rand.New(rand.NewPCG(w.Seed, 0x5eed))
@@ -102,7 +108,33 @@ func (w Workload) generate() ([]*conversation, error) {
 		}
 		out[i] = c
 	}
+	w.regenerate(out)
 	return out, nil
+}
+
+// regenerate sends a share w.Regenerate of the turns of convs again (see
+// Workload), drawn from a generator of their own, so the conversations
+// are the same with the share or without it. The repeat's prompt and
+// answer are the turn's: the simulated answer is the same tokens, as a
+// deterministic server's.
+func (w Workload) regenerate(convs []*conversation) {
+	if w.Regenerate <= 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(w.Seed, 0x7e9e4))
+	for _, c := range convs {
+		var prompts, answers []int
+		var think []time.Duration
+		for t := range c.turns() {
+			prompts, answers = append(prompts, c.promptEnd[t]), append(answers, c.answerEnd[t])
+			if rng.Float64() < w.Regenerate {
+				think = append(think, time.Duration(rng.ExpFloat64()*float64(w.Think)/6))
+				prompts, answers = append(prompts, c.promptEnd[t]), append(answers, c.answerEnd[t])
+			}
+			think = append(think, c.think[t])
+		}
+		c.promptEnd, c.answerEnd, c.think = prompts, answers, think
+	}
 }
 
 // tokens draws n token ids.

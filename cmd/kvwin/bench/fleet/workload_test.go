@@ -3,8 +3,10 @@ package fleet
 import (
 	"bytes"
 	"encoding/csv"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Requests sharing hash ids share those blocks token for token and
@@ -75,5 +77,64 @@ func TestReportFilesHoldEveryRow(t *testing.T) {
 	}
 	if n := strings.Count(s.String(), "<polyline"); n != 2 || !strings.Contains(s.String(), ">dynamo<") {
 		t.Fatalf("svg: %d lines", n)
+	}
+}
+
+// --regenerate sends a share of the turns again, right after their
+// answer: the same prompt, then the conversation goes on as it would
+// have; the conversations are otherwise those drawn without it, and the
+// oracle computes nothing for a repeat.
+func TestRegenerateRepeatsTurnsOfTheSameConversations(t *testing.T) {
+	w := DefaultWorkload()
+	w.Conversations = 200
+	plain, err := w.generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Regenerate = 0.2
+	again, err := w.generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns, repeats := 0, 0
+	var waited time.Duration
+	var records []*turnRecord
+	for i, c := range again {
+		p := plain[i]
+		if !slices.Equal(c.stream, p.stream) || len(c.think) != c.turns() {
+			t.Fatalf("conversation %d: another stream, or %d think times for %d turns", i, len(c.think), c.turns())
+		}
+		k := 0 // the turn of p that turn ti of c sends
+		for ti := range c.turns() {
+			records = append(records, &turnRecord{conv: c, ci: i, index: ti})
+			turns++
+			if ti > 0 && c.promptEnd[ti] == c.promptEnd[ti-1] {
+				repeats++
+				waited += c.think[ti-1]
+				continue
+			}
+			if c.promptEnd[ti] != p.promptEnd[k] || c.answerEnd[ti] != p.answerEnd[k] {
+				t.Fatalf("conversation %d turn %d is not turn %d of the plain workload", i, ti, k)
+			}
+			k++
+		}
+		if k != p.turns() {
+			t.Fatalf("conversation %d: %d of its %d turns sent", i, k, p.turns())
+		}
+	}
+	if share := float64(repeats) / float64(turns-repeats); share < 0.1 || share > 0.3 {
+		t.Errorf("%d repeats of %d turns (%.2f), want about 0.2", repeats, turns-repeats, share)
+	}
+	if mean := waited / time.Duration(max(repeats, 1)); mean > w.Think/3 {
+		t.Errorf("repeats sent %v after their answer on average, want about %v", mean, w.Think/6)
+	}
+	var plainRecords []*turnRecord
+	for i, c := range plain {
+		for ti := range c.turns() {
+			plainRecords = append(plainRecords, &turnRecord{conv: c, ci: i, index: ti})
+		}
+	}
+	if a, b := oracle(records), oracle(plainRecords); a != b {
+		t.Errorf("oracle %d with repeats, %d without", a, b)
 	}
 }
