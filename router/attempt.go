@@ -14,7 +14,7 @@ import (
 // Attempts: the turn tried on the ranked candidates, in order, until one
 // answers. What a failed attempt means is decided once, by classify: go on
 // to the next candidate or give up, and whether the backend leaves the
-// fleet (see the package doc, Failures).
+// fleet (see docs/routing.md, Failures).
 
 // failure is what a failed attempt means for the turn and the backend.
 type failure int

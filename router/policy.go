@@ -86,7 +86,7 @@ func rendezvous(root uint64, name string) uint64 {
 }
 
 // prefixScorer ranks by predicted time to first token, with the hot-spot
-// guard and rendezvous tie-breaking described in the package doc, and
+// guard and rendezvous tie-breaking described in docs/routing.md, and
 // runs the turn on the slot holding its prefix (see prefer).
 type prefixScorer struct{ cfg Config }
 

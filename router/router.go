@@ -276,7 +276,7 @@ func (r *Router) Info() engine.Info {
 	return info
 }
 
-// Generate routes req; see the package doc. It blocks like the backend it
+// Generate routes req; see docs/routing.md. It blocks like the backend it
 // chose. Its errors tell a client only what kind of failure it was
 // (public.go); their text has the details.
 func (r *Router) Generate(ctx context.Context, req engine.Request, stream engine.StreamFunc) (engine.Result, error) {
