@@ -4,6 +4,7 @@
 package chat
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -46,6 +47,62 @@ func Delta(data string) (text string, ok bool) {
 		text += ch.Delta.Content
 	}
 	return text, true
+}
+
+// Stream is what ReadStream read of an OpenAI chat stream.
+type Stream struct {
+	TTFT time.Duration // from sent to the first data event (comments, keep-alives, do not count)
+	Text string        // the deltas, joined
+	Done bool          // the stream ended with [DONE]
+}
+
+// StreamError is an in-stream error event, or a data event that is not a
+// chunk: Data is what it said.
+type StreamError struct{ Data string }
+
+func (e *StreamError) Error() string {
+	var ev struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(e.Data), &ev) == nil && ev.Error != nil {
+		return "in-stream error: " + ev.Error.Message
+	}
+	return "in-stream error: " + e.Data
+}
+
+// ReadStream reads an OpenAI chat SSE stream from r to its end (past
+// [DONE], so that an HTTP response's trailers are then read): comment lines (keep-alives) are skipped, the first data event's
+// time from sent is TTFT, the deltas are joined. An error event ends it
+// with a *StreamError; so does a read failure, with its error.
+func ReadStream(r io.Reader, sent time.Time) (Stream, error) {
+	var st Stream
+	var text strings.Builder
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data:")
+		if !ok {
+			continue
+		}
+		data = strings.TrimSpace(data)
+		if st.TTFT == 0 {
+			st.TTFT = time.Since(sent)
+		}
+		if data == "[DONE]" {
+			st.Done = true
+			continue // read to the end: the stream's trailers follow its body
+		}
+		delta, ok := Delta(data)
+		if !ok {
+			st.Text = text.String()
+			return st, &StreamError{Data: data}
+		}
+		text.WriteString(delta)
+	}
+	st.Text = text.String()
+	return st, sc.Err()
 }
 
 // Post sends body to url with header, and sends it once more on a fresh

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestWords(t *testing.T) {
@@ -88,5 +91,27 @@ func TestPostSurvivesAClosedKeptAliveConnection(t *testing.T) {
 	}
 	if n := served.Load(); n != 5 {
 		t.Fatalf("served %d requests, want 5", n)
+	}
+}
+
+// ReadStream skips comments (keep-alives), joins deltas, reads past
+// [DONE], and names an in-stream error by its message.
+func TestReadStream(t *testing.T) {
+	chunk := func(s string) string { return `data: {"choices":[{"delta":{"content":"` + s + `"}}]}` + "\n\n" }
+	st, err := ReadStream(strings.NewReader(": keep-alive\n: keep-alive\n"+chunk("a")+chunk("b")+"data: [DONE]\n\n"), time.Now())
+	if err != nil || !st.Done || st.Text != "ab" || st.TTFT <= 0 {
+		t.Fatalf("%+v, %v", st, err)
+	}
+	st, err = ReadStream(strings.NewReader(chunk("a")), time.Now())
+	if err != nil || st.Done || st.Text != "a" {
+		t.Fatalf("no [DONE]: %+v, %v", st, err)
+	}
+	_, err = ReadStream(strings.NewReader(chunk("a")+`data: {"error":{"message":"engine closed"}}`+"\n\n"), time.Now())
+	var se *StreamError
+	if !errors.As(err, &se) || err.Error() != "in-stream error: engine closed" {
+		t.Fatalf("error event: %v", err)
+	}
+	if st, _ := ReadStream(strings.NewReader(": keep-alive\n"), time.Now()); st.TTFT != 0 {
+		t.Fatalf("a comment counted as the first token: %v", st.TTFT)
 	}
 }

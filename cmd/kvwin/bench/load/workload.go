@@ -140,36 +140,20 @@ func (w Workload) request(ctx context.Context, client *http.Client, target strin
 		return o, "", wait
 	}
 	o.outcome = "200"
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var text strings.Builder
-	done := false
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if line == "[DONE]" {
-			done = true
-			break
-		}
-		if o.ttft == 0 {
-			o.ttft = time.Since(sent)
-		}
-		delta, ok := chat.Delta(line)
-		if !ok {
-			return loadOutcome{outcome: outcomeStreamError, err: line}, "", 0
-		}
-		text.WriteString(delta)
-	}
-	if !done {
+	st, err := chat.ReadStream(resp.Body, sent)
+	var inStream *chat.StreamError
+	switch {
+	case errors.As(err, &inStream):
+		return loadOutcome{outcome: outcomeStreamError, err: inStream.Data}, "", 0
+	case !st.Done:
 		why := "the stream ended without [DONE]"
-		if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		if err != nil && !errors.Is(err, context.Canceled) {
 			why = err.Error()
 		}
 		return loadOutcome{outcome: outcomeStreamError, err: why}, "", 0
 	}
-	return o, text.String(), 0
+	o.ttft = st.TTFT
+	return o, st.Text, 0
 }
 
 func summarizeLoad(target string, clients int, outcomes []loadOutcome, wall time.Duration) Result {

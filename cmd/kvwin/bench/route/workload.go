@@ -1,14 +1,12 @@
 package route
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -232,25 +230,8 @@ func (w Workload) turn(ctx context.Context, url string, c, t int, answers []stri
 		tr.Err = fmt.Errorf("status %d", resp.StatusCode)
 		return tr
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var answer strings.Builder
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok || line == "[DONE]" {
-			continue
-		}
-		if tr.TTFT == 0 {
-			tr.TTFT = time.Since(sent)
-		}
-		delta, ok := chat.Delta(line)
-		if !ok {
-			tr.Err = fmt.Errorf("in-stream error: %s", line)
-			continue
-		}
-		answer.WriteString(delta)
-	}
-	tr.Answer = answer.String()
+	st, err := chat.ReadStream(resp.Body, sent)
+	tr.TTFT, tr.Answer, tr.Err = st.TTFT, st.Text, err
 	return tr
 }
 

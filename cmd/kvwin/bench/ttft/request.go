@@ -1,7 +1,6 @@
 package ttft
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,37 +137,14 @@ func checkPolicy(p Policy, w WindowState) error {
 // time from start to the first data event. An in-stream error object, or a
 // stream that ends without [DONE], is an error.
 func readStream(r io.Reader, start time.Time) (time.Duration, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	var first time.Duration
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data:")
-		if !ok {
-			continue
-		}
-		if first == 0 {
-			first = time.Since(start)
-		}
-		data = strings.TrimSpace(data)
-		if data == "[DONE]" {
-			return first, nil
-		}
-		var ev struct {
-			Error *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return 0, fmt.Errorf("bad SSE event %q: %w", truncate(data, 200), err)
-		}
-		if ev.Error != nil {
-			return 0, fmt.Errorf("in-stream error: %s", ev.Error.Message)
-		}
-	}
-	if err := sc.Err(); err != nil {
+	st, err := chat.ReadStream(r, start)
+	switch {
+	case err != nil:
 		return 0, fmt.Errorf("read stream: %w", err)
+	case !st.Done:
+		return 0, errors.New("the stream ended without [DONE]")
 	}
-	return 0, errors.New("the stream ended without [DONE]")
+	return st.TTFT, nil
 }
 
 // rejected reads an error response into a RejectedError.
