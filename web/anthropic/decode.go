@@ -155,6 +155,12 @@ func systemText(raw json.RawMessage) (string, error) {
 // instructions reads a system prompt's content, at param: a string or
 // text blocks, joined.
 func instructions(raw json.RawMessage, param string) (string, error) {
+	return textContent(raw, param, "system blocks must be text")
+}
+
+// textContent reads content that must be text, at param: a string, or
+// text blocks joined by blockJoin; any other block is refused by rule.
+func textContent(raw json.RawMessage, param, rule string) (string, error) {
 	text, blocks, err := content(raw, param)
 	if err != nil || blocks == nil {
 		return text, err
@@ -163,7 +169,7 @@ func instructions(raw json.RawMessage, param string) (string, error) {
 	for j, b := range blocks {
 		at := fmt.Sprintf("%s[%d]", param, j)
 		if b.Type != typeText {
-			return "", unsupportedBlock(b.Type, at, "system blocks must be text")
+			return "", unsupportedBlock(b.Type, at, rule)
 		}
 		t, err := blockText(b, at)
 		if err != nil {
@@ -279,26 +285,11 @@ func toolResult(b block, at string) (string, error) {
 	}
 	var text string
 	if raw := bytes.TrimSpace(b.Content); len(raw) > 0 && string(raw) != "null" {
-		s, blocks, err := content(raw, at+".content")
+		t, err := textContent(raw, at+".content", "a tool result holds text blocks")
 		if err != nil {
 			return "", err
 		}
-		text = s
-		if blocks != nil {
-			texts := make([]string, 0, len(blocks))
-			for k, inner := range blocks {
-				iat := fmt.Sprintf("%s.content[%d]", at, k)
-				if inner.Type != typeText {
-					return "", unsupportedBlock(inner.Type, iat, "a tool result holds text blocks")
-				}
-				t, err := blockText(inner, iat)
-				if err != nil {
-					return "", err
-				}
-				texts = append(texts, t)
-			}
-			text = strings.Join(texts, blockJoin)
-		}
+		text = t
 	}
 	if b.IsError {
 		text = "Error: " + text
