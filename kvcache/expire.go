@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"kvwin/engine/datadir"
+	"kvwin/internal/datadir"
 )
 
 // Expiry of snapshots: a snapshot holds a conversation's token ids, so an
@@ -130,7 +130,7 @@ func DeleteOwnedDir(dir string, owner Owner) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("kvcache: delete snapshots in %s: %w", dir, err)
 	}
-	want := owner.encode()
+	want := encodeOwner(owner)
 	n := 0
 	var errs []error
 	for _, e := range entries {

@@ -88,7 +88,7 @@ func TestExpireDeletesSnapshotsIdlePastTTL(t *testing.T) {
 	const ttl = time.Hour
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ts, _ := openTTLStore(t, t.TempDir(), ttl, clock)
-	idle, busy, restored := Owner{"t", "idle"}, Owner{"t", "busy"}, Owner{"t", "restored"}
+	idle, busy, restored := Owner{Tenant: "t", Conversation: "idle"}, Owner{Tenant: "t", Conversation: "busy"}, Owner{Tenant: "t", Conversation: "restored"}
 	toks := map[Owner][]int{idle: tokens(1, 64), busy: tokens(2, 64), restored: tokens(3, 64)}
 	ids := map[Owner]string{}
 	for _, o := range []Owner{idle, restored} {
@@ -130,7 +130,7 @@ func TestExpireDeletesSnapshotsIdlePastTTL(t *testing.T) {
 func TestExpireWithoutTTLKeepsEverything(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ts, _ := openTTLStore(t, t.TempDir(), 0, clock)
-	o, toks := Owner{"t", "c"}, tokens(4, 64)
+	o, toks := Owner{Tenant: "t", Conversation: "c"}, tokens(4, 64)
 	id := ts.save(t, o, toks)
 	clock.advance(10 * 365 * 24 * time.Hour)
 	if gone := ts.Expire(); len(gone) != 0 || !ts.present(t, o, toks, id) {
@@ -147,7 +147,7 @@ func TestExpireAgesSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ts, _ := openTTLStore(t, dir, ttl, clock)
-	old, used := Owner{"t", "old"}, Owner{"t", "used"}
+	old, used := Owner{Tenant: "t", Conversation: "old"}, Owner{Tenant: "t", Conversation: "used"}
 	oldID := ts.save(t, old, tokens(5, 64))
 	usedID := ts.save(t, used, tokens(6, 64))
 	clock.advance(50 * time.Minute)
@@ -186,7 +186,7 @@ func TestExpireAgesSurviveRestart(t *testing.T) {
 func TestExpireSparesASaveInFlight(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ts, _ := openTTLStore(t, t.TempDir(), time.Hour, clock)
-	o, toks := Owner{"t", "c"}, tokens(7, 64)
+	o, toks := Owner{Tenant: "t", Conversation: "c"}, tokens(7, 64)
 	id := ts.save(t, o, toks)
 	clock.advance(2 * time.Hour)
 	ts.mu.Lock()
@@ -227,11 +227,11 @@ func TestFlushWaitsForQueuedSaves(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ts, _ := openTTLStore(t, t.TempDir(), time.Hour, clock)
 	toks := tokens(8, 64)
-	if !ts.Save(Owner{"t", "c"}, toks, fakeState(4000, 3), nil) {
+	if !ts.Save(Owner{Tenant: "t", Conversation: "c"}, toks, fakeState(4000, 3), nil) {
 		t.Fatal("save queue full")
 	}
 	ts.Flush()
-	id := SnapshotID(Owner{"t", "c"}, toks)
+	id := SnapshotID(Owner{Tenant: "t", Conversation: "c"}, toks)
 	if ts.Pending(id) || !ts.Has(id) {
 		t.Fatalf("after Flush: pending %v, on disk %v", ts.Pending(id), ts.Has(id))
 	}
@@ -244,9 +244,9 @@ func TestExpireDir(t *testing.T) {
 	dir := t.TempDir()
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	ts, _ := openTTLStore(t, dir, time.Hour, clock)
-	oldID := ts.save(t, Owner{"t", "old"}, tokens(9, 64))
+	oldID := ts.save(t, Owner{Tenant: "t", Conversation: "old"}, tokens(9, 64))
 	clock.advance(45 * time.Minute)
-	newID := ts.save(t, Owner{"t", "new"}, tokens(10, 64))
+	newID := ts.save(t, Owner{Tenant: "t", Conversation: "new"}, tokens(10, 64))
 	ts.Close()
 	other := filepath.Join(dir, "notes.txt")
 	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"kvwin/internal/ident"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -56,7 +57,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
 
-	"kvwin/engine/datadir"
+	"kvwin/internal/datadir"
 )
 
 // Errors of the snapshot store.
@@ -93,15 +94,12 @@ type StoreConfig struct {
 	Now func() time.Time
 }
 
-// Owner is who a snapshot belongs to: the tenant whose prompt it holds, and
-// the conversation it came from ("" for an unnamed one).
-type Owner struct {
-	Tenant       string
-	Conversation string
-}
+// Owner is the (tenant, conversation) a prefix belongs to: the one
+// identity type of kvwin (ident.Owner).
+type Owner = ident.Owner
 
-// encode is the owner as stored: tenant NUL conversation.
-func (o Owner) encode() []byte { return []byte(o.Tenant + "\x00" + o.Conversation) }
+// encodeOwner is the owner as stored: tenant NUL conversation.
+func encodeOwner(o Owner) []byte { return []byte(o.Tenant + "\x00" + o.Conversation) }
 
 // decodeOwner parses an encoded owner.
 func decodeOwner(b []byte) (Owner, error) {
@@ -315,7 +313,7 @@ func decodeTokens(b []byte) []int {
 // tenants (or conversations) with the same tokens get files of their own.
 func SnapshotID(owner Owner, tokens []int) string {
 	h := xxhash.New()
-	ob := owner.encode()
+	ob := encodeOwner(owner)
 	var b [4]byte
 	binary.LittleEndian.PutUint32(b[:], uint32(len(ob)))
 	h.Write(b[:])
@@ -454,7 +452,7 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 		binary.LittleEndian.PutUint32(tb[4*i:], uint32(int32(t)))
 	}
 	comp := enc.EncodeAll(job.state, nil)
-	ob := job.owner.encode()
+	ob := encodeOwner(job.owner)
 	if len(ob) > maxOwner {
 		return SavedSnapshot{}, fmt.Errorf("snapshot owner of %d bytes exceeds %d", len(ob), maxOwner)
 	}

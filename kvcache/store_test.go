@@ -91,7 +91,7 @@ func TestStoreRejectsBadFiles(t *testing.T) {
 		}, ErrSnapshotCorrupt},
 		{"a flipped token id", func(p string) error {
 			b, _ := os.ReadFile(p)
-			b[snapHeader+len(testOwner.encode())+2] ^= 0x01
+			b[snapHeader+len(encodeOwner(testOwner))+2] ^= 0x01
 			return os.WriteFile(p, b, 0o644)
 		}, ErrSnapshotCorrupt},
 		{"a changed owner", func(p string) error {

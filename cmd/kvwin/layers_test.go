@@ -25,7 +25,7 @@ import (
 // topLevel is the folders the module root may hold (besides dot-folders).
 var topLevel = map[string]bool{
 	"cmd": true, "engine": true, "kvcache": true, "router": true, "window": true,
-	"attention": true, "gguf": true, "web": true, "deploy": true, "docs": true,
+	"attention": true, "gguf": true, "web": true, "internal": true, "deploy": true, "docs": true,
 }
 
 // maxShare is the largest share of the module's non-test Go lines one

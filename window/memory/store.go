@@ -42,7 +42,7 @@ import (
 	"syscall"
 	"time"
 
-	"kvwin/engine/datadir"
+	"kvwin/internal/datadir"
 )
 
 // StoreConfig configures a Store.

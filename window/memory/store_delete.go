@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"kvwin/engine/datadir"
+	"kvwin/internal/datadir"
 )
 
 // Delete removes every stored turn of key's conversation, every branch,

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"kvwin/internal/ident"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -56,15 +57,9 @@ func Linked(prev uint64, turns []Turn) ([]Turn, uint64) {
 	return out, prev
 }
 
-// Key names a durable conversation. The tenant comes from authentication,
-// never from a client-chosen header, so one tenant cannot name another's
-// conversation.
-type Key struct {
-	Tenant       string
-	Conversation string
-}
-
-func (k Key) String() string { return fmt.Sprintf("%s/%s", k.Tenant, k.Conversation) }
+// Key is the (tenant, conversation) a memory belongs to: the one identity
+// type of kvwin (ident.Owner).
+type Key = ident.Owner
 
 // MakeHandle returns the stable handle of a turn: its position and a short
 // hash of its role and text, e.g. "m1234.9f3a". The same turn resent by a

@@ -1,0 +1,263 @@
+package app_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Recorded coding-agent sessions (testdata/agents): the request bytes the
+// real Claude Code and Codex CLIs sent to a kvwin serve on the agent test
+// model, captured by a logging proxy, with the client versions. A replay
+// sends them, in order, to a real kvwin serve and checks what the agents
+// rely on; nothing is installed or fetched at test time. They are
+// re-recorded when the test model changes (docs/development.md, Recorded
+// agents).
+
+// agentRecording is one recorded session.
+type agentRecording struct {
+	Client   string         `json:"client"`   // e.g. "claude-code 2.1.197"
+	Recorded string         `json:"recorded"` // how: the command run, the server's flags
+	Requests []agentRequest `json:"requests"`
+}
+
+// agentRequest is one request as the client sent it (the key removed).
+type agentRequest struct {
+	Method string            `json:"method"`
+	Path   string            `json:"path"`
+	Header map[string]string `json:"header"`
+	Body   json.RawMessage   `json:"body"`
+}
+
+// agentAnswer is what a replay reads of one answer.
+type agentAnswer struct {
+	status         int
+	stop           string // stop_reason, or a Responses status[/reason]
+	prompt, cached int
+	toolCall       bool // the answer ends in a call of the client's tools
+}
+
+// readAgentAnswer reads an Anthropic Messages or OpenAI Responses answer,
+// streamed (SSE) or not.
+func readAgentAnswer(t *testing.T, resp *http.Response) agentAnswer {
+	t.Helper()
+	a := agentAnswer{status: resp.StatusCode}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	var events []json.RawMessage
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(bytes.NewReader(body))
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && data != "[DONE]" {
+				events = append(events, json.RawMessage(data))
+			}
+		}
+	} else {
+		events = append(events, body)
+	}
+	for _, ev := range events {
+		a.read(ev)
+	}
+	return a
+}
+
+// read takes what one event (or a whole answer) says.
+func (a *agentAnswer) read(ev json.RawMessage) {
+	var e struct {
+		Type    string `json:"type"`
+		Message *struct {
+			Usage      anthropicUsage `json:"usage"`
+			StopReason string         `json:"stop_reason"`
+		} `json:"message"`
+		Delta *struct {
+			StopReason string `json:"stop_reason"`
+		} `json:"delta"`
+		ContentBlock *struct {
+			Type string `json:"type"`
+		} `json:"content_block"`
+		// a whole Messages answer
+		StopReason string          `json:"stop_reason"`
+		Usage      *anthropicUsage `json:"usage"`
+		Content    []struct {
+			Type string `json:"type"`
+		} `json:"content"`
+		// Responses
+		Response *responsesAnswer `json:"response"`
+		Object   string           `json:"object"`
+	}
+	if json.Unmarshal(ev, &e) != nil {
+		return
+	}
+	switch {
+	case e.Type == "message_start" && e.Message != nil:
+		a.prompt, a.cached = e.Message.Usage.InputTokens+e.Message.Usage.CacheRead, e.Message.Usage.CacheRead
+	case e.Type == "message_delta" && e.Delta != nil:
+		a.stop = e.Delta.StopReason
+	case e.Type == "content_block_start" && e.ContentBlock != nil:
+		a.toolCall = a.toolCall || e.ContentBlock.Type == "tool_use"
+	case e.Response != nil && (e.Type == "response.completed" || e.Type == "response.incomplete" || e.Type == "response.failed"):
+		a.readResponse(*e.Response)
+	case e.Object == "response":
+		var r responsesAnswer
+		if json.Unmarshal(ev, &r) == nil {
+			a.readResponse(r)
+		}
+	case e.Type == "message" && e.Usage != nil:
+		a.prompt, a.cached, a.stop = e.Usage.InputTokens+e.Usage.CacheRead, e.Usage.CacheRead, e.StopReason
+		for _, c := range e.Content {
+			a.toolCall = a.toolCall || c.Type == "tool_use"
+		}
+	}
+}
+
+type anthropicUsage struct {
+	InputTokens int `json:"input_tokens"`
+	CacheRead   int `json:"cache_read_input_tokens"`
+}
+
+type responsesAnswer struct {
+	Status            string `json:"status"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Usage *struct {
+		InputTokens  int `json:"input_tokens"`
+		InputDetails struct {
+			Cached int `json:"cached_tokens"`
+		} `json:"input_tokens_details"`
+	} `json:"usage"`
+	Output []struct {
+		Type string `json:"type"`
+	} `json:"output"`
+}
+
+func (a *agentAnswer) readResponse(r responsesAnswer) {
+	a.stop = r.Status
+	if r.IncompleteDetails != nil {
+		a.stop += "/" + r.IncompleteDetails.Reason
+	}
+	if r.Usage != nil {
+		a.prompt, a.cached = r.Usage.InputTokens, r.Usage.InputDetails.Cached
+	}
+	for _, o := range r.Output {
+		a.toolCall = a.toolCall || o.Type == "function_call"
+	}
+}
+
+// toolResultBytes is the size of the tool results a request adds after
+// its last assistant turn: Anthropic tool_result blocks of the last user
+// message, or Responses function_call_output items after the last
+// function_call. On the test model's byte vocabulary a byte is a token.
+func toolResultBytes(body json.RawMessage) int {
+	var req struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Input json.RawMessage `json:"input"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return 0
+	}
+	n := 0
+	if len(req.Messages) > 0 {
+		var blocks []struct {
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
+		}
+		_ = json.Unmarshal(req.Messages[len(req.Messages)-1].Content, &blocks)
+		for _, b := range blocks {
+			if b.Type == "tool_result" {
+				n += len(b.Content)
+			}
+		}
+		return n
+	}
+	var items []struct {
+		Type   string          `json:"type"`
+		Output json.RawMessage `json:"output"`
+	}
+	_ = json.Unmarshal(req.Input, &items)
+	for _, it := range items {
+		switch it.Type {
+		case "function_call":
+			n = 0
+		case "function_call_output":
+			n += len(it.Output)
+		}
+	}
+	return n
+}
+
+// loadAgentRecordings reads every recording of testdata/agents.
+func loadAgentRecordings(t *testing.T) []agentRecording {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join("testdata", "agents", "*.json"))
+	if len(paths) == 0 {
+		t.Fatal("no recordings in testdata/agents")
+	}
+	var out []agentRecording
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r agentRecording
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// replayAgent sends rec's requests in order to base and checks each
+// answer: 200, a stop reason an agent acts on, and, on a request that
+// brings tool results, the whole prompt but those results (and 32 tokens
+// of their framing) read from the KV cache.
+func replayAgent(t *testing.T, base string, rec agentRecording) {
+	t.Helper()
+	for i, r := range rec.Requests {
+		req, err := http.NewRequest(r.Method, base+r.Path, bytes.NewReader(r.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range r.Header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s request %d (%s %s): %v", rec.Client, i, r.Method, r.Path, err)
+		}
+		a := readAgentAnswer(t, resp)
+		resp.Body.Close()
+		if a.status != http.StatusOK {
+			t.Fatalf("%s request %d (%s %s): status %d", rec.Client, i, r.Method, r.Path, a.status)
+		}
+		if !strings.Contains(r.Path, "/messages") && !strings.Contains(r.Path, "/responses") || strings.Contains(r.Path, "count_tokens") || r.Method != http.MethodPost {
+			continue
+		}
+		switch a.stop {
+		case "end_turn", "tool_use", "max_tokens", "stop_sequence", "completed", "incomplete/max_output_tokens":
+		default:
+			t.Fatalf("%s request %d: stop %q", rec.Client, i, a.stop)
+		}
+		// A request that ends in tool results follows the call the model
+		// made (the same server, deterministic on the test model).
+		if results := toolResultBytes(r.Body); results > 0 {
+			if allowed := results + 32; a.cached < a.prompt-allowed {
+				t.Errorf("%s request %d, after a tool call: %d of %d prompt tokens cached, want at least %d", rec.Client, i, a.cached, a.prompt, a.prompt-allowed)
+			}
+		}
+		t.Logf("%s request %d: %s, prompt %d, cached %d, tool call %v", rec.Client, i, a.stop, a.prompt, a.cached, a.toolCall)
+	}
+}
