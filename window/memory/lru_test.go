@@ -78,7 +78,7 @@ func TestStoreHoldsConversationsByBytes(t *testing.T) {
 	q := Query{Ask: "Where is Omar based now?", K: 4, Chain: chainOf(turns)}
 	want := fmt.Sprint(hitTexts(NewIndex(turns...).Search(q)))
 	for i := range 6 {
-		key := Key{"t", fmt.Sprintf("c%d", i)}
+		key := Key{Tenant: "t", Conversation: fmt.Sprintf("c%d", i)}
 		if _, err := s.Ingest(ctx, key, turns); err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestStoreHoldsConversationsByBytes(t *testing.T) {
 		t.Errorf("held() reports %d bytes of indexes, bound %d", indexes, s.cfg.HeldBytes)
 	}
 	for i := range 6 { // the first ones were dropped: read back
-		hits, err := s.Search(ctx, Key{"t", fmt.Sprintf("c%d", i)}, q)
+		hits, err := s.Search(ctx, Key{Tenant: "t", Conversation: fmt.Sprintf("c%d", i)}, q)
 		if err != nil || fmt.Sprint(hitTexts(hits)) != want {
 			t.Fatalf("c%d: %q, %v; want %s", i, hitTexts(hits), err, want)
 		}
@@ -111,7 +111,7 @@ func TestResponseChainsHeldByBytes(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	for c := range 4 {
-		key := Key{"t", fmt.Sprintf("conv%d", c)}
+		key := Key{Tenant: "t", Conversation: fmt.Sprintf("conv%d", c)}
 		prev := ""
 		for i := range 3 {
 			id := fmt.Sprintf("resp_%d_%d", c, i)

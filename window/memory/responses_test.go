@@ -44,7 +44,7 @@ func TestResponseChainsBranchesAndRestart(t *testing.T) {
 
 func testResponseChains(t *testing.T, at StoreConfig) {
 	s := openAt(t, at)
-	key := Key{"t1", "r1"}
+	key := Key{Tenant: "t1", Conversation: "r1"}
 	saveChain(t, s, key, "r", 3, "")
 	saveChain(t, s, key, "b", 2, "r2") // a branch off r2
 	cases := []struct{ id, want string }{
@@ -82,7 +82,7 @@ func TestDeletingResponses(t *testing.T) { eachBackend(t, testDeletingResponses)
 func testDeletingResponses(t *testing.T, at StoreConfig) {
 	ctx := context.Background()
 	s := openAt(t, at)
-	key := Key{"t1", "r1"}
+	key := Key{Tenant: "t1", Conversation: "r1"}
 	saveChain(t, s, key, "r", 3, "")
 	if _, _, err := s.ResponseChain(ctx, "t1", "r3"); err != nil { // held from now on
 		t.Fatal(err)
@@ -121,9 +121,9 @@ func TestResponsesExpireWithTheirConversation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	saveChain(t, s, Key{"t1", "old"}, "o", 2, "")
+	saveChain(t, s, Key{Tenant: "t1", Conversation: "old"}, "o", 2, "")
 	now = now.Add(50 * time.Minute)
-	saveChain(t, s, Key{"t1", "new"}, "n", 1, "")
+	saveChain(t, s, Key{Tenant: "t1", Conversation: "new"}, "n", 1, "")
 	now = now.Add(20 * time.Minute) // old unused for 70 min, new for 20
 	if n, err := s.Expire(context.Background()); n != 1 || err != nil {
 		t.Fatalf("Expire = %d, %v; want 1", n, err)
@@ -142,7 +142,7 @@ func TestMigrationFromVersion2KeepsTurns(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore(t, dir)
-	key := Key{"t1", "c1"}
+	key := Key{Tenant: "t1", Conversation: "c1"}
 	if _, err := s.Ingest(ctx, key, team(5)); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestResponsesAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	at := StoreConfig{URL: pgtest.Schema(t)}
 	a, b := openAt(t, at), openAt(t, at)
-	key := Key{"t1", "r1"}
+	key := Key{Tenant: "t1", Conversation: "r1"}
 	saveChain(t, a, key, "r", 2, "")
 	if _, text, err := chainText(t, b, "t1", "r2"); err != nil || text != `"r1","r2"` {
 		t.Fatalf("b reads a's chain: %s %v", text, err)
@@ -213,7 +213,7 @@ func TestResponseDeleteThroughAnotherReplica(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			key, pre := Key{"t1", fmt.Sprintf("c%d", i)}, fmt.Sprintf("c%d-", i)
+			key, pre := Key{Tenant: "t1", Conversation: fmt.Sprintf("c%d", i)}, fmt.Sprintf("c%d-", i)
 			saveChain(t, a, key, pre+"r", 3, "")
 			saveChain(t, a, key, pre+"b", 1, pre+"r2")
 			r3 := pre + "r3"

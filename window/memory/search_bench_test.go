@@ -89,7 +89,7 @@ func setup100k(b *testing.B) benchSetup {
 			bench.err = err
 			return
 		}
-		bench.key = Key{"bench", "100k"}
+		bench.key = Key{Tenant: "bench", Conversation: "100k"}
 		bench.store, bench.err = Open(StoreConfig{Dir: dir})
 		for i := 0; bench.err == nil && i < len(bench.turns); i += 5000 {
 			_, bench.err = bench.store.Ingest(context.Background(), bench.key, bench.turns[i:min(i+5000, len(bench.turns))])
@@ -214,7 +214,7 @@ func setupMany(b *testing.B) manySetup {
 			many.turns = append(many.turns, turns)
 			many.chains = append(many.chains, chain)
 			many.indexes = append(many.indexes, NewIndex(turns...))
-			_, many.err = many.store.Ingest(context.Background(), Key{"bench", fmt.Sprint(c)}, turns)
+			_, many.err = many.store.Ingest(context.Background(), Key{Tenant: "bench", Conversation: fmt.Sprint(c)}, turns)
 		}
 	})
 	if many.err != nil {
@@ -251,7 +251,7 @@ func benchmarkMany(b *testing.B, search func(c int, q Query) ([]Hit, error)) {
 func BenchmarkStoreSearch1000x100(b *testing.B) {
 	s := setupMany(b)
 	benchmarkMany(b, func(c int, q Query) ([]Hit, error) {
-		return s.store.Search(context.Background(), Key{"bench", fmt.Sprint(c)}, q)
+		return s.store.Search(context.Background(), Key{Tenant: "bench", Conversation: fmt.Sprint(c)}, q)
 	})
 }
 

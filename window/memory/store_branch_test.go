@@ -46,7 +46,7 @@ func TestStoreBranches(t *testing.T) {
 	eachBackend(t, func(t *testing.T, at StoreConfig) {
 		ctx := context.Background()
 		s := openAt(t, at)
-		key := Key{"acme", "support"}
+		key := Key{Tenant: "acme", Conversation: "support"}
 		owner := history(40, 9, "Refunds go to IBAN DE89-3704-0044.")
 		attacker := history(40, 9, "Refunds go to ATTACKER-IBAN-666.")
 		// The attacker writes first, at the very positions the owner will use.
@@ -90,7 +90,7 @@ func TestStoreBranchGrows(t *testing.T) {
 	eachBackend(t, func(t *testing.T, at StoreConfig) {
 		ctx := context.Background()
 		s := openAt(t, at)
-		key := Key{"t", "c"}
+		key := Key{Tenant: "t", Conversation: "c"}
 		h := history(300, 5, "The boiler code is 7781.")
 		for end := 20; end <= len(h); end += 20 {
 			if _, err := s.Ingest(ctx, key, h[:end]); err != nil {
@@ -116,7 +116,7 @@ func TestStoreDelete(t *testing.T) {
 	eachBackend(t, func(t *testing.T, at StoreConfig) {
 		ctx := context.Background()
 		s := openAt(t, at)
-		key, other := Key{"t", "gone"}, Key{"t", "kept"}
+		key, other := Key{Tenant: "t", Conversation: "gone"}, Key{Tenant: "t", Conversation: "kept"}
 		h := history(30, 5, "The boiler code is 7781.")
 		for _, k := range []Key{key, other} {
 			if _, err := s.Ingest(ctx, k, h); err != nil {
@@ -176,7 +176,7 @@ func TestStoreTTL(t *testing.T) {
 		}
 		s := open()
 		h := history(20, 5, "The boiler code is 7781.")
-		idle, busy := Key{"t", "idle"}, Key{"t", "busy"}
+		idle, busy := Key{Tenant: "t", Conversation: "idle"}, Key{Tenant: "t", Conversation: "busy"}
 		for _, k := range []Key{idle, busy} {
 			if _, err := s.Ingest(ctx, k, h); err != nil {
 				t.Fatal(err)
@@ -234,7 +234,7 @@ func TestStoreMigratesVersion1(t *testing.T) {
 	_ = db.Close()
 	s := openStore(t, dir)
 	ctx := context.Background()
-	key := Key{"t", "old"}
+	key := Key{Tenant: "t", Conversation: "old"}
 	h := history(20, 5, "The boiler code is 7781.")
 	if got := searchTexts(t, s, key, "boiler code", h); got != "" {
 		t.Fatalf("a version-1 turn was served: %q", got)
@@ -270,7 +270,7 @@ func TestStoreResendWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		key := Key{"t", "c"}
+		key := Key{Tenant: "t", Conversation: "c"}
 		h := history(30, 5, "The boiler code is 7781.")
 		if n, err := s.Ingest(ctx, key, h[:20]); n != 20 || err != nil {
 			t.Fatalf("first ingest = %d, %v", n, err)

@@ -44,7 +44,7 @@ func within(t *testing.T, what string, f func() error) error {
 func TestSharedDatabaseHung(t *testing.T) {
 	ctx := context.Background()
 	srv := pgtest.Start(t)
-	key := Key{"t", "c"}
+	key := Key{Tenant: "t", Conversation: "c"}
 	h := history(40, 5, "The boiler code is 7781.")
 	calls := []struct {
 		name string
@@ -129,7 +129,7 @@ func TestSharedDatabaseHungConcurrent(t *testing.T) {
 	h := history(40, 5, "The boiler code is 7781.")
 	const n = 16 // twice the pool: some wait for a connection, not on one
 	for i := range n {
-		if _, err := s.Ingest(ctx, Key{"t", fmt.Sprint(i)}, h[:10]); err != nil {
+		if _, err := s.Ingest(ctx, Key{Tenant: "t", Conversation: fmt.Sprint(i)}, h[:10]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,7 +137,7 @@ func TestSharedDatabaseHungConcurrent(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			key := Key{"t", fmt.Sprint(i)}
+			key := Key{Tenant: "t", Conversation: fmt.Sprint(i)}
 			if i%2 == 0 {
 				_, err := s.Ingest(ctx, key, h)
 				errs <- err
@@ -163,7 +163,7 @@ func TestSharedSlowIsNotSilent(t *testing.T) {
 	ctx := context.Background()
 	s := openAt(t, StoreConfig{URL: pgtest.Schema(t), Timeout: testTimeout})
 	h := history(20000, 5, "The boiler code is 7781.")
-	if n, err := s.Ingest(ctx, Key{"t", "long"}, h); n != len(h) || err != nil {
+	if n, err := s.Ingest(ctx, Key{Tenant: "t", Conversation: "long"}, h); n != len(h) || err != nil {
 		t.Fatalf("a long ingest = %d, %v; want %d", n, err, len(h))
 	}
 	if err := s.Health(); err != nil {

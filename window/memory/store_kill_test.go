@@ -65,7 +65,7 @@ func TestStoreSurvivesKill(t *testing.T) {
 	}
 
 	s := openStore(t, dir) // the kernel released the dead child's lock
-	key := Key{"t", "killed"}
+	key := Key{Tenant: "t", Conversation: "killed"}
 	turns, err := s.Turns(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestStoreKillChild(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(2)
 	}
-	key := Key{"t", "killed"}
+	key := Key{Tenant: "t", Conversation: "killed"}
 	var chain uint64
 	for i := 0; i < 100000; i += 3 {
 		var batch []Turn

@@ -39,7 +39,7 @@ func countRows(t *testing.T, dsn, q string, args ...any) int {
 func TestSharedAlternatingReplicas(t *testing.T) {
 	ctx := context.Background()
 	a, b, dsn := twoStores(t)
-	key := Key{"acme", "shared"}
+	key := Key{Tenant: "acme", Conversation: "shared"}
 	h := history(120, 61, "The boiler code is 7781.")
 	stores := []*Store{a, b}
 	for i, end := 0, 10; end <= len(h); i, end = i+1, end+10 {
@@ -79,7 +79,7 @@ func TestSharedSimultaneousReplicas(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 4*convs*turns)
 	for c := 0; c < convs; c++ {
-		key := Key{"t", fmt.Sprintf("c%d", c)}
+		key := Key{Tenant: "t", Conversation: fmt.Sprintf("c%d", c)}
 		h := history(turns, 9, fmt.Sprintf("Conversation %d's code is %d.", c, 1000+c))
 		for w, s := range []*Store{a, b, a, b} {
 			wg.Add(1)
@@ -115,7 +115,7 @@ func TestSharedSimultaneousReplicas(t *testing.T) {
 func TestSharedDelete(t *testing.T) {
 	ctx := context.Background()
 	a, b, dsn := twoStores(t)
-	key := Key{"t", "gone"}
+	key := Key{Tenant: "t", Conversation: "gone"}
 	h := history(30, 5, "The boiler code is 7781.")
 	if _, err := a.Ingest(ctx, key, h); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestSharedTTL(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	cfg := StoreConfig{URL: dsn, TTL: time.Hour, Now: clock.Now}
 	a, b := openAt(t, cfg), openAt(t, cfg)
-	key := Key{"t", "idle"}
+	key := Key{Tenant: "t", Conversation: "idle"}
 	h := history(20, 5, "The boiler code is 7781.")
 	if _, err := a.Ingest(ctx, key, h); err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestSharedDatabaseDown(t *testing.T) {
 	dsn, proxied, p := pgtest.ProxiedSchema(t)
 	back := make(chan struct{}, 8)
 	s := openAt(t, StoreConfig{URL: proxied, reconnected: func() { back <- struct{}{} }})
-	key := Key{"t", "c"}
+	key := Key{Tenant: "t", Conversation: "c"}
 	h := history(40, 5, "The boiler code is 7781.")
 	if _, err := s.Ingest(ctx, key, h[:10]); err != nil {
 		t.Fatal(err)
@@ -270,12 +270,12 @@ func TestSharedOpenWhileDown(t *testing.T) {
 	if err := s.Health(); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Health = %v", err)
 	}
-	if _, err := s.Ingest(context.Background(), Key{"t", "c"}, history(4, 0, "")); !errors.Is(err, ErrUnavailable) {
+	if _, err := s.Ingest(context.Background(), Key{Tenant: "t", Conversation: "c"}, history(4, 0, "")); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Ingest = %v", err)
 	}
 	p.Up()
 	awaitReconnect(t, s, back)
-	if n, err := s.Ingest(context.Background(), Key{"t", "c"}, history(4, 0, "")); n != 4 || err != nil {
+	if n, err := s.Ingest(context.Background(), Key{Tenant: "t", Conversation: "c"}, history(4, 0, "")); n != 4 || err != nil {
 		t.Fatalf("Ingest after the database came = %d, %v", n, err)
 	}
 }
@@ -303,7 +303,7 @@ func TestSharedDeleteSeenWithoutARoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dsn, proxied, p := pgtest.ProxiedSchema(t)
 	a, b := openAt(t, StoreConfig{URL: proxied}), openAt(t, StoreConfig{URL: dsn})
-	key := Key{"t", "gone"}
+	key := Key{Tenant: "t", Conversation: "gone"}
 	h := history(30, 5, "The boiler code is 7781.")
 	if _, err := b.Ingest(ctx, key, h); err != nil {
 		t.Fatal(err)

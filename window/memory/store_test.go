@@ -24,7 +24,7 @@ func TestStoreIngestIdempotent(t *testing.T) {
 	eachBackend(t, func(t *testing.T, at StoreConfig) {
 		ctx := context.Background()
 		s := openAt(t, at)
-		key := Key{"t1", "c1"}
+		key := Key{Tenant: "t1", Conversation: "c1"}
 		turns := team(20)
 		steps := []struct {
 			name  string
@@ -65,13 +65,13 @@ func TestStoreMatchesIndex(t *testing.T) {
 	eachBackend(t, func(t *testing.T, at StoreConfig) {
 		ctx := context.Background()
 		s := openAt(t, at)
-		key := Key{"t", "c"}
+		key := Key{Tenant: "t", Conversation: "c"}
 		turns := team(60)
 		if _, err := s.Ingest(ctx, key, turns); err != nil {
 			t.Fatal(err)
 		}
 		// Another conversation in the same file must not change the scores.
-		if _, err := s.Ingest(ctx, Key{"t", "other"}, team(300)); err != nil {
+		if _, err := s.Ingest(ctx, Key{Tenant: "t", Conversation: "other"}, team(300)); err != nil {
 			t.Fatal(err)
 		}
 		x := NewIndex(turns...)
@@ -110,7 +110,7 @@ func TestStoreIsolation(t *testing.T) {
 	eachBackend(t, func(t *testing.T, at StoreConfig) {
 		ctx := context.Background()
 		s := openAt(t, at)
-		keys := []Key{{"acme", "c1"}, {"acme", "c2"}, {"other", "c1"}}
+		keys := []Key{{Tenant: "acme", Conversation: "c1"}, {Tenant: "acme", Conversation: "c2"}, {Tenant: "other", Conversation: "c1"}}
 		histories := make([][]Turn, len(keys))
 		for i, k := range keys {
 			secret := fmt.Sprintf("The vault code of Omar is %d%d%d.", i, i, i)
@@ -143,7 +143,7 @@ func TestStoreIsolation(t *testing.T) {
 				t.Fatalf("%v did not retrieve its own secret", k)
 			}
 		}
-		if hits, err := s.Search(ctx, Key{"nobody", "c1"}, Query{Ask: "vault code", Chain: chainOf(histories[0])}); err != nil || len(hits) != 0 {
+		if hits, err := s.Search(ctx, Key{Tenant: "nobody", Conversation: "c1"}, Query{Ask: "vault code", Chain: chainOf(histories[0])}); err != nil || len(hits) != 0 {
 			t.Fatalf("unknown conversation: %v, %v", hits, err)
 		}
 	})
@@ -175,7 +175,7 @@ func TestStoreFailures(t *testing.T) {
 				return nil, err
 			}
 			t.Cleanup(func() { _ = s.Close() })
-			_, err = s.Ingest(context.Background(), Key{"t", "c"}, team(1))
+			_, err = s.Ingest(context.Background(), Key{Tenant: "t", Conversation: "c"}, team(1))
 			return s, err
 		}, ErrReadOnly},
 		{"not a database", func(t *testing.T, dir string) (*Store, error) {
@@ -186,7 +186,7 @@ func TestStoreFailures(t *testing.T) {
 		}, ErrCorrupt},
 		{"damaged pages", func(t *testing.T, dir string) (*Store, error) {
 			s := openStore(t, dir)
-			if _, err := s.Ingest(context.Background(), Key{"t", "c"}, team(400)); err != nil {
+			if _, err := s.Ingest(context.Background(), Key{Tenant: "t", Conversation: "c"}, team(400)); err != nil {
 				t.Fatal(err)
 			}
 			_ = s.Close()
@@ -204,7 +204,7 @@ func TestStoreFailures(t *testing.T) {
 			s, err = Open(StoreConfig{Dir: dir})
 			if err == nil {
 				t.Cleanup(func() { _ = s.Close() })
-				_, err = s.Turns(context.Background(), Key{"t", "c"})
+				_, err = s.Turns(context.Background(), Key{Tenant: "t", Conversation: "c"})
 			}
 			return s, err
 		}, ErrCorrupt},
