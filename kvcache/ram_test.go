@@ -1,0 +1,139 @@
+package kvcache
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// openRAMStore opens a store with a RAM tier of ramBytes on a clock that
+// ticks a second a reading, so last uses are ordered.
+func openRAMStore(t *testing.T, dir string, ramBytes int64, share float64) *Store {
+	t.Helper()
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Second); return now }
+	s, _, err := OpenStore(StoreConfig{Dir: dir, Fingerprint: 7, MaxBytes: 1 << 30, RAMBytes: ramBytes, TenantShare: share, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func ids(snaps []SavedSnapshot) []string {
+	out := make([]string, len(snaps))
+	for i, sn := range snaps {
+		out[i] = sn.ID
+	}
+	return out
+}
+
+// A save goes to RAM, the least recently used is demoted to disk when the
+// budget needs room, and a restore reads either tier.
+func TestRAMTierDemotesOldestAndRestoresBoth(t *testing.T) {
+	dir := t.TempDir()
+	// Learn one snapshot's size, then budget RAM for two of them.
+	probe := openRAMStore(t, t.TempDir(), 1<<30, 1)
+	one, err := saveSync(t, probe, tokens(1, 300), fakeState(20000, 1))
+	if err != nil || one.Medium != MediumRAM {
+		t.Fatalf("probe save %+v, %v", one, err)
+	}
+	s := openRAMStore(t, dir, 2*one.Bytes+one.Bytes/2, 1)
+	var demoted []string
+	s.OnDemote(func(id string) { demoted = append(demoted, id) })
+	var saved []SavedSnapshot
+	for i := range 3 {
+		sv, err := saveSync(t, s, tokens(uint64(1+i*1000), 300), fakeState(20000, byte(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved = append(saved, sv)
+	}
+	if got := ids(s.Held(MediumDisk)); !slices.Equal(got, []string{saved[0].ID}) || !slices.Equal(demoted, got) {
+		t.Fatalf("on disk %v, demoted %v; want the oldest, %s", got, demoted, saved[0].ID)
+	}
+	if len(s.Held(MediumRAM)) != 2 || s.RAMBytes() != saved[1].Bytes+saved[2].Bytes || s.Bytes() != saved[0].Bytes {
+		t.Fatalf("RAM %v (%d bytes), disk %d bytes", ids(s.Held(MediumRAM)), s.RAMBytes(), s.Bytes())
+	}
+	for i, sv := range saved {
+		l, err := s.Load(sv.ID)
+		want := MediumRAM
+		if i == 0 {
+			want = MediumDisk
+		}
+		if err != nil || l.Medium != want || !slices.Equal(l.State, fakeState(20000, byte(i))) {
+			t.Fatalf("load %d: medium %v (want %v), err %v", i, l.Medium, want, err)
+		}
+	}
+}
+
+// One tenant's snapshots hold at most TenantShare of the RAM budget: its
+// own oldest are demoted, never another tenant's.
+func TestRAMTierTenantShare(t *testing.T) {
+	probe := openRAMStore(t, t.TempDir(), 1<<30, 1)
+	one, _ := saveSync(t, probe, tokens(1, 300), fakeState(20000, 1))
+	s := openRAMStore(t, t.TempDir(), 4*one.Bytes+one.Bytes/2, 0.5) // a tenant: two snapshots
+	quiet := Owner{Tenant: "quiet", Conversation: "q"}
+	q, err := saveOwned(t, s, quiet, tokens(9000, 300), fakeState(20000, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loud := Owner{Tenant: "loud", Conversation: "l"}
+	for i := range 4 {
+		if _, err := saveOwned(t, s, loud, tokens(uint64(1+i*1000), 300), fakeState(20000, byte(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, ok := s.Where(q.ID); !ok || m != MediumRAM {
+		t.Fatalf("the quiet tenant's snapshot is in %v (held %v); want ram", m, ok)
+	}
+	var loudRAM int64
+	for _, sn := range s.Held(MediumRAM) {
+		if sn.Owner == loud {
+			loudRAM += sn.Bytes
+		}
+	}
+	if loudRAM > s.tenantCap() || len(s.Held(MediumDisk)) != 2 {
+		t.Fatalf("loud holds %d bytes of RAM (cap %d); %d on disk", loudRAM, s.tenantCap(), len(s.Held(MediumDisk)))
+	}
+}
+
+// Deleting a conversation removes its snapshots from both tiers; a
+// restart starts with an empty RAM tier and the disk tier as it was.
+func TestRAMTierDeleteAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	probe := openRAMStore(t, t.TempDir(), 1<<30, 1)
+	one, _ := saveSync(t, probe, tokens(1, 300), fakeState(20000, 1))
+	s := openRAMStore(t, dir, one.Bytes+one.Bytes/2, 1)
+	gone, kept := Owner{Tenant: "t", Conversation: "gone"}, Owner{Tenant: "t", Conversation: "kept"}
+	for i, o := range []Owner{gone, kept, gone, kept} {
+		if _, err := saveOwned(t, s, o, tokens(uint64(1+i*1000), 300), fakeState(20000, byte(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(s.DeleteOwned(gone)); n != 2 {
+		t.Fatalf("deleted %d snapshots, want 2", n)
+	}
+	for _, m := range []Medium{MediumRAM, MediumDisk} {
+		for _, sn := range s.Held(m) {
+			if sn.Owner == gone {
+				t.Fatalf("%v still holds %s of the deleted conversation", m, sn.ID)
+			}
+		}
+	}
+	if n, err := DeleteOwnedDir(dir, gone); err != nil || n != 0 {
+		t.Fatalf("files of the deleted conversation left on disk: %d, %v", n, err)
+	}
+	ram, disk := ids(s.Held(MediumRAM)), ids(s.Held(MediumDisk))
+	s.Close()
+	s2, existing, err := OpenStore(StoreConfig{Dir: dir, Fingerprint: 7, RAMBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if len(ram) != 1 || s2.RAMBytes() != 0 || !slices.Equal(ids(existing), disk) {
+		t.Fatalf("before: RAM %v, disk %v; after restart: RAM %d bytes, found %v", ram, disk, s2.RAMBytes(), ids(existing))
+	}
+}
