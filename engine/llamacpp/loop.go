@@ -387,6 +387,7 @@ func (l *loop) restore(s *slot, r *restore) bool {
 	s.tokens = append(s.tokens, r.tokens...)
 	s.shared, s.shiftedAt = 0, -1
 	l.e.kv.restores.Add(1)
+	l.e.kv.restoresFrom[r.medium].Add(1)
 	l.e.kv.reg.CountSnapshotRestore(l.e.cfg.Name)
 	return true
 }
