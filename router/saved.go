@@ -1,0 +1,119 @@
+package router
+
+import (
+	"sync"
+	"time"
+
+	"kvwin/attention"
+	"kvwin/kvcache"
+)
+
+// Snapshots from the nodes (docs/fleet.md, "Snapshots from the nodes").
+//
+// A kvwin node publishes, beside its slots, every KV snapshot its store
+// holds and in which tier (RAM or disk): saved when a slot was given away,
+// demoted from RAM to disk, removed (evicted, expired, its conversation
+// deleted). The follower keys each one for the tenant the node says owns
+// it, as it keys slots (residentChain's rules), into the registry's
+// snapshot tier under "node:" + the node's id, so they never mix with the
+// chains the router guesses a node saved from its own turns (remember);
+// once a node publishes snapshots, the router stops guessing for it.
+//
+// A turn whose best hold on a backend is a snapshot is priced with the
+// restore (restoreTime) in the same predicted time to first token as
+// everything else: the prefill of what the snapshot lacks, the queue, and
+// reading the snapshot back. So a saturated node's restore can lose to a
+// recompute elsewhere.
+
+// savedPrefix marks the registry ids of snapshots a node published.
+const savedPrefix = "node:"
+
+// savedTiers is where a member's published snapshots are, by registry id.
+// Safe for concurrent use: the follower writes, estimates read.
+type savedTiers struct {
+	mu        sync.Mutex
+	tier      map[string]kvcache.Medium
+	published bool // the node has published a snapshot: no guessing
+}
+
+// of returns the medium of the snapshot id (disk for one the router
+// guessed, whose tier it cannot know).
+func (s *savedTiers) of(id string) kvcache.Medium {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tier[id]; ok {
+		return t
+	}
+	return kvcache.MediumDisk
+}
+
+// publishes reports whether the node has published any snapshot.
+func (s *savedTiers) publishes() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.published
+}
+
+func (s *savedTiers) set(id string, t kvcache.Medium, held bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tier == nil {
+		s.tier = map[string]kvcache.Medium{}
+	}
+	s.published = true
+	if held {
+		s.tier[id] = t
+	} else {
+		delete(s.tier, id)
+	}
+}
+
+// applySaved makes the registry's snapshot tier of m hold what mirror says
+// m's store holds, for the snapshots the last events changed.
+func (r *Router) applySaved(m *member, mirror *kvcache.Mirror) {
+	changed := mirror.SavedChanges()
+	if len(changed) == 0 {
+		return
+	}
+	for _, id := range changed {
+		rid := savedPrefix + id
+		st, held := mirror.Saved(id)
+		var chain kvcache.Chain
+		switch {
+		case !held:
+		case r.cfg.SoleTenant != "":
+			chain = r.exact.ForTenant(r.cfg.SoleTenant).Tokens(st.Tokens)
+		case m.backend.Info().Tenants:
+			chain = r.exact.ForTenant(st.Tenant).Tokens(st.Tokens)
+		}
+		// A node that does not keep tenants apart, on a gateway of
+		// several: whose the snapshot is cannot be told, so it is not
+		// believed (residentChain).
+		held = held && len(chain.Keys) > 0
+		m.saved.set(rid, st.Tier, held)
+		if !held {
+			_ = r.reg.RemoveSnapshot(m.name, rid) // unknown: never added
+			continue
+		}
+		_ = r.reg.AddSnapshot(m.name, rid, chain, st.Bytes)
+	}
+	r.changed()
+}
+
+// restoreShare is a restore's time as a share of the cold prefill of the
+// tokens it restores, per medium. Disk: kvwin's measurement on its
+// reference model (docs/fleet.md: a snapshot restores at 0.010× the time
+// of a cold prefill, the zstd decode and the state copy into llama.cpp
+// dominating); RAM skips the file read, not the decode nor the copy. The
+// shares are the router's prior: nodes do not publish their measured
+// restore speed yet.
+var restoreShare = [...]float64{kvcache.MediumRAM: 0.006, kvcache.MediumDisk: 0.010}
+
+// restoreTime predicts restoring tokens from the snapshot id on m with the
+// cost model cost.
+func restoreTime(m *member, id string, tokens int, cost attention.Predictor) time.Duration {
+	if tokens <= 0 {
+		return 0
+	}
+	return time.Duration(restoreShare[m.saved.of(id)] * float64(cost.Predict(tokens, 0)))
+}
