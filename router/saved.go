@@ -54,6 +54,20 @@ func (s *savedTiers) publishes() bool {
 	return s.published
 }
 
+// counts is how many snapshots each tier holds, by its name; nil if none.
+func (s *savedTiers) counts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out map[string]int
+	for _, t := range s.tier {
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[t.String()]++
+	}
+	return out
+}
+
 func (s *savedTiers) set(id string, t kvcache.Medium, held bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
