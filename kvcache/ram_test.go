@@ -137,3 +137,60 @@ func TestRAMTierDeleteAndRestart(t *testing.T) {
 		t.Fatalf("before: RAM %v, disk %v; after restart: RAM %d bytes, found %v", ram, disk, s2.RAMBytes(), ids(existing))
 	}
 }
+
+// A RAM snapshot not used for the TTL expires as a file does, and the
+// store says so (OnEvict), so the engine drops it from the registry and
+// the journal.
+func TestRAMTierExpires(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s, _, err := OpenStore(StoreConfig{Dir: t.TempDir(), Fingerprint: 7, RAMBytes: 1 << 30, TTL: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var evicted []string
+	s.OnEvict(func(id string) { evicted = append(evicted, id) })
+	sv, err := saveSync(t, s, tokens(3, 300), fakeState(20000, 3))
+	if err != nil || sv.Medium != MediumRAM {
+		t.Fatalf("saved %+v, %v", sv, err)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	if gone := s.Expire(); !slices.Equal(gone, []string{sv.ID}) || !slices.Equal(evicted, gone) || s.RAMBytes() != 0 {
+		t.Fatalf("expired %v, evicted %v, %d bytes left in RAM", gone, evicted, s.RAMBytes())
+	}
+}
+
+// BenchmarkStoreLoad restores a 4 MiB state of incompressible KV-like
+// bytes from each tier: what a RAM tier saves is the file read.
+func BenchmarkStoreLoad(b *testing.B) {
+	state := make([]byte, 4<<20)
+	for i := range state {
+		state[i] = byte(uint64(i)*0x9E3779B97F4A7C15>>56) ^ byte(i>>3)
+	}
+	for _, tc := range []struct {
+		name string
+		ram  int64
+	}{{"ram", 1 << 30}, {"disk", 0}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, _, err := OpenStore(StoreConfig{Dir: b.TempDir(), Fingerprint: 7, RAMBytes: tc.ram})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			done := make(chan SavedSnapshot, 1)
+			s.Save(testOwner, tokens(1, 4096), state, func(sv SavedSnapshot, _ error) { done <- sv })
+			sv := <-done
+			b.SetBytes(int64(len(state)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.Load(sv.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
