@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -192,5 +193,48 @@ func BenchmarkStoreLoad(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A delete while a snapshot is being demoted from RAM to disk sticks: the
+// file written meanwhile is removed, and the snapshot is in neither tier.
+func TestRAMTierDeleteDuringDemotionSticks(t *testing.T) {
+	dir := t.TempDir()
+	probe := openRAMStore(t, t.TempDir(), 1<<30, 1)
+	one, _ := saveSync(t, probe, tokens(1, 300), fakeState(20000, 1))
+	s := openRAMStore(t, dir, one.Bytes+one.Bytes/2, 1)
+	gone := Owner{Tenant: "t", Conversation: "gone"}
+	old, err := saveOwned(t, s, gone, tokens(1, 300), fakeState(20000, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	create := s.createTemp
+	s.mu.Lock()
+	s.createTemp = func(dir, pattern string) (*os.File, error) {
+		close(entered)
+		<-release
+		return create(dir, pattern)
+	}
+	s.mu.Unlock()
+	done := make(chan error, 1)
+	s.Save(testOwner, tokens(2000, 300), fakeState(20000, 2), func(_ SavedSnapshot, err error) { done <- err })
+	select { // the new save pushes the old one out of RAM: its demotion is writing
+	case <-entered:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("no demotion started")
+	}
+	if ids := s.DeleteOwned(gone); !slices.Equal(ids, []string{old.ID}) {
+		t.Fatalf("deleted %v during the demotion, want %s", ids, old.ID)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, held := s.Where(old.ID); held {
+		t.Fatal("the deleted snapshot is held after its demotion")
+	}
+	if n, _ := DeleteOwnedDir(dir, gone); n != 0 {
+		t.Fatalf("%d files of the deleted conversation on disk", n)
 	}
 }
