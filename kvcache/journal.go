@@ -56,7 +56,25 @@ const (
 	EventSavedStored = "snapshot_stored"
 	// EventSavedRemoved: the snapshot Saved.ID is gone from every tier.
 	EventSavedRemoved = "snapshot_removed"
+	// EventRestoreSpeed: the node's measured restore speed changed.
+	EventRestoreSpeed = "restore_speed"
 )
+
+// RestoreSpeed is how fast a node restores a snapshot into a slot, per
+// tier: prompt tokens per second, reading, decoding and copying the state
+// in (0: not measured yet).
+type RestoreSpeed struct {
+	RAM  float64 `json:"ram_tokens_per_second,omitempty"`
+	Disk float64 `json:"disk_tokens_per_second,omitempty"`
+}
+
+// Of returns the speed of restoring from m.
+func (r RestoreSpeed) Of(m Medium) float64 {
+	if m == MediumRAM {
+		return r.RAM
+	}
+	return r.Disk
+}
 
 // ErrSubscriberDropped: the subscriber fell behind the journal by more than
 // its buffer and was dropped; it resumes from the last event it read.
@@ -121,6 +139,9 @@ type JournalEvent struct {
 	// every snapshot the store holds.
 	Saved     *SavedTokens  `json:"saved,omitempty"`
 	Snapshots []SavedTokens `json:"snapshots,omitempty"`
+	// Restore is the node's restore speed, on a restore_speed event and a
+	// snapshot.
+	Restore *RestoreSpeed `json:"restore,omitempty"`
 }
 
 // Cursor is where a subscriber resumes: after event After of Epoch. The
@@ -145,6 +166,7 @@ type Journal struct {
 	slots   map[int]SlotTokens
 	load    Load
 	saved   map[string]SavedTokens
+	restore RestoreSpeed
 	subs    map[*Subscription]struct{}
 }
 
@@ -248,6 +270,17 @@ func (j *Journal) SetSaved(st SavedTokens) {
 	j.publish(JournalEvent{Type: EventSavedStored, Saved: &ev})
 }
 
+// SetRestoreSpeed states the node's restore speed; a change is published.
+func (j *Journal) SetRestoreSpeed(rs RestoreSpeed) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if rs == j.restore {
+		return
+	}
+	j.restore = rs
+	j.publish(JournalEvent{Type: EventRestoreSpeed, Restore: &rs})
+}
+
 // RemoveSaved states that snapshot id is gone from the node's store; an
 // id never published is ignored.
 func (j *Journal) RemoveSaved(id string) {
@@ -298,8 +331,8 @@ func (j *Journal) snapshot() JournalEvent {
 	slices.SortFunc(slots, func(a, b SlotTokens) int { return a.Slot - b.Slot })
 	saved := slices.Collect(maps.Values(j.saved)) // tokens never written again (invariant 5)
 	slices.SortFunc(saved, func(a, b SavedTokens) int { return strings.Compare(a.ID, b.ID) })
-	l := j.load
-	return JournalEvent{Seq: j.seq, Epoch: j.epoch, Type: EventSnapshot, Slots: slots, Load: &l, BlockTokens: j.cfg.BlockTokens, Snapshots: saved}
+	l, rs := j.load, j.restore
+	return JournalEvent{Seq: j.seq, Epoch: j.epoch, Type: EventSnapshot, Slots: slots, Load: &l, BlockTokens: j.cfg.BlockTokens, Snapshots: saved, Restore: &rs}
 }
 
 // Subscribe starts a subscription at c: the events after c.After when c is

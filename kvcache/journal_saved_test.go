@@ -51,6 +51,17 @@ func TestJournalSavedEventsAndMirror(t *testing.T) {
 		t.Fatalf("mirror holds a=%+v (%v), b held %v", a, ok, held)
 	}
 
+	j.SetRestoreSpeed(RestoreSpeed{RAM: 40000, Disk: 30000})
+	j.SetRestoreSpeed(RestoreSpeed{RAM: 40000, Disk: 30000}) // no change: nothing
+	if evs := drain(sub); len(evs) != 1 {
+		t.Fatalf("restore speed events %+v, want one", evs)
+	} else {
+		apply(evs)
+	}
+	if got := mirror.RestoreSpeed(); got.Of(MediumRAM) != 40000 || got.Of(MediumDisk) != 30000 {
+		t.Fatalf("mirror's restore speed %+v", got)
+	}
+
 	// The node restarts: a new journal, RAM empty, the disk snapshot found again.
 	j.SetSaved(SavedTokens{ID: "c", Tenant: "t", Tier: MediumRAM, Tokens: seqTokens(90, 4)})
 	apply(drain(sub))
@@ -62,5 +73,8 @@ func TestJournalSavedEventsAndMirror(t *testing.T) {
 	apply(drain(resumed))
 	if _, held := mirror.Saved("c"); held || !slices.Equal(mirror.SavedChanges(), []string{"a", "c"}) {
 		t.Fatalf("after the restart the mirror still holds the RAM snapshot c (%v)", held)
+	}
+	if mirror.RestoreSpeed() != (RestoreSpeed{}) {
+		t.Fatalf("after the restart the mirror keeps the old node's restore speed %+v", mirror.RestoreSpeed())
 	}
 }

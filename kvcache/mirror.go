@@ -26,6 +26,7 @@ type Mirror struct {
 	slots       map[int]SlotTokens
 	load        Load
 	saved       map[string]SavedTokens
+	restore     RestoreSpeed
 	// savedChanged lists the snapshots whose state Apply changed since
 	// SavedChanges last drained it.
 	savedChanged []string
@@ -66,6 +67,10 @@ func (m *Mirror) Apply(ev JournalEvent) ([]int, error) {
 		}
 		m.blockTokens = max(ev.BlockTokens, 1)
 		m.replaceSaved(ev.Snapshots)
+		m.restore = RestoreSpeed{}
+		if ev.Restore != nil {
+			m.restore = *ev.Restore
+		}
 		m.cursor, m.synced = Cursor{Epoch: ev.Epoch, After: ev.Seq}, true
 		slices.Sort(changed)
 		return slices.Compact(changed), nil
@@ -83,6 +88,10 @@ func (m *Mirror) Apply(ev JournalEvent) ([]int, error) {
 	case EventSavedStored, EventSavedRemoved:
 		if err := m.applySaved(ev); err != nil {
 			return nil, err
+		}
+	case EventRestoreSpeed:
+		if ev.Restore != nil {
+			m.restore = *ev.Restore
 		}
 	case EventLoad:
 		if ev.Load != nil {
@@ -167,6 +176,9 @@ func (m *Mirror) Saved(id string) (SavedTokens, bool) {
 	st, ok := m.saved[id]
 	return st, ok
 }
+
+// RestoreSpeed returns the node's restore speed as last published.
+func (m *Mirror) RestoreSpeed() RestoreSpeed { return m.restore }
 
 // Slot returns what slot holds (its tokens are the mirror's: do not write
 // them).

@@ -33,7 +33,27 @@ const savedPrefix = "node:"
 type savedTiers struct {
 	mu        sync.Mutex
 	tier      map[string]kvcache.Medium
-	published bool // the node has published a snapshot: no guessing
+	published bool                 // the node has published a snapshot: no guessing
+	speed     kvcache.RestoreSpeed // as the node measured and published it
+}
+
+// restoring returns the medium of the snapshot id and the node's measured
+// speed of restoring from it (0: not measured).
+func (s *savedTiers) restoring(id string) (kvcache.Medium, float64) {
+	t := s.of(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return t, s.speed.Of(t)
+}
+
+// setSpeed records the node's published restore speed and reports
+// whether it changed.
+func (s *savedTiers) setSpeed(rs kvcache.RestoreSpeed) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := rs != s.speed
+	s.speed = rs
+	return changed
 }
 
 // of returns the medium of the snapshot id (disk for one the router
@@ -85,8 +105,12 @@ func (s *savedTiers) set(id string, t kvcache.Medium, held bool) {
 // applySaved makes the registry's snapshot tier of m hold what mirror says
 // m's store holds, for the snapshots the last events changed.
 func (r *Router) applySaved(m *member, mirror *kvcache.Mirror) {
+	speedChanged := m.saved.setSpeed(mirror.RestoreSpeed())
 	changed := mirror.SavedChanges()
 	if len(changed) == 0 {
+		if speedChanged {
+			r.changed()
+		}
 		return
 	}
 	for _, id := range changed {
@@ -115,21 +139,26 @@ func (r *Router) applySaved(m *member, mirror *kvcache.Mirror) {
 }
 
 // restoreShare is a restore's time as a share of the cold prefill of the
-// tokens it restores, per medium. Disk: kvwin's measurement on its
+// tokens it restores, per medium, for a node that has not published its
+// measured restore speed (kvcache.RestoreSpeed) yet. Disk: kvwin's measurement on its
 // reference model (issue 48: a snapshot restores at 0.010× the time of a
 // cold prefill, the zstd decode, checksum and state copy dominating). RAM
 // skips only the file read: kvcache's BenchmarkStoreLoad reads a 4 MiB
 // state in 2.86 ms from RAM against 2.99 ms from a file in the page cache
 // (0.957×); a file that must come from the device costs more. The shares
-// are the router's prior: nodes do not publish their measured restore
-// speed yet.
+// are the router's prior until the node measures its own.
 var restoreShare = [...]float64{kvcache.MediumRAM: 0.0096, kvcache.MediumDisk: 0.010}
 
-// restoreTime predicts restoring tokens from the snapshot id on m with the
-// cost model cost.
+// restoreTime predicts restoring tokens from the snapshot id on m: at the
+// speed m measured from that tier, or else a share of what the cost model
+// cost predicts for their cold prefill.
 func restoreTime(m *member, id string, tokens int, cost attention.Predictor) time.Duration {
 	if tokens <= 0 {
 		return 0
 	}
-	return time.Duration(restoreShare[m.saved.of(id)] * float64(cost.Predict(tokens, 0)))
+	tier, speed := m.saved.restoring(id)
+	if speed > 0 {
+		return time.Duration(float64(tokens) / speed * float64(time.Second))
+	}
+	return time.Duration(restoreShare[tier] * float64(cost.Predict(tokens, 0)))
 }

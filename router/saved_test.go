@@ -68,6 +68,18 @@ func TestPublishedSnapshotsArePricedByTier(t *testing.T) {
 	}
 	t.Logf("prefill predicted: %v restoring from RAM, %v from disk, %v recomputing", ram.prefill, disk.prefill, cold.prefill)
 
+	// The node's measured restore speed replaces the prior: 2,000 tokens
+	// at 1,000 tokens/s from disk is 2 s, slower than recomputing on b.
+	ja.SetRestoreSpeed(kvcache.RestoreSpeed{RAM: 100000, Disk: 1000})
+	waitChange(t, r, "the restore speed published", func() bool {
+		_, sp := r.members[0].saved.restoring(savedPrefix + "s1")
+		return sp == 1000
+	})
+	if slow, cold := price(); slow.predicted <= cold.predicted {
+		t.Fatalf("a disk restoring at 1,000 tokens/s: predicted %v, recomputing on b %v", slow.predicted, cold.predicted)
+	}
+	ja.SetRestoreSpeed(kvcache.RestoreSpeed{})
+
 	// A saturated node's restore loses to a recompute elsewhere: the same
 	// score holds both.
 	r.members[0].load.Store(8)

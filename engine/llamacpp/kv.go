@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -35,6 +38,10 @@ type kv struct {
 	// restoresFrom counts restores by the medium they were read from
 	// (kvcache.MediumRAM, kvcache.MediumDisk).
 	restoresFrom [2]atomic.Int64
+	// speed is the measured restore speed per medium (timeRestore);
+	// speedMu orders its updates.
+	speedMu sync.Mutex
+	speed   kvcache.RestoreSpeed
 }
 
 // modelFingerprint identifies a model file by its size and first MiB (the
@@ -117,6 +124,39 @@ func (k *kv) removed(id string) {
 	k.journal.RemoveSaved(id)
 }
 
+// timeRestore folds one restore of tokens from m, which took took (read,
+// decode, copy into the context), into the node's measured restore speed
+// (a moving average) and publishes it, to two significant digits so that
+// noise does not flood the journal. Gateways price restores with it.
+func (k *kv) timeRestore(m kvcache.Medium, tokens int, took time.Duration) {
+	if tokens <= 0 || took <= 0 {
+		return
+	}
+	rate := float64(tokens) / took.Seconds()
+	k.speedMu.Lock()
+	defer k.speedMu.Unlock()
+	cur := &k.speed.Disk
+	if m == kvcache.MediumRAM {
+		cur = &k.speed.RAM
+	}
+	if *cur == 0 {
+		*cur = rate
+	} else {
+		*cur += 0.2 * (rate - *cur)
+	}
+	pub := kvcache.RestoreSpeed{RAM: twoDigits(k.speed.RAM), Disk: twoDigits(k.speed.Disk)}
+	k.journal.SetRestoreSpeed(pub)
+}
+
+// twoDigits rounds v to two significant digits.
+func twoDigits(v float64) float64 {
+	if v <= 0 {
+		return 0
+	}
+	scale := math.Pow(10, math.Floor(math.Log10(v))-1)
+	return math.Round(v/scale) * scale
+}
+
 // shifted returns the keyer of a slot's shifted KV: a shift epoch of its own
 // (slot and shift count), so shifted blocks never match unshifted prompts.
 func (k *kv) shifted(slot, shifts int) *kvcache.Keyer {
@@ -178,6 +218,7 @@ type restore struct {
 	state  []byte
 	reuse  int            // prompt tokens it covers
 	medium kvcache.Medium // where it was read from
+	loaded time.Duration  // reading and decoding it took
 }
 
 // prepareRestore loads the best snapshot of tenant's for prompt when it
@@ -205,6 +246,7 @@ func (k *kv) prepareRestore(tenant string, chain kvcache.Chain, prompt []int) *r
 	if snap.Blocks < live+minGainBlocks {
 		return nil
 	}
+	start := time.Now()
 	l, err := k.store.Load(snap.Snapshot)
 	if err != nil {
 		k.log.Warn("snapshot unusable; deleted, prefilling instead", "err", err)
@@ -215,7 +257,8 @@ func (k *kv) prepareRestore(tenant string, chain kvcache.Chain, prompt []int) *r
 	if l.Owner.Tenant != tenant {
 		return nil // a key collision across tenants: never restore another tenant's KV
 	}
-	return &restore{id: snap.Snapshot, tokens: l.Tokens, state: l.State, reuse: min(kvcache.SharedPrefix(l.Tokens, prompt), reuseLimit(len(prompt))), medium: l.Medium}
+	return &restore{id: snap.Snapshot, tokens: l.Tokens, state: l.State, reuse: min(kvcache.SharedPrefix(l.Tokens, prompt), reuseLimit(len(prompt))), medium: l.Medium,
+		loaded: time.Since(start)}
 }
 
 // save queues a snapshot of a slot's KV, held for owner, before the slot is

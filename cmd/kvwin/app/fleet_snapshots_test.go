@@ -21,6 +21,12 @@ import (
 // snapshot its events stream opens with.
 func nodeSaved(t *testing.T, node *app.App) []kvcache.SavedTokens {
 	t.Helper()
+	return nodeJournal(t, node).Snapshots
+}
+
+// nodeJournal reads the snapshot node's events stream opens with.
+func nodeJournal(t *testing.T, node *app.App) kvcache.JournalEvent {
+	t.Helper()
 	req, _ := http.NewRequest("GET", node.URL()+"/kvwin/v1/events", nil)
 	req.Header.Set("Authorization", "Bearer "+node.Config().AdminKey)
 	resp, err := http.DefaultClient.Do(req)
@@ -36,7 +42,7 @@ func nodeSaved(t *testing.T, node *app.App) []kvcache.SavedTokens {
 	if err := json.Unmarshal(line, &ev); err != nil || ev.Type != kvcache.EventSnapshot {
 		t.Fatalf("journal opened with %s (%v)", line, err)
 	}
-	return ev.Snapshots
+	return ev
 }
 
 // engineMetric reads one kvwin_engine_ sample of node's /metrics.
@@ -137,6 +143,9 @@ func TestFleetRestoresReturningConversationsFromTheirNodesSnapshots(t *testing.T
 	for _, n := range nodes {
 		ram += engineMetric(t, n, "snapshot_ram_restores_total")
 		disk += engineMetric(t, n, "snapshot_disk_restores_total")
+		if rs := nodeJournal(t, n).Restore; rs != nil {
+			t.Logf("node %s restores %.0f tokens/s from RAM, %.0f from disk (measured, published)", n.URL(), rs.RAM, rs.Disk)
+		}
 	}
 	t.Logf("prompt tokens computed %d, never-losing router %d (%.3f×); %d of %d returning turns restored; restores: %v from RAM, %v from disk",
 		computed, oracle, float64(computed)/float64(oracle), restored, returning, ram, disk)
