@@ -11,7 +11,8 @@ import (
 // from a snapshot instead of believing a view with a hole in it.
 //
 // Invariant: after Apply returned nil, the mirror equals the journal's
-// slots at Cursor().After (journal invariant 3).
+// slots, snapshots and restore speed at Cursor().After (journal
+// invariants 3 and 6).
 
 // ErrJournalGap: an event does not follow the last one applied (a lost
 // event, another epoch, or no snapshot yet); resubscribe from Cursor.
