@@ -42,8 +42,7 @@ func (s *Store) Expire() []string {
 	// start (Save checks pending under it), so a new file is never removed
 	// for an old one's age.
 	for _, id := range gone {
-		s.bytes -= s.files[id].bytes
-		delete(s.files, id)
+		s.unindex(id)
 		if err := removeFile(s.path(id)); err != nil {
 			s.log.Warn("expired snapshot not removed", "id", id, "err", err)
 		}

@@ -28,13 +28,20 @@ package kvcache
 //     resumes later from its last sequence number (a replay, or a
 //     snapshot when the history no longer reaches back that far).
 //  5. Published token slices are never written again: events share them.
+//  6. saved[id] holds exactly what the snapshot events published so far say
+//     the node's snapshot store holds under id: its tier (RAM or disk), its
+//     owner's tenant and the tokens of its full blocks. A snapshot event
+//     carries them all, so a gateway resuming after a restart (another
+//     epoch) learns at once that the RAM tier was emptied.
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -44,7 +51,30 @@ const (
 	EventStored   = "stored"   // Slot now holds Tokens from block FromBlock on
 	EventRemoved  = "removed"  // Slot dropped its blocks from FromBlock on
 	EventLoad     = "load"     // the node's requests running and waiting changed
+	// EventSavedStored: the node's snapshot store holds Saved now, in
+	// Saved.Tier; with no tokens, a snapshot already published moved there.
+	EventSavedStored = "snapshot_stored"
+	// EventSavedRemoved: the snapshot Saved.ID is gone from every tier.
+	EventSavedRemoved = "snapshot_removed"
+	// EventRestoreSpeed: the node's measured restore speed changed.
+	EventRestoreSpeed = "restore_speed"
 )
+
+// RestoreSpeed is how fast a node restores a snapshot into a slot, per
+// tier: prompt tokens per second, reading, decoding and copying the state
+// in (0: not measured yet).
+type RestoreSpeed struct {
+	RAM  float64 `json:"ram_tokens_per_second,omitempty"`
+	Disk float64 `json:"disk_tokens_per_second,omitempty"`
+}
+
+// Of returns the speed of restoring from m.
+func (r RestoreSpeed) Of(m Medium) float64 {
+	if m == MediumRAM {
+		return r.RAM
+	}
+	return r.Disk
+}
 
 // ErrSubscriberDropped: the subscriber fell behind the journal by more than
 // its buffer and was dropped; it resumes from the last event it read.
@@ -72,6 +102,16 @@ type SlotTokens struct {
 	Tokens []int  `json:"tokens"`
 }
 
+// SavedTokens is one snapshot a node's store holds (kvcache.Store): its
+// id, whose, where, its size, and the tokens of its full blocks.
+type SavedTokens struct {
+	ID     string `json:"id"`
+	Tenant string `json:"tenant,omitempty"`
+	Tier   Medium `json:"tier"`
+	Bytes  int64  `json:"bytes,omitempty"`
+	Tokens []int  `json:"tokens,omitempty"`
+}
+
 // Load is a node's requests running in slots and waiting for one.
 type Load struct {
 	Running int `json:"running"`
@@ -94,6 +134,14 @@ type JournalEvent struct {
 	// BlockTokens is the journal's block size, on a snapshot.
 	BlockTokens int   `json:"block_tokens,omitempty"`
 	Load        *Load `json:"load,omitempty"`
+	// Saved is the snapshot of a snapshot_stored or snapshot_removed
+	// event (only its ID on a removal); Snapshots, on a snapshot event,
+	// every snapshot the store holds.
+	Saved     *SavedTokens  `json:"saved,omitempty"`
+	Snapshots []SavedTokens `json:"snapshots,omitempty"`
+	// Restore is the node's restore speed, on a restore_speed event and a
+	// snapshot.
+	Restore *RestoreSpeed `json:"restore,omitempty"`
 }
 
 // Cursor is where a subscriber resumes: after event After of Epoch. The
@@ -117,6 +165,8 @@ type Journal struct {
 	start   int
 	slots   map[int]SlotTokens
 	load    Load
+	saved   map[string]SavedTokens
+	restore RestoreSpeed
 	subs    map[*Subscription]struct{}
 }
 
@@ -136,7 +186,7 @@ func NewJournal(cfg JournalConfig) (*Journal, error) {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return &Journal{cfg: cfg, epoch: hex.EncodeToString(b[:]), slots: map[int]SlotTokens{}, subs: map[*Subscription]struct{}{}}, nil
+	return &Journal{cfg: cfg, epoch: hex.EncodeToString(b[:]), slots: map[int]SlotTokens{}, saved: map[string]SavedTokens{}, subs: map[*Subscription]struct{}{}}, nil
 }
 
 // Epoch returns the journal's epoch.
@@ -193,6 +243,56 @@ func (j *Journal) SetLoad(l Load) {
 	j.publish(JournalEvent{Type: EventLoad, Load: &l})
 }
 
+// SetSaved states that the node's snapshot store holds st now: saved, or
+// moved to st.Tier (st.Tokens nil keeps the tokens published before). The
+// partial last block is left out; a snapshot of no full block is not
+// published. st.Tokens is copied.
+func (j *Journal) SetSaved(st SavedTokens) {
+	bt := j.cfg.BlockTokens
+	st.Tokens = slices.Clone(st.Tokens[:len(st.Tokens)/bt*bt])
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	prev, known := j.saved[st.ID]
+	if len(st.Tokens) == 0 {
+		if !known {
+			return
+		}
+		st.Tenant, st.Tokens = prev.Tenant, prev.Tokens
+		if st.Bytes == 0 {
+			st.Bytes = prev.Bytes
+		}
+	}
+	j.saved[st.ID] = st
+	ev := st
+	if known && slices.Equal(prev.Tokens, st.Tokens) {
+		ev.Tokens = nil // moved: the tokens are known
+	}
+	j.publish(JournalEvent{Type: EventSavedStored, Saved: &ev})
+}
+
+// SetRestoreSpeed states the node's restore speed; a change is published.
+func (j *Journal) SetRestoreSpeed(rs RestoreSpeed) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if rs == j.restore {
+		return
+	}
+	j.restore = rs
+	j.publish(JournalEvent{Type: EventRestoreSpeed, Restore: &rs})
+}
+
+// RemoveSaved states that snapshot id is gone from the node's store; an
+// id never published is ignored.
+func (j *Journal) RemoveSaved(id string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.saved[id]; !ok {
+		return
+	}
+	delete(j.saved, id)
+	j.publish(JournalEvent{Type: EventSavedRemoved, Saved: &SavedTokens{ID: id}})
+}
+
 // publish numbers ev, keeps it in the history and hands it to every
 // subscriber that has room; the others are dropped. mu is held.
 func (j *Journal) publish(ev JournalEvent) {
@@ -229,8 +329,10 @@ func (j *Journal) snapshot() JournalEvent {
 		slots = append(slots, st)
 	}
 	slices.SortFunc(slots, func(a, b SlotTokens) int { return a.Slot - b.Slot })
-	l := j.load
-	return JournalEvent{Seq: j.seq, Epoch: j.epoch, Type: EventSnapshot, Slots: slots, Load: &l, BlockTokens: j.cfg.BlockTokens}
+	saved := slices.Collect(maps.Values(j.saved)) // tokens never written again (invariant 5)
+	slices.SortFunc(saved, func(a, b SavedTokens) int { return strings.Compare(a.ID, b.ID) })
+	l, rs := j.load, j.restore
+	return JournalEvent{Seq: j.seq, Epoch: j.epoch, Type: EventSnapshot, Slots: slots, Load: &l, BlockTokens: j.cfg.BlockTokens, Snapshots: saved, Restore: &rs}
 }
 
 // Subscribe starts a subscription at c: the events after c.After when c is

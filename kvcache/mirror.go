@@ -11,7 +11,8 @@ import (
 // from a snapshot instead of believing a view with a hole in it.
 //
 // Invariant: after Apply returned nil, the mirror equals the journal's
-// slots at Cursor().After (journal invariant 3).
+// slots, snapshots and restore speed at Cursor().After (journal
+// invariants 3 and 6).
 
 // ErrJournalGap: an event does not follow the last one applied (a lost
 // event, another epoch, or no snapshot yet); resubscribe from Cursor.
@@ -25,12 +26,17 @@ type Mirror struct {
 	synced      bool
 	slots       map[int]SlotTokens
 	load        Load
+	saved       map[string]SavedTokens
+	restore     RestoreSpeed
+	// savedChanged lists the snapshots whose state Apply changed since
+	// SavedChanges last drained it.
+	savedChanged []string
 }
 
 // NewMirror returns an empty mirror; its first snapshot says the
 // journal's block size.
 func NewMirror() *Mirror {
-	return &Mirror{blockTokens: 1, slots: map[int]SlotTokens{}}
+	return &Mirror{blockTokens: 1, slots: map[int]SlotTokens{}, saved: map[string]SavedTokens{}}
 }
 
 // Cursor returns where a resubscription resumes: after the last event
@@ -61,6 +67,11 @@ func (m *Mirror) Apply(ev JournalEvent) ([]int, error) {
 			m.load = *ev.Load
 		}
 		m.blockTokens = max(ev.BlockTokens, 1)
+		m.replaceSaved(ev.Snapshots)
+		m.restore = RestoreSpeed{}
+		if ev.Restore != nil {
+			m.restore = *ev.Restore
+		}
 		m.cursor, m.synced = Cursor{Epoch: ev.Epoch, After: ev.Seq}, true
 		slices.Sort(changed)
 		return slices.Compact(changed), nil
@@ -75,6 +86,14 @@ func (m *Mirror) Apply(ev JournalEvent) ([]int, error) {
 			return nil, err
 		}
 		changed = []int{ev.Slot}
+	case EventSavedStored, EventSavedRemoved:
+		if err := m.applySaved(ev); err != nil {
+			return nil, err
+		}
+	case EventRestoreSpeed:
+		if ev.Restore != nil {
+			m.restore = *ev.Restore
+		}
 	case EventLoad:
 		if ev.Load != nil {
 			m.load = *ev.Load
@@ -104,6 +123,63 @@ func (m *Mirror) applySlot(ev JournalEvent) error {
 	m.slots[ev.Slot] = SlotTokens{Slot: ev.Slot, Tenant: tenant, Tokens: tokens}
 	return nil
 }
+
+// replaceSaved makes the mirror's snapshots those of a journal snapshot;
+// every one held before or after counts as changed.
+func (m *Mirror) replaceSaved(saved []SavedTokens) {
+	for id := range m.saved {
+		m.savedChanged = append(m.savedChanged, id)
+	}
+	clear(m.saved)
+	for _, st := range saved {
+		m.saved[st.ID] = st
+		m.savedChanged = append(m.savedChanged, st.ID)
+	}
+}
+
+// applySaved applies a snapshot_stored or snapshot_removed event.
+func (m *Mirror) applySaved(ev JournalEvent) error {
+	if ev.Saved == nil || ev.Saved.ID == "" {
+		return fmt.Errorf("event %d: %s without a snapshot: %w", ev.Seq, ev.Type, ErrJournalGap)
+	}
+	st := *ev.Saved
+	if ev.Type == EventSavedRemoved {
+		delete(m.saved, st.ID)
+	} else {
+		prev, known := m.saved[st.ID]
+		if len(st.Tokens) == 0 {
+			if !known {
+				return fmt.Errorf("event %d: snapshot %s moved before it was stored: %w", ev.Seq, st.ID, ErrJournalGap)
+			}
+			st.Tenant, st.Tokens = prev.Tenant, prev.Tokens
+		}
+		if len(st.Tokens)%m.blockTokens != 0 {
+			return fmt.Errorf("event %d: snapshot %s of %d tokens: %w", ev.Seq, st.ID, len(st.Tokens), ErrJournalGap)
+		}
+		m.saved[st.ID] = st
+	}
+	m.savedChanged = append(m.savedChanged, st.ID)
+	return nil
+}
+
+// SavedChanges returns, once, the snapshots whose state the events
+// applied since the last call changed (sorted, each once).
+func (m *Mirror) SavedChanges() []string {
+	out := m.savedChanged
+	m.savedChanged = nil
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Saved returns what the node says snapshot id holds, and whether it holds
+// it (its tokens are the mirror's: do not write them).
+func (m *Mirror) Saved(id string) (SavedTokens, bool) {
+	st, ok := m.saved[id]
+	return st, ok
+}
+
+// RestoreSpeed returns the node's restore speed as last published.
+func (m *Mirror) RestoreSpeed() RestoreSpeed { return m.restore }
 
 // Slot returns what slot holds (its tokens are the mirror's: do not write
 // them).

@@ -11,8 +11,10 @@ package kvcache
 //  2. A snapshot is used only after its header, length, model fingerprint and
 //     checksum verify; one that fails is deleted and reported, never used. A
 //     wrong answer from a bad file is impossible; a prefill is the fallback.
-//  3. s.bytes is the sum of the sizes in s.files, and after every save it is
-//     at most MaxBytes (least recently used files go first).
+//  3. s.bytes is the sum of the sizes of the files on disk, and after every
+//     save it is at most MaxBytes (least recently used files go first).
+//     With RAMBytes set, a save is kept in RAM first and demoted to disk
+//     when the RAM budget needs room: see ram.go for that tier's rules.
 //  4. Saves are compressed and written by one goroutine, off the engine's
 //     decode path, from a bounded queue; a full queue drops the save.
 //  5. A file's modification time is its last use (saved, restored, or found
@@ -52,6 +54,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -92,6 +95,12 @@ type StoreConfig struct {
 	// Now is the clock of last uses and expiry; default time.Now. Tests
 	// inject one.
 	Now func() time.Time
+	// RAMBytes is the RAM tier's budget (ram.go); 0 keeps snapshots on
+	// disk only.
+	RAMBytes int64
+	// TenantShare is the largest share of RAMBytes one tenant's snapshots
+	// may hold, in (0, 1]; 0 means DefaultTenantShare.
+	TenantShare float64
 }
 
 // Owner is the (tenant, conversation) a prefix belongs to: the one
@@ -115,7 +124,8 @@ type SavedSnapshot struct {
 	ID     string
 	Owner  Owner
 	Tokens []int
-	Bytes  int64 // file size
+	Bytes  int64  // file size
+	Medium Medium // where it is now
 }
 
 type saveJob struct {
@@ -130,6 +140,7 @@ type storeFile struct {
 	owner Owner
 	bytes int64
 	used  time.Time
+	mem   []byte // the file's bytes while it is in the RAM tier; nil on disk
 }
 
 // Store keeps snapshots in a directory. It is safe for concurrent use.
@@ -141,12 +152,16 @@ type Store struct {
 	close sync.Once
 	dec   *zstd.Decoder
 
-	mu      sync.Mutex
-	files   map[string]*storeFile
-	bytes   int64
-	onEvict func(id string)
-	pending map[string]chan struct{} // saves queued or being written; closed when done
-	queued  map[string]Owner         // the owner of each queued save
+	mu        sync.Mutex
+	files     map[string]*storeFile
+	bytes     int64            // on disk
+	ramBytes  int64            // in RAM (ram.go, R1)
+	tenantRAM map[string]int64 // in RAM, per tenant
+	onEvict   func(id string)
+	onDemote  func(id string)
+	demotions atomic.Uint64
+	pending   map[string]chan struct{} // saves queued or being written; closed when done
+	queued    map[string]Owner         // the owner of each queued save
 	// cancelled: queued saves whose owner was deleted (DeleteOwned); they
 	// are not written, or removed if written meanwhile.
 	cancelled map[string]bool
@@ -174,7 +189,10 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Dir == "" || cfg.MaxBytes < 0 || cfg.Queue < 0 || cfg.TTL < 0 {
+	if cfg.TenantShare == 0 {
+		cfg.TenantShare = DefaultTenantShare
+	}
+	if cfg.Dir == "" || cfg.MaxBytes < 0 || cfg.Queue < 0 || cfg.TTL < 0 || cfg.RAMBytes < 0 || cfg.TenantShare < 0 || cfg.TenantShare > 1 {
 		return nil, nil, fmt.Errorf("kvcache: snapshot store %+v: %w", cfg, ErrInvalidConfig)
 	}
 	if err := MkdirPrivate(cfg.Dir); err != nil {
@@ -185,7 +203,7 @@ func OpenStore(cfg StoreConfig) (*Store, []SavedSnapshot, error) {
 		return nil, nil, err
 	}
 	s := &Store{cfg: cfg, log: cfg.Log, jobs: make(chan saveJob, cfg.Queue), dec: dec,
-		files: map[string]*storeFile{}, pending: map[string]chan struct{}{},
+		files: map[string]*storeFile{}, tenantRAM: map[string]int64{}, pending: map[string]chan struct{}{},
 		queued: map[string]Owner{}, cancelled: map[string]bool{}, createTemp: os.CreateTemp,
 		stop: make(chan struct{})}
 	existing := s.index()
@@ -235,7 +253,7 @@ func (s *Store) index() []SavedSnapshot {
 		}
 		s.files[id] = &storeFile{owner: owner, bytes: size, used: used}
 		s.bytes += size
-		out = append(out, SavedSnapshot{ID: id, Owner: owner, Tokens: tokens, Bytes: size})
+		out = append(out, SavedSnapshot{ID: id, Owner: owner, Tokens: tokens, Bytes: size, Medium: MediumDisk})
 	}
 	return out
 }
@@ -346,7 +364,7 @@ func (s *Store) Has(id string) bool {
 // cannot be set keeps its older one: it may expire early, never late.
 func (s *Store) touch(id string, f *storeFile) {
 	f.used = s.cfg.Now()
-	if s.cfg.TTL == 0 {
+	if s.cfg.TTL == 0 || f.mem != nil {
 		return
 	}
 	if err := os.Chtimes(s.path(id), time.Time{}, f.used); err != nil {
@@ -469,30 +487,24 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 	le.PutUint64(head[28:], uint64(len(comp)))
 	le.PutUint64(head[36:], h.Sum64())
 	le.PutUint32(head[44:], uint32(len(ob)))
-	size := int64(len(head) + len(ob) + len(tb) + len(comp))
+	image := slices.Concat(head, ob, tb, comp)
+	size := int64(len(image))
+	saved := s.cfg.Now()
+	if s.keepInRAM(size) {
+		s.mu.Lock()
+		if s.cancelled[job.id] {
+			s.mu.Unlock()
+			return SavedSnapshot{}, ErrSaveCancelled
+		}
+		s.putRAM(job.id, job.owner, image, saved)
+		s.mu.Unlock()
+		s.trimRAM(job.id)
+		return SavedSnapshot{ID: job.id, Owner: job.owner, Tokens: job.tokens, Bytes: size, Medium: MediumRAM}, nil
+	}
 	if size > s.cfg.MaxBytes {
 		return SavedSnapshot{}, fmt.Errorf("snapshot of %d bytes exceeds the disk budget of %d", size, s.cfg.MaxBytes)
 	}
-	tmp, err := s.createTemp(s.cfg.Dir, ".tmp-*")
-	if err != nil {
-		return SavedSnapshot{}, err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(slices.Concat(head, ob, tb, comp))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	saved := s.cfg.Now()
-	if err == nil {
-		err = os.Chtimes(tmp.Name(), time.Time{}, saved) // the last use, read back at restart
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.path(job.id))
-	}
-	if err != nil {
+	if err := s.writeFile(job.id, image, saved); err != nil {
 		return SavedSnapshot{}, err
 	}
 	s.mu.Lock()
@@ -501,14 +513,12 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 		os.Remove(s.path(job.id))
 		return SavedSnapshot{}, ErrSaveCancelled
 	}
-	if old := s.files[job.id]; old != nil {
-		s.bytes -= old.bytes
-	}
+	s.unindex(job.id)
 	s.files[job.id] = &storeFile{owner: job.owner, bytes: size, used: saved}
 	s.bytes += size
 	s.mu.Unlock()
 	s.trim(job.id)
-	return SavedSnapshot{ID: job.id, Owner: job.owner, Tokens: job.tokens, Bytes: size}, nil
+	return SavedSnapshot{ID: job.id, Owner: job.owner, Tokens: job.tokens, Bytes: size, Medium: MediumDisk}, nil
 }
 
 // OnEvict sets a function called with the id of every snapshot the disk
@@ -522,15 +532,14 @@ func (s *Store) trim(keep string) {
 	for s.bytes > s.cfg.MaxBytes {
 		oldest := ""
 		for id, f := range s.files {
-			if id != keep && (oldest == "" || f.used.Before(s.files[oldest].used)) {
+			if id != keep && f.mem == nil && (oldest == "" || f.used.Before(s.files[oldest].used)) {
 				oldest = id
 			}
 		}
 		if oldest == "" {
 			break
 		}
-		s.bytes -= s.files[oldest].bytes
-		delete(s.files, oldest)
+		s.unindex(oldest)
 		gone = append(gone, oldest)
 	}
 	onEvict := s.onEvict
@@ -548,6 +557,7 @@ type Loaded struct {
 	Owner  Owner
 	Tokens []int
 	State  []byte
+	Medium Medium // where it was read from
 }
 
 // Load reads, verifies and decompresses a snapshot. A snapshot that fails
@@ -562,6 +572,17 @@ func (s *Store) Load(id string) (Loaded, error) {
 		<-wait // a save still being written: the file is complete after it
 	}
 	l, err := s.load(id)
+	if errors.Is(err, ErrSnapshotMissing) && s.Pending(id) {
+		// Demoted from RAM to disk between the wait and the read: the
+		// file is complete once the demotion is through.
+		s.mu.Lock()
+		wait = s.pending[id]
+		s.mu.Unlock()
+		if wait != nil {
+			<-wait
+		}
+		l, err = s.load(id)
+	}
 	if err != nil {
 		s.Delete(id)
 		return Loaded{}, fmt.Errorf("kvcache: snapshot %s: %w", id, err)
@@ -571,6 +592,17 @@ func (s *Store) Load(id string) (Loaded, error) {
 }
 
 func (s *Store) load(id string) (Loaded, error) {
+	s.mu.Lock()
+	var mem []byte
+	if f := s.files[id]; f != nil {
+		mem = f.mem // never written again: a demotion writes it out and drops it
+	}
+	s.mu.Unlock()
+	if mem != nil {
+		l, err := decodeSnapshot(s.dec, mem, s.cfg.Fingerprint)
+		l.Medium = MediumRAM
+		return l, err
+	}
 	b, err := os.ReadFile(s.path(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return Loaded{}, ErrSnapshotMissing
@@ -578,7 +610,9 @@ func (s *Store) load(id string) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, fmt.Errorf("%w: %v", ErrSnapshotCorrupt, err)
 	}
-	return decodeSnapshot(s.dec, b, s.cfg.Fingerprint)
+	l, err := decodeSnapshot(s.dec, b, s.cfg.Fingerprint)
+	l.Medium = MediumDisk
+	return l, err
 }
 
 // maxExpansion and minStateBound bound the state a snapshot's header may
@@ -650,8 +684,7 @@ func (s *Store) DeleteOwned(owner Owner) []string {
 	for id, f := range s.files {
 		if f.owner == owner {
 			ids = append(ids, id)
-			s.bytes -= f.bytes
-			delete(s.files, id)
+			s.unindex(id)
 		}
 	}
 	s.mu.Unlock()
@@ -671,15 +704,12 @@ func newSnapshotDecoder() (*zstd.Decoder, error) {
 // Delete removes a snapshot.
 func (s *Store) Delete(id string) {
 	s.mu.Lock()
-	if f := s.files[id]; f != nil {
-		s.bytes -= f.bytes
-		delete(s.files, id)
-	}
+	s.unindex(id)
 	s.mu.Unlock()
 	os.Remove(s.path(id))
 }
 
-// Bytes returns the bytes on disk.
+// Bytes returns the bytes on disk (RAMBytes, those in RAM).
 func (s *Store) Bytes() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

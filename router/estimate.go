@@ -108,6 +108,9 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			}
 		}
 		c.prefill = cost.Predict(max(k.length-c.cached, 1), c.cached)
+		if ok && mt.Tier == kvcache.TierSnapshot {
+			c.prefill += restoreTime(m, mt.Snapshot, min(c.cached, mt.Length), cost) // saved.go
+		}
 		c.predicted = m.wait() + c.prefill + extra
 		c.extra = extra
 		c.slack = cost.Predict(r.cfg.TieTokens, 0)

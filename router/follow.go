@@ -57,6 +57,7 @@ func (r *Router) follow(ctx context.Context, m *member) {
 				return err
 			}
 			r.applyResidency(m, mirror, changed, ev.Type == kvcache.EventSnapshot)
+			r.applySaved(m, mirror)
 			backoff = 0
 			return nil
 		})

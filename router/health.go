@@ -168,6 +168,9 @@ type BackendStatus struct {
 	// (turns alone: it does not serve /slots), or "" (not read yet, or a
 	// backend that cannot say).
 	Residency string `json:"residency,omitempty"`
+	// Saved counts the KV snapshots the backend published (a kvwin node's
+	// journal), by tier: "ram", "disk" (saved.go).
+	Saved map[string]int `json:"saved,omitempty"`
 	// Draining: it left the fleet (its address is gone from DNS) and
 	// finishes its turns in flight; no new turn goes there.
 	Draining bool `json:"draining,omitempty"`
@@ -194,7 +197,8 @@ func (r *Router) Status() []BackendStatus {
 
 func (m *member) status() BackendStatus {
 	return BackendStatus{Name: m.name, Healthy: m.healthy.Load(), Suspect: m.suspect.Load(),
-		Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load()), Residency: m.residency()}
+		Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load()), Residency: m.residency(),
+		Saved: m.saved.counts()}
 }
 
 // Changed returns a channel closed at the next change of any backend's

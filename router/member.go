@@ -31,7 +31,9 @@ type member struct {
 	snapshots bool
 	snapMu    sync.Mutex
 	snapIDs   []string
-	cal       *attention.Calibration
+	// saved: the snapshots the node publishes, and in which tier (saved.go).
+	saved savedTiers
+	cal   *attention.Calibration
 
 	// reader reads what the backend's slots hold (slots.go), nil if it
 	// cannot; resMode says whether it does (residency*); wantRead asks

@@ -394,7 +394,7 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		if disagrees(prev, chain, cached) {
 			m.wantRead.Store(true) // the slot lost what the registry believed: read the others too
 		}
-		if (m.snapshots || m.restores.Load()) && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
+		if (m.snapshots && !m.saved.publishes() || m.restores.Load()) && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
 			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * held.BlockSize, BlockSize: held.BlockSize, Approximate: held.Approximate})
 		}
 		r.reg.Record(loc, held)

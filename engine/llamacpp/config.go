@@ -39,6 +39,13 @@ type Config struct {
 	SnapshotDir string
 	// SnapshotMaxBytes bounds the snapshots on disk; default 1 GiB.
 	SnapshotMaxBytes int64
+	// SnapshotRAMBytes keeps the most recent snapshots in host RAM under
+	// this budget before they are demoted to disk (kvcache.Store's RAM
+	// tier); 0 keeps them on disk only.
+	SnapshotRAMBytes int64
+	// SnapshotTenantShare is the largest share of SnapshotRAMBytes one
+	// tenant's snapshots may hold; 0 means kvcache.DefaultTenantShare.
+	SnapshotTenantShare float64
 	// SnapshotMinTokens: shorter sequences are not worth a file; default 256.
 	SnapshotMinTokens int
 	// SnapshotTTL deletes a snapshot not used (saved or restored) for that

@@ -160,7 +160,11 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		llama.FreeModel(model)
 		return nil, fmt.Errorf("model %q: %w", cfg.ModelPath, err)
 	}
-	kvs, err := newKV(cfg, fp, render.name()+"\x00"+shape.ChatTemplate, log)
+	var kvs *kv
+	journal, err := kvcache.NewJournal(kvcache.JournalConfig{BlockTokens: cfg.BlockTokens})
+	if err == nil {
+		kvs, err = newKV(cfg, fp, render.name()+"\x00"+shape.ChatTemplate, journal, log)
+	}
 	if err != nil {
 		tokens.Close()
 		prompts.Close()
@@ -169,13 +173,6 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		return nil, err
 	}
 	kvs.tokens, kvs.prompts = tokens, prompts
-	journal, err := kvcache.NewJournal(kvcache.JournalConfig{BlockTokens: cfg.BlockTokens})
-	if err != nil {
-		freeContext(lctx)
-		llama.FreeModel(model)
-		kvs.close()
-		return nil, err
-	}
 	e := &Engine{journal: journal,
 		cfg: cfg, log: log, shape: shape, model: model, lctx: lctx, kv: kvs,
 		render:   render,

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -24,13 +27,21 @@ type kv struct {
 	blockSize int
 	keyer     *kvcache.Keyer
 	reg       *kvcache.Registry
-	store     *kvcache.Store // nil: snapshots disabled
+	store     *kvcache.Store   // nil: snapshots disabled
+	journal   *kvcache.Journal // publishes the store's snapshots beside the slots
 	tokens    *kvcache.TokenCache
 	prompts   *kvcache.PromptCache
 	minTokens int
 	log       *slog.Logger
 
 	saves, restores, restoreFailures, saveDrops, saveFailures atomic.Int64
+	// restoresFrom counts restores by the medium they were read from
+	// (kvcache.MediumRAM, kvcache.MediumDisk).
+	restoresFrom [2]atomic.Int64
+	// speed is the measured restore speed per medium (timeRestore);
+	// speedMu orders its updates.
+	speedMu sync.Mutex
+	speed   kvcache.RestoreSpeed
 }
 
 // modelFingerprint identifies a model file by its size and first MiB (the
@@ -58,7 +69,7 @@ func modelFingerprint(path string) (uint64, error) {
 // indexing the snapshots a previous run left. A store that cannot be opened
 // (read-only or full disk, a file in the way) is logged and snapshots are
 // off: the engine serves without them.
-func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error) {
+func newKV(cfg Config, fp uint64, template string, journal *kvcache.Journal, log *slog.Logger) (*kv, error) {
 	ns := kvcache.Namespace{
 		Model:    fmt.Sprintf("%016x", fp),
 		Template: fmt.Sprintf("%016x", xxhash.Sum64String(template)),
@@ -75,27 +86,75 @@ func newKV(cfg Config, fp uint64, template string, log *slog.Logger) (*kv, error
 	if err := reg.SetBackend(kvcache.BackendConfig{Name: cfg.Name, CapacityBlocks: capacity}); err != nil {
 		return nil, err
 	}
-	k := &kv{name: cfg.Name, ns: ns, blockSize: cfg.BlockTokens, keyer: keyer, reg: reg, minTokens: cfg.SnapshotMinTokens, log: log}
+	k := &kv{name: cfg.Name, ns: ns, blockSize: cfg.BlockTokens, keyer: keyer, reg: reg, minTokens: cfg.SnapshotMinTokens, journal: journal, log: log}
 	if cfg.SnapshotDir == "" {
 		return k, nil
 	}
 	store, existing, err := kvcache.OpenStore(kvcache.StoreConfig{
 		Dir: cfg.SnapshotDir, MaxBytes: cfg.SnapshotMaxBytes, Fingerprint: fp, Log: log,
-		TTL: cfg.SnapshotTTL, Now: cfg.Now,
+		TTL: cfg.SnapshotTTL, Now: cfg.Now, RAMBytes: cfg.SnapshotRAMBytes, TenantShare: cfg.SnapshotTenantShare,
 	})
 	if err != nil {
 		log.Error("KV snapshots disabled: the snapshot directory cannot be used", "dir", cfg.SnapshotDir, "err", err)
 		return k, nil
 	}
 	k.store = store
-	store.OnEvict(func(id string) { reg.RemoveSnapshot(cfg.Name, id) })
+	store.OnEvict(k.removed)
+	store.OnDemote(func(id string) { journal.SetSaved(kvcache.SavedTokens{ID: id, Tier: kvcache.MediumDisk}) })
 	for _, s := range existing {
 		reg.AddSnapshot(cfg.Name, s.ID, keyer.ForTenant(s.Owner.Tenant).Tokens(s.Tokens), s.Bytes)
+		k.published(s)
 	}
 	if len(existing) > 0 {
 		log.Info("KV snapshots found", "count", len(existing), "bytes", store.Bytes())
 	}
 	return k, nil
+}
+
+// published tells the journal the store holds s now, so every gateway
+// following the node can route its conversation's return here.
+func (k *kv) published(s kvcache.SavedSnapshot) {
+	k.journal.SetSaved(kvcache.SavedTokens{ID: s.ID, Tenant: s.Owner.Tenant, Tier: s.Medium, Bytes: s.Bytes, Tokens: s.Tokens})
+}
+
+// removed drops snapshot id from the registry and the journal: the store
+// deleted it (evicted, expired, corrupt, its conversation deleted).
+func (k *kv) removed(id string) {
+	k.reg.RemoveSnapshot(k.name, id)
+	k.journal.RemoveSaved(id)
+}
+
+// timeRestore folds one restore of tokens from m, which took took (read,
+// decode, copy into the context), into the node's measured restore speed
+// (a moving average) and publishes it, to two significant digits so that
+// noise does not flood the journal. Gateways price restores with it.
+func (k *kv) timeRestore(m kvcache.Medium, tokens int, took time.Duration) {
+	if tokens <= 0 || took <= 0 {
+		return
+	}
+	rate := float64(tokens) / took.Seconds()
+	k.speedMu.Lock()
+	defer k.speedMu.Unlock()
+	cur := &k.speed.Disk
+	if m == kvcache.MediumRAM {
+		cur = &k.speed.RAM
+	}
+	if *cur == 0 {
+		*cur = rate
+	} else {
+		*cur += 0.2 * (rate - *cur)
+	}
+	pub := kvcache.RestoreSpeed{RAM: twoDigits(k.speed.RAM), Disk: twoDigits(k.speed.Disk)}
+	k.journal.SetRestoreSpeed(pub)
+}
+
+// twoDigits rounds v to two significant digits.
+func twoDigits(v float64) float64 {
+	if v <= 0 {
+		return 0
+	}
+	scale := math.Pow(10, math.Floor(math.Log10(v))-1)
+	return math.Round(v/scale) * scale
 }
 
 // shifted returns the keyer of a slot's shifted KV: a shift epoch of its own
@@ -147,7 +206,7 @@ func (k *kv) forget(owner kvcache.Owner) int {
 	}
 	ids := k.store.DeleteOwned(owner)
 	for _, id := range ids {
-		k.reg.RemoveSnapshot(k.name, id)
+		k.removed(id)
 	}
 	return len(ids)
 }
@@ -157,7 +216,9 @@ type restore struct {
 	id     string
 	tokens []int
 	state  []byte
-	reuse  int // prompt tokens it covers
+	reuse  int            // prompt tokens it covers
+	medium kvcache.Medium // where it was read from
+	loaded time.Duration  // reading and decoding it took
 }
 
 // prepareRestore loads the best snapshot of tenant's for prompt when it
@@ -185,17 +246,19 @@ func (k *kv) prepareRestore(tenant string, chain kvcache.Chain, prompt []int) *r
 	if snap.Blocks < live+minGainBlocks {
 		return nil
 	}
+	start := time.Now()
 	l, err := k.store.Load(snap.Snapshot)
 	if err != nil {
 		k.log.Warn("snapshot unusable; deleted, prefilling instead", "err", err)
-		k.reg.RemoveSnapshot(k.name, snap.Snapshot)
+		k.removed(snap.Snapshot)
 		k.restoreFailures.Add(1)
 		return nil
 	}
 	if l.Owner.Tenant != tenant {
 		return nil // a key collision across tenants: never restore another tenant's KV
 	}
-	return &restore{id: snap.Snapshot, tokens: l.Tokens, state: l.State, reuse: min(kvcache.SharedPrefix(l.Tokens, prompt), reuseLimit(len(prompt)))}
+	return &restore{id: snap.Snapshot, tokens: l.Tokens, state: l.State, reuse: min(kvcache.SharedPrefix(l.Tokens, prompt), reuseLimit(len(prompt))), medium: l.Medium,
+		loaded: time.Since(start)}
 }
 
 // save queues a snapshot of a slot's KV, held for owner, before the slot is
@@ -212,7 +275,7 @@ func (k *kv) save(owner kvcache.Owner, tokens []int, state []byte) {
 	k.reg.AddSnapshot(k.name, id, chain, int64(len(state)))
 	ok := k.store.Save(owner, owned, state, func(s kvcache.SavedSnapshot, err error) {
 		if errors.Is(err, kvcache.ErrSaveCancelled) {
-			k.reg.RemoveSnapshot(k.name, id) // its conversation was deleted
+			k.removed(id) // its conversation was deleted
 			return
 		}
 		if err != nil {
@@ -223,6 +286,7 @@ func (k *kv) save(owner kvcache.Owner, tokens []int, state []byte) {
 		k.saves.Add(1)
 		k.reg.AddSnapshot(k.name, s.ID, chain, s.Bytes)
 		k.reg.CountSnapshotSave(k.name)
+		k.published(s)
 	})
 	if !ok {
 		k.reg.RemoveSnapshot(k.name, id)

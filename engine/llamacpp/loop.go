@@ -365,6 +365,7 @@ var failRestores bool
 // restore loads a snapshot into slot s. When the cache has no contiguous
 // room, it defragments and tries once more; false means prefill instead.
 func (l *loop) restore(s *slot, r *restore) bool {
+	start := time.Now()
 	lctx := l.e.lctx
 	lctx.KvCacheSeqRm(s.id, 0, -1)
 	s.tokens = s.tokens[:0]
@@ -387,6 +388,8 @@ func (l *loop) restore(s *slot, r *restore) bool {
 	s.tokens = append(s.tokens, r.tokens...)
 	s.shared, s.shiftedAt = 0, -1
 	l.e.kv.restores.Add(1)
+	l.e.kv.restoresFrom[r.medium].Add(1)
+	l.e.kv.timeRestore(r.medium, len(r.tokens), r.loaded+time.Since(start))
 	l.e.kv.reg.CountSnapshotRestore(l.e.cfg.Name)
 	return true
 }

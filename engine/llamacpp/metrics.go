@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"kvwin/kvcache"
 )
 
 // collector exposes the engine's counters as Prometheus metrics. It reads
@@ -29,7 +31,12 @@ func (e *Engine) Collector() prometheus.Collector {
 		"forks_total":                  "Prefixes copied from one slot into another (KvCacheSeqCp).",
 		"shifts_total":                 "Kept history moved over evicted turns instead of recomputed (--shift).",
 		"count_reuses_total":           "Conversations whose earlier messages' token counts were found in one lookup (ConversationCounter) instead of counted again.",
-		"snapshot_saves_total":         "KV snapshots written to disk.",
+		"snapshot_saves_total":         "KV snapshots saved (to RAM, or to disk when there is no RAM tier).",
+		"snapshot_ram_restores_total":  "KV snapshots restored into a slot from the RAM tier.",
+		"snapshot_disk_restores_total": "KV snapshots restored into a slot from disk.",
+		"snapshot_demotions_total":     "KV snapshots moved from the RAM tier to disk to make room.",
+		"snapshot_ram_bytes":           "Bytes of KV snapshots held in the RAM tier (--kv-ram).",
+		"snapshot_disk_bytes":          "Bytes of KV snapshots held on disk.",
 		"snapshot_restores_total":      "KV snapshots restored into a slot.",
 		"snapshot_failures_total":      "Snapshots that could not be used (corrupt, mismatched, no room); a prefill replaced them.",
 		"snapshot_drops_total":         "Slots given away without a snapshot because the save queue was full.",
@@ -75,6 +82,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	load := c.e.Load()
 	ch <- prometheus.MustNewConstMetric(c.descs["vllm:num_requests_waiting"], prometheus.GaugeValue, float64(load.Waiting))
 	ch <- prometheus.MustNewConstMetric(c.descs["vllm:num_requests_running"], prometheus.GaugeValue, float64(load.Running))
+	if st := c.e.kv.store; st != nil {
+		ch <- prometheus.MustNewConstMetric(c.descs["snapshot_demotions_total"], prometheus.CounterValue, float64(st.Demotions()))
+		ch <- prometheus.MustNewConstMetric(c.descs["snapshot_ram_bytes"], prometheus.GaugeValue, float64(st.RAMBytes()))
+		ch <- prometheus.MustNewConstMetric(c.descs["snapshot_disk_bytes"], prometheus.GaugeValue, float64(st.Bytes()))
+	}
 	cells := max(c.e.cfg.Slots*c.e.cfg.Ctx, 1)
 	ch <- prometheus.MustNewConstMetric(c.descs["vllm:kv_cache_usage_perc"], prometheus.GaugeValue, min(float64(c.e.usedCells.Load())/float64(cells), 1))
 }
@@ -95,6 +107,8 @@ func (c *collector) counters() map[string]*atomic.Int64 {
 		"count_reuses_total":           &st.CountReuses,
 		"snapshot_saves_total":         &kv.saves,
 		"snapshot_restores_total":      &kv.restores,
+		"snapshot_ram_restores_total":  &kv.restoresFrom[kvcache.MediumRAM],
+		"snapshot_disk_restores_total": &kv.restoresFrom[kvcache.MediumDisk],
 		"snapshot_failures_total":      &kv.restoreFailures,
 		"snapshot_drops_total":         &kv.saveDrops,
 		"snapshot_save_failures_total": &kv.saveFailures,

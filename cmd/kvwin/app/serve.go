@@ -56,12 +56,17 @@ type Config struct {
 	Verbose         bool
 	NoSnapshots     bool
 	SnapshotBytes   int64
-	Backends        []string
-	Route           string
-	WindowBudget    int
-	Shift           bool
-	LogLevel        slog.Level // the server's log level (benchmarks quiet it); --verbose lowers it to debug
-	LogFormat       string     // LogText (default) or LogJSON
+	// KVRAM is the snapshots' RAM tier budget in bytes (kvram.go): 0 none,
+	// negative the default rule. KVRAMTenantPercent is the most of it one
+	// tenant may hold, in percent (0: kvcache.DefaultTenantShare).
+	KVRAM              int64
+	KVRAMTenantPercent int
+	Backends           []string
+	Route              string
+	WindowBudget       int
+	Shift              bool
+	LogLevel           slog.Level // the server's log level (benchmarks quiet it); --verbose lowers it to debug
+	LogFormat          string     // LogText (default) or LogJSON
 	// LogOutput receives the server's log lines; nil: standard error, and
 	// the process-wide default logger (llama.cpp's messages) follows
 	// LogFormat too. Tests capture a server's lines here.
@@ -219,6 +224,9 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 	a := &App{f: f, log: log, metrics: prometheus.NewRegistry(), decisions: newDecisionLog(), shared: shared, ln: ln}
 	if f.MemoryTTL < 0 { // before the backend: its snapshots expire on it too
 		return nil, fmt.Errorf("--memory-ttl %v: must not be negative", f.MemoryTTL)
+	}
+	if f.KVRAMTenantPercent < 0 || f.KVRAMTenantPercent > 100 {
+		return nil, fmt.Errorf("--kv-ram-tenant-percent %d: must be 1 to 100", f.KVRAMTenantPercent)
 	}
 	if err := checkMemoryStore(f.MemoryStore, f.MemoryStoreTimeout); err != nil {
 		return nil, err
@@ -415,6 +423,7 @@ func (a *App) startEmbedded() error {
 	eng, err := llamacpp.New(llamacpp.Config{
 		ModelPath: modelPath, Slots: f.Slots, Ctx: f.Ctx, Threads: f.Threads, Batch: f.Batch, Queue: queue,
 		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.SnapshotBytes, SnapshotTTL: f.MemoryTTL, Now: f.Now,
+		SnapshotRAMBytes: kvRAMBytes(f.KVRAM), SnapshotTenantShare: kvRAMShare(f.KVRAMTenantPercent),
 	}, a.log)
 	if err != nil {
 		return err

@@ -44,6 +44,8 @@ type File struct {
 	LogFormat                *string   `yaml:"log_format"`
 	NoSnapshots              *bool     `yaml:"no_snapshots"`
 	SnapshotMaxBytes         *int64    `yaml:"snapshot_max_bytes"`
+	KVRAM                    *int64    `yaml:"kv_ram"`
+	KVRAMTenantPercent       *int      `yaml:"kv_ram_tenant_percent"`
 	Backend                  []string  `yaml:"backend"`
 	Route                    *string   `yaml:"route"`
 	APIKey                   []string  `yaml:"api_key"`
