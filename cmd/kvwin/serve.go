@@ -85,6 +85,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.IntVar(&f.Slots, "slots", 4, "parallel sequences (slots) of the engine")
 	fl.IntVar(&f.Ctx, "ctx", 4096, "context per slot in tokens; the KV cache holds slots × ctx")
 	fl.IntVar(&f.Threads, "threads", runtime.NumCPU(), "compute threads")
+	fl.Int64Var(&f.Seed, "seed", -1, "sampler seed of requests that name none (llama-server's --seed): the same prompt then gives the same answer, for tests and recorded sessions; -1: random per request")
 	fl.IntVar(&f.Batch, "batch", llamacpp.DefaultConfig().Batch, fmt.Sprintf("most tokens per llama_decode call, 1..%d: prompts are prefilled in chunks of this size (see docs/serve.md, Choosing threads and batch)", llamacpp.MaxBatch))
 	fl.IntVar(&f.Queue, "queue", 64, "requests that may wait for a slot before new ones get 429 (0: none wait)")
 	fl.StringVar(&f.Window, "window", window.PolicyMemory, "window policy: full, sliding, sink or memory (per request: header X-Kvwin-Window-Policy)")

@@ -21,6 +21,10 @@ type Config struct {
 	Threads   int    // compute threads; default: the cores available
 	Batch     int    // most tokens per llama_decode call; default DefaultBatch, at most MaxBatch (docs/serve.md, "Choosing threads and batch", says how to choose)
 	Queue     int    // requests waiting for a slot before ErrQueueFull; 0 takes the default 64, -1 means none wait
+	// Seed seeds the sampler of a request that names no seed (llama-server's
+	// --seed): with one, the same prompt gives the same answer. 0: random
+	// per request (the default); the flag's -1 is 0 here.
+	Seed uint32
 	// PromptCacheBytes bounds the rendered conversation prefixes kept so
 	// a turn renders only its new messages; 0 takes kvcache's default
 	// (64 MiB).

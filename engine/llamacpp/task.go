@@ -91,7 +91,7 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 	sampler, err := llama.NewSamplingContext(e.model, llama.SamplingParams{
 		TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, TypicalP: 1, Temp: s.Temperature,
 		RepeatLastN: s.RepeatLastN, PenaltyRepeat: s.RepeatPenalty, PenaltyFreq: s.FrequencyPenalty, PenaltyPresent: s.PresencePenalty,
-		Seed: s.Seed, Grammar: s.Grammar,
+		Seed: e.seedOf(s.Seed), Grammar: s.Grammar,
 	})
 	if err != nil && s.Grammar != "" {
 		return nil, engine.Invalid("the grammar does not parse (GBNF, root rule \"root\"): %v", err)
@@ -244,4 +244,14 @@ func (t *task) wait(stream engine.StreamFunc) (engine.Result, error) {
 		}
 		return res, nil
 	}
+}
+
+// seedOf is the sampler seed of a request that asked for seed: its own,
+// or, when it named none (engine.DefaultSampling's random seed), the
+// engine's Config.Seed if set.
+func (e *Engine) seedOf(seed uint32) uint32 {
+	if seed == engine.DefaultSampling().Seed && e.cfg.Seed != 0 {
+		return e.cfg.Seed
+	}
+	return seed
 }

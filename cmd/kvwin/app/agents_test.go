@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/app/apptest"
 )
 
 // Recorded coding-agent sessions (testdata/agents): the request bytes the
@@ -102,6 +105,9 @@ func (a *agentAnswer) read(ev json.RawMessage) {
 		a.prompt, a.cached = e.Message.Usage.InputTokens+e.Message.Usage.CacheRead, e.Message.Usage.CacheRead
 	case e.Type == "message_delta" && e.Delta != nil:
 		a.stop = e.Delta.StopReason
+		if e.Usage != nil { // the whole usage: message_start's is 0 (the stream opens before a slot takes the prompt)
+			a.prompt, a.cached = e.Usage.InputTokens+e.Usage.CacheRead, e.Usage.CacheRead
+		}
 	case e.Type == "content_block_start" && e.ContentBlock != nil:
 		a.toolCall = a.toolCall || e.ContentBlock.Type == "tool_use"
 	case e.Response != nil && (e.Type == "response.completed" || e.Type == "response.incomplete" || e.Type == "response.failed"):
@@ -153,11 +159,13 @@ func (a *agentAnswer) readResponse(r responsesAnswer) {
 	}
 }
 
-// toolResultBytes is the size of the tool results a request adds after
-// its last assistant turn: Anthropic tool_result blocks of the last user
-// message, or Responses function_call_output items after the last
-// function_call. On the test model's byte vocabulary a byte is a token.
-func toolResultBytes(body json.RawMessage) int {
+// newInputBytes is the size of what a request adds after the assistant
+// turn it continues: the content of an Anthropic request's last (user)
+// message when an assistant message precedes it, tool results included,
+// or a Responses request's items after its last assistant message or
+// function_call. 0 when the request continues no answer. On the test
+// model's byte vocabulary a byte is a token.
+func newInputBytes(body json.RawMessage) int {
 	var req struct {
 		Messages []struct {
 			Role    string          `json:"role"`
@@ -168,32 +176,30 @@ func toolResultBytes(body json.RawMessage) int {
 	if json.Unmarshal(body, &req) != nil {
 		return 0
 	}
-	n := 0
-	if len(req.Messages) > 0 {
-		var blocks []struct {
-			Type    string          `json:"type"`
-			Content json.RawMessage `json:"content"`
+	if n := len(req.Messages); n > 0 {
+		if n < 2 || req.Messages[n-2].Role != "assistant" {
+			return 0
 		}
-		_ = json.Unmarshal(req.Messages[len(req.Messages)-1].Content, &blocks)
-		for _, b := range blocks {
-			if b.Type == "tool_result" {
-				n += len(b.Content)
-			}
-		}
-		return n
+		return len(req.Messages[n-1].Content)
 	}
 	var items []struct {
-		Type   string          `json:"type"`
-		Output json.RawMessage `json:"output"`
+		Type string `json:"type"`
+		Role string `json:"role"`
 	}
-	_ = json.Unmarshal(req.Input, &items)
-	for _, it := range items {
-		switch it.Type {
-		case "function_call":
-			n = 0
-		case "function_call_output":
-			n += len(it.Output)
+	var raws []json.RawMessage
+	if json.Unmarshal(req.Input, &raws) != nil || json.Unmarshal(req.Input, &items) != nil {
+		return 0
+	}
+	n, continues := 0, false
+	for i, it := range items {
+		if it.Type == "function_call" || it.Role == "assistant" {
+			n, continues = 0, true
+			continue
 		}
+		n += len(raws[i])
+	}
+	if !continues {
+		return 0
 	}
 	return n
 }
@@ -222,8 +228,8 @@ func loadAgentRecordings(t *testing.T) []agentRecording {
 
 // replayAgent sends rec's requests in order to base and checks each
 // answer: 200, a stop reason an agent acts on, and, on a request that
-// brings tool results, the whole prompt but those results (and 32 tokens
-// of their framing) read from the KV cache.
+// continues an answer, the whole prompt but what it adds (and 32 tokens
+// of its framing) read from the KV cache.
 func replayAgent(t *testing.T, base string, rec agentRecording) {
 	t.Helper()
 	for i, r := range rec.Requests {
@@ -251,13 +257,28 @@ func replayAgent(t *testing.T, base string, rec agentRecording) {
 		default:
 			t.Fatalf("%s request %d: stop %q", rec.Client, i, a.stop)
 		}
-		// A request that ends in tool results follows the call the model
-		// made (the same server, deterministic on the test model).
-		if results := toolResultBytes(r.Body); results > 0 {
-			if allowed := results + 32; a.cached < a.prompt-allowed {
+		// A request that continues an answer (tool results after a call,
+		// or a resume after a cut) follows what this server generated
+		// (--seed: the same prompt, the same answer).
+		if added := newInputBytes(r.Body); added > 0 {
+			if allowed := added + 32; a.cached < a.prompt-allowed {
 				t.Errorf("%s request %d, after a tool call: %d of %d prompt tokens cached, want at least %d", rec.Client, i, a.cached, a.prompt, a.prompt-allowed)
 			}
 		}
 		t.Logf("%s request %d: %s, prompt %d, cached %d, tool call %v", rec.Client, i, a.stop, a.prompt, a.cached, a.toolCall)
+	}
+}
+
+// TestRecordedAgentsReplay replays every recorded session against a real
+// kvwin serve set as it was recorded (one slot, --seed 1, the default
+// window), so each answer is the one the agent saw.
+func TestRecordedAgentsReplay(t *testing.T) {
+	for _, rec := range loadAgentRecordings(t) {
+		t.Run(rec.Client, func(t *testing.T) {
+			a := apptest.Start(t, func(f *app.Config) {
+				f.Slots, f.Ctx, f.Seed, f.Window = 1, 65536, 1, "memory"
+			})
+			replayAgent(t, a.URL(), rec)
+		})
 	}
 }

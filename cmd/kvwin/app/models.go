@@ -140,7 +140,7 @@ func (a *App) openEmbedded(regs map[string]*kvcache.Registry) func(catalog.Model
 		reg := regs[m.Name]
 		eng, err := llamacpp.New(llamacpp.Config{
 			ModelPath: m.Source, ModelID: m.Name, Name: embeddedName, Slots: m.Info.Slots, Ctx: m.Info.ContextSlot,
-			Threads: a.f.Threads, Batch: a.f.Batch, Queue: queue, Registry: reg, SnapshotDir: m.SnapshotDir, SnapshotMaxBytes: a.f.SnapshotBytes,
+			Threads: a.f.Threads, Batch: a.f.Batch, Seed: seed(a.f.Seed), Queue: queue, Registry: reg, SnapshotDir: m.SnapshotDir, SnapshotMaxBytes: a.f.SnapshotBytes,
 			SnapshotRAMBytes: kvRAMBytes(a.f.KVRAM), SnapshotTenantShare: kvRAMShare(a.f.KVRAMTenantPercent),
 			SnapshotTTL: a.f.MemoryTTL, Now: a.f.Now,
 		}, a.log)

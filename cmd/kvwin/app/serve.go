@@ -44,7 +44,8 @@ type Config struct {
 	Slots    int
 	Ctx      int
 	Threads  int
-	Batch    int // most tokens per llama_decode; 0: the engine's default
+	Batch    int   // most tokens per llama_decode; 0: the engine's default
+	Seed     int64 // sampler seed of requests naming none; ≤ 0: random per request
 	Queue    int
 	Window   string
 	MaxBody  int64
@@ -421,7 +422,7 @@ func (a *App) startEmbedded() error {
 		snapshotDir = ""
 	}
 	eng, err := llamacpp.New(llamacpp.Config{
-		ModelPath: modelPath, Slots: f.Slots, Ctx: f.Ctx, Threads: f.Threads, Batch: f.Batch, Queue: queue,
+		ModelPath: modelPath, Slots: f.Slots, Ctx: f.Ctx, Threads: f.Threads, Batch: f.Batch, Seed: seed(f.Seed), Queue: queue,
 		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.SnapshotBytes, SnapshotTTL: f.MemoryTTL, Now: f.Now,
 		SnapshotRAMBytes: kvRAMBytes(f.KVRAM), SnapshotTenantShare: kvRAMShare(f.KVRAMTenantPercent),
 	}, a.log)
@@ -539,4 +540,13 @@ func keepAlive(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// seed is the engine's Config.Seed of the --seed flag: > 0 as it is (at
+// most 2³²−2), anything else random per request.
+func seed(s int64) uint32 {
+	if s <= 0 || s >= 1<<32-1 {
+		return 0
+	}
+	return uint32(s)
 }

@@ -32,6 +32,7 @@ type File struct {
 	Ctx                      *int      `yaml:"ctx"`
 	Threads                  *int      `yaml:"threads"`
 	Batch                    *int      `yaml:"batch"`
+	Seed                     *int64    `yaml:"seed"`
 	Queue                    *int      `yaml:"queue"`
 	Window                   *string   `yaml:"window"`
 	Shift                    *bool     `yaml:"shift"`
