@@ -28,8 +28,14 @@ PURE_PKGS   = $(filter-out $(ENGINE_PKGS),$(ALL_PKGS))
 build:
 	$(GO) build -o $(BIN) ./cmd/kvwin
 
+# make run serves the agent test model (docs/serve.md, "The agent test model"): it ends its
+# answers and answers tool calls, so coding agents finish turns on it. The
+# file is a pure function of kvwin's version, written each time (1 MB).
+AGENT_MODEL := data/kvwin-tiny-agent.gguf
+
 run: build
-	./$(BIN) serve $(ARGS)
+	@mkdir -p data && ./$(BIN) model tiny --agent --out $(AGENT_MODEL) >/dev/null
+	./$(BIN) serve --model $(AGENT_MODEL) $(ARGS)
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

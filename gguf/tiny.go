@@ -42,6 +42,9 @@ type TinyConfig struct {
 	// Template, if set, is the chat template (Jinja) to write instead of
 	// ChatML.
 	Template string
+	// Agent writes the agent model (agent.go): weights set by hand so it
+	// answers "Done." and ends, or answers the tool call its ask ends with.
+	Agent bool
 }
 
 // DefaultTinyConfig returns the default test-model shape.
@@ -51,6 +54,11 @@ func DefaultTinyConfig() TinyConfig {
 
 // Validate checks the shape is one llama.cpp accepts.
 func (c TinyConfig) Validate() error {
+	if c.Agent {
+		if err := c.validateAgent(); err != nil {
+			return err
+		}
+	}
 	switch {
 	case c.Layers < 1 || c.Embedding < 8 || c.Heads < 1 || c.KVHeads < 1 || c.FeedForward < 1:
 		return errors.New("tiny model: layers, embedding, heads, kv heads and feed-forward must be positive")
@@ -72,7 +80,7 @@ func (c TinyConfig) HeadDim() int { return c.Embedding / c.Heads }
 // Shape returns the shape the written file will report.
 func (c TinyConfig) Shape() Shape {
 	s := Shape{
-		Name: "kvwin-tiny", Version: TinyVersion, Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
+		Name: c.name(), Version: TinyVersion, Architecture: "llama", Layers: c.Layers, Embedding: c.Embedding,
 		FeedForward: c.FeedForward, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim(),
 		ContextLength: c.Context, VocabSize: c.vocabSize(), FileType: ggml.FileTypeF16.String(),
 		ChatTemplate: c.template(),
@@ -99,6 +107,9 @@ type tinyTensor struct {
 // vocabSize is the number of tokens; a vocabulary that does not load
 // counts as the byte-level one (WriteTiny reports the error).
 func (c TinyConfig) vocabSize() int {
+	if c.Agent {
+		return agentVocabSize
+	}
 	if c.VocabPath == "" {
 		return tinyVocabSize
 	}
@@ -107,6 +118,14 @@ func (c TinyConfig) vocabSize() int {
 		return tinyVocabSize
 	}
 	return len(v.tokens)
+}
+
+// name is the file's general.name.
+func (c TinyConfig) name() string {
+	if c.Agent {
+		return "kvwin-tiny-agent"
+	}
+	return "kvwin-tiny"
 }
 
 func (c TinyConfig) template() string {
@@ -159,6 +178,9 @@ func WriteTiny(path string, c TinyConfig) error {
 	tokens, types := tinyVocab()
 	vocab := &vocabFile{model: "gpt2", pre: "default", tokens: tokens, types: types, merges: []string{},
 		bos: TinyTokenEndOfText, eos: TinyTokenIMEnd, eot: TinyTokenIMEnd}
+	if c.Agent {
+		vocab.tokens, vocab.types = agentVocab()
+	}
 	if c.VocabPath != "" {
 		if vocab, err = loadVocab(c.VocabPath); err != nil {
 			tmp.Close()
@@ -171,7 +193,7 @@ func WriteTiny(path string, c TinyConfig) error {
 	}
 	kv := ggml.KV{
 		"general.architecture":                   "llama",
-		"general.name":                           "kvwin-tiny",
+		"general.name":                           c.name(),
 		"general.version":                        TinyVersion,
 		"general.file_type":                      uint32(ftype),
 		"general.alignment":                      uint32(32),
@@ -183,7 +205,7 @@ func WriteTiny(path string, c TinyConfig) error {
 		"llama.attention.head_count_kv":          uint32(c.KVHeads),
 		"llama.attention.layer_norm_rms_epsilon": float32(1e-5),
 		"llama.rope.dimension_count":             uint32(c.HeadDim()),
-		"llama.rope.freq_base":                   float32(10000),
+		"llama.rope.freq_base":                   float32(c.ropeBase()),
 		"llama.vocab_size":                       uint32(len(vocab.tokens)),
 		"tokenizer.chat_template":                c.template(),
 	}
@@ -194,14 +216,21 @@ func WriteTiny(path string, c TinyConfig) error {
 		delete(kv, "tokenizer.ggml.add_space_prefix") // the file's bytes stay as before
 	}
 	text := newBigram(c.Embedding)
+	var design map[string]map[[2]int]float64
+	if c.Agent {
+		text, design = nil, agentDesign(c)
+	}
 	var ts []*ggml.Tensor
 	for _, t := range c.tensorsFor(len(vocab.tokens)) {
 		kind, size := uint32(0), 4 // ggml type F32
 		if t.matrix && !c.F32 {
 			kind, size = 1, 2 // F16
 		}
-		ts = append(ts, &ggml.Tensor{Name: t.name, Kind: kind, Shape: t.shape,
-			WriterTo: &weights{seed: c.Seed, t: t, size: size, text: text}})
+		var wt io.WriterTo = &weights{seed: c.Seed, t: t, size: size, text: text}
+		if design != nil {
+			wt = &designed{t: t, size: size, set: design[t.name]}
+		}
+		ts = append(ts, &ggml.Tensor{Name: t.name, Kind: kind, Shape: t.shape, WriterTo: wt})
 	}
 	if err := ggml.WriteGGUF(tmp, kv, ts); err != nil {
 		tmp.Close()
@@ -218,6 +247,49 @@ func WriteTiny(path string, c TinyConfig) error {
 		return fmt.Errorf("write tiny model: %w", err)
 	}
 	return nil
+}
+
+// ropeBase is the file's RoPE frequency base.
+func (c TinyConfig) ropeBase() float64 {
+	if c.Agent {
+		return agentRopeBase
+	}
+	return 10000
+}
+
+// designed writes a tensor of the agent model: its set entries, zero
+// elsewhere; norm vectors are ones.
+type designed struct {
+	t    tinyTensor
+	size int
+	set  map[[2]int]float64 // (out, in) → value
+}
+
+func (w *designed) WriteTo(out io.Writer) (int64, error) {
+	in := int(w.t.shape[0])
+	n := in
+	if len(w.t.shape) > 1 {
+		n *= int(w.t.shape[1])
+	}
+	vals := make([]float32, n)
+	if !w.t.matrix {
+		for i := range vals {
+			vals[i] = 1
+		}
+	}
+	for at, v := range w.set {
+		vals[at[0]*in+at[1]] = float32(v)
+	}
+	buf := make([]byte, 0, n*w.size)
+	for _, v := range vals {
+		if w.size == 2 {
+			buf = binary.LittleEndian.AppendUint16(buf, float16.Fromfloat32(v).Bits())
+		} else {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		}
+	}
+	written, err := out.Write(buf)
+	return int64(written), err
 }
 
 // weights generates one tensor's data: uniform in ±√(3/fan_in) (unit
