@@ -282,14 +282,18 @@ func (w *designed) WriteTo(out io.Writer) (int64, error) {
 	}
 	buf := make([]byte, 0, n*w.size)
 	for _, v := range vals {
-		if w.size == 2 {
-			buf = binary.LittleEndian.AppendUint16(buf, float16.Fromfloat32(v).Bits())
-		} else {
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-		}
+		buf = appendValue(buf, v, w.size)
 	}
 	written, err := out.Write(buf)
 	return int64(written), err
+}
+
+// appendValue appends v as f16 (size 2) or f32 (size 4).
+func appendValue(buf []byte, v float32, size int) []byte {
+	if size == 2 {
+		return binary.LittleEndian.AppendUint16(buf, float16.Fromfloat32(v).Bits())
+	}
+	return binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
 }
 
 // weights generates one tensor's data: uniform in ±√(3/fan_in) (unit
@@ -351,11 +355,7 @@ func (w *weights) WriteTo(out io.Writer) (int64, error) {
 		case w.t.matrix:
 			v = (rng.Float32()*2 - 1) * scale
 		}
-		if w.size == 2 {
-			buf = binary.LittleEndian.AppendUint16(buf, float16.Fromfloat32(v).Bits())
-		} else {
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-		}
+		buf = appendValue(buf, v, w.size)
 	}
 	written, err := out.Write(buf)
 	return int64(written), err
