@@ -13,6 +13,7 @@ import (
 
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/app/apptest"
+	"kvwin/gguf"
 )
 
 // Recorded coding-agent sessions (testdata/agents): the request bytes the
@@ -25,8 +26,11 @@ import (
 
 // agentRecording is one recorded session.
 type agentRecording struct {
-	Client   string         `json:"client"`   // e.g. "claude-code 2.1.197"
-	Recorded string         `json:"recorded"` // how: the command run, the server's flags
+	Client   string `json:"client"`   // e.g. "claude-code 2.1.197"
+	Recorded string `json:"recorded"` // how: the command run, the server's flags
+	// Model is "agent" for a session recorded on the agent test model
+	// (kvwin model tiny --agent, served as "agent"); empty: the bigram one.
+	Model    string         `json:"model,omitempty"`
 	Requests []agentRequest `json:"requests"`
 }
 
@@ -230,7 +234,7 @@ func loadAgentRecordings(t *testing.T) []agentRecording {
 // answer: 200, a stop reason an agent acts on, and, on a request that
 // continues an answer, the whole prompt but what it adds (and 32 tokens
 // of its framing) read from the KV cache.
-func replayAgent(t *testing.T, base string, rec agentRecording) {
+func replayAgent(t *testing.T, base string, rec agentRecording) (toolCalls int) {
 	t.Helper()
 	for i, r := range rec.Requests {
 		req, err := http.NewRequest(r.Method, base+r.Path, bytes.NewReader(r.Body))
@@ -265,8 +269,12 @@ func replayAgent(t *testing.T, base string, rec agentRecording) {
 				t.Errorf("%s request %d, after a tool call: %d of %d prompt tokens cached, want at least %d", rec.Client, i, a.cached, a.prompt, a.prompt-allowed)
 			}
 		}
+		if a.toolCall {
+			toolCalls++
+		}
 		t.Logf("%s request %d: %s, prompt %d, cached %d, tool call %v", rec.Client, i, a.stop, a.prompt, a.cached, a.toolCall)
 	}
+	return toolCalls
 }
 
 // TestRecordedAgentsReplay replays every recorded session against a real
@@ -275,10 +283,25 @@ func replayAgent(t *testing.T, base string, rec agentRecording) {
 func TestRecordedAgentsReplay(t *testing.T) {
 	for _, rec := range loadAgentRecordings(t) {
 		t.Run(rec.Client, func(t *testing.T) {
+			model := ""
+			if rec.Model == "agent" {
+				model = filepath.Join(t.TempDir(), "agent.gguf")
+				if err := gguf.WriteTiny(model, gguf.DefaultAgentConfig()); err != nil {
+					t.Fatal(err)
+				}
+			}
 			a := apptest.Start(t, func(f *app.Config) {
 				f.Slots, f.Ctx, f.Seed, f.Window = 1, 65536, 1, "memory"
+				if model != "" {
+					f.Model = model
+				}
 			})
-			replayAgent(t, a.URL(), rec)
+			// On the agent model the session holds a tool round trip:
+			// the call is answered again, and the request after it
+			// (its result) is checked for cached tokens above.
+			if calls := replayAgent(t, a.URL(), rec); rec.Model == "agent" && calls == 0 {
+				t.Errorf("%s: no tool call in the replay", rec.Client)
+			}
 		})
 	}
 }
