@@ -36,7 +36,7 @@ func delegate[A any, T any](r *Router, fn func(A) (T, error)) (T, error) {
 	for _, healthy := range []bool{true, false} {
 		for _, m := range r.fleet() {
 			a, ok := m.backend.(A)
-			if !ok || m.healthy.Load() != healthy {
+			if !ok || m.state.Available() != healthy {
 				continue
 			}
 			out, err := fn(a)
@@ -113,7 +113,7 @@ func (r *Router) Slots() []engine.SlotState {
 // backends, one after the other.
 func (r *Router) FetchSlots(ctx context.Context) ([]engine.SlotState, error) {
 	for _, m := range r.fleet() {
-		if f, ok := engine.As[engine.SlotFetcher](m.backend); ok && m.healthy.Load() {
+		if f, ok := engine.As[engine.SlotFetcher](m.backend); ok && m.state.Available() {
 			if _, err := f.FetchSlots(ctx); err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()

@@ -17,13 +17,15 @@ import (
 // filter keeps the members a turn may go to.
 type filter func(m *member) bool
 
-// healthy keeps the members whose last health check or turn passed.
-func healthy(m *member) bool { return m.healthy.Load() }
+// healthy keeps the members available to a turn (backendState.Available:
+// the last health check or turn passed).
+func healthy(m *member) bool { return m.state.Available() }
 
-// failsFast keeps the members that are not down for a timeout: down for a
-// reason that fails fast (refused, 5xx), or not down at all; a member
-// still joining (no health check passed yet) is not one of them.
-func failsFast(m *member) bool { return !m.suspect.Load() && m.joined.Load() }
+// failsFast keeps the members that are not down for a timeout
+// (backendState.FailsFast): down for a reason that fails fast (refused,
+// 5xx), or not down at all; a member still joining (no health check
+// passed yet) is not one of them.
+func failsFast(m *member) bool { return m.state.FailsFast() }
 
 // servesModel keeps the members serving model; a member that names no
 // model, or a turn that names none, matches any.

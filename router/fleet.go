@@ -16,7 +16,7 @@ import (
 // changes meanwhile.
 //
 //   - A backend that joins (Add) is not routed to before a health check
-//     passes (member.joined): it is probed, then routed to.
+//     passes (backendState.FailsFast): it is probed, then routed to.
 //   - A backend that leaves (Remove) is taken out of the fleet at once, so
 //     no new turn goes there, and drains: the turns already on it finish;
 //     a turn that had chosen it but not started is refused before its
@@ -65,8 +65,7 @@ func (r *Router) join(i int, b engine.Backend, healthy bool) (*member, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.healthy.Store(healthy)
-	m.joined.Store(healthy)
+	m.state.start(healthy)
 	if m.follower != nil {
 		ctx, cancel := context.WithCancel(r.ctx)
 		m.unfollow = cancel

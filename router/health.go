@@ -28,7 +28,7 @@ func (r *Router) checkHealth(ctx context.Context) {
 			for _, m := range r.fleet() {
 				// checking orders the check's writes of next and backoff
 				// before this read.
-				if m.checking.Load() || now.Before(m.next) && !(m.wantRead.Load() && m.healthy.Load()) {
+				if m.checking.Load() || now.Before(m.next) && !(m.wantRead.Load() && m.state.Available()) {
 					continue
 				}
 				m.checking.Store(true)
@@ -48,14 +48,14 @@ func (r *Router) checkHealth(ctx context.Context) {
 // backend's slots and context.
 func (r *Router) check(ctx context.Context, m *member) {
 	var err error
-	if m.suspect.Load() {
+	if m.state.Suspect() {
 		err = r.probe(ctx, m)
 	} else if hc, ok := engine.As[engine.HealthChecker](m.backend); ok {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.HealthTimeout)
 		err = hc.Health(cctx)
 		cancel()
 	}
-	rejoin := !m.healthy.Load()
+	rejoin := !m.state.Available()
 	if err == nil {
 		err = r.refresh(ctx, m, rejoin)
 	}
@@ -66,9 +66,7 @@ func (r *Router) check(ctx context.Context, m *member) {
 		r.readSlots(ctx, m)
 	}
 	if err == nil {
-		m.suspect.Store(false)
-		m.joined.Store(true)
-		if !m.healthy.Swap(true) {
+		if m.state.pass() {
 			r.log.Info("backend healthy again", "backend", m.name, "slots", m.slots.Load(), "ctx_per_slot", m.ctx.Load())
 			r.changed()
 		}
@@ -76,7 +74,7 @@ func (r *Router) check(ctx context.Context, m *member) {
 		m.next = time.Now().Add(r.cfg.HealthInterval)
 		return
 	}
-	if m.healthy.Swap(false) {
+	if m.state.down() {
 		r.log.Warn("backend failed its health check", "backend", m.name, "err", err)
 		r.changed()
 	}
@@ -146,7 +144,7 @@ var _ engine.Readier = (*Router)(nil)
 // GET /health reports. It does not block.
 func (r *Router) Ready() error {
 	for _, m := range r.fleet() {
-		if m.healthy.Load() {
+		if m.state.Available() {
 			return nil
 		}
 	}
@@ -196,7 +194,7 @@ func (r *Router) Status() []BackendStatus {
 }
 
 func (m *member) status() BackendStatus {
-	return BackendStatus{Name: m.name, Healthy: m.healthy.Load(), Suspect: m.suspect.Load(),
+	return BackendStatus{Name: m.name, Healthy: m.state.Available(), Suspect: m.state.Suspect(),
 		Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load()), Residency: m.residency(),
 		Saved: m.saved.counts()}
 }

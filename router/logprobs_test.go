@@ -26,8 +26,8 @@ func TestLogprobsGoToABackendThatHasThem(t *testing.T) {
 		}
 		// Round-robin ranked a first every other request: it was asked
 		// and refused, and stays in the fleet for requests without them.
-		if a.count() != 2 || !r.members[0].healthy.Load() {
-			t.Fatalf("a asked %d times (want 2), healthy %v", a.count(), r.members[0].healthy.Load())
+		if a.count() != 2 || !r.members[0].state.Available() {
+			t.Fatalf("a asked %d times (want 2), healthy %v", a.count(), r.members[0].state.Available())
 		}
 	})
 	t.Run("all refuse: the refusal", func(t *testing.T) {

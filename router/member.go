@@ -59,18 +59,13 @@ type member struct {
 	// check (see checking).
 	lastRead time.Time
 
-	healthy atomic.Bool
-	// joined: a health check passed since it joined (or it was configured
-	// at start); a member still joining is not tried (fleet.go).
-	joined atomic.Bool
+	// state is its health as the router believes it (state.go).
+	state backendState
 	// turns counts the turns on it; drained, once it was removed, is
 	// closed when turns reaches 0 (fleet.go).
 	turnMu  sync.Mutex
 	turns   int
 	drained chan struct{}
-	// suspect: the backend timed out; it is not trusted again until a
-	// probe generation succeeds (answering /health is not enough).
-	suspect atomic.Bool
 	// checking: a health check or probe of it is running.
 	checking atomic.Bool
 	load     atomic.Int64  // requests in flight
@@ -115,8 +110,7 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 	m.follower, _ = engine.As[engine.ResidencyFollower](b)
 	m.slots.Store(int64(info.Slots))
 	m.ctx.Store(int64(info.ContextSlot))
-	m.healthy.Store(true)
-	m.joined.Store(true)
+	m.state.start(true)
 	return m, nil
 }
 
@@ -242,7 +236,7 @@ func (m *member) observeService(d time.Duration) {
 // down marks the backend unhealthy until a health check passes. The line
 // it logs carries the request id of ctx, the turn that found it down.
 func (m *member) down(ctx context.Context, err error, log *slog.Logger) bool {
-	if m.healthy.Swap(false) {
+	if m.state.down() {
 		log.WarnContext(ctx, "backend down; routing around it", "backend", m.name, "err", err)
 		return true
 	}
@@ -252,8 +246,7 @@ func (m *member) down(ctx context.Context, err error, log *slog.Logger) bool {
 // distrust marks the backend unhealthy until a probe generation succeeds:
 // it took a turn and did not answer in time.
 func (m *member) distrust(ctx context.Context, err error, log *slog.Logger) bool {
-	m.suspect.Store(true)
-	if m.healthy.Swap(false) {
+	if m.state.distrust() {
 		log.WarnContext(ctx, "backend timed out; routing around it until a probe generation succeeds", "backend", m.name, "err", err)
 		return true
 	}

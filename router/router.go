@@ -240,7 +240,7 @@ func (r *Router) Close() error {
 // the bytes when none can.
 func (r *Router) CountMessage(m engine.Message) int {
 	for _, mem := range r.fleet() {
-		if mc, ok := engine.As[engine.MessageCounter](mem.backend); ok && mem.healthy.Load() {
+		if mc, ok := engine.As[engine.MessageCounter](mem.backend); ok && mem.state.Available() {
 			return mc.CountMessage(m)
 		}
 	}

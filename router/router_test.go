@@ -240,7 +240,7 @@ func TestFailover(t *testing.T) {
 				t.Fatalf("served by %s", res.Backend)
 			}
 		}
-		if r.members[0].healthy.Load() {
+		if r.members[0].state.Available() {
 			t.Fatal("failed backend still healthy")
 		}
 	})
@@ -281,7 +281,7 @@ func TestHealthChecksTakeBackendsOutAndBackIn(t *testing.T) {
 	a, b := newFake("a"), newFake("b")
 	a.health = errors.New("503")
 	r := newRouter(t, Config{HealthInterval: 20 * time.Millisecond, HealthMaxBackoff: 40 * time.Millisecond}, a, b)
-	waitFor(t, func() bool { return !r.members[0].healthy.Load() })
+	waitFor(t, func() bool { return !r.members[0].state.Available() })
 	for range 4 {
 		if res := generate(t, r, conv(3, 1)); res.Backend != "b" {
 			t.Fatalf("served by %s while a is down", res.Backend)
@@ -290,7 +290,7 @@ func TestHealthChecksTakeBackendsOutAndBackIn(t *testing.T) {
 	a.mu.Lock()
 	a.health = nil
 	a.mu.Unlock()
-	waitFor(t, func() bool { return r.members[0].healthy.Load() })
+	waitFor(t, func() bool { return r.members[0].state.Available() })
 }
 
 // waitFor waits for cond, checking at each health check of the fakes.
@@ -337,11 +337,11 @@ func TestDisplacedConversationsStayWithASnapshottingBackend(t *testing.T) {
 	defer r.Close()
 	x := groupConv(1, 1, 1)
 	x[1].Content += strings.Repeat(" with a long first message", 12)
-	r.members[1].healthy.Store(false) // the first conversation starts on a
+	r.members[1].state.down() // the first conversation starts on a
 	if res := generate(t, r, x); res.Backend != "a" {
 		t.Fatalf("first turn on %s", res.Backend)
 	}
-	r.members[1].healthy.Store(true)
+	r.members[1].state.pass()
 	// Another conversation takes a's only slot.
 	if _, err := r.Generate(context.Background(), engine.Request{Messages: groupConv(2, 2, 1), Slot: 0}, nil); err != nil {
 		t.Fatal(err)
@@ -370,7 +370,7 @@ func TestCountMessageUsesAHealthyBackend(t *testing.T) {
 	if got := r.CountMessage(m); got != 42 {
 		t.Fatalf("count %d, want the backend's 42", got)
 	}
-	r.members[0].healthy.Store(false)
+	r.members[0].state.down()
 	if got := r.CountMessage(m); got != 105 { // (4+400+3)/4 + 4
 		t.Fatalf("count %d without a counting backend, want the byte estimate 105", got)
 	}

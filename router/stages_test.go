@@ -35,8 +35,8 @@ func members(t *testing.T, infos []engine.Info, down, suspect []string) []*membe
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.healthy.Store(!slices.Contains(down, info.Name))
-		m.suspect.Store(slices.Contains(suspect, info.Name))
+		m.state.healthy.Store(!slices.Contains(down, info.Name))
+		m.state.suspect.Store(slices.Contains(suspect, info.Name))
 		out = append(out, m)
 	}
 	return out
