@@ -103,21 +103,21 @@ func (t *tally) err() error {
 }
 
 // attempt tries the turn on the ranked candidates in order (see classify)
-// and returns the first answer, or what the failures came to. planned
+// and returns the first answer, or what the failures came to. releasePlan
 // releases generate's plan lock: before a tenant pin, which may wait, or
 // once run has claimed the slot.
-func (r *Router) attempt(ctx context.Context, req engine.Request, k key, stream engine.StreamFunc, ranked []candidate, t *tally, planned func()) (string, engine.Result, error) {
+func (r *Router) attempt(ctx context.Context, req engine.Request, k key, stream engine.StreamFunc, ranked []candidate, t *tally, releasePlan func()) (string, engine.Result, error) {
 	for _, c := range ranked {
 		m := c.m
 		if c.isolated {
-			planned() // the tenant pin may wait for a slot (tenancy.go)
+			releasePlan() // the tenant pin may wait for a slot (tenancy.go)
 		}
 		pl, err := r.place(ctx, m, c, req, k.length)
 		if err != nil {
 			return "", engine.Result{}, err
 		}
 		believed := m.backend.Info().ContextSlot
-		res, started, err := r.run(ctx, m, c, k, req, stream, &pl, planned)
+		res, started, err := r.run(ctx, m, c, k, req, stream, &pl, releasePlan)
 		if err == nil {
 			return m.name, res, nil
 		}
@@ -184,18 +184,18 @@ func (r *Router) place(ctx context.Context, m *member, c candidate, req engine.R
 	return pl, nil
 }
 
-// run is one attempt: req as placed by pl, on m. planned is called once
+// run is one attempt: req as placed by pl, on m. releasePlan is called once
 // the planned slot is claimed, before the turn is sent (generate). The
 // registry and the cost model learn what really happened; the tenant is
 // told only what usage lets it know.
-func (r *Router) run(ctx context.Context, m *member, c candidate, k key, req engine.Request, stream engine.StreamFunc, pl *placement, planned func()) (engine.Result, bool, error) {
+func (r *Router) run(ctx context.Context, m *member, c candidate, k key, req engine.Request, stream engine.StreamFunc, pl *placement, releasePlan func()) (engine.Result, bool, error) {
 	u := r.usageOf(m, c, k, req)
 	pl.prefill = c.prefill
 	endRun := func() {}
-	if !pl.claimed && pl.slot >= 0 && (c.planned || r.plansSlots(m)) {
+	if !pl.claimed && pl.slot >= 0 && (c.hasPlan || r.plansSlots(m)) {
 		endRun = m.startRun(pl.slot)
 	}
-	planned() // the slot is claimed: other turns may plan now
+	releasePlan() // the slot is claimed: other turns may plan now
 	res, started, err := r.generateOn(ctx, m, u, req, u.stream(stream), pl)
 	if pl.claimed {
 		m.settle(pl.pin, res.Slot, err == nil)
@@ -204,7 +204,7 @@ func (r *Router) run(ctx context.Context, m *member, c candidate, k key, req eng
 		r.learn(m, k, res)
 	}
 	endRun() // after learn: the slot is planned for again as it now is
-	res.Timings = u.told(res.Timings)
+	res.Timings = u.forTenant(res.Timings)
 	return res, started, err
 }
 
@@ -223,7 +223,7 @@ func (r *Router) generateOn(ctx context.Context, m *member, u usage, req engine.
 	res, started, err := m.generate(ctx, sub, stream, pl.prefill)
 	if err == nil || started || pl.slot < 0 || req.Slot >= 0 || !errors.Is(err, engine.ErrInvalidRequest) {
 		if err == nil {
-			res.Timings = u.sane(res.Timings, res.Tokens)
+			res.Timings = u.checked(res.Timings, res.Tokens)
 		}
 		return res, started, err
 	}
@@ -248,7 +248,7 @@ func (r *Router) generateOn(ctx context.Context, m *member, u usage, req engine.
 	sub.Slot, sub.NoCache = pl.slot, pl.noCache
 	res, started, err = m.generate(ctx, sub, stream, pl.prefill)
 	if err == nil {
-		res.Timings = u.sane(res.Timings, res.Tokens)
+		res.Timings = u.checked(res.Timings, res.Tokens)
 	}
 	return res, started, err
 }

@@ -15,30 +15,31 @@ import (
 // scorer (policy.go) ranks the candidates and says which slot it would
 // run the turn on.
 type candidate struct {
-	index      int
-	m          *member
-	name       string
-	load       int           // requests in flight
-	slots      int           // parallel slots
-	cached     int           // prompt tokens it holds (registry, or the planned slot's reuse)
-	own, ownOf int           // units (tokens, or bytes of text) of the prompt's chain of ownOf units the registry says it holds for the request's tenant
-	held       int           // slot the registry says holds them; -1 unknown
-	planned    bool          // plan is the router's plan for a backend whose slots reuse only their own KV (placement.go)
-	plan       int           // the planned slot; -1 every slot is busy
-	isolated   bool          // the router isolates tenants on it: the tenant pin chooses the slot (tenancy.go)
-	predicted  time.Duration // predicted time to first token
-	prefill    time.Duration // of it, the turn's own prefill
-	extra      time.Duration // of it, the time of what the turn destroys there (placement.go): a cost, not a wait
-	slack      time.Duration // predicted time of TieTokens tokens: differences below it are ties
-	prefer     int           // the slot the scorer would run the turn on; -1 none (the backend, or the tenant pin, chooses)
-	matched    int           // prompt tokens the registry says it holds anywhere (before any slot plan)
-	cells      int           // KV cells of all its slots (slots × context per slot); 0 unknown
-	peak       float64       // its cold prefill throughput over a chunk of peakChunk tokens, tokens/s (sticky.go)
+	index       int
+	m           *member
+	name        string
+	load        int           // requests in flight
+	slots       int           // parallel slots
+	cached      int           // prompt tokens it holds (registry, or the planned slot's reuse)
+	tenantUnits int           // units (tokens, or bytes of text) of the prompt the registry says it holds for the request's tenant
+	promptUnits int           // units of the whole prompt, in the same chain (exact, or approximate as the match)
+	holdingSlot int           // slot the registry says holds them; -1 unknown
+	hasPlan     bool          // plan is the router's plan for a backend whose slots reuse only their own KV (placement.go)
+	plan        int           // the planned slot; -1 every slot is busy
+	isolated    bool          // the router isolates tenants on it: the tenant pin chooses the slot (tenancy.go)
+	predicted   time.Duration // predicted time to first token
+	prefill     time.Duration // of it, the turn's own prefill
+	extra       time.Duration // of it, the time of what the turn destroys there (placement.go): a cost, not a wait
+	slack       time.Duration // predicted time of TieTokens tokens: differences below it are ties
+	prefer      int           // the slot the scorer would run the turn on; -1 none (the backend, or the tenant pin, chooses)
+	matched     int           // prompt tokens the registry says it holds anywhere (before any slot plan)
+	cells       int           // KV cells of all its slots (slots × context per slot); 0 unknown
+	peak        float64       // its cold prefill throughput over a chunk of peakChunk tokens, tokens/s (sticky.go)
 }
 
 // estimate predicts each backend's time to first token for the prompt k.
 func (r *Router) estimate(k key, live []*member) []candidate {
-	held, saved := r.held(k)
+	matches, saved := r.bestMatches(k)
 	peer := borrowedCost(live)
 	// Backends whose slots reuse only their own KV: each idle slot's hold,
 	// and whether any slot of them is free (placement.go). Kvwin nodes
@@ -55,7 +56,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			room = room || hasRoom(plans[m.index])
 		case r.plansEarly(m):
 			early[m.index] = r.slotPlans(m, k.exact, k.length)
-			empty = empty || slices.ContainsFunc(early[m.index], func(p slotPlan) bool { return p.held == 0 })
+			empty = empty || slices.ContainsFunc(early[m.index], func(p slotPlan) bool { return p.heldTokens == 0 })
 		}
 	}
 	if empty {
@@ -68,23 +69,23 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 		if peer != nil && !m.cal.Stats().Fitted {
 			cost = peer
 		}
-		c := candidate{index: m.index, m: m, name: m.name, load: m.inflight(), slots: m.slotCount(), held: -1, plan: -1, prefer: -1,
+		c := candidate{index: m.index, m: m, name: m.name, load: m.inflight(), slots: m.slotCount(), holdingSlot: -1, plan: -1, prefer: -1,
 			isolated: r.isolates(m), cells: m.slotCount() * int(m.ctx.Load())}
-		mt, ok := held[m.name]
+		mt, ok := matches[m.name]
 		ok = ok && mt.Approximate != m.exact
 		if ok {
 			c.cached = min(mt.Length, k.length-1)
-			c.own, c.ownOf = mt.Length, k.exact.Length
+			c.tenantUnits, c.promptUnits = mt.Length, k.exact.Length
 			if mt.Approximate {
-				c.ownOf = k.approx.Length
+				c.promptUnits = k.approx.Length
 			}
 			if mt.Tier == kvcache.TierSlot {
-				c.held = mt.Slot
+				c.holdingSlot = mt.Slot
 			}
 			c.matched = c.cached
 		}
 		extra := time.Duration(0)
-		if plans, planned := plans[m.index]; planned {
+		if plans, ok := plans[m.index]; ok {
 			// Its slots reuse only their own KV: the slot the turn would
 			// take, and what taking it destroys (placement.go).
 			best := 0
@@ -102,7 +103,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 				plans = restorable(plans, best, k.length, lost)
 			}
 			p := bestPlan(plans, k.length, room)
-			c.cached, c.plan, c.planned = p.reuse, p.slot, true
+			c.cached, c.plan, c.hasPlan = p.reuse, p.slot, true
 			if d := p.destroyed(room); d > 0 {
 				extra = cost.Predict(d, 0)
 			}
@@ -122,20 +123,20 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 	return cands
 }
 
-// held is each backend's best match of the prompt k in the registry, by
+// bestMatches is each backend's best match of the prompt k in the registry, by
 // backend name: exact or approximate, whichever holds more blocks; and of
 // its exact snapshots the one a prompt cache would load (kvcache.Result's
 // Keeps).
-func (r *Router) held(k key) (held map[string]kvcache.Match, saved map[string]kvcache.Kept) {
-	held, saved = map[string]kvcache.Match{}, map[string]kvcache.Kept{}
+func (r *Router) bestMatches(k key) (matches map[string]kvcache.Match, saved map[string]kvcache.Kept) {
+	matches, saved = map[string]kvcache.Match{}, map[string]kvcache.Kept{}
 	for _, chain := range []kvcache.Chain{k.exact, k.approx} {
 		if len(chain.Keys) == 0 {
 			continue
 		}
 		res := r.reg.Lookup(chain)
 		for _, mt := range res.Matches {
-			if cur, ok := held[mt.Backend]; !ok || mt.Blocks > cur.Blocks {
-				held[mt.Backend] = mt
+			if cur, ok := matches[mt.Backend]; !ok || mt.Blocks > cur.Blocks {
+				matches[mt.Backend] = mt
 			}
 		}
 		if !chain.Approximate {
@@ -144,7 +145,7 @@ func (r *Router) held(k key) (held map[string]kvcache.Match, saved map[string]kv
 			}
 		}
 	}
-	return held, saved
+	return matches, saved
 }
 
 // borrowedCost is the cost model a backend that has not measured itself

@@ -129,7 +129,7 @@ func (r *Router) residentChain(m *member, loc kvcache.Location, st kvcache.SlotT
 		return r.exact.ForTenant(st.Tenant).Tokens(st.Tokens), true
 	}
 	chain := r.exact.ForTenant(m.slotState(loc.Slot).tenant).Tokens(st.Tokens)
-	held := r.reg.Held(loc)
-	n := kvcache.SharedPrefix(held, chain.Keys)
-	return chain, len(held) > 0 && n > 0 && (n == len(held) || n == len(chain.Keys))
+	believed := r.reg.Held(loc)
+	n := kvcache.SharedPrefix(believed, chain.Keys)
+	return chain, len(believed) > 0 && n > 0 && (n == len(believed) || n == len(chain.Keys))
 }

@@ -61,12 +61,12 @@ const (
 // Safe for concurrent use.
 type liveness struct {
 	mu     sync.Mutex
-	last   map[kvcache.Location]held // the chain a turn last left there
-	tips   map[kvcache.Key]*tip      // the last block of each chain a turn left
-	order  []kvcache.Key             // tips, oldest first, bounding them to maxTips
-	aging  []agingTip                // tips not yet decided, oldest first
-	depths [maxDepth + 1]depthCount  // by the chain's turns − 1
-	gaps   []time.Duration           // ring of recent continuation gaps
+	last   map[kvcache.Location]heldChain // the chain a turn last left there
+	tips   map[kvcache.Key]*tip           // the last block of each chain a turn left
+	order  []kvcache.Key                  // tips, oldest first, bounding them to maxTips
+	aging  []agingTip                     // tips not yet decided, oldest first
+	depths [maxDepth + 1]depthCount       // by the chain's turns − 1
+	gaps   []time.Duration                // ring of recent continuation gaps
 	next   int
 	sorted []time.Duration // gaps, sorted; nil when stale
 	first  time.Time       // the first turn seen
@@ -74,7 +74,7 @@ type liveness struct {
 	cont   int             // of them, continuations of an earlier turn's chain
 }
 
-// held is the chain a slot holds: when its last turn ended, its depth
+// heldChain is the chain a slot holds: when its last turn ended, its depth
 // (turns − 1, capped at maxDepth), and its fork: how many of its first
 // blocks a prompt shares when it is a branch of the chain's own
 // conversation (placement.go, Branches): the blocks before its last turn
@@ -84,7 +84,7 @@ type liveness struct {
 // repeats: asked is its length in units, for the tokens past its last
 // full block, which no key covers (a sibling sharing those blocks and
 // not the tokens after them is no branch). fork 0: unknown.
-type held struct {
+type heldChain struct {
 	at    time.Time
 	depth int
 	fork  int
@@ -94,7 +94,7 @@ type held struct {
 // tip is a chain's last block as a turn left it: when, its depth, and
 // whether it was counted not continued (it outlived the longest gap).
 type tip struct {
-	held
+	heldChain
 	ended bool
 }
 
@@ -120,7 +120,7 @@ const resort = 64
 const maxTips = 1 << 16
 
 // observe records a turn that ended at now on loc: prompt is its chain's
-// keys, held what the slot holds after it, shared the blocks of prompt
+// keys, kept what the slot holds after it, shared the blocks of prompt
 // the slot held before it. A turn whose prompt continues a chain an
 // earlier turn left (on any slot: a conversation evicted from its slot
 // and continued elsewhere is seen too, so long gaps are not missed for
@@ -134,7 +134,7 @@ func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, len
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.last == nil {
-		l.last, l.tips, l.first = map[kvcache.Location]held{}, map[kvcache.Key]*tip{}, now
+		l.last, l.tips, l.first = map[kvcache.Location]heldChain{}, map[kvcache.Key]*tip{}, now
 	}
 	l.turns++
 	depth, fork, found := 0, len(prompt), false
@@ -166,9 +166,9 @@ func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, len
 		depth, fork = was.depth, was.fork
 	}
 	l.age(now)
-	h := held{at: now, depth: depth, fork: fork, asked: length}
+	h := heldChain{at: now, depth: depth, fork: fork, asked: length}
 	if len(kept) > 0 {
-		t := &tip{held: h}
+		t := &tip{heldChain: h}
 		l.tips[kept[len(kept)-1]] = t
 		l.aging = append(l.aging, agingTip{key: kept[len(kept)-1], t: t})
 		if len(l.aging) > maxTips {
@@ -253,11 +253,11 @@ func (l *liveness) tipWeight(tip kvcache.Key, now time.Time) (w weights, known b
 		}
 		return weights{}, true
 	}
-	return l.weigh(t.held, now)
+	return l.weigh(t.heldChain, now)
 }
 
 // weigh is weight for a chain held as h. l.mu held.
-func (l *liveness) weigh(h held, now time.Time) (w weights, known bool) {
+func (l *liveness) weigh(h heldChain, now time.Time) (w weights, known bool) {
 	if l.cont < minGaps || l.turns == 0 {
 		return whole, false
 	}
@@ -295,14 +295,14 @@ func (l *liveness) sortedGaps() []time.Duration {
 }
 
 // forks reports whether a prompt of length units sharing shared blocks
-// with the chain h is a branch of h's own conversation (see held).
-func (h held) forks(shared, length int) bool {
+// with the chain h is a branch of h's own conversation (see heldChain).
+func (h heldChain) forks(shared, length int) bool {
 	return h.fork > 0 && shared >= h.fork && (h.depth > 0 || length == h.asked)
 }
 
 // branches reports whether a prompt of length units sharing shared
 // blocks with the chain at loc is a branch of that chain's conversation
-// (see held); false when no turn of the router's left the chain there.
+// (see heldChain); false when no turn of the router's left the chain there.
 func (l *liveness) branches(loc kvcache.Location, shared, length int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

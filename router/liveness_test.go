@@ -65,8 +65,8 @@ func TestPrefixTieDoesNotHideWhatAPlacementDestroys(t *testing.T) {
 	cfg, _ := Config{}.withDefaults()
 	sc := prefixScorer{cfg: cfg}
 	cands := []candidate{
-		{index: 0, name: "free", predicted: 1000 * time.Millisecond, slack: 20 * time.Millisecond, plan: 2, planned: true, held: -1},
-		{index: 1, name: "sibling", predicted: 1050 * time.Millisecond, extra: 950 * time.Millisecond, slack: 20 * time.Millisecond, plan: 0, planned: true, held: -1},
+		{index: 0, name: "free", predicted: 1000 * time.Millisecond, slack: 20 * time.Millisecond, plan: 2, hasPlan: true, holdingSlot: -1},
+		{index: 1, name: "sibling", predicted: 1050 * time.Millisecond, extra: 950 * time.Millisecond, slack: 20 * time.Millisecond, plan: 0, hasPlan: true, holdingSlot: -1},
 	}
 	for root := range uint64(64) {
 		if got := sc.rank(cands, prompt{root: root, length: 1100})[0].name; got != "free" {

@@ -18,7 +18,7 @@ func peerPrompt(id uint64, blocks int) prompt {
 func peerCands(loads ...int) []candidate {
 	out := make([]candidate, len(loads))
 	for i, l := range loads {
-		out[i] = candidate{index: i, name: string(rune('a' + i)), load: l, slots: 4, cells: 4 * 4096, held: -1, plan: -1, prefer: -1}
+		out[i] = candidate{index: i, name: string(rune('a' + i)), load: l, slots: 4, cells: 4 * 4096, holdingSlot: -1, plan: -1, prefer: -1}
 	}
 	return out
 }

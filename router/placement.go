@@ -105,11 +105,11 @@ const evictWeight = 2
 // slotPlan is the slot a turn would take on a backend that reuses only a
 // slot's own KV.
 type slotPlan struct {
-	slot    int // -1: every slot is busy
-	own     int // prompt tokens the slot itself holds
-	reuse   int // prompt tokens the turn would reuse there: own, or what a prompt cache loads
-	held    int // tokens the slot holds
-	evicted int // of them, beyond reuse: overwritten by the turn
+	slot       int // -1: every slot is busy
+	slotReuse  int // prompt tokens the slot itself holds
+	reuse      int // prompt tokens the turn would reuse there: slotReuse, or what a prompt cache loads
+	heldTokens int // tokens the slot holds
+	evicted    int // of them, beyond reuse: overwritten by the turn
 	// stale is 1 − the chance its chain is continued, by its depth and
 	// idle time (liveness.go); staleIdle by its idle time alone. What
 	// evicting it destroys counts (1 − stale) times while some slot is
@@ -117,7 +117,7 @@ type slotPlan struct {
 	stale, staleIdle float64
 	weighed          bool
 	// branch: the prompt is a branch of the slot's own chain (a retry, a
-	// regenerate, an edit of its last message; liveness.go, held): taking
+	// regenerate, an edit of its last message; liveness.go, heldChain): taking
 	// the slot destroys only the tail it overwrites.
 	branch bool
 	// lost is another conversation's tokens the turn destroys besides the
@@ -139,7 +139,7 @@ func (p slotPlan) destroyed(room bool) int {
 	case p.branch:
 		return p.lost + int(live*float64(p.evicted))
 	case room || p.weighed:
-		return p.lost + int(live*float64(p.held))
+		return p.lost + int(live*float64(p.heldTokens))
 	default:
 		return p.lost + int(live*float64(evictWeight*p.evicted))
 	}
@@ -166,7 +166,7 @@ func (r *Router) plansSlots(m *member) bool {
 	if !r.canPlan(m) {
 		return false
 	}
-	return !m.backend.Info().SharesPrefixes || r.lively.trusted(r.cfg.Now())
+	return !m.backend.Info().SharesPrefixes || r.liveness.trusted(r.cfg.Now())
 }
 
 // plansEarly reports whether m is a backend that seeds one slot from
@@ -187,7 +187,7 @@ func (r *Router) plansSlots(m *member) bool {
 // oracle 5,425), and 8,706 planned while a slot is empty, each newcomer
 // kept off a sibling's slot and computing its system prompt again.
 func (r *Router) plansEarly(m *member) bool {
-	return r.canPlan(m) && m.backend.Info().SharesPrefixes && !m.snapshots && !r.lively.trusted(r.cfg.Now())
+	return r.canPlan(m) && m.backend.Info().SharesPrefixes && !m.snapshots && !r.liveness.trusted(r.cfg.Now())
 }
 
 // canPlan reports whether m's slots can be planned at all: it keys
@@ -211,12 +211,12 @@ func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPla
 			continue
 		}
 		loc := kvcache.Location{Backend: m.name, Slot: s}
-		held, shared := r.reg.Overlap(loc, chain.Keys)
+		heldBlocks, shared := r.reg.Overlap(loc, chain.Keys)
 		reuse := min(chain.Units(shared), max(length-1, 0))
-		w, known := r.lively.weight(loc, now)
-		out = append(out, slotPlan{slot: s, own: reuse, reuse: reuse,
-			held: chain.Units(held), evicted: chain.Units(held - shared), stale: 1 - w.byDepth, staleIdle: 1 - w.byIdle, weighed: known,
-			branch: shared < held && r.lively.branches(loc, shared, chain.Length)})
+		w, known := r.liveness.weight(loc, now)
+		out = append(out, slotPlan{slot: s, slotReuse: reuse, reuse: reuse,
+			heldTokens: chain.Units(heldBlocks), evicted: chain.Units(heldBlocks - shared), stale: 1 - w.byDepth, staleIdle: 1 - w.byIdle, weighed: known,
+			branch: shared < heldBlocks && r.liveness.branches(loc, shared, chain.Length)})
 	}
 	return out
 }
@@ -227,7 +227,7 @@ func bestPlan(plans []slotPlan, length int, room bool) slotPlan {
 	best := slotPlan{slot: -1}
 	for _, p := range plans {
 		c, b := p.cost(length, room), best.cost(length, room)
-		if best.slot < 0 || c < b || c == b && p.own > best.own {
+		if best.slot < 0 || c < b || c == b && p.slotReuse > best.slotReuse {
 			best = p
 		}
 	}
@@ -266,7 +266,7 @@ func seeded(plans []slotPlan, best, length int) []slotPlan {
 func restorable(plans []slotPlan, best, length, lost int) []slotPlan {
 	out := make([]slotPlan, len(plans))
 	for i, p := range plans {
-		if 2*p.own < p.held {
+		if 2*p.slotReuse < p.heldTokens {
 			p.reuse = max(p.reuse, min(best, length-1))
 			p.evicted, p.lost = 0, lost
 		}
@@ -290,7 +290,7 @@ func (r *Router) loadLoses(chain kvcache.Chain, sn kvcache.Kept, room bool) int 
 	if !ok {
 		return 0
 	}
-	w, _ := r.lively.tipWeight(tip, r.cfg.Now())
+	w, _ := r.liveness.tipWeight(tip, r.cfg.Now())
 	live := w.byDepth
 	if !room {
 		live = w.byIdle

@@ -237,11 +237,11 @@ func TestMoreConversationsThanSlots(t *testing.T) {
 // shared prefix outweighing twice the evicted suffix wins.
 func TestBestPlan(t *testing.T) {
 	const length = 1000
-	own := slotPlan{slot: 0, reuse: 900, held: 900}                    // this conversation's own chain
-	free := slotPlan{slot: 1}                                          // empty
-	sibling := slotPlan{slot: 2, reuse: 800, held: 1100, evicted: 300} // shares an 800-token system prompt
-	stranger := slotPlan{slot: 3, held: 2000, evicted: 2000}           // shares nothing
-	short := slotPlan{slot: 4, reuse: 100, held: 600, evicted: 500}
+	own := slotPlan{slot: 0, reuse: 900, heldTokens: 900}                    // this conversation's own chain
+	free := slotPlan{slot: 1}                                                // empty
+	sibling := slotPlan{slot: 2, reuse: 800, heldTokens: 1100, evicted: 300} // shares an 800-token system prompt
+	stranger := slotPlan{slot: 3, heldTokens: 2000, evicted: 2000}           // shares nothing
+	short := slotPlan{slot: 4, reuse: 100, heldTokens: 600, evicted: 500}
 	for _, tc := range []struct {
 		name  string
 		plans []slotPlan
@@ -267,7 +267,7 @@ func TestBestPlan(t *testing.T) {
 // while some slot is free (which chains have ended), by its idle time
 // alone once none is (every placement evicts a live chain).
 func TestDestroyedWeighsByDepthOnlyWhileASlotIsFree(t *testing.T) {
-	p := slotPlan{slot: 0, held: 1000, evicted: 1000, stale: 0.875, staleIdle: 0.25, weighed: true}
+	p := slotPlan{slot: 0, heldTokens: 1000, evicted: 1000, stale: 0.875, staleIdle: 0.25, weighed: true}
 	for _, c := range []struct {
 		room bool
 		want int
@@ -284,7 +284,7 @@ func TestDestroyedWeighsByDepthOnlyWhileASlotIsFree(t *testing.T) {
 // chain the prompt is no branch of is worth all of it while a slot is
 // free.
 func TestABranchDestroysOnlyItsTail(t *testing.T) {
-	branch := slotPlan{reuse: 900, held: 1000, evicted: 100, branch: true}
+	branch := slotPlan{reuse: 900, heldTokens: 1000, evicted: 100, branch: true}
 	weighed := branch
 	weighed.stale, weighed.staleIdle, weighed.weighed = 0.75, 0.5, true
 	sibling := branch
@@ -316,8 +316,8 @@ func TestABranchDestroysOnlyItsTail(t *testing.T) {
 func TestRestorablePlans(t *testing.T) {
 	const length, best, lost = 1200, 1100, 300
 	empty := slotPlan{slot: 0}
-	kept := slotPlan{slot: 1, own: 800, reuse: 800, held: 1400, evicted: 600} // keeps 800 of 1,400: not swapped
-	swapped := slotPlan{slot: 2, own: 100, reuse: 100, held: 1500, evicted: 1400}
+	kept := slotPlan{slot: 1, slotReuse: 800, reuse: 800, heldTokens: 1400, evicted: 600} // keeps 800 of 1,400: not swapped
+	swapped := slotPlan{slot: 2, slotReuse: 100, reuse: 100, heldTokens: 1500, evicted: 1400}
 	got := restorable([]slotPlan{empty, kept, swapped}, best, length, lost)
 	want := []struct{ reuse, evicted, destroyed int }{
 		{0, 0, 0},
@@ -353,7 +353,7 @@ func TestPromptCacheLoadsAreWeighedAndForgotten(t *testing.T) {
 	own := r.exact.Tokens(append(slices.Clone(system), tokenRange(20_000, 2*block)...))
 	m.remember(r.reg, sibling)
 	saved := func(c kvcache.Chain) kvcache.Kept {
-		_, s := r.held(key{exact: c, length: c.Length})
+		_, s := r.bestMatches(key{exact: c, length: c.Length})
 		return s[m.name]
 	}
 	// A new conversation of the same system prompt: the sibling's saved

@@ -156,10 +156,10 @@ func guard(cands []candidate, cfg Config) bool {
 // slots sit idle.
 func prefer(c candidate, length int) int {
 	switch {
-	case c.planned:
+	case c.hasPlan:
 		return c.plan
 	case c.isolated, 2*c.cached >= length:
-		return c.held
+		return c.holdingSlot
 	}
 	return -1
 }

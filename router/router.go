@@ -163,9 +163,9 @@ type Router struct {
 	watchMu sync.Mutex
 	watch   chan struct{} // closed and replaced at each health change
 
-	planMu sync.Mutex    // held from a turn's estimate to its slot's claim (generate)
-	turns  atomic.Uint64 // turns routed: each turn's prompt.id
-	lively liveness      // how likely each slot's chain is continued (liveness.go)
+	planMu   sync.Mutex    // held from a turn's estimate to its slot's claim (generate)
+	turns    atomic.Uint64 // turns routed: each turn's prompt.id
+	liveness liveness      // how likely each slot's chain is continued (liveness.go)
 }
 
 var _ engine.Backend = (*Router)(nil)
@@ -306,8 +306,8 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 	// and the second would overwrite the first's KV. The lock is released
 	// before the turn is sent (attempt), and before a tenant pin may block.
 	r.planMu.Lock()
-	planned := sync.OnceFunc(r.planMu.Unlock)
-	defer planned()
+	releasePlan := sync.OnceFunc(r.planMu.Unlock)
+	defer releasePlan()
 	cands := r.estimate(k, fits)
 	p := k.prompt(r.turns.Add(1))
 	ranked := r.scorer.rank(cands, p)
@@ -317,7 +317,7 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 	if tracks {
 		stream = tr.watch(p, stream)
 	}
-	chosen, res, err := r.attempt(ctx, req, k, stream, ranked, &t, planned)
+	chosen, res, err := r.attempt(ctx, req, k, stream, ranked, &t, releasePlan)
 	if tracks {
 		tr.ended(p)
 	}
@@ -381,27 +381,27 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 			m.swapped(r.reg, chain, cached)
 		}
 		r.reg.Correct(loc, chain, cached)
-		held := chain
+		after := chain // what the slot holds after the turn
 		if !m.exact && res.Text != "" && k.text != "" {
 			// The canonical rendering puts the answer where the next
 			// turn's prompt continues, as the backend's KV holds it.
-			held = k.approxKeyer.Text(k.text + res.Text)
+			after = k.approxKeyer.Text(k.text + res.Text)
 		}
 		if m.exact && len(res.Tokens) > 1 {
 			// The last generated token was sampled, not computed into KV.
-			held = k.keyer.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
+			after = k.keyer.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
 		}
 		if disagrees(prev, chain, cached) {
 			m.wantRead.Store(true) // the slot lost what the registry believed: read the others too
 		}
-		if (m.snapshots && !m.saved.publishes() || m.restores.Load()) && len(prev) > 0 && !slices.Equal(prev, held.Keys[:min(len(prev), len(held.Keys))]) {
-			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * held.BlockSize, BlockSize: held.BlockSize, Approximate: held.Approximate})
+		if (m.snapshots && !m.saved.publishes() || m.restores.Load()) && len(prev) > 0 && !slices.Equal(prev, after.Keys[:min(len(prev), len(after.Keys))]) {
+			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * after.BlockSize, BlockSize: after.BlockSize, Approximate: after.Approximate})
 		}
-		r.reg.Record(loc, held)
-		r.lively.observe(loc, chain.Keys, held.Keys, chain.Length, kvcache.SharedPrefix(prev, chain.Keys), r.cfg.Now())
+		r.reg.Record(loc, after)
+		r.liveness.observe(loc, chain.Keys, after.Keys, chain.Length, kvcache.SharedPrefix(prev, chain.Keys), r.cfg.Now())
 		count := -1 // what the slot's KV holds now, if the answer's tokens say
 		if m.exact && len(res.Tokens) > 1 {
-			count = held.Length
+			count = after.Length
 		}
 		m.noteTurn(slot, k.tenant, count)
 	}

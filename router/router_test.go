@@ -16,24 +16,24 @@ import (
 // fake is a backend that renders prompts to byte tokens, records what it
 // served and can be told to fail.
 type fake struct {
-	name    string
-	slots   int
-	mu      sync.Mutex
-	served  []engine.Request
-	fail    error // returned before any event
-	failMid error // returned after the first event
-	health  error
-	checked chan struct{}
-	held    map[int][]int  // tokens per slot, to report cached tokens like a real server
-	owner   map[int]string // the tenant whose request last ran on each slot
-	leaked  int            // requests that reused a slot another tenant's request filled
-	reused  int            // prompt tokens the last request reused, as the backend counts
-	used    map[int]int    // when each slot was last used
-	clock   int
+	name       string
+	slots      int
+	mu         sync.Mutex
+	served     []engine.Request
+	fail       error // returned before any event
+	failMid    error // returned after the first event
+	health     error
+	checked    chan struct{}
+	slotTokens map[int][]int  // tokens per slot, to report cached tokens like a real server
+	owner      map[int]string // the tenant whose request last ran on each slot
+	leaked     int            // requests that reused a slot another tenant's request filled
+	reused     int            // prompt tokens the last request reused, as the backend counts
+	used       map[int]int    // when each slot was last used
+	clock      int
 }
 
 func newFake(name string) *fake {
-	return &fake{name: name, slots: 2, checked: make(chan struct{}, 64), held: map[int][]int{}, used: map[int]int{}, owner: map[int]string{}}
+	return &fake{name: name, slots: 2, checked: make(chan struct{}, 64), slotTokens: map[int][]int{}, used: map[int]int{}, owner: map[int]string{}}
 }
 
 func (f *fake) Info() engine.Info {
@@ -66,7 +66,7 @@ func (f *fake) Generate(_ context.Context, req engine.Request, stream engine.Str
 	f.clock++
 	f.used[slot] = f.clock
 	cached := 0
-	for cached < len(req.Tokens)-1 && cached < len(f.held[slot]) && f.held[slot][cached] == req.Tokens[cached] {
+	for cached < len(req.Tokens)-1 && cached < len(f.slotTokens[slot]) && f.slotTokens[slot][cached] == req.Tokens[cached] {
 		cached++
 	}
 	if req.NoCache { // as llama-server's cache_prompt false
@@ -75,7 +75,7 @@ func (f *fake) Generate(_ context.Context, req engine.Request, stream engine.Str
 	if cached > 0 && f.owner[slot] != req.Tenant {
 		f.leaked++
 	}
-	f.held[slot], f.owner[slot], f.reused = req.Tokens, req.Tenant, cached
+	f.slotTokens[slot], f.owner[slot], f.reused = req.Tokens, req.Tenant, cached
 	f.mu.Unlock()
 	if fail != nil {
 		return engine.Result{}, fail

@@ -88,14 +88,14 @@ func (s *savedTiers) counts() map[string]int {
 	return out
 }
 
-func (s *savedTiers) set(id string, t kvcache.Medium, held bool) {
+func (s *savedTiers) set(id string, t kvcache.Medium, stored bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tier == nil {
 		s.tier = map[string]kvcache.Medium{}
 	}
 	s.published = true
-	if held {
+	if stored {
 		s.tier[id] = t
 	} else {
 		delete(s.tier, id)
@@ -115,10 +115,10 @@ func (r *Router) applySaved(m *member, mirror *kvcache.Mirror) {
 	}
 	for _, id := range changed {
 		rid := savedPrefix + id
-		st, held := mirror.Saved(id)
+		st, stored := mirror.Saved(id)
 		var chain kvcache.Chain
 		switch {
-		case !held:
+		case !stored:
 		case r.cfg.SoleTenant != "":
 			chain = r.exact.ForTenant(r.cfg.SoleTenant).Tokens(st.Tokens)
 		case m.backend.Info().Tenants:
@@ -127,9 +127,9 @@ func (r *Router) applySaved(m *member, mirror *kvcache.Mirror) {
 		// A node that does not keep tenants apart, on a gateway of
 		// several: whose the snapshot is cannot be told, so it is not
 		// believed (residentChain).
-		held = held && len(chain.Keys) > 0
-		m.saved.set(rid, st.Tier, held)
-		if !held {
+		stored = stored && len(chain.Keys) > 0
+		m.saved.set(rid, st.Tier, stored)
+		if !stored {
 			_ = r.reg.RemoveSnapshot(m.name, rid) // unknown: never added
 			continue
 		}

@@ -176,7 +176,7 @@ func (r *Router) readSlots(ctx context.Context, m *member) {
 // the backend says it holds (see above).
 func (r *Router) agree(m *member, c engine.SlotContent) {
 	loc := kvcache.Location{Backend: m.name, Slot: c.ID}
-	held := r.reg.Held(loc)
+	believed := r.reg.Held(loc)
 	learned := m.slotState(c.ID)
 	if c.Tokens != nil && len(c.Tokens) == 0 {
 		c.Count = 0 // an empty prompt: an empty slot, whoever can key it
@@ -188,11 +188,11 @@ func (r *Router) agree(m *member, c engine.SlotContent) {
 		}
 		if tenant != "" {
 			chain := r.exact.ForTenant(tenant).Tokens(c.Tokens)
-			n := kvcache.SharedPrefix(held, chain.Keys)
+			n := kvcache.SharedPrefix(believed, chain.Keys)
 			switch {
 			case n == len(chain.Keys):
 				return // held: that prompt and perhaps its answer
-			case n == len(held):
+			case n == len(believed):
 				_ = r.reg.Record(loc, chain) // holds more than the registry knew
 				return
 			case learned.tenant == "" || r.cfg.SoleTenant != "":
@@ -203,7 +203,7 @@ func (r *Router) agree(m *member, c engine.SlotContent) {
 				return
 			}
 		}
-		if len(held) > 0 {
+		if len(believed) > 0 {
 			r.log.Info("backend slot holds a prompt the gateway did not send there; forgotten", "backend", m.name, "slot", c.ID)
 		}
 		_ = r.reg.Release(loc)
@@ -214,20 +214,20 @@ func (r *Router) agree(m *member, c engine.SlotContent) {
 		return
 	}
 	block := r.cfg.BlockTokens
-	if c.Count < len(held)*block || learned.count >= 0 && len(held) > 0 && (c.Count < learned.count-2 || c.Count > learned.count+2) {
+	if c.Count < len(believed)*block || learned.count >= 0 && len(believed) > 0 && (c.Count < learned.count-2 || c.Count > learned.count+2) {
 		r.log.Info("backend slot was emptied or given to another prompt; its residency is dropped",
-			"backend", m.name, "slot", c.ID, "slot_tokens", c.Count, "believed_tokens", len(held)*block)
+			"backend", m.name, "slot", c.ID, "slot_tokens", c.Count, "believed_tokens", len(believed)*block)
 		_ = r.reg.Release(loc)
 		m.forgetSlot(c.ID)
 	}
 }
 
 // disagrees reports whether a turn's reported reuse (cached units of
-// chain) is less than what the registry believed loc held of it (held):
-// the slot lost what the registry thought it had.
-func disagrees(held []kvcache.Key, chain kvcache.Chain, cached int) bool {
+// chain) is less than what the registry believed loc held of it
+// (believed): the slot lost what the registry thought it had.
+func disagrees(believed []kvcache.Key, chain kvcache.Chain, cached int) bool {
 	if chain.BlockSize <= 0 {
 		return false
 	}
-	return cached/chain.BlockSize < kvcache.SharedPrefix(held, chain.Keys)
+	return cached/chain.BlockSize < kvcache.SharedPrefix(believed, chain.Keys)
 }

@@ -39,10 +39,10 @@ func (f *slotFake) ReadSlots(context.Context) ([]engine.SlotContent, error) {
 	defer f.mu.Unlock()
 	out := make([]engine.SlotContent, f.slots)
 	for s := range f.slots {
-		held := f.held[s]
-		out[s] = engine.SlotContent{ID: s, Count: len(held)}
+		tokens := f.slotTokens[s]
+		out[s] = engine.SlotContent{ID: s, Count: len(tokens)}
 		if f.shape == "prompt" {
-			out[s].Tokens = append([]int{}, held...)
+			out[s].Tokens = append([]int{}, tokens...)
 		}
 	}
 	return out, nil
@@ -53,7 +53,7 @@ func (f *slotFake) ReadSlots(context.Context) ([]engine.SlotContent, error) {
 func (f *slotFake) restart() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.held = map[int][]int{}
+	f.slotTokens = map[int][]int{}
 }
 
 func newSlotRouter(t *testing.T, cfg Config, fakes ...*slotFake) (*Router, *[]Decision) {
@@ -157,7 +157,7 @@ func TestSlotsRebuildResidency(t *testing.T) {
 			a, b := newSlotFake("a", shape), newSlotFake("b", shape)
 			msgs := groupConv(3, 3, 2)
 			tokens, _ := b.Prompt(context.Background(), engine.Request{Messages: msgs[:len(msgs)-2]})
-			b.held[1] = tokens // someone ran the conversation's first turn on b's slot 1
+			b.slotTokens[1] = tokens // someone ran the conversation's first turn on b's slot 1
 			r, decisions := newSlotRouter(t, Config{HealthInterval: 5 * time.Millisecond, SlotsInterval: time.Hour, SoleTenant: sole}, a, b)
 			waitChange(t, r, "slots read at join", func() bool {
 				st := r.Status()

@@ -175,9 +175,9 @@ func TestTallyErr(t *testing.T) {
 func TestScorers(t *testing.T) {
 	ms := time.Millisecond
 	cands := []candidate{
-		{index: 0, name: "a", load: 0, slots: 1, predicted: 90 * ms, held: 0, cached: 100, prefer: -1},
-		{index: 1, name: "b", load: 2, slots: 4, predicted: 10 * ms, held: 1, cached: 10, prefer: -1},
-		{index: 2, name: "c", load: 1, slots: 1, predicted: 50 * ms, held: -1, planned: true, plan: 3, prefer: -1},
+		{index: 0, name: "a", load: 0, slots: 1, predicted: 90 * ms, holdingSlot: 0, cached: 100, prefer: -1},
+		{index: 1, name: "b", load: 2, slots: 4, predicted: 10 * ms, holdingSlot: 1, cached: 10, prefer: -1},
+		{index: 2, name: "c", load: 1, slots: 1, predicted: 50 * ms, holdingSlot: -1, hasPlan: true, plan: 3, prefer: -1},
 	}
 	order := func(cs []candidate) []string {
 		var out []string
@@ -237,8 +237,8 @@ func TestScorers(t *testing.T) {
 func TestPrefixTieDoesNotTradeAQueueForARecompute(t *testing.T) {
 	ms := time.Millisecond
 	cands := []candidate{
-		{index: 0, name: "idle", predicted: 685 * ms, prefill: 685 * ms, slack: 32 * ms, plan: 1, planned: true, held: -1},
-		{index: 1, name: "own", load: 1, cached: 1136, predicted: 625 * ms, prefill: 117 * ms, slack: 32 * ms, plan: 0, planned: true, held: -1},
+		{index: 0, name: "idle", predicted: 685 * ms, prefill: 685 * ms, slack: 32 * ms, plan: 1, hasPlan: true, holdingSlot: -1},
+		{index: 1, name: "own", load: 1, cached: 1136, predicted: 625 * ms, prefill: 117 * ms, slack: 32 * ms, plan: 0, hasPlan: true, holdingSlot: -1},
 	}
 	sc := prefixScorer{cfg: DefaultConfig()}
 	for root := range uint64(64) {
@@ -264,11 +264,11 @@ func TestPrefer(t *testing.T) {
 		c    candidate
 		want int
 	}{
-		{"planned", candidate{planned: true, plan: 2, held: 1, cached: 100}, 2},
-		{"planned, every slot busy", candidate{planned: true, plan: -1, held: 1, cached: 100}, -1},
-		{"a continuation", candidate{held: 1, cached: 50}, 1},
-		{"a shared prefix only", candidate{held: 1, cached: 49}, -1},
-		{"isolated: the held slot for the tenant pin to weigh", candidate{isolated: true, held: 1, cached: 1}, 1},
+		{"planned", candidate{hasPlan: true, plan: 2, holdingSlot: 1, cached: 100}, 2},
+		{"planned, every slot busy", candidate{hasPlan: true, plan: -1, holdingSlot: 1, cached: 100}, -1},
+		{"a continuation", candidate{holdingSlot: 1, cached: 50}, 1},
+		{"a shared prefix only", candidate{holdingSlot: 1, cached: 49}, -1},
+		{"isolated: the held slot for the tenant pin to weigh", candidate{isolated: true, holdingSlot: 1, cached: 1}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := prefer(tc.c, 100); got != tc.want {
@@ -317,12 +317,12 @@ func TestUsageChecksThenCaps(t *testing.T) {
 	m := members(t, []engine.Info{{Name: "a", ContextSlot: 1000}}, nil, nil)[0]
 	m.exact = true
 	k := key{tokens: make([]int, 64), length: 64}
-	c := candidate{own: 32, ownOf: 64}
+	c := candidate{tenantUnits: 32, promptUnits: 64}
 	for _, tc := range []struct {
-		name       string
-		capped     bool
-		reported   engine.Timings
-		sane, told int // cached tokens checked, and as the tenant is told
+		name               string
+		capped             bool
+		reported           engine.Timings
+		checked, forTenant int // cached tokens checked, and as the tenant is told
 	}{
 		{"more cached than the prompt, capped", true, engine.Timings{PromptTokens: 64, CachedTokens: 70}, 64, 32},
 		{"more cached than the prompt, one tenant", false, engine.Timings{PromptTokens: 64, CachedTokens: 70}, 64, 64},
@@ -331,18 +331,18 @@ func TestUsageChecksThenCaps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := usage{r: r, m: m, k: k, c: c, capped: tc.capped}
-			if got := u.sane(tc.reported, nil).CachedTokens; got != tc.sane {
-				t.Errorf("sane: %d cached, want %d", got, tc.sane)
+			if got := u.checked(tc.reported, nil).CachedTokens; got != tc.checked {
+				t.Errorf("checked: %d cached, want %d", got, tc.checked)
 			}
-			if got := u.told(u.sane(tc.reported, nil)).CachedTokens; got != tc.told {
-				t.Errorf("told: %d cached, want %d", got, tc.told)
+			if got := u.forTenant(u.checked(tc.reported, nil)).CachedTokens; got != tc.forTenant {
+				t.Errorf("for the tenant: %d cached, want %d", got, tc.forTenant)
 			}
 			var events []engine.Timings
 			s := u.stream(func(ev engine.Event) error { events = append(events, ev.Timings); return nil })
 			_ = s(engine.Event{First: true, Timings: tc.reported})
 			_ = s(engine.Event{Timings: engine.Timings{PromptTokens: 64, CachedTokens: 48}})
-			if events[0].CachedTokens != tc.told {
-				t.Errorf("first event: %d cached, want %d", events[0].CachedTokens, tc.told)
+			if events[0].CachedTokens != tc.forTenant {
+				t.Errorf("first event: %d cached, want %d", events[0].CachedTokens, tc.forTenant)
 			}
 			if want := map[bool]int{true: 32, false: 48}[tc.capped]; events[1].CachedTokens != want {
 				t.Errorf("later event: %d cached, want %d (capped, not checked)", events[1].CachedTokens, want)

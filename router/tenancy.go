@@ -86,14 +86,14 @@ func (r *Router) isolates(m *member) bool {
 }
 
 // claim chooses the slot a turn of tenant runs on (see the file comment):
-// asked is the client's own pin (-1 none), held the slot the registry says
+// asked is the client's own pin (-1 none), holdingSlot the slot the registry says
 // holds cached tokens of the prompt's length tokens (-1 none). It blocks
 // while no slot may take the turn, until one is settled or ctx ends. The
 // caller settles the claim.
-func (m *member) claim(ctx context.Context, tenant string, asked, held, cached, length int) (pin, error) {
+func (m *member) claim(ctx context.Context, tenant string, asked, holdingSlot, cached, length int) (pin, error) {
 	for {
 		m.ownMu.Lock()
-		if p, ok := m.tryClaim(tenant, asked, held, cached, length); ok {
+		if p, ok := m.tryClaim(tenant, asked, holdingSlot, cached, length); ok {
 			m.ownMu.Unlock()
 			return p, nil
 		}
@@ -109,13 +109,13 @@ func (m *member) claim(ctx context.Context, tenant string, asked, held, cached, 
 
 // tryClaim is claim without waiting: ok is false when every slot has a
 // turn of another tenant on its way that may reuse it. ownMu is held.
-func (m *member) tryClaim(tenant string, asked, held, cached, length int) (pin, bool) {
+func (m *member) tryClaim(tenant string, asked, holdingSlot, cached, length int) (pin, bool) {
 	m.resize(m.slotCount())
 	if m.freed == nil {
 		m.freed = make(chan struct{})
 	}
 	open := func(s int) bool { return m.owners[s].reusing == 0 || m.owners[s].tenant == tenant }
-	own := func(s int) bool { return m.owners[s].tenant == tenant && m.owners[s].busy == 0 }
+	tenantIdle := func(s int) bool { return m.owners[s].tenant == tenant && m.owners[s].busy == 0 }
 	slot := -1
 	switch {
 	case asked >= 0 && asked < len(m.owners):
@@ -123,8 +123,8 @@ func (m *member) tryClaim(tenant string, asked, held, cached, length int) (pin, 
 			return pin{}, false
 		}
 		slot = asked
-	case held >= 0 && held < len(m.owners) && own(held) && float64(cached) > similarity*float64(length):
-		slot = held
+	case holdingSlot >= 0 && holdingSlot < len(m.owners) && tenantIdle(holdingSlot) && float64(cached) > similarity*float64(length):
+		slot = holdingSlot
 	default:
 		if slot = m.pick(tenant, open); slot < 0 {
 			return pin{}, false

@@ -145,11 +145,11 @@ func TestClaimChoosesOwnThenEmptyThenLeastRecent(t *testing.T) {
 	m := &member{}
 	m.slots.Store(3)
 	type step struct {
-		tenant       string
-		held, cached int // registry: slot holding cached of 100 tokens
-		slot         int
-		reuse        bool
-		settle       bool // settle the claim (ran on its slot, ok)
+		tenant              string
+		holdingSlot, cached int // registry: slot holding cached of 100 tokens
+		slot                int
+		reuse               bool
+		settle              bool // settle the claim (ran on its slot, ok)
 	}
 	for i, s := range []step{
 		{"a", -1, 0, 0, false, true},  // all unknown: the first
@@ -166,7 +166,7 @@ func TestClaimChoosesOwnThenEmptyThenLeastRecent(t *testing.T) {
 		{"e", -1, 0, 2, false, false}, // all busy: fewest turns, then least recent
 		{"e", -1, 0, 1, false, false}, // its own slot, but busy: not reused
 	} {
-		p, err := m.claim(context.Background(), s.tenant, -1, s.held, s.cached, 100)
+		p, err := m.claim(context.Background(), s.tenant, -1, s.holdingSlot, s.cached, 100)
 		if err != nil || p.slot != s.slot || p.reuse != s.reuse {
 			t.Fatalf("step %d (%s): slot %d reuse %v (%v), want slot %d reuse %v (owners %+v)", i, s.tenant, p.slot, p.reuse, err, s.slot, s.reuse, m.owners)
 		}

@@ -41,9 +41,9 @@ func (r *Router) usageOf(m *member, c candidate, k key, req engine.Request) usag
 	return usage{r: r, m: m, k: k, req: req, c: c, capped: !m.backend.Info().Tenants && r.cfg.SoleTenant == ""}
 }
 
-// told is the checked t as the tenant is told it: cached tokens capped at
+// forTenant is the checked t as the tenant is told it: cached tokens capped at
 // its own prefix where u is capped.
-func (u usage) told(t engine.Timings) engine.Timings {
+func (u usage) forTenant(t engine.Timings) engine.Timings {
 	if u.capped {
 		t.CachedTokens = u.c.capCached(t)
 	}
@@ -59,9 +59,9 @@ func (u usage) stream(stream engine.StreamFunc) engine.StreamFunc {
 	}
 	return func(ev engine.Event) error {
 		if ev.First {
-			ev.Timings = u.sane(ev.Timings, nil)
+			ev.Timings = u.checked(ev.Timings, nil)
 		}
-		ev.Timings = u.told(ev.Timings)
+		ev.Timings = u.forTenant(ev.Timings)
 		return stream(ev)
 	}
 }
@@ -71,19 +71,19 @@ func (u usage) stream(stream engine.StreamFunc) engine.StreamFunc {
 // the same share of the prompt the backend counted, since the gateway's
 // token estimate of a text is not the backend's.
 func (c candidate) capCached(t engine.Timings) int {
-	limit := c.own
-	if c.ownOf > 0 && c.own < c.ownOf {
-		limit = int(int64(c.own) * int64(t.PromptTokens) / int64(c.ownOf))
+	limit := c.tenantUnits
+	if c.promptUnits > 0 && c.tenantUnits < c.promptUnits {
+		limit = int(int64(c.tenantUnits) * int64(t.PromptTokens) / int64(c.promptUnits))
 	}
-	if c.ownOf > 0 && c.own >= c.ownOf {
+	if c.promptUnits > 0 && c.tenantUnits >= c.promptUnits {
 		limit = t.PromptTokens
 	}
 	return max(0, min(t.CachedTokens, limit))
 }
 
-// sane returns t with its impossible counts replaced (see above); tokens
+// checked returns t with its impossible counts replaced (see above); tokens
 // are the generated ids (nil from backends that send none).
-func (u usage) sane(t engine.Timings, tokens []int) engine.Timings {
+func (u usage) checked(t engine.Timings, tokens []int) engine.Timings {
 	m, k, req := u.m, u.k, u.req
 	reported := t
 	limit := int(m.ctx.Load())
