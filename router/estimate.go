@@ -34,7 +34,7 @@ type candidate struct {
 	prefer      int           // the slot the scorer would run the turn on; -1 none (the backend, or the tenant pin, chooses)
 	matched     int           // prompt tokens the registry says it holds anywhere (before any slot plan)
 	cells       int           // KV cells of all its slots (slots × context per slot); 0 unknown
-	peak        float64       // its cold prefill throughput over a chunk of peakChunk tokens, tokens/s (sticky.go)
+	peak        float64       // its cold prefill throughput over a chunk of peakChunk tokens, tokens/s (Candidate.PeakPrefill)
 }
 
 // estimate predicts each backend's time to first token for the prompt k.

@@ -8,8 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
+	"kvwin/engine"
 	"kvwin/kvcache"
 )
 
@@ -57,6 +56,9 @@ var (
 )
 
 func newScorer(policy string, cfg Config) (scorer, error) {
+	if cfg.Scorer != nil {
+		return external{cfg.Scorer}, nil
+	}
 	switch policy {
 	case PolicyPrefix:
 		return prefixScorer{cfg: cfg}, nil
@@ -67,22 +69,16 @@ func newScorer(policy string, cfg Config) (scorer, error) {
 	case PolicyRandom:
 		return randomOrder{}, nil
 	}
-	if sc := newPeerScorer(policy, cfg); sc != nil {
-		return sc, nil
-	}
-	return nil, fmt.Errorf("router: unknown policy %q (want one of %v or %v)", policy, Policies(), PeerPolicies())
+	return nil, fmt.Errorf("router: unknown policy %q (want one of %v, or a Config.Scorer)", policy, Policies())
 }
 
-// rendezvous is the highest-random-weight score of a backend for a key.
-func rendezvous(root uint64, name string) uint64 {
-	h := xxhash.New()
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(root >> (8 * i))
+// prompt is the turn as a scorer sees it; id numbers it.
+func (k key) prompt(id uint64) prompt {
+	keys, block := k.exact.Keys, k.exact.BlockSize
+	if len(keys) == 0 {
+		keys, block = k.approx.Keys, max(engine.EstimateTokens(k.approx.BlockSize), 1)
 	}
-	h.Write(b[:])
-	h.WriteString(name)
-	return h.Sum64()
+	return prompt{root: k.root(), length: k.length, keys: keys, block: max(block, 1), id: id}
 }
 
 // prefixScorer ranks by predicted time to first token, with the hot-spot
@@ -118,7 +114,7 @@ func (p prefixScorer) rank(cands []candidate, pr prompt) []candidate {
 		aTie, bTie := isTie(a), isTie(b)
 		switch {
 		case aTie && bTie:
-			return cmp.Compare(rendezvous(root, b.name), rendezvous(root, a.name))
+			return cmp.Compare(Rendezvous(root, b.name), Rendezvous(root, a.name))
 		case aTie != bTie:
 			if aTie {
 				return -1

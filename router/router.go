@@ -19,7 +19,11 @@ import (
 // DefaultConfig.
 type Config struct {
 	Name   string // the gateway's own name; default "gateway"
-	Policy string // one of Policies(); default prefix
+	Policy string // one of Policies(), or Scorer's name; default prefix
+	// Scorer, if set, ranks the candidates instead of Policy's scorer
+	// (scorer.go): another router's rules, for comparison (kvwin bench
+	// fleet). Policy then only names it (Decision.Policy).
+	Scorer Scorer `json:"-"`
 	// Registry records what each backend holds; nil gives the router its own.
 	Registry    *kvcache.Registry
 	BlockTokens int // default 16
@@ -148,9 +152,12 @@ type Router struct {
 	exact  *kvcache.Keyer
 	approx *kvcache.Keyer
 	scorer scorer
-	ctx    context.Context // ends at Close: owns every goroutine
-	stop   context.CancelFunc
-	done   sync.WaitGroup
+	// tracker is Config.Scorer if it follows the turns it ranked; nil
+	// otherwise.
+	tracker Tracker
+	ctx     context.Context // ends at Close: owns every goroutine
+	stop    context.CancelFunc
+	done    sync.WaitGroup
 
 	// members is the fleet (fleet.go): replaced whole under fleetMu, read
 	// through fleet(). draining is the members removed whose turns have
@@ -189,6 +196,7 @@ func New(cfg Config, backends []engine.Backend, log *slog.Logger) (*Router, erro
 	}
 	reg := kvcache.OrNew(cfg.Registry, log)
 	r := &Router{cfg: cfg, log: log, reg: reg, scorer: sc, watch: make(chan struct{})}
+	r.tracker, _ = cfg.Scorer.(Tracker)
 	model := ""
 	for _, b := range backends {
 		if model = b.Info().Model; model != "" {
@@ -313,13 +321,12 @@ func (r *Router) generate(ctx context.Context, req engine.Request, stream engine
 	ranked := r.scorer.rank(cands, p)
 	at := r.cfg.Now()
 	var t tally
-	tr, tracks := r.scorer.(tracker)
-	if tracks {
-		stream = tr.watch(p, stream)
+	if r.tracker != nil {
+		stream = r.tracker.Watch(p.public(), stream)
 	}
 	chosen, res, err := r.attempt(ctx, req, k, stream, ranked, &t, releasePlan)
-	if tracks {
-		tr.ended(p)
+	if r.tracker != nil {
+		r.tracker.Ended(p.public())
 	}
 	if r.cfg.Observe != nil && len(ranked) > 0 {
 		dec := Decision{Time: at, Model: req.Model, Policy: r.cfg.Policy, PromptTokens: k.length, Candidates: len(cands),

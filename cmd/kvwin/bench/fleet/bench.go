@@ -1,8 +1,8 @@
 // Package fleet is `kvwin bench fleet`: kvwin's own router, and the
-// routing policies of llm-d, SGLang and Dynamo as its scorers, driving a
-// simulated fleet of N nodes × S slots in simulated time (sim.go), on a
-// LoCoMo-shaped multi-turn workload or a Mooncake trace (workload.go),
-// measured against the oracle's prefill (oracle.go).
+// routing policies of llm-d, SGLang and Dynamo as its scorers (package
+// peers), driving a simulated fleet of N nodes × S slots in simulated
+// time (sim.go), on a LoCoMo-shaped multi-turn workload or a Mooncake
+// trace (workload.go), measured against the oracle's prefill (oracle.go).
 package fleet
 
 import (
@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"kvwin/cmd/kvwin/bench/fleet/peers"
 	"kvwin/cmd/kvwin/bench/stats"
 	"kvwin/router"
 )
@@ -39,7 +40,7 @@ type Options struct {
 }
 
 // AllPolicies is every policy bench fleet knows: kvwin's and the peers'.
-func AllPolicies() []string { return append(router.Policies(), router.PeerPolicies()...) }
+func AllPolicies() []string { return append(router.Policies(), peers.Policies()...) }
 
 // Row is one policy at one load.
 type Row struct {

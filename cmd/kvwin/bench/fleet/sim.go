@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"kvwin/cmd/kvwin/bench/fleet/peers"
 	"kvwin/engine"
 	"kvwin/router"
 	"kvwin/web"
@@ -156,7 +157,9 @@ func newSim(cfg Config) (*sim, error) {
 		s.nodes = append(s.nodes, n)
 		backends[i] = n
 	}
-	r, err := router.New(router.Config{Policy: cfg.Policy, SoleTenant: web.DefaultTenant, Now: s.clock}, backends, slog.New(slog.DiscardHandler))
+	// A peer's policy is its scorer (peers.New; nil for kvwin's own).
+	r, err := router.New(router.Config{Policy: cfg.Policy, Scorer: peers.New(cfg.Policy), SoleTenant: web.DefaultTenant, Now: s.clock},
+		backends, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}

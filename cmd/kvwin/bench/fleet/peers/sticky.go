@@ -1,4 +1,4 @@
-package router
+package peers
 
 import (
 	"cmp"
@@ -9,18 +9,21 @@ import (
 
 	"kvwin/engine"
 	"kvwin/kvcache"
+	"kvwin/router"
 )
 
-// PolicyLLMDSticky is llm-d's "sticky until saturated" routing: the
-// llm-d router's optimized-baseline composition since its 1.0 (blog
+var (
+	_ router.Scorer  = (*llmdSticky)(nil)
+	_ router.Tracker = (*llmdSticky)(nil)
+)
+
+// llmdSticky is llm-d's "sticky until saturated" routing (PolicyLLMDSticky):
+// the llm-d router's optimized-baseline composition since its 1.0 (blog
 // "Sticky Until Saturated: Token-Aware Routing in llm-d",
 // llm-d.ai/blog/sticky-until-saturated-token-aware-routing; plugins of
 // llm-d/llm-d-router under pkg/epp/framework/plugins; the guide's
 // guides/optimized-baseline/router/optimized-baseline.values.yaml of
-// llm-d/llm-d), for side by side comparison (kvwin bench fleet).
-const PolicyLLMDSticky = "llm-d-sticky"
-
-// llmdSticky is the composition, each plugin with its published defaults:
+// llm-d/llm-d), each plugin with its published defaults:
 //
 //   - approx-prefix-cache-producer: a per-pod LRU index of the blocks of
 //     the prompts the scheduler sent there (recorded on the pod picked, as
@@ -42,8 +45,8 @@ const PolicyLLMDSticky = "llm-d-sticky"
 //     tokens/s, is Qwen3-32B's on two H100s, to be recalibrated per
 //     deployment by the guide's recipe (the TTFT of a fresh chunk of
 //     max_num_batched_tokens tokens): here each pod's own calibrated cost
-//     of a fresh chunk of peakChunk tokens (candidate.peak), the fleet's
-//     mean. τ = throughput × 18 s is the blog's saturation threshold in
+//     of a fresh chunk of 2,048 tokens, llama-server's default logical
+//     batch (router.Candidate.PeakPrefill), the fleet's mean. τ = throughput × 18 s is the blog's saturation threshold in
 //     tokens (286,720 on its hardware). explorationProbability 0.
 //   - token-load-scorer: 1 − min(1, (in-flight tokens + this request's
 //     uncached tokens there) / queueThresholdTokens 4,194,304), with the
@@ -52,7 +55,7 @@ const PolicyLLMDSticky = "llm-d-sticky"
 //
 // The pods filtered out follow the kept ones, by the same load, for the
 // attempt loop to fall back on. It chooses no slot: it routes to servers,
-// and the server places the request (prefer −1).
+// and the server places the request.
 type llmdSticky struct {
 	affinity       float64
 	maxPenalty     time.Duration
@@ -64,16 +67,6 @@ type llmdSticky struct {
 	active activeSet
 }
 
-// peakChunk is the chunk whose cold prefill time calibrates a pod's peak
-// prefill throughput: llama-server's default logical batch (--batch-size
-// 2048), where llm-d measures vLLM's max_num_batched_tokens.
-const peakChunk = 2048
-
-var (
-	_ scorer  = (*llmdSticky)(nil)
-	_ tracker = (*llmdSticky)(nil)
-)
-
 func newLLMDSticky() *llmdSticky {
 	return &llmdSticky{affinity: 0.80, maxPenalty: 18 * time.Second, queueThreshold: 4194304, lruCapacity: 31250,
 		index: map[string]*blockLRU{}}
@@ -81,13 +74,13 @@ func newLLMDSticky() *llmdSticky {
 
 // stickyView is one candidate as the composition sees it.
 type stickyView struct {
-	c        candidate
+	c        router.Candidate
 	score    float64 // prefix score
 	uncached int     // this request's tokens the pod does not hold
 	inflight int     // the pod's in-flight tokens
 }
 
-func (s *llmdSticky) rank(cands []candidate, p prompt) []candidate {
+func (s *llmdSticky) Rank(cands []router.Candidate, p router.Prompt) []router.Candidate {
 	if len(cands) == 0 {
 		return nil
 	}
@@ -95,14 +88,14 @@ func (s *llmdSticky) rank(cands []candidate, p prompt) []candidate {
 	views := make([]stickyView, len(cands))
 	rate := 0.0
 	for i, c := range cands {
-		v := stickyView{c: c, uncached: p.length, inflight: s.active.load(c.name).prefill}
-		if len(p.keys) > 0 {
-			n := s.lru(c, p.block).prefix(p.keys)
-			v.score = float64(n) / float64(len(p.keys))
-			v.uncached = max(p.length-n*p.block, 0)
+		v := stickyView{c: c, uncached: p.Length, inflight: s.active.load(c.Name).prefill}
+		if len(p.Keys) > 0 {
+			n := s.lru(c, p.BlockTokens).prefix(p.Keys)
+			v.score = float64(n) / float64(len(p.Keys))
+			v.uncached = max(p.Length-n*p.BlockTokens, 0)
 		}
 		views[i] = v
-		rate += c.peak / float64(len(cands))
+		rate += c.PeakPrefill / float64(len(cands))
 	}
 	kept, rest := s.filter(views, rate)
 	load := func(v stickyView) float64 {
@@ -117,12 +110,12 @@ func (s *llmdSticky) rank(cands []candidate, p prompt) []candidate {
 	slices.SortStableFunc(kept, order)
 	slices.SortStableFunc(rest, order)
 	chosen := kept[0]
-	if len(p.keys) > 0 {
-		s.lru(chosen.c, p.block).add(p.keys)
+	if len(p.Keys) > 0 {
+		s.lru(chosen.c, p.BlockTokens).add(p.Keys)
 	}
 	s.mu.Unlock()
-	s.active.add(p.id, chosen.c.name, 0, chosen.uncached)
-	out := make([]candidate, 0, len(cands))
+	s.active.add(p.ID, chosen.c.Name, 0, chosen.uncached)
+	out := make([]router.Candidate, 0, len(cands))
 	for _, v := range append(kept, rest...) {
 		out = append(out, v.c)
 	}
@@ -157,21 +150,21 @@ func (s *llmdSticky) filter(views []stickyView, rate float64) (kept, rest []stic
 
 // lru is c's index, sized to c's KV cache in blocks of block tokens
 // (autoTune); s.mu is held.
-func (s *llmdSticky) lru(c candidate, block int) *blockLRU {
-	x, ok := s.index[c.name]
+func (s *llmdSticky) lru(c router.Candidate, block int) *blockLRU {
+	x, ok := s.index[c.Name]
 	if !ok {
 		capacity := s.lruCapacity
-		if c.cells > 0 {
-			capacity = max(c.cells/max(block, 1), 1)
+		if c.Cells > 0 {
+			capacity = max(c.Cells/max(block, 1), 1)
 		}
 		x = &blockLRU{capacity: capacity, at: map[kvcache.Key]*list.Element{}}
-		s.index[c.name] = x
+		s.index[c.Name] = x
 	}
 	return x
 }
 
-func (s *llmdSticky) watch(p prompt, stream engine.StreamFunc) engine.StreamFunc {
+func (s *llmdSticky) Watch(p router.Prompt, stream engine.StreamFunc) engine.StreamFunc {
 	return s.active.watch(p, stream)
 }
 
-func (s *llmdSticky) ended(p prompt) { s.active.remove(p.id) }
+func (s *llmdSticky) Ended(p router.Prompt) { s.active.remove(p.ID) }

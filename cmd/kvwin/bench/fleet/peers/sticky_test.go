@@ -1,10 +1,11 @@
-package router
+package peers
 
 import (
 	"testing"
 
 	"kvwin/engine"
 	"kvwin/kvcache"
+	"kvwin/router"
 )
 
 // llm-d's sticky until saturated: a prompt goes where its index holds 80%
@@ -15,19 +16,19 @@ import (
 // at the turn's first token.
 func TestLLMDStickyHoldsUntilSaturated(t *testing.T) {
 	s := newLLMDSticky()
-	cands := func() []candidate {
+	cands := func() []router.Candidate {
 		c := peerCands(0, 0, 0)
 		for i := range c {
-			c[i].peak = 1000 // τ = 18,000 tokens
+			c[i].PeakPrefill = 1000 // τ = 18,000 tokens
 		}
 		return c
 	}
-	home := s.rank(cands(), peerPrompt(1, 40))[0].name
-	stream := s.watch(peerPrompt(1, 40), nil)
+	home := s.Rank(cands(), peerPrompt(1, 40))[0].Name
+	stream := s.Watch(peerPrompt(1, 40), nil)
 	if err := stream(engine.Event{First: true}); err != nil {
 		t.Fatal(err)
 	}
-	s.ended(peerPrompt(1, 40))
+	s.Ended(peerPrompt(1, 40))
 	if got := s.active.load(home).prefill; got != 0 {
 		t.Fatalf("after the first token %s has %d tokens in flight", home, got)
 	}
@@ -44,8 +45,8 @@ func TestLLMDStickyHoldsUntilSaturated(t *testing.T) {
 			s.active.add(100, home, 0, c.inflight)
 			defer s.active.remove(100)
 			p := peerPrompt(2, 40)
-			got := s.rank(cands(), p)[0].name
-			s.ended(p)
+			got := s.Rank(cands(), p)[0].Name
+			s.Ended(p)
 			if (got == home) != c.sticks {
 				t.Errorf("%d tokens in flight on %s: routed to %s", c.inflight, home, got)
 			}
@@ -54,19 +55,19 @@ func TestLLMDStickyHoldsUntilSaturated(t *testing.T) {
 	// A prompt sharing 75% of the indexed one's blocks is not sticky: the
 	// pod with least token load, its own uncached tokens counted, wins.
 	s = newLLMDSticky()
-	home = s.rank(cands(), peerPrompt(1, 40))[0].name
-	s.ended(peerPrompt(1, 40))
+	home = s.Rank(cands(), peerPrompt(1, 40))[0].Name
+	s.Ended(peerPrompt(1, 40))
 	for i, c := range []struct {
 		inflight int
 		home     bool
 	}{{200, true}, {600, false}} { // against the 640 tokens the others lack
 		p := peerPrompt(uint64(3+i), 40)
 		for b := 30; b < 40; b++ {
-			p.keys[b] = kvcache.Key(7000 + 100*i + b) // a tail of its own
+			p.Keys[b] = kvcache.Key(7000 + 100*i + b) // a tail of its own
 		}
 		s.active.add(101, home, 0, c.inflight)
-		got := s.rank(cands(), p)[0].name
-		s.ended(p)
+		got := s.Rank(cands(), p)[0].Name
+		s.Ended(p)
 		s.active.remove(101)
 		if (got == home) != c.home {
 			t.Errorf("not sticky, %d in flight + 160 uncached on %s against 640 elsewhere: routed to %s", c.inflight, home, got)
