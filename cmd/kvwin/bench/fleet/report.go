@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"bufio"
 	"cmp"
 	"encoding/csv"
 	"encoding/json"
@@ -13,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"kvwin/cmd/kvwin/bench/svgplot"
 )
 
 // WriteFiles writes fleet.json, fleet.csv and fleet.svg into dir.
@@ -94,14 +95,6 @@ func PrintTable(w io.Writer, rows []Row) {
 	}
 }
 
-// The chart's geometry, as bench ttft's (cmd/kvwin/bench/ttft/svg.go).
-const (
-	svgWidth, svgHeight = 960, 560
-	plotLeft, plotRight = 84, 748
-	plotTop, plotBottom = 56, 492
-	legendLeft          = 772
-)
-
 // policyColours are fixed per policy so charts of different runs read
 // alike (Tableau 10).
 var policyColours = map[string]string{
@@ -136,30 +129,20 @@ func WriteSVG(w io.Writer, rows []Row) error {
 	}
 	ylo, yhi = math.Pow(10, math.Floor(math.Log10(ylo))), math.Pow(10, math.Ceil(math.Log10(yhi*1.01)))
 	xmax = math.Ceil(xmax*10+0.5) / 10
-	xs := func(v float64) float64 { return plotLeft + v/xmax*(plotRight-plotLeft) }
-	ys := func(v float64) float64 {
-		return plotBottom - (math.Log10(v)-math.Log10(ylo))/(math.Log10(yhi)-math.Log10(ylo))*(plotBottom-plotTop)
-	}
-	b := bufio.NewWriter(w)
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		svgWidth, svgHeight, svgWidth, svgHeight)
-	p(`<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, svgHeight)
-	p(`<text x="%d" y="30" text-anchor="middle" font-size="16" font-weight="bold">TTFT p90 against offered load (simulated fleet)</text>`+"\n",
-		(plotLeft+plotRight)/2)
+	p := svgplot.New(w, svgplot.Chart{Title: "TTFT p90 against offered load (simulated fleet)",
+		XLabel: "offered load (share of the fleet's prefill capacity)", YLabel: "TTFT p90 (ms, log scale)", XMax: xmax, YLo: ylo, YHi: yhi})
+	p.Open()
 	for v := 0.0; v <= xmax+1e-9; v += 0.2 {
-		x := xs(v)
-		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e6e6e6"/>`+"\n", x, plotTop, x, plotBottom)
-		p(`<text x="%.1f" y="%d" text-anchor="middle">%.1f</text>`+"\n", x, plotBottom+19, v)
+		x := p.X(v)
+		p.GridX(x)
+		p.Printf(`<text x="%.1f" y="%d" text-anchor="middle">%.1f</text>`+"\n", x, svgplot.Bottom+19, v)
 	}
 	for v := ylo; v <= yhi*1.001; v *= 10 {
-		y := ys(v)
-		p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e6e6e6"/>`+"\n", plotLeft, y, plotRight, y)
-		p(`<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", plotLeft-8, y, strconv.FormatFloat(v, 'f', -1, 64))
+		y := p.Y(v)
+		p.GridY(y)
+		p.Printf(`<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", svgplot.Left-8, y, strconv.FormatFloat(v, 'f', -1, 64))
 	}
-	p(`<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333333"/>`+"\n", plotLeft, plotTop, plotRight-plotLeft, plotBottom-plotTop)
-	p(`<text x="%d" y="%d" text-anchor="middle">offered load (share of the fleet's prefill capacity)</text>`+"\n", (plotLeft+plotRight)/2, plotBottom+44)
-	p(`<text transform="translate(24 %d) rotate(-90)" text-anchor="middle">TTFT p90 (ms, log scale)</text>`+"\n", (plotTop+plotBottom)/2)
+	p.Frame()
 	spare := []string{"#7f7f7f", "#bcbd22", "#17becf"}
 	for i, k := range keys {
 		colour, ok := policyColours[k.policy]
@@ -171,21 +154,20 @@ func WriteSVG(w io.Writer, rows []Row) error {
 		var pts []string
 		for _, r := range rs {
 			if r.TTFTP90 > 0 {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xs(r.Load), ys(r.TTFTP90)))
-				p(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", xs(r.Load), ys(r.TTFTP90), colour)
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", p.X(r.Load), p.Y(r.TTFTP90)))
+				p.Printf(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", p.X(r.Load), p.Y(r.TTFTP90), colour)
 			}
 		}
-		p(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", colour, strings.Join(pts, " "))
+		p.Printf(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", colour, strings.Join(pts, " "))
 		label := k.policy
 		if len(keys) > len(policyColours) || nodeCounts(rows) > 1 {
 			label = fmt.Sprintf("%s (%d nodes)", k.policy, k.nodes)
 		}
-		y := plotTop + 10 + 20*i
-		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", legendLeft, y, legendLeft+24, y, colour)
-		p(`<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", legendLeft+30, y, label)
+		y := svgplot.Top + 10 + 20*i
+		p.Printf(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", svgplot.LegendLeft, y, svgplot.LegendLeft+24, y, colour)
+		p.Printf(`<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", svgplot.LegendLeft+30, y, label)
 	}
-	p("</svg>\n")
-	return b.Flush()
+	return p.Close()
 }
 
 func nodeCounts(rows []Row) int {

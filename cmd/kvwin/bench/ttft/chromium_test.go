@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"kvwin/cmd/kvwin/bench/svgplot"
 )
 
 // chromium returns the path of a Chromium binary, or "".
@@ -52,7 +54,7 @@ func TestSVGRendersInHeadlessChromium(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
 		"--hide-scrollbars", "--force-device-scale-factor=1", "--user-data-dir="+t.TempDir(),
-		"--screenshot="+shot, fmt.Sprintf("--window-size=%d,%d", svgWidth, svgHeight), "file://"+svgPath)
+		"--screenshot="+shot, fmt.Sprintf("--window-size=%d,%d", svgplot.Width, svgplot.Height), "file://"+svgPath)
 	cmd.Env = append(os.Environ(), "HOME="+dir) // Chromium writes caches under HOME
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", bin, err, out)
@@ -66,15 +68,15 @@ func TestSVGRendersInHeadlessChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := img.Bounds(); b.Dx() < svgWidth/2 || b.Dy() < svgHeight/2 {
+	if b := img.Bounds(); b.Dx() < svgplot.Width/2 || b.Dy() < svgplot.Height/2 {
 		t.Fatalf("screenshot is %v", b)
 	}
 	for _, p := range Policies() {
 		pixels, columns := coverage(img, policyColours[p])
 		t.Logf("%-12s %s: %5d pixels over %3d columns", p, policyColours[p], pixels, columns)
-		if pixels < 300 || columns < (plotRight-plotLeft)/2 {
+		if pixels < 300 || columns < (svgplot.Right-svgplot.Left)/2 {
 			t.Errorf("policy %s (%s): %d pixels over %d columns; want a line across the plot (≥ 300 pixels, ≥ %d columns)",
-				p, policyColours[p], pixels, columns, (plotRight-plotLeft)/2)
+				p, policyColours[p], pixels, columns, (svgplot.Right-svgplot.Left)/2)
 		}
 	}
 }

@@ -1,21 +1,13 @@
 package ttft
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
 	"strings"
-)
 
-// The chart's geometry, in SVG user units (pixels at 100% zoom). The
-// legend sits right of the plot, outside it, so it never hides a line.
-const (
-	svgWidth, svgHeight = 960, 560
-	plotLeft, plotRight = 84, 748
-	plotTop, plotBottom = 56, 492
-	legendLeft          = 772
+	"kvwin/cmd/kvwin/bench/svgplot"
 )
 
 // policyColours are fixed per policy so charts of different runs read
@@ -47,42 +39,28 @@ func colourOf(p Policy, i int) string {
 // It is plain SVG 1.1, no scripts or external resources.
 func WriteSVG(w io.Writer, r Report, budget int) error {
 	xmax, ylo, yhi := bounds(r, budget)
-	xs := func(v float64) float64 { return plotLeft + v/xmax*(plotRight-plotLeft) }
-	ys := func(v float64) float64 {
-		return plotBottom - (math.Log10(v)-math.Log10(ylo))/(math.Log10(yhi)-math.Log10(ylo))*(plotBottom-plotTop)
-	}
-	b := bufio.NewWriter(w)
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-
-	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		svgWidth, svgHeight, svgWidth, svgHeight)
-	p(`<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, svgHeight)
-	p(`<text class="title" x="%d" y="30" text-anchor="middle" font-size="16" font-weight="bold">Time to first token against conversation length</text>`+"\n",
-		(plotLeft+plotRight)/2)
+	p := svgplot.New(w, svgplot.Chart{Title: "Time to first token against conversation length",
+		XLabel: "conversation history (tokens)", YLabel: "TTFT (ms, log scale)", XMax: xmax, YLo: ylo, YHi: yhi, Classes: true})
+	p.Open()
 
 	// Grid and ticks first, so the lines draw over them.
 	for _, v := range linearTicks(xmax) {
-		x := xs(v)
-		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e6e6e6"/>`+"\n", x, plotTop, x, plotBottom)
-		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333"/>`+"\n", x, plotBottom, x, plotBottom+5)
-		p(`<text class="xtick" x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, plotBottom+19, tickLabel(v))
+		x := p.X(v)
+		p.GridX(x)
+		p.Printf(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333"/>`+"\n", x, svgplot.Bottom, x, svgplot.Bottom+5)
+		p.Printf(`<text class="xtick" x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, svgplot.Bottom+19, tickLabel(v))
 	}
 	for _, v := range logTicks(ylo, yhi) {
-		y := ys(v)
-		p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e6e6e6"/>`+"\n", plotLeft, y, plotRight, y)
-		p(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333333"/>`+"\n", plotLeft-5, y, plotLeft, y)
-		p(`<text class="ytick" x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", plotLeft-8, y, tickLabel(v))
+		y := p.Y(v)
+		p.GridY(y)
+		p.Printf(`<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#333333"/>`+"\n", svgplot.Left-5, y, svgplot.Left, y)
+		p.Printf(`<text class="ytick" x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", svgplot.Left-8, y, tickLabel(v))
 	}
-	p(`<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333333"/>`+"\n",
-		plotLeft, plotTop, plotRight-plotLeft, plotBottom-plotTop)
-	p(`<text class="xlabel" x="%d" y="%d" text-anchor="middle">conversation history (tokens)</text>`+"\n",
-		(plotLeft+plotRight)/2, plotBottom+44)
-	p(`<text class="ylabel" transform="translate(24 %d) rotate(-90)" text-anchor="middle">TTFT (ms, log scale)</text>`+"\n",
-		(plotTop+plotBottom)/2)
+	p.Frame()
 	if budget > 0 {
-		x := xs(float64(budget))
-		p(`<line class="budget" x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#555555" stroke-dasharray="6 4"/>`+"\n", x, plotTop, x, plotBottom)
-		p(`<text x="%.1f" y="%d" fill="#555555">budget %d</text>`+"\n", x+4, plotTop+14, budget)
+		x := p.X(float64(budget))
+		p.Printf(`<line class="budget" x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#555555" stroke-dasharray="6 4"/>`+"\n", x, svgplot.Top, x, svgplot.Bottom)
+		p.Printf(`<text x="%.1f" y="%d" fill="#555555">budget %d</text>`+"\n", x+4, svgplot.Top+14, budget)
 	}
 
 	for i, pr := range r.Policies {
@@ -90,17 +68,17 @@ func WriteSVG(w io.Writer, r Report, budget int) error {
 		var pts strings.Builder
 		for _, t := range pr.Turns {
 			if t.TTFTMs > 0 {
-				fmt.Fprintf(&pts, "%.1f,%.1f ", xs(float64(t.HistoryTokens)), ys(t.TTFTMs))
+				fmt.Fprintf(&pts, "%.1f,%.1f ", p.X(float64(t.HistoryTokens)), p.Y(t.TTFTMs))
 			}
 		}
-		p(`<polyline class="series" data-policy="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round" points="%s"/>`+"\n",
-			xmlEscape(string(pr.Policy)), colour, strings.TrimSpace(pts.String()))
-		y := plotTop + 8 + 22*i
-		p(`<g class="legend" data-policy="%s"><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d" dominant-baseline="middle">%s</text></g>`+"\n",
-			xmlEscape(string(pr.Policy)), legendLeft, y, legendLeft+24, y, colour, legendLeft+32, y, xmlEscape(string(pr.Policy)))
+		name := svgplot.Escape(string(pr.Policy))
+		p.Printf(`<polyline class="series" data-policy="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round" points="%s"/>`+"\n",
+			name, colour, strings.TrimSpace(pts.String()))
+		y := svgplot.Top + 8 + 22*i
+		p.Printf(`<g class="legend" data-policy="%s"><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d" dominant-baseline="middle">%s</text></g>`+"\n",
+			name, svgplot.LegendLeft, y, svgplot.LegendLeft+24, y, colour, svgplot.LegendLeft+32, y, name)
 	}
-	p("</svg>\n")
-	return b.Flush()
+	return p.Close()
 }
 
 // bounds returns the x axis' end and the y axis' decades: x from 0 to a
@@ -173,7 +151,3 @@ func tickLabel(v float64) string {
 	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
 	return strconv.FormatFloat(r, 'f', -1, 64)
 }
-
-var svgEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;")
-
-func xmlEscape(s string) string { return svgEscaper.Replace(s) }
