@@ -1,108 +1,62 @@
 package window
 
 import (
-	"container/list"
 	"sync"
 
+	"kvwin/internal/lru"
 	"kvwin/window/memory"
 )
 
-// memo is a least-recently-used map bounded by bytes, safe for concurrent
-// use. It holds derived state only (packets, indexes): losing an entry
-// costs a recomputation, never a different answer. Each value's size is
-// taken once, when it is put (the values are not changed after); the least
-// recently used go until the held bytes are within max, the newest always
-// staying.
-//
-// Invariant: used is the sum of the items' bytes.
+// memo is a least-recently-used map bounded by bytes (an lru.Map), safe
+// for concurrent use. It holds derived state only (packets, indexes): losing
+// an entry costs a recomputation, never a different answer. Each value's
+// size is taken once, when it is put (the values are not changed after).
 type memo[K comparable, V any] struct {
 	mu    sync.Mutex
-	max   int64
-	size  func(V) int64
-	used  int64
-	order *list.List // front: most recent
-	items map[K]*list.Element
+	items *lru.Map[K, memoItem[V]]
 }
 
-type memoItem[K comparable, V any] struct {
-	key   K
+type memoItem[V any] struct {
 	owner memory.Key // the conversation the value derives from
 	val   V
-	bytes int64
 }
 
 func newMemo[K comparable, V any](maxBytes int64, size func(V) int64) *memo[K, V] {
-	return &memo[K, V]{max: maxBytes, size: size, order: list.New(), items: map[K]*list.Element{}}
+	return &memo[K, V]{items: lru.New[K](maxBytes, func(it memoItem[V]) int64 { return size(it.val) })}
 }
 
 func (m *memo[K, V]) get(k K) (V, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e, ok := m.items[k]; ok {
-		m.order.MoveToFront(e)
-		return e.Value.(*memoItem[K, V]).val, true
-	}
-	var zero V
-	return zero, false
+	it, ok := m.items.Get(k)
+	return it.val, ok
 }
 
 func (m *memo[K, V]) put(k K, owner memory.Key, v V) {
-	n := m.size(v)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e, ok := m.items[k]; ok {
-		it := e.Value.(*memoItem[K, V])
-		m.used += n - it.bytes
-		it.owner, it.val, it.bytes = owner, v, n
-		m.order.MoveToFront(e)
-	} else {
-		m.items[k] = m.order.PushFront(&memoItem[K, V]{key: k, owner: owner, val: v, bytes: n})
-		m.used += n
-	}
-	for m.used > m.max && m.order.Len() > 1 {
-		m.remove(m.order.Back())
-	}
-}
-
-// remove drops e. Callers hold m.mu.
-func (m *memo[K, V]) remove(e *list.Element) {
-	it := e.Value.(*memoItem[K, V])
-	m.order.Remove(e)
-	delete(m.items, it.key)
-	m.used -= it.bytes
+	m.items.Put(k, memoItem[V]{owner: owner, val: v})
 }
 
 // drop removes every entry derived from owner's conversation.
 func (m *memo[K, V]) drop(owner memory.Key) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for e := m.order.Front(); e != nil; {
-		next := e.Next()
-		if it := e.Value.(*memoItem[K, V]); it.owner == owner {
-			m.remove(e)
-		}
-		e = next
-	}
+	m.items.RemoveIf(func(_ K, it memoItem[V]) bool { return it.owner == owner })
 }
 
 // count returns the entries derived from owner's conversation.
 func (m *memo[K, V]) count(owner memory.Key) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
-	for _, e := range m.items {
-		if e.Value.(*memoItem[K, V]).owner == owner {
-			n++
-		}
-	}
-	return n
+	return m.items.Count(func(_ K, it memoItem[V]) bool { return it.owner == owner })
 }
 
 // bytes is what the held values measured when put.
 func (m *memo[K, V]) bytes() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.used
+	return m.items.Bytes()
 }
 
 // packetBytes is what a memoized packet holds: its turns' text, handles

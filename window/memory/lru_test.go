@@ -7,60 +7,6 @@ import (
 	"testing"
 )
 
-// TestLRUBoundsBytes: the least recently used go until the held bytes are
-// within the bound, counting a value's growth (resize); the newest stays
-// even alone over the bound.
-func TestLRUBoundsBytes(t *testing.T) {
-	type val struct{ n int64 }
-	size := func(v *val) int64 { return v.n }
-	tests := []struct {
-		name string
-		run  func(l *lru[string, *val])
-		held []string // most recent first
-		used int64
-	}{
-		{"within the bound", func(l *lru[string, *val]) {
-			l.put("a", &val{40})
-			l.put("b", &val{60})
-		}, []string{"b", "a"}, 100},
-		{"the least recently used goes", func(l *lru[string, *val]) {
-			l.put("a", &val{40})
-			l.put("b", &val{40})
-			l.get("a")
-			l.put("c", &val{40})
-		}, []string{"c", "a"}, 80},
-		{"growth evicts the least recently used", func(l *lru[string, *val]) {
-			b := &val{40}
-			l.put("a", &val{40})
-			l.put("b", b)
-			b.n = 70
-			l.resize("b")
-		}, []string{"b"}, 70},
-		{"one over the bound is held alone", func(l *lru[string, *val]) {
-			l.put("a", &val{40})
-			l.put("big", &val{500})
-		}, []string{"big"}, 500},
-		{"remove gives its bytes back", func(l *lru[string, *val]) {
-			l.put("a", &val{40})
-			l.put("b", &val{40})
-			l.remove("a")
-		}, []string{"b"}, 40},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			l := newLRU[string](100, size)
-			tt.run(l)
-			var held []string
-			for e := l.order.Front(); e != nil; e = e.Next() {
-				held = append(held, e.Value.(*lruItem[string, *val]).key)
-			}
-			if fmt.Sprint(held) != fmt.Sprint(tt.held) || l.bytes() != tt.used || len(l.items) != len(held) {
-				t.Fatalf("held %v (%d bytes, %d in the map), want %v (%d bytes)", held, l.bytes(), len(l.items), tt.held, tt.used)
-			}
-		})
-	}
-}
-
 // TestStoreHoldsConversationsByBytes: the conversations' indexes held in
 // memory stay within HeldBytes however many conversations are used (the
 // count no longer bounds them), and a conversation dropped from memory is
@@ -83,7 +29,7 @@ func TestStoreHoldsConversationsByBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.mu.Lock()
-		held, n := s.convs.bytes(), len(s.convs.items)
+		held, n := s.convs.Bytes(), s.convs.Len()
 		s.mu.Unlock()
 		if held == 0 || held > s.cfg.HeldBytes || n > 2 {
 			t.Fatalf("after %d conversations: %d held, %d bytes over the bound %d", i+1, n, held, s.cfg.HeldBytes)
@@ -124,7 +70,7 @@ func TestResponseChainsHeldByBytes(t *testing.T) {
 			prev = id
 		}
 		s.resp.mu.Lock()
-		used := s.resp.convs.bytes()
+		used := s.resp.convs.Bytes()
 		s.resp.mu.Unlock()
 		if used > s.cfg.ResponseBytes {
 			t.Fatalf("after %d chains: %d bytes held, over %d", c+1, used, s.cfg.ResponseBytes)

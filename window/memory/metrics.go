@@ -26,11 +26,11 @@ var heldDesc = prometheus.NewDesc("kvwin_memory_store_held_bytes",
 // indexes and its Responses chains, in bytes as their LRUs measured them.
 func (s *Store) held() (indexes, responses int64) {
 	s.mu.Lock()
-	indexes = s.convs.bytes()
+	indexes = s.convs.Bytes()
 	s.mu.Unlock()
 	s.resp.mu.Lock()
 	if s.resp.convs != nil {
-		responses = s.resp.convs.bytes()
+		responses = s.resp.convs.Bytes()
 	}
 	s.resp.mu.Unlock()
 	return indexes, responses

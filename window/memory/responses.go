@@ -34,6 +34,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"kvwin/internal/lru"
 	"sync"
 	"time"
 )
@@ -89,7 +90,7 @@ type StoredResponse struct {
 type respCache struct {
 	mu    sync.Mutex
 	max   int64
-	convs *lru[int64, *respConv]
+	convs *lru.Map[int64, *respConv]
 }
 
 type respConv struct {
@@ -131,16 +132,16 @@ func (c *respCache) get(conv int64) (*respConv, bool) {
 	if c.convs == nil {
 		return nil, false
 	}
-	return c.convs.get(conv)
+	return c.convs.Get(conv)
 }
 
 func (c *respCache) put(conv int64, rc *respConv) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.convs == nil {
-		c.convs = newLRU[int64, *respConv](cmp.Or(c.max, DefaultResponseBytes), respConvBytes)
+		c.convs = lru.New[int64, *respConv](cmp.Or(c.max, DefaultResponseBytes), respConvBytes)
 	}
-	c.convs.put(conv, rc)
+	c.convs.Put(conv, rc)
 }
 
 // add records a new response of a held conversation (one not held is read
@@ -151,9 +152,9 @@ func (c *respCache) add(conv int64, id string, n respNode) {
 	if c.convs == nil {
 		return
 	}
-	if rc, ok := c.convs.get(conv); ok {
+	if rc, ok := c.convs.Get(conv); ok {
 		rc.set(id, n)
-		c.convs.resize(conv)
+		c.convs.Resize(conv)
 	}
 }
 
@@ -163,7 +164,7 @@ func (c *respCache) drop(conv int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.convs != nil {
-		c.convs.remove(conv)
+		c.convs.Remove(conv)
 	}
 }
 

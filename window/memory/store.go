@@ -35,6 +35,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"kvwin/internal/lru"
 	"os"
 	"path/filepath"
 	"sync"
@@ -116,7 +117,7 @@ type Store struct {
 
 	mu     sync.Mutex
 	closed bool
-	convs  *lru[Key, *convState]
+	convs  *lru.Map[Key, *convState]
 	resp   respCache // stored responses' chains (responses.go)
 
 	// wmu makes this process's writes one at a time (SQLite; see
@@ -159,7 +160,7 @@ func Open(cfg StoreConfig) (*Store, error) {
 	if err := cfg.timeout(); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, convs: newLRU[Key, *convState](cfg.HeldBytes, convBytes), stop: make(chan struct{})}
+	s := &Store{cfg: cfg, convs: lru.New[Key, *convState](cfg.HeldBytes, convBytes), stop: make(chan struct{})}
 	s.resp.max = cfg.ResponseBytes
 	var err error
 	if cfg.URL != "" {

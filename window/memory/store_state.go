@@ -46,8 +46,8 @@ func convBytes(st *convState) int64 { return 256 + st.held.Load() }
 func (s *Store) unlock(key Key, st *convState) {
 	st.account()
 	s.mu.Lock()
-	if held, ok := s.convs.get(key); ok && held == st {
-		s.convs.resize(key)
+	if held, ok := s.convs.Get(key); ok && held == st {
+		s.convs.Resize(key)
 	}
 	s.mu.Unlock()
 	st.mu.Unlock()
@@ -121,7 +121,7 @@ func (s *Store) state(ctx context.Context, key Key, create bool) (*convState, er
 		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	st, ok := s.convs.get(key)
+	st, ok := s.convs.Get(key)
 	s.mu.Unlock()
 	if ok {
 		return st, nil
@@ -133,10 +133,10 @@ func (s *Store) state(ctx context.Context, key Key, create bool) (*convState, er
 	st = &convState{id: id, rev: rev}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if held, ok := s.convs.get(key); ok {
+	if held, ok := s.convs.Get(key); ok {
 		return held, nil // another caller loaded it first
 	}
-	s.convs.put(key, st)
+	s.convs.Put(key, st)
 	return st, nil
 }
 
@@ -144,7 +144,7 @@ func (s *Store) state(ctx context.Context, key Key, create bool) (*convState, er
 func (s *Store) forget(key Key) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.convs.remove(key)
+	s.convs.Remove(key)
 }
 
 // locked returns key's state locked, looking it up again if a Delete or an
