@@ -1,16 +1,8 @@
 package peers
 
 import (
-	"cmp"
-	"slices"
-
 	"kvwin/engine"
 	"kvwin/router"
-)
-
-var (
-	_ router.Scorer  = (*dynamo)(nil)
-	_ router.Tracker = (*dynamo)(nil)
 )
 
 // dynamo is NVIDIA Dynamo's KV router (ai-dynamo/dynamo, docs/router and
@@ -46,13 +38,7 @@ func (d *dynamo) Rank(cands []router.Candidate, p router.Prompt) []router.Candid
 		newTokens[c.Name] = n
 		cost[c.Name] = d.overlapWeight*float64(ld.prefill+n)/block + float64(ld.tokens+p.Length)/block
 	}
-	out := slices.Clone(cands)
-	slices.SortStableFunc(out, func(a, b router.Candidate) int {
-		if c := cmp.Compare(cost[a.Name], cost[b.Name]); c != 0 {
-			return c
-		}
-		return tieOrder(p, a, b)
-	})
+	out := cheapestFirst(cands, p, func(c router.Candidate) float64 { return cost[c.Name] })
 	if len(out) > 0 {
 		d.active.add(p.ID, out[0].Name, p.Length, newTokens[out[0].Name])
 	}

@@ -1,19 +1,12 @@
 package peers
 
 import (
-	"cmp"
 	"container/list"
-	"slices"
 	"sync"
 
 	"kvwin/engine"
 	"kvwin/kvcache"
 	"kvwin/router"
-)
-
-var (
-	_ router.Scorer  = (*llmd)(nil)
-	_ router.Tracker = (*llmd)(nil)
 )
 
 // llmd is llm-d's default scheduling profile (the inference-scheduling
@@ -75,13 +68,7 @@ func (l *llmd) Rank(cands []router.Candidate, p router.Prompt) []router.Candidat
 		}
 		score[c.Name] = s + l.queueWeight*q + l.kvWeight*(1-use)
 	}
-	out := slices.Clone(cands)
-	slices.SortStableFunc(out, func(a, b router.Candidate) int {
-		if c := cmp.Compare(score[b.Name], score[a.Name]); c != 0 {
-			return c
-		}
-		return tieOrder(p, a, b)
-	})
+	out := cheapestFirst(cands, p, func(c router.Candidate) float64 { return -score[c.Name] })
 	if len(out) > 0 {
 		l.lru(out[0].Name).add(blocks)
 	}

@@ -6,6 +6,7 @@ package peers
 
 import (
 	"cmp"
+	"slices"
 	"sync"
 
 	"kvwin/engine"
@@ -22,6 +23,14 @@ import (
 // when it routes it, counts its prefill done at its first token and
 // removes it when it ends. None chooses a slot: they route to servers,
 // and the server places the request.
+
+// Every peer ranks; those that learn from a turn's progress track it.
+var (
+	_ router.Scorer  = (*sglang)(nil)
+	_ router.Tracker = (*dynamo)(nil)
+	_ router.Tracker = (*llmd)(nil)
+	_ router.Tracker = (*llmdSticky)(nil)
+)
 
 // Peer policy names.
 const (
@@ -134,4 +143,17 @@ func (a *activeSet) watch(p router.Prompt, stream engine.StreamFunc) engine.Stre
 // reproducibly: by a hash of the turn and the backend.
 func tieOrder(p router.Prompt, a, b router.Candidate) int {
 	return cmp.Compare(router.Rendezvous(p.ID, b.Name), router.Rendezvous(p.ID, a.Name))
+}
+
+// cheapestFirst is cands by cost, lowest first, ties in tieOrder; cands is
+// not changed.
+func cheapestFirst(cands []router.Candidate, p router.Prompt, cost func(router.Candidate) float64) []router.Candidate {
+	out := slices.Clone(cands)
+	slices.SortStableFunc(out, func(a, b router.Candidate) int {
+		if c := cmp.Compare(cost(a), cost(b)); c != 0 {
+			return c
+		}
+		return tieOrder(p, a, b)
+	})
+	return out
 }

@@ -10,8 +10,6 @@ import (
 	"kvwin/router"
 )
 
-var _ router.Scorer = (*sglang)(nil)
-
 // sglang is SGLang's cache-aware router (sgl-project/sglang, sgl-router:
 // policies/cache_aware.rs and its README), with its documented defaults
 // cache_threshold 0.5, balance_abs_threshold 32, balance_rel_threshold

@@ -12,11 +12,6 @@ import (
 	"kvwin/router"
 )
 
-var (
-	_ router.Scorer  = (*llmdSticky)(nil)
-	_ router.Tracker = (*llmdSticky)(nil)
-)
-
 // llmdSticky is llm-d's "sticky until saturated" routing (PolicyLLMDSticky):
 // the llm-d router's optimized-baseline composition since its 1.0 (blog
 // "Sticky Until Saturated: Token-Aware Routing in llm-d",
