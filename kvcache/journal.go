@@ -234,13 +234,19 @@ func (j *Journal) SetSlot(slot int, tenant string, tokens []int) {
 // SetLoad states the node's requests running and waiting; a change is
 // published.
 func (j *Journal) SetLoad(l Load) {
+	setChanged(j, &j.load, l, func(v *Load) JournalEvent { return JournalEvent{Type: EventLoad, Load: v} })
+}
+
+// setChanged sets *field to v and publishes event(v) if it was not v
+// already.
+func setChanged[T comparable](j *Journal, field *T, v T, event func(*T) JournalEvent) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if l == j.load {
+	if *field == v {
 		return
 	}
-	j.load = l
-	j.publish(JournalEvent{Type: EventLoad, Load: &l})
+	*field = v
+	j.publish(event(&v))
 }
 
 // SetSaved states that the node's snapshot store holds st now: saved, or
@@ -272,13 +278,7 @@ func (j *Journal) SetSaved(st SavedTokens) {
 
 // SetRestoreSpeed states the node's restore speed; a change is published.
 func (j *Journal) SetRestoreSpeed(rs RestoreSpeed) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if rs == j.restore {
-		return
-	}
-	j.restore = rs
-	j.publish(JournalEvent{Type: EventRestoreSpeed, Restore: &rs})
+	setChanged(j, &j.restore, rs, func(v *RestoreSpeed) JournalEvent { return JournalEvent{Type: EventRestoreSpeed, Restore: v} })
 }
 
 // RemoveSaved states that snapshot id is gone from the node's store; an

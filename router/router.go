@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,42 +100,18 @@ func DefaultConfig() Config {
 
 func (c Config) withDefaults() (Config, error) {
 	d := DefaultConfig()
-	if c.Name == "" {
-		c.Name = d.Name
-	}
-	if c.Policy == "" {
-		c.Policy = d.Policy
-	}
-	if c.BlockTokens == 0 {
-		c.BlockTokens = d.BlockTokens
-	}
-	if c.BalanceAbs == 0 {
-		c.BalanceAbs = d.BalanceAbs
-	}
-	if c.BalanceRel == 0 {
-		c.BalanceRel = d.BalanceRel
-	}
-	if c.TieTolerance == 0 {
-		c.TieTolerance = d.TieTolerance
-	}
-	if c.TieTokens == 0 {
-		c.TieTokens = d.TieTokens
-	}
-	if c.HealthInterval == 0 {
-		c.HealthInterval = d.HealthInterval
-	}
-	if c.SlotsInterval == 0 {
-		c.SlotsInterval = d.SlotsInterval
-	}
-	if c.HealthMaxBackoff == 0 {
-		c.HealthMaxBackoff = d.HealthMaxBackoff
-	}
-	if c.HealthTimeout == 0 {
-		c.HealthTimeout = d.HealthTimeout
-	}
-	if c.PrefillTokensPerSecond == 0 {
-		c.PrefillTokensPerSecond = d.PrefillTokensPerSecond
-	}
+	c.Name = cmp.Or(c.Name, d.Name)
+	c.Policy = cmp.Or(c.Policy, d.Policy)
+	c.BlockTokens = cmp.Or(c.BlockTokens, d.BlockTokens)
+	c.BalanceAbs = cmp.Or(c.BalanceAbs, d.BalanceAbs)
+	c.BalanceRel = cmp.Or(c.BalanceRel, d.BalanceRel)
+	c.TieTolerance = cmp.Or(c.TieTolerance, d.TieTolerance)
+	c.TieTokens = cmp.Or(c.TieTokens, d.TieTokens)
+	c.HealthInterval = cmp.Or(c.HealthInterval, d.HealthInterval)
+	c.SlotsInterval = cmp.Or(c.SlotsInterval, d.SlotsInterval)
+	c.HealthMaxBackoff = cmp.Or(c.HealthMaxBackoff, d.HealthMaxBackoff)
+	c.HealthTimeout = cmp.Or(c.HealthTimeout, d.HealthTimeout)
+	c.PrefillTokensPerSecond = cmp.Or(c.PrefillTokensPerSecond, d.PrefillTokensPerSecond)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -246,35 +246,47 @@ func userMessages(raw json.RawMessage, at string) ([]engine.Message, error) {
 			texts = nil
 		}
 	}
-	for j, b := range blocks {
-		bat := fmt.Sprintf("%s.content[%d]", at, j)
-		switch b.Type {
-		case typeText:
-			t, err := blockText(b, bat)
-			if err != nil {
-				return nil, err
-			}
-			texts = append(texts, t)
-		case typeToolResult:
-			flush()
-			result, err := toolResult(b, bat)
-			if err != nil {
-				return nil, err
-			}
-			m, err := toolcall.Message(engine.RoleTool, result, nil, bat)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, m)
-		default:
-			return nil, unsupportedBlock(b.Type, bat, "a user message holds text and tool_result blocks")
+	err = walkBlocks(blocks, at, func(t string) { texts = append(texts, t) }, func(b block, bat string) error {
+		if b.Type != typeToolResult {
+			return unsupportedBlock(b.Type, bat, "a user message holds text and tool_result blocks")
 		}
+		flush()
+		result, err := toolResult(b, bat)
+		if err != nil {
+			return err
+		}
+		m, err := toolcall.Message(engine.RoleTool, result, nil, bat)
+		out = append(out, m)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	flush()
 	if len(out) == 0 {
 		out = []engine.Message{{Role: engine.RoleUser}}
 	}
 	return out, nil
+}
+
+// walkBlocks reads a message's blocks in order: each text block's text
+// goes to text, every other block to other with its path in the request.
+func walkBlocks(blocks []block, at string, text func(string), other func(b block, at string) error) error {
+	for j, b := range blocks {
+		bat := fmt.Sprintf("%s.content[%d]", at, j)
+		if b.Type != typeText {
+			if err := other(b, bat); err != nil {
+				return err
+			}
+			continue
+		}
+		t, err := blockText(b, bat)
+		if err != nil {
+			return err
+		}
+		text(t)
+	}
+	return nil
 }
 
 // toolResult is a tool_result block's content as the model reads it; an
@@ -308,28 +320,22 @@ func assistantMessage(raw json.RawMessage, at string) (engine.Message, error) {
 		texts []string
 		calls []toolcall.Call
 	)
-	for j, b := range blocks {
-		bat := fmt.Sprintf("%s.content[%d]", at, j)
+	err = walkBlocks(blocks, at, func(t string) { texts = append(texts, t) }, func(b block, bat string) error {
 		switch b.Type {
-		case typeText:
-			t, err := blockText(b, bat)
-			if err != nil {
-				return engine.Message{}, err
-			}
-			texts = append(texts, t)
 		case typeToolUse:
 			call, err := toolUse(b, bat)
-			if err != nil {
-				return engine.Message{}, err
-			}
 			calls = append(calls, call)
+			return err
 		case typeThinking, typeRedactedThinking:
 			// An earlier turn's thinking (another model's: the served
 			// one writes none) is not context: Anthropic's API drops the
 			// thinking blocks of earlier turns from the prompt too.
-		default:
-			return engine.Message{}, unsupportedBlock(b.Type, bat, "an assistant message holds text and tool_use blocks")
+			return nil
 		}
+		return unsupportedBlock(b.Type, bat, "an assistant message holds text and tool_use blocks")
+	})
+	if err != nil {
+		return engine.Message{}, err
 	}
 	return toolcall.Message(engine.RoleAssistant, strings.Join(texts, blockJoin), calls, at)
 }

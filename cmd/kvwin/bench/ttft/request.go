@@ -79,6 +79,20 @@ type exchange struct {
 // only SSE comments: keep-alives), so that event marks the first token; it is
 // preferred over the first chunk with content because a byte-level model
 // may hold back the first token's bytes until they form valid UTF-8.
+// result is turn's row from its exchange, with the tokens of its history;
+// lastStep is the highest eviction step seen before it, raised to this
+// turn's.
+func (ex exchange) result(turn, history int, lastStep *int) TurnResult {
+	tr := TurnResult{
+		Turn: turn, HistoryTokens: history,
+		PromptTokens: ex.prompt, CachedTokens: ex.cached, NewTokens: ex.prompt - ex.cached,
+		TTFTMs: millis(ex.ttft), PromptMs: ex.promptMs, RequestBytes: ex.bytes,
+		Step: ex.window.Step, Evicted: ex.window.Step > *lastStep,
+	}
+	*lastStep = max(*lastStep, ex.window.Step)
+	return tr
+}
+
 // (Servers that send the role chunk before prefill would be measured short.)
 func send(ctx context.Context, hc *http.Client, url string, p Policy, body any, turn int) (exchange, error) {
 	return sendWith(ctx, hc, url, p, body, turn, func(r io.Reader, start time.Time, _ *exchange) (time.Duration, error) { return readStream(r, start) })

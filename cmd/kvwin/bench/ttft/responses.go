@@ -67,13 +67,7 @@ func (r Runner) RunResponses(ctx context.Context, c Conversation) ([]TurnResult,
 		}
 		body.PreviousResponseID = ex.id
 		replies = append(replies, ex.text)
-		tr := TurnResult{
-			Turn: turn, HistoryTokens: count(c.WithReplies(replies).Messages(turn, r.Salt)),
-			PromptTokens: ex.prompt, CachedTokens: ex.cached, NewTokens: ex.prompt - ex.cached,
-			TTFTMs: millis(ex.ttft), PromptMs: ex.promptMs, RequestBytes: ex.bytes,
-			Step: ex.window.Step, Evicted: ex.window.Step > lastStep,
-		}
-		lastStep = max(lastStep, ex.window.Step)
+		tr := ex.result(turn, count(c.WithReplies(replies).Messages(turn, r.Salt)), &lastStep)
 		out = append(out, tr)
 		if r.Progress != nil {
 			r.Progress(tr, len(c.Turns))

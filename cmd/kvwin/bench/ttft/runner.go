@@ -121,13 +121,7 @@ func (r Runner) Run(ctx context.Context, c Conversation) ([]TurnResult, error) {
 		if err != nil {
 			return out, err
 		}
-		tr := TurnResult{
-			Turn: turn, HistoryTokens: count(body.Messages),
-			PromptTokens: ex.prompt, CachedTokens: ex.cached, NewTokens: ex.prompt - ex.cached,
-			TTFTMs: millis(ex.ttft), PromptMs: ex.promptMs, RequestBytes: ex.bytes,
-			Step: ex.window.Step, Evicted: ex.window.Step > lastStep,
-		}
-		lastStep = max(lastStep, ex.window.Step)
+		tr := ex.result(turn, count(body.Messages), &lastStep)
 		out = append(out, tr)
 		if r.Progress != nil {
 			r.Progress(tr, n)
