@@ -10,6 +10,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"kvwin/internal/ident"
 )
 
 // Message is one chat message as the client sent it.
@@ -136,14 +138,13 @@ type Request struct {
 	// reads it from /completion's kvwin_slot_only.
 	SlotOnly bool
 
-	// Tenant is who sends the request (from its API key; "default" without
-	// keys). A backend never reuses KV computed for another tenant's prompt,
-	// so cached-token counts say nothing about other tenants.
-	Tenant string
-	// Conversation names the request's conversation within its tenant
-	// (prompt_cache_key or X-Conversation-Id; "" for unnamed), so a backend
-	// can delete the KV it saved for it when the conversation is deleted.
-	Conversation string
+	// Owner is whose request it is: Tenant from its API key ("default"
+	// without keys), and a backend never reuses KV computed for another
+	// tenant's prompt, so cached-token counts say nothing about other
+	// tenants; Conversation from prompt_cache_key or X-Conversation-Id (""
+	// for unnamed), so a backend can delete the KV it saved for it when the
+	// conversation is deleted.
+	ident.Owner
 }
 
 // CheckPrompt reports whether exactly one of Messages, Prompt and Tokens is

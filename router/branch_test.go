@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"kvwin/internal/ident"
 	"slices"
 	"strings"
 	"testing"
@@ -61,7 +62,7 @@ func (fl branchFleet) computed() int {
 func (fl branchFleet) send(t *testing.T, msgs []engine.Message) (engine.Result, int) {
 	t.Helper()
 	before := fl.computed()
-	res, err := fl.r.Generate(context.Background(), engine.Request{Messages: msgs, MaxTokens: 40, Slot: -1, Keep: -1, Tenant: "alice"}, nil)
+	res, err := fl.r.Generate(context.Background(), engine.Request{Messages: msgs, MaxTokens: 40, Slot: -1, Keep: -1, Owner: ident.Owner{Tenant: "alice"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

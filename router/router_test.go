@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"kvwin/internal/ident"
 	"strings"
 	"sync"
 	"testing"
@@ -395,7 +396,7 @@ func TestCachedTokensNeverExceedTheTenantsOwnPrefix(t *testing.T) {
 	send := func(r *Router, tenant string, msgs []engine.Message) (engine.Result, int) {
 		t.Helper()
 		streamed := -1
-		res, err := r.Generate(context.Background(), engine.Request{Messages: msgs, Slot: -1, Tenant: tenant}, func(ev engine.Event) error {
+		res, err := r.Generate(context.Background(), engine.Request{Messages: msgs, Slot: -1, Owner: ident.Owner{Tenant: tenant}}, func(ev engine.Event) error {
 			if ev.First {
 				streamed = ev.Timings.CachedTokens
 			}

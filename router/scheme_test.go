@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"kvwin/internal/ident"
 	"slices"
 	"testing"
 
@@ -33,7 +34,7 @@ func TestOllamaGatewayAndAdapterShareBlockKeys(t *testing.T) {
 		{Role: engine.RoleUser, Content: "And the second tallest one?"},
 	}
 	keysOf := func(tenant string) (gateway, adapter []uint64) {
-		req := engine.Request{Model: "qwen3:0.6b", Messages: conversation, Tenant: tenant}
+		req := engine.Request{Model: "qwen3:0.6b", Messages: conversation, Owner: ident.Owner{Tenant: tenant}}
 		k, err := r.key(context.Background(), req, r.members)
 		if err != nil {
 			t.Fatal(err)

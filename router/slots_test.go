@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"kvwin/internal/ident"
 	"log/slog"
 	"strings"
 	"sync"
@@ -163,7 +164,7 @@ func TestSlotsRebuildResidency(t *testing.T) {
 				st := r.Status()
 				return st[0].Residency == ResidencyRead && st[1].Residency == ResidencyRead
 			})
-			res, err := r.Generate(context.Background(), engine.Request{Messages: msgs, Slot: -1, Tenant: "default"}, nil)
+			res, err := r.Generate(context.Background(), engine.Request{Messages: msgs, Slot: -1, Owner: ident.Owner{Tenant: "default"}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"kvwin/internal/ident"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -35,7 +36,7 @@ type served struct {
 
 func turn(t *testing.T, r *Router, f *fake, tenant string, msgs []engine.Message) served {
 	t.Helper()
-	res, err := r.Generate(context.Background(), engine.Request{Messages: msgs, Slot: -1, Tenant: tenant}, nil)
+	res, err := r.Generate(context.Background(), engine.Request{Messages: msgs, Slot: -1, Owner: ident.Owner{Tenant: tenant}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

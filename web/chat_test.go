@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"kvwin/internal/ident"
 	"net/http"
 	"reflect"
 	"strings"
@@ -272,7 +273,7 @@ func TestRequestTranslation(t *testing.T) {
 		{"defaults", chatPath, `{` + hi + `}`,
 			engine.Request{Model: "tiny", Messages: user, Sampling: def, Slot: -1}},
 		{"every parameter", chatPath, `{"model":"tiny",` + hi + `,"max_tokens":64,"temperature":0,"top_p":0.5,"top_k":7,"min_p":0.1,"seed":42,"stop":["\n\n","END"],"n":1,"user":"u","prompt_cache_key":"conv-1","presence_penalty":0.3,"tools":[]}`,
-			engine.Request{Model: "tiny", Messages: user, MaxTokens: 64, Stop: []string{"\n\n", "END"}, Slot: -1, Conversation: "conv-1",
+			engine.Request{Model: "tiny", Messages: user, MaxTokens: 64, Stop: []string{"\n\n", "END"}, Slot: -1, Owner: ident.Owner{Conversation: "conv-1"},
 				Sampling: sampling(func(s *engine.Sampling) {
 					s.Temperature, s.TopP, s.TopK, s.MinP, s.Seed, s.PresencePenalty = 0, 0.5, 7, 0.1, 42, 0.3
 				})}},

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"kvwin/internal/ident"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,7 +16,7 @@ type turnKey struct{}
 // newTurn starts the Turn of a request arriving now, and puts it into the
 // request's context, where turnOf finds it.
 func (s *Server) newTurn(c *gin.Context, start time.Time, requestID string) *core.Turn {
-	t := &core.Turn{Start: start, RequestID: requestID, Tenant: s.cfg.Tenant, Backend: s.backend}
+	t := &core.Turn{Start: start, RequestID: requestID, Owner: ident.Owner{Tenant: s.cfg.Tenant}, Backend: s.backend}
 	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), turnKey{}, t))
 	return t
 }

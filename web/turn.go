@@ -37,7 +37,7 @@ import (
 // conversation: they are set here, once.
 func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire) {
 	info := t.Info
-	req.Tenant, req.Conversation = t.Tenant, t.Conversation
+	req.Owner = t.Owner
 	called := time.Now()
 	if !w.Stream {
 		res, err := t.Backend.Generate(c.Request.Context(), req, nil)

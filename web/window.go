@@ -74,7 +74,7 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 		win = mw.For(req.Model)
 	}
 	res, err := win.Build(ctx, window.Request{
-		Tenant: t.Tenant, Conversation: conversation, Policy: policy, Messages: req.Messages, Count: count,
+		Owner: t.Owner, Policy: policy, Messages: req.Messages, Count: count,
 		Limit: newestLimit(t.Backend.Info().ContextSlot, req.MaxTokens),
 	})
 	if err != nil {

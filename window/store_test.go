@@ -2,6 +2,7 @@ package window
 
 import (
 	"context"
+	"kvwin/internal/ident"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ func TestBranchesThroughWindow(t *testing.T) {
 	const q = "Where do refunds go, which IBAN?"
 	build := func(msgs []engine.Message) string {
 		t.Helper()
-		res, err := w.Build(ctx, Request{Tenant: "acme", Conversation: "support", Messages: ask(msgs, q)})
+		res, err := w.Build(ctx, Request{Owner: ident.Owner{Tenant: "acme", Conversation: "support"}, Messages: ask(msgs, q)})
 		if err != nil || res.Degraded != nil {
 			t.Fatalf("Build: %v, degraded %v", err, res.Degraded)
 		}

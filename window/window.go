@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kvwin/engine"
+	"kvwin/internal/ident"
 	"kvwin/window/memory"
 )
 
@@ -136,9 +137,9 @@ func New(cfg Config, store Store) (*Window, error) {
 
 // Request is one chat request as the window sees it.
 type Request struct {
-	// Tenant and Conversation name a durable conversation; an empty
-	// Conversation is unnamed and never touches the store.
-	Tenant, Conversation string
+	// Owner names a durable conversation; an empty Conversation is unnamed
+	// and never touches the store.
+	ident.Owner
 	// Policy overrides the default policy for this request ("" keeps it).
 	Policy   string
 	Messages []engine.Message
@@ -237,7 +238,7 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count Counter, explain func(*source, memory.Query)) (map[int]Packet, error) {
 	msgs := req.Messages
 	prefix := prefixHashes(msgs)
-	key := memory.Key{Tenant: req.Tenant, Conversation: req.Conversation}
+	key := req.Owner
 	src := w.source(ctx, req, cut, prefix)
 
 	frame, lines := frameCost(count), lineCost(count)
@@ -307,7 +308,7 @@ type source struct {
 }
 
 func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint64) *source {
-	src := &source{ctx: ctx, key: memory.Key{Tenant: req.Tenant, Conversation: req.Conversation}}
+	src := &source{ctx: ctx, key: req.Owner}
 	src.index = func() *memory.Index { return w.index(src.key, req.Messages, cut, prefix) }
 	if req.Conversation == "" || w.store == nil {
 		return src

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"kvwin/internal/ident"
 	"strings"
 	"sync"
 	"testing"
@@ -223,7 +224,7 @@ func TestStoreUse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &fakeStore{fail: tc.fail, index: memory.NewIndex()}
 			w, _ := New(Config{Settings: Settings{Budget: 1200}}, st)
-			res, err := w.Build(context.Background(), Request{Tenant: "t", Conversation: tc.conversation,
+			res, err := w.Build(context.Background(), Request{Owner: ident.Owner{Tenant: "t", Conversation: tc.conversation},
 				Messages: ask(story(120), "Where is Omar based now?")})
 			if err != nil {
 				t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"kvwin/engine"
+	"kvwin/internal/ident"
 )
 
 // Embeddings from the embedded engine. The context is created with
@@ -44,7 +45,7 @@ func (e *Engine) Embed(ctx context.Context, req engine.EmbedRequest) (engine.Emb
 func (e *Engine) embedOne(ctx context.Context, text, tenant string) ([]float32, int, error) {
 	s := engine.DefaultSampling()
 	s.Temperature = 0
-	req := engine.Request{Model: e.cfg.ModelID, Prompt: text, MaxTokens: 1, Sampling: s, Slot: -1, NoCache: true, Tenant: tenant}
+	req := engine.Request{Model: e.cfg.ModelID, Prompt: text, MaxTokens: 1, Sampling: s, Slot: -1, NoCache: true, Owner: ident.Owner{Tenant: tenant}}
 	t, err := e.newTask(ctx, req, time.Now())
 	if err != nil {
 		return nil, 0, err

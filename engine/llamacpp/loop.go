@@ -242,7 +242,7 @@ func (l *loop) start(t *task) bool {
 	}
 	reuse := l.load(s, t, p, noCache)
 	t.restore = nil // its state buffer is no longer needed
-	s.owner = kvcache.Owner{Tenant: t.req.Tenant, Conversation: t.req.Conversation}
+	s.owner = t.req.Owner
 	t.slot, t.cached, t.nPrompt = s.id, reuse, reuse
 	s.task, s.prompt = t, len(t.prompt)
 	l.record(s, false, t)

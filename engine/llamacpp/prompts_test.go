@@ -2,6 +2,7 @@ package llamacpp
 
 import (
 	"fmt"
+	"kvwin/internal/ident"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -140,7 +141,7 @@ func TestPromptCacheGivesTheUncachedPrompt(t *testing.T) {
 						t.Fatalf("turn %d: uncached: %v", i, err)
 					}
 					before, _ := e.kv.prompts.Stats()
-					got, err := e.prompt(engine.Request{Tenant: "t1", Messages: msgs})
+					got, err := e.prompt(engine.Request{Owner: ident.Owner{Tenant: "t1"}, Messages: msgs})
 					if err != nil {
 						t.Fatalf("turn %d: %v", i, err)
 					}
@@ -174,7 +175,7 @@ func TestPromptCacheKeepsSinkPadding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := e.prompt(engine.Request{Tenant: "t1", Messages: msgs, PadSinks: 2})
+		got, err := e.prompt(engine.Request{Owner: ident.Owner{Tenant: "t1"}, Messages: msgs, PadSinks: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +197,7 @@ func TestPromptCacheIsPerTenant(t *testing.T) {
 			gen := func(tenant string, msgs []engine.Message) uint64 {
 				t.Helper()
 				before, _ := e.kv.prompts.Stats()
-				if _, err := e.prompt(engine.Request{Tenant: tenant, Messages: msgs}); err != nil {
+				if _, err := e.prompt(engine.Request{Owner: ident.Owner{Tenant: tenant}, Messages: msgs}); err != nil {
 					t.Fatal(err)
 				}
 				e.kv.prompts.Wait()
@@ -266,7 +267,7 @@ func TestTokenCacheIsPerTenant(t *testing.T) {
 			misses := func(tenant string) uint64 {
 				t.Helper()
 				_, before := e.kv.tokens.Stats()
-				if _, err := e.prompt(engine.Request{Tenant: tenant, Messages: msgs}); err != nil {
+				if _, err := e.prompt(engine.Request{Owner: ident.Owner{Tenant: tenant}, Messages: msgs}); err != nil {
 					t.Fatal(err)
 				}
 				e.kv.tokens.Wait()

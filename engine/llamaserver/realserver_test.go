@@ -2,6 +2,7 @@ package llamaserver
 
 import (
 	"context"
+	"kvwin/internal/ident"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -58,7 +59,7 @@ func TestRenderedRealServer(t *testing.T) {
 		tenant := strconv.Itoa(conv % 4)
 		msgs := []engine.Message{{Role: engine.RoleSystem, Content: content()}, {Role: engine.RoleUser, Content: content()}}
 		for range 1 + rng.IntN(6) {
-			got, err := b.Prompt(ctx, engine.Request{Tenant: tenant, Messages: msgs})
+			got, err := b.Prompt(ctx, engine.Request{Owner: ident.Owner{Tenant: tenant}, Messages: msgs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,13 +89,13 @@ func TestRenderedRealServer(t *testing.T) {
 	t.Logf("%d conversations, %d turns, all identical to whole tokenization; %d turns from a cached prefix, %d not", convs, turns, tails, misses)
 	for _, n := range []int{2, 242} {
 		history := longHistory(n)
-		if _, err := b.Prompt(ctx, engine.Request{Tenant: "measure", Messages: history}); err != nil {
+		if _, err := b.Prompt(ctx, engine.Request{Owner: ident.Owner{Tenant: "measure"}, Messages: history}); err != nil {
 			t.Fatal(err)
 		}
 		b.prompts.Wait()
 		turn := append(history, engine.Message{Role: engine.RoleAssistant, Content: "Sure."}, engine.Message{Role: engine.RoleUser, Content: "And then?"})
 		calls, sent := counter.totals()
-		if _, err := b.Prompt(ctx, engine.Request{Tenant: "measure", Messages: turn}); err != nil {
+		if _, err := b.Prompt(ctx, engine.Request{Owner: ident.Owner{Tenant: "measure"}, Messages: turn}); err != nil {
 			t.Fatal(err)
 		}
 		calls2, sent2 := counter.totals()

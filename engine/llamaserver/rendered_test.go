@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"kvwin/internal/ident"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -62,7 +63,7 @@ func turnSent(s *vocabServer, before int) []string {
 func promptTurn(t *testing.T, s *vocabServer, b *Backend, tenant string, msgs []engine.Message) []string {
 	t.Helper()
 	before := len(must(s.sent()))
-	got, err := b.Prompt(context.Background(), engine.Request{Tenant: tenant, Messages: msgs})
+	got, err := b.Prompt(context.Background(), engine.Request{Owner: ident.Owner{Tenant: tenant}, Messages: msgs})
 	if err != nil {
 		t.Fatal(err)
 	}

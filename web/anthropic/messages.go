@@ -39,7 +39,7 @@ func (s *server) countTokens(c *gin.Context, t *core.Turn) error {
 	if err != nil {
 		return err
 	}
-	req.Tenant, req.Conversation = t.Tenant, t.Conversation
+	req.Owner = t.Owner
 	n, err := count(c.Request.Context(), t.Backend, req)
 	if err != nil {
 		return err

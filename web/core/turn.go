@@ -19,6 +19,7 @@ import (
 
 	"kvwin/engine"
 	"kvwin/engine/wire"
+	"kvwin/internal/ident"
 )
 
 // Turn is what the server knows of one request as it is served. The first
@@ -34,19 +35,18 @@ type Turn struct {
 	Decoded time.Time
 	// RequestID is the request's id (X-Request-Id).
 	RequestID string
-	// Tenant is the tenant the request acts as; Admin whether it holds the
-	// admin key (or no key is configured at all).
-	Tenant string
-	Admin  bool
+	// Owner is the tenant the request acts as and the conversation it
+	// continues, if it names one; Admin whether it holds the admin key (or
+	// no key is configured at all).
+	ident.Owner
+	Admin bool
 	// Backend serves the request and Info is what it said of itself when
 	// chosen: the server's own backend until selectBackend picks one of a
 	// Catalog's.
 	Backend engine.Backend
 	Info    engine.Info
-	// Conversation is the conversation the request continues, if it names
-	// one; Window how its chat was windowed (nil without a window).
-	Conversation string
-	Window       *WindowLayout
+	// Window is how its chat was windowed (nil without a window).
+	Window *WindowLayout
 }
 
 // Encoder renders one wire format's objects. A new encoder serves one

@@ -9,6 +9,7 @@ import (
 
 	"kvwin/cmd/kvwin/bench/fleet/peers"
 	"kvwin/engine"
+	"kvwin/internal/ident"
 	"kvwin/router"
 	"kvwin/web"
 )
@@ -200,7 +201,7 @@ func (s *sim) turn(ctx context.Context, ci int, c *conversation, t int) {
 	s.pending[rec.id] = rec
 	s.turns = append(s.turns, rec)
 	req := engine.Request{Model: s.nodes[0].info.Model, Tokens: c.prompt(t), MaxTokens: len(rec.answer) + 1, Slot: -1,
-		Tenant: web.DefaultTenant, Conversation: rec.id, Sampling: engine.DefaultSampling()}
+		Owner: ident.Owner{Tenant: web.DefaultTenant, Conversation: rec.id}, Sampling: engine.DefaultSampling()}
 	go func() {
 		res, err := s.router.Generate(ctx, req, nil)
 		rec.err, rec.backend, rec.generated = err, res.Backend, len(res.Tokens)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"kvwin/engine"
+	"kvwin/internal/ident"
 	"kvwin/window"
 	"kvwin/window/memory"
 )
@@ -221,7 +222,7 @@ func (r *policyRun) question(ctx context.Context, c Conversation, q Question) (i
 		}
 		return in, part, b.Tokens, nil
 	}
-	res, err := r.w.Build(ctx, window.Request{Tenant: "bench", Conversation: c.ID, Messages: msgs, Count: counter(c)})
+	res, err := r.w.Build(ctx, window.Request{Owner: ident.Owner{Tenant: "bench", Conversation: c.ID}, Messages: msgs, Count: counter(c)})
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -274,7 +275,7 @@ func (r *policyRun) explain(ctx context.Context, c Conversation, q Question, in 
 	if len(missed) == 0 || row.Policy != window.PolicyMemory {
 		return nil
 	}
-	why, err := r.w.Explain(ctx, window.Request{Tenant: "bench", Conversation: c.ID, Messages: messages(c, q.Question), Count: counter(c)}, missed)
+	why, err := r.w.Explain(ctx, window.Request{Owner: ident.Owner{Tenant: "bench", Conversation: c.ID}, Messages: messages(c, q.Question), Count: counter(c)}, missed)
 	if err != nil {
 		return err
 	}
@@ -298,7 +299,7 @@ func (r *policyRun) window(ctx context.Context, c Conversation, msgs []engine.Me
 		}
 		return out, nil
 	}
-	res, err := r.w.Build(ctx, window.Request{Tenant: "bench", Conversation: c.ID, Messages: msgs, Count: count})
+	res, err := r.w.Build(ctx, window.Request{Owner: ident.Owner{Tenant: "bench", Conversation: c.ID}, Messages: msgs, Count: count})
 	if err != nil {
 		return nil, err
 	}
