@@ -60,14 +60,6 @@ func usageOf(t engine.Timings, output int) usage {
 	return usage{InputTokens: max(t.PromptTokens-t.CachedTokens, 0), CacheReadInputTokens: t.CachedTokens, OutputTokens: output}
 }
 
-// outputTokens is the generated tokens of a result.
-func outputTokens(res engine.Result) int {
-	if res.Timings.GeneratedTokens > 0 {
-		return res.Timings.GeneratedTokens
-	}
-	return len(res.Tokens) // a backend that did not count them
-}
-
 // stopReason is Anthropic's stop reason and stop sequence of a result.
 func (e *encoder) stopReason(res engine.Result, called bool) (string, *string) {
 	switch {
@@ -111,7 +103,7 @@ func (e *encoder) Whole(res engine.Result) any {
 	}
 	reason, seq := e.stopReason(res, len(calls) > 0)
 	return messageObject{ID: e.id, Type: typeMessage, Role: roleAssistant, Model: e.model, Content: content,
-		StopReason: &reason, StopSequence: seq, Usage: usageOf(res.Timings, outputTokens(res))}
+		StopReason: &reason, StopSequence: seq, Usage: usageOf(res.Timings, core.OutputTokens(res))}
 }
 
 // Opening renders message_start and a ping, sent once the backend accepted
@@ -195,7 +187,7 @@ func (e *encoder) End(res engine.Result) []any {
 	}
 	out = e.closeBlock(out)
 	reason, seq := e.stopReason(res, e.called)
-	d := deltaEvent{Type: eventDelta, Usage: usageOf(res.Timings, outputTokens(res))}
+	d := deltaEvent{Type: eventDelta, Usage: usageOf(res.Timings, core.OutputTokens(res))}
 	d.Delta.StopReason, d.Delta.StopSequence = &reason, seq
 	return append(out, d, bareEvent{Type: eventStop})
 }

@@ -250,6 +250,16 @@ func IntBytes(b []byte) []int {
 	return out
 }
 
+// OutputTokens is the tokens a result generated: the backend's count, or
+// the ids it returned if it did not count them. Every usage a dialect
+// reports, and the turn's span, says this number.
+func OutputTokens(res engine.Result) int {
+	if res.Timings.GeneratedTokens > 0 {
+		return res.Timings.GeneratedTokens
+	}
+	return len(res.Tokens)
+}
+
 // FinishReason is the result's finish reason; OpenAI clients expect one on
 // every finished choice, so a backend that left it empty stopped normally.
 func FinishReason(res engine.Result) string {

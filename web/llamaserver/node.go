@@ -387,9 +387,7 @@ type nodeTimings struct {
 // after the request (prompt and generated).
 func nodeFinal(info engine.Info, res engine.Result, streamed bool) nodeResult {
 	t := res.Timings
-	if t.GeneratedTokens == 0 {
-		t.GeneratedTokens = len(res.Tokens) // a backend that did not count them
-	}
+	t.GeneratedTokens = core.OutputTokens(res)
 	out := nodeResult{
 		Content: res.Text, Tokens: res.Tokens, IDSlot: res.Slot, Stop: true, Model: info.Model,
 		TokensPredicted: t.GeneratedTokens, TokensEvaluated: t.PromptTokens,

@@ -65,10 +65,7 @@ func (e *ollamaEncoder) callObject(text string, calls []oapi.ToolCall, done bool
 // metrics are the Ollama metrics of a finished generation.
 func (e *ollamaEncoder) metrics(res engine.Result) oapi.Metrics {
 	t := res.Timings
-	generated := t.GeneratedTokens
-	if generated == 0 {
-		generated = len(res.Tokens) // a backend that did not count them
-	}
+	generated := core.OutputTokens(res)
 	m := oapi.Metrics{
 		TotalDuration: time.Since(e.start), PromptEvalCount: t.PromptTokens, PromptEvalDuration: t.PromptEval,
 		EvalCount: generated, EvalDuration: t.Decode,

@@ -107,10 +107,7 @@ func (e openAIEncoder) StreamError(err error) any {
 // usageOf is the OpenAI usage of a finished generation.
 func usageOf(res engine.Result) usage {
 	t := res.Timings
-	completion := t.GeneratedTokens
-	if completion == 0 {
-		completion = len(res.Tokens) // a backend that did not count them
-	}
+	completion := core.OutputTokens(res)
 	return usage{
 		PromptTokens:        t.PromptTokens,
 		CompletionTokens:    completion,

@@ -154,10 +154,7 @@ func (e *responsesEncoder) done(res engine.Result) *responseObject {
 		o.Status, o.IncompleteDetails = statusIncomplete, &incompleteDetails{Reason: "max_output_tokens"}
 	}
 	t := res.Timings
-	out := t.GeneratedTokens
-	if out == 0 {
-		out = len(res.Tokens)
-	}
+	out := core.OutputTokens(res)
 	o.Usage = &responseUsage{InputTokens: t.PromptTokens, InputTokensDetails: inputTokensDetails{CachedTokens: t.CachedTokens},
 		OutputTokens: out, TotalTokens: t.PromptTokens + out}
 	completed := e.now().Unix()
