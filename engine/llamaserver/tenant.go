@@ -31,10 +31,13 @@ func (o owner) set(h http.Header) {
 	}
 }
 
-// authorize adds the configured key, and the request id of the turn the
-// request serves (wire.SetRequestID), so the server's log lines share it.
+// authorize adds the configured key, the request id of the turn the
+// request serves (wire.SetRequestID), so the server's log lines share it,
+// and the turn's span context (wire.SetTraceContext), so a kvwin node's
+// spans join the gateway's trace.
 func (b *Backend) authorize(req *http.Request) {
 	wire.SetRequestID(req.Context(), req.Header)
+	wire.SetTraceContext(req.Context(), req.Header)
 	if b.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+b.cfg.APIKey)
 	}

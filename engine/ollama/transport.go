@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"kvwin/engine/idle"
 	"kvwin/engine/remote"
 	"kvwin/engine/wire"
@@ -47,11 +49,14 @@ type probeTransport struct {
 }
 
 // RoundTrip also sends the request id of the turn (wire.RequestIDFrom), so Ollama's
-// lines and a proxy's in front of it can be matched with the gateway's.
+// lines and a proxy's in front of it can be matched with the gateway's, and
+// the turn's span context (wire.SetTraceContext), for a traced proxy.
 func (t probeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if id := wire.RequestIDFrom(req.Context()); id != "" {
-		req = req.Clone(req.Context()) // a RoundTripper must not modify its request
-		req.Header.Set(wire.HeaderRequestID, id)
+	ctx := req.Context()
+	if wire.RequestIDFrom(ctx) != "" || trace.SpanContextFromContext(ctx).IsValid() {
+		req = req.Clone(ctx) // a RoundTripper must not modify its request
+		wire.SetRequestID(ctx, req.Header)
+		wire.SetTraceContext(ctx, req.Header)
 	}
 	resp, err := t.base.RoundTrip(req)
 	p, _ := req.Context().Value(probeKey{}).(*probe)
