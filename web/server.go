@@ -26,6 +26,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"kvwin/engine"
 	"kvwin/web/anthropic"
@@ -155,6 +157,10 @@ type Config struct {
 	// database that went away; nil while it can): the same degraded
 	// answers as MemoryUnavailable, for as long as it lasts.
 	MemoryHealth func() error `json:"-"`
+	// Tracer, if set, makes each turn a span with its phases as children
+	// (trace.go); nil is OpenTelemetry's no-op provider: nothing is
+	// recorded, and a caller's traceparent is only passed on to backends.
+	Tracer trace.TracerProvider `json:"-"`
 }
 
 // withDefaults fills in defaults and checks ranges.
@@ -220,6 +226,7 @@ type Server struct {
 	admitted chan<- string
 	metrics  *metrics
 	traffic  *traffic
+	tracer   trace.Tracer // Config.Tracer's, or a no-op one
 	// answers holds the tool-call answers generated per tenant, so the
 	// turn after a call renders it as generated (toolcall.Answers).
 	answers *toolcall.Answers
@@ -260,6 +267,10 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 		keys: keys, hosts: newHostGuard(cfg.ListenAddr, cfg.AllowedHosts), origins: map[string]bool{},
 		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued), metrics: newMetrics(), traffic: newTraffic(), streamsDone: make(chan struct{}),
 		answers: toolcall.NewAnswers(0)}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider()
+	}
+	s.tracer = cfg.Tracer.Tracer(tracerName)
 	if cfg.Registerer != nil {
 		if err := s.metrics.register(cfg.Registerer); err != nil {
 			return nil, fmt.Errorf("web: metrics: %w", err)

@@ -34,36 +34,45 @@ import (
 // RunTurn runs req on t's backend and answers as w says. It blocks until the
 // generation ends. The request's context goes to the backend, so a client
 // that leaves stops the generation. The request acts as t's tenant in t's
-// conversation: they are set here, once.
+// conversation: they are set here, once. The turn is one span (trace.go),
+// in the request's context while the backend runs.
 func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire) {
-	info := t.Info
 	req.Owner = t.Owner
+	span := s.startTurnSpan(c, t, req)
 	called := time.Now()
-	if !w.Stream {
-		res, err := t.Backend.Generate(c.Request.Context(), req, nil)
-		s.remember(t, req, res, err)
-		// Not streamed, the first token is known from the backend's timings.
-		first := called.Add(res.Timings.FirstToken)
-		if res.Timings.FirstToken == 0 {
-			first = time.Now()
-		}
-		s.observe(c, t, req, res, false, first, err)
-		if err != nil {
-			w.Fail(c, err)
-			return
-		}
-		s.setPhases(c, t, called, first, time.Now(), res.Timings)
-		core.SetGenerationHeaders(c.Writer.Header(), core.ServedBy(info, res.Backend), res.Timings)
-		core.WriteJSON(c.Writer, http.StatusOK, w.Enc.Whole(res))
-		return
+	run := s.runWhole
+	if w.Stream {
+		run = s.runStream
 	}
+	res, first, err := run(c, t, req, w, called)
+	s.endTurnSpan(c, span, t, called, first, res, err)
+}
 
-	s.runStream(c, t, req, w, called)
+// runWhole runs req not streamed: it blocks until the generation ends and
+// its answer is written, and returns the result, when the first token came
+// and the error the turn ended with.
+func (s *Server) runWhole(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire, called time.Time) (engine.Result, time.Time, error) {
+	res, err := t.Backend.Generate(c.Request.Context(), req, nil)
+	s.remember(t, req, res, err)
+	// Not streamed, the first token is known from the backend's timings.
+	first := called.Add(res.Timings.FirstToken)
+	if res.Timings.FirstToken == 0 {
+		first = time.Now()
+	}
+	s.observe(c, t, req, res, false, first, err)
+	if err != nil {
+		w.Fail(c, err)
+		return res, first, err
+	}
+	s.setPhases(c, t, called, first, time.Now(), res.Timings)
+	core.SetGenerationHeaders(c.Writer.Header(), core.ServedBy(t.Info, res.Backend), res.Timings)
+	core.WriteJSON(c.Writer, http.StatusOK, w.Enc.Whole(res))
+	return res, first, nil
 }
 
 // runStream runs req streamed (stream.go): it blocks until the generation
-// ends and its answer is written.
-func (s *Server) runStream(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire, called time.Time) {
+// ends and its answer is written, and returns as runWhole does.
+func (s *Server) runStream(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire, called time.Time) (engine.Result, time.Time, error) {
 	ctx := c.Request.Context()
 	st := &streamTurn{s: s, c: c, t: t, w: w, called: called, out: core.NewEventWriter(c.Writer, s.cfg.StallTimeout, w.Frame)}
 	gen := st.watch(ctx, s.cfg.KeepAlive)
@@ -80,14 +89,14 @@ func (s *Server) runStream(c *gin.Context, t *core.Turn, req engine.Request, w c
 	switch {
 	case ctx.Err() != nil || st.out.Err() != nil:
 		_ = c.Error(core.ErrClientGone) // nobody is reading: write nothing more
-		return
+		return res, firstAt, core.ErrClientGone
 	case err != nil && !st.opened:
 		w.Fail(c, err)
-		return
+		return res, firstAt, err
 	case err != nil:
 		_ = c.Error(err)
 		_ = st.out.Send(w.Enc.StreamError(err))
-		return
+		return res, firstAt, err
 	}
 
 	if st.firstAt.IsZero() {
@@ -104,7 +113,9 @@ func (s *Server) runStream(c *gin.Context, t *core.Turn, req engine.Request, w c
 	_ = st.send(w.Enc.End(res))
 	if st.out.Done() != nil {
 		_ = c.Error(core.ErrClientGone)
+		return res, firstAt, core.ErrClientGone
 	}
+	return res, firstAt, nil
 }
 
 // remember keeps a chat's whole answer that called tools, as generated,

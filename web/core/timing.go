@@ -24,7 +24,10 @@ import (
 //     the hand-off back);
 //   - decode: after the first token until the answer, non-streamed only
 //     (a streamed answer's headers go out with the first token).
-var PhaseNames = []string{"read", "window", "render", "tokenize", "queue", "prefill", "first_token", "decode", "total"}
+var PhaseNames = []string{"read", "window", "render", "tokenize", "queue", "prefill", "first_token", "decode", PhaseTotal}
+
+// PhaseTotal names the sum of the phases, the last of PhaseNames.
+const PhaseTotal = "total"
 
 // Phases are a turn's phase durations, by PhaseNames.
 type Phases struct {
