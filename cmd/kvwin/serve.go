@@ -59,6 +59,7 @@ will answer it soonest.`,
 				return errors.New("--check needs --config FILE")
 			}
 			memoryStoreFromEnv(&f)
+			otlpFromEnv(&f)
 			if check {
 				if err := app.Check(f); err != nil {
 					return fmt.Errorf("%s: %w", configPath, err)
@@ -119,6 +120,8 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.DurationVar(&f.BackendConnect, "backend-connect-timeout", 5*time.Second, "with --backend: how long connecting to a backend may take")
 	fl.DurationVar(&f.BackendFirstToken, "backend-first-token-timeout", 120*time.Second, "with --backend: how long a backend may take to send a turn's first token, its queue included; then the turn is retried once elsewhere, or 504")
 	fl.DurationVar(&f.BackendIdle, "backend-idle-timeout", 60*time.Second, "with --backend: how long a backend may be silent between tokens; then the stream ends with an error")
+	fl.StringVar(&f.OTLPEndpoint, "otlp-endpoint", "", "export each turn as an OpenTelemetry trace (a span, its Server-Timing phases as children) to this OTLP collector's base URL, e.g. http://collector:4318 (HTTP; /v1/traces is appended) or http://collector:4317 with --otlp-protocol grpc; default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT if set, else no tracing")
+	fl.StringVar(&f.OTLPProtocol, "otlp-protocol", "", "with an OTLP endpoint: http/protobuf or grpc; default: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL if set, else http/protobuf")
 	fl.DurationVar(&f.BackendResolveInterval, "backend-resolve-interval", app.DefaultResolveInterval, "with --backend KIND=dns://NAME:PORT: how often NAME is resolved again; addresses that appear join, those that vanish drain")
 }
 
@@ -159,6 +162,7 @@ func reloadConfig(given map[string][]string, configPath string) (app.Config, err
 		f.Models, f.MaxLoadedModels, f.ConfigPath = file.Models, file.MaxLoadedModels, configPath
 	}
 	memoryStoreFromEnv(&f)
+	otlpFromEnv(&f)
 	return f, nil
 }
 
@@ -172,6 +176,20 @@ const envMemoryStore = "KVWIN_MEMORY_STORE"
 func memoryStoreFromEnv(f *app.Config) {
 	if f.MemoryStore == "" {
 		f.MemoryStore = os.Getenv(envMemoryStore)
+	}
+}
+
+// otlpFromEnv reads the standard OpenTelemetry variables that decide
+// whether, and how, turns are traced when neither flag nor file says: an
+// endpoint variable turns tracing on (the exporter reads it, and the other
+// OTEL_EXPORTER_OTLP_* variables, itself); the protocol variables choose
+// the exporter, which the Go SDK leaves to its caller.
+func otlpFromEnv(f *app.Config) {
+	f.OTLPFromEnv = os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := os.Getenv(name); f.OTLPProtocol == "" && v != "" {
+			f.OTLPProtocol = v
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,14 +11,18 @@ import (
 	"sync"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
 	"kvwin/engine"
 	"kvwin/window"
 	"kvwin/window/memory"
 )
 
 // sharedState is what every generation of a server shares: the memory store
-// (one SQLite file; opening it twice would contend for its lock). It is
-// opened by the first generation that needs it and closed with the server.
+// (one SQLite file; opening it twice would contend for its lock), opened by
+// the first generation that needs it, and the tracer provider (tracing.go),
+// made with the server; both are closed with the server.
 type sharedState struct {
 	mu     sync.Mutex
 	opened bool
@@ -26,6 +31,8 @@ type sharedState struct {
 	health func() error // why the open store cannot be used now (its database is down)
 	closer func()
 	hook   expiryHook // deletes the snapshots of conversations the store expires (retention.go)
+	// tracer exports the turns' spans; nil: tracing is off.
+	tracer *sdktrace.TracerProvider
 }
 
 // open returns the memory store under f's data dir, opening it the first
@@ -111,12 +118,32 @@ func (s *sharedState) openErr() error {
 	return s.err
 }
 
+// tracerProvider is what the generations' servers trace with: nil (web's
+// no-op tracer) when tracing is off.
+func (s *sharedState) tracerProvider() trace.TracerProvider {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tracer == nil {
+		return nil // not a nil *TracerProvider in a non-nil interface
+	}
+	return s.tracer
+}
+
+// close closes the memory store and flushes the spans not yet exported,
+// waiting at most tracerFlushTimeout for the collector. Safe to call more
+// than once.
 func (s *sharedState) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closer != nil {
 		s.closer()
 		s.closer = nil
+	}
+	if s.tracer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), tracerFlushTimeout)
+		defer cancel()
+		_ = s.tracer.Shutdown(ctx) // the SDK reports a failed export itself
+		s.tracer = nil
 	}
 }
 
@@ -232,6 +259,9 @@ func (a *App) Reload(f Config) error {
 	}
 	if f.MemoryStore != cur.f.MemoryStore {
 		return errors.New("reload: --memory-store cannot change without a restart") // its URL may hold a password: not echoed
+	}
+	if f.OTLPEndpoint != cur.f.OTLPEndpoint || f.OTLPProtocol != cur.f.OTLPProtocol || f.OTLPFromEnv != cur.f.OTLPFromEnv {
+		return errors.New("reload: --otlp-endpoint and --otlp-protocol cannot change without a restart")
 	}
 	n, err := build(f, a.log, a.shared, a.ln)
 	if err != nil {

@@ -115,6 +115,15 @@ type Config struct {
 	// Resolver resolves those names; nil: the system's (net.DefaultResolver).
 	// Tests inject one.
 	Resolver Resolver
+	// Traces (tracing.go): OTLPEndpoint is the collector turns' spans are
+	// exported to (--otlp-endpoint, OTEL_EXPORTER_OTLP_ENDPOINT's form);
+	// OTLPFromEnv says the OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable names one, which the
+	// exporter reads itself; OTLPProtocol is grpc or http/protobuf (""). With
+	// neither endpoint nothing is traced.
+	OTLPEndpoint string
+	OTLPProtocol string
+	OTLPFromEnv  bool
 
 	// From the configuration file only (--config).
 	ConfigPath      string         // the file, reread on SIGHUP
@@ -168,7 +177,11 @@ func New(f Config) (*App, error) {
 			return nil, err
 		}
 	}
-	shared := &sharedState{}
+	tracer, err := newTracerProvider(f)
+	if err != nil {
+		return nil, err
+	}
+	shared := &sharedState{tracer: tracer}
 	a, err := build(f, log, shared, nil)
 	if err != nil {
 		shared.close()
@@ -281,7 +294,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
 		Forget: a.forgetter(forgetWin), MemoryUnavailable: a.shared.openErr(), MemoryHealth: a.shared.unavailable,
-		Responses: a.responseStore(), KeepAlive: keepAlive(f.StreamKeepAlive),
+		Responses: a.responseStore(), KeepAlive: keepAlive(f.StreamKeepAlive), Tracer: a.shared.tracerProvider(),
 	}, a.backend, a.log)
 	if err != nil {
 		if ln == nil {

@@ -66,6 +66,8 @@ type File struct {
 	BackendFirstTokenTimeout *Duration `yaml:"backend_first_token_timeout"`
 	BackendIdleTimeout       *Duration `yaml:"backend_idle_timeout"`
 	BackendResolveInterval   *Duration `yaml:"backend_resolve_interval"`
+	OTLPEndpoint             *string   `yaml:"otlp_endpoint"`
+	OTLPProtocol             *string   `yaml:"otlp_protocol"`
 
 	// MaxLoadedModels bounds the embedded models loaded at once (0: no
 	// bound); loading one more unloads the least recently used.
