@@ -139,3 +139,39 @@ func TestMemoryStoreFromEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestOTLPFromEnvironment: an OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variable
+// turns tracing on (the exporter reads it itself); the protocol comes from
+// the flag, else the file, else the traces variable, else the general one.
+func TestOTLPFromEnvironment(t *testing.T) {
+	file := writeConfig(t, "otlp_protocol: grpc\n")
+	tests := []struct {
+		name     string
+		env      map[string]string
+		given    map[string][]string
+		config   string
+		wantOn   bool
+		wantProt string
+	}{
+		{"nothing", nil, nil, "", false, ""},
+		{"endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, nil, "", true, ""},
+		{"traces endpoint", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, nil, "", true, ""},
+		{"protocols", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, nil, "", false, "grpc"},
+		{"file over environment", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, nil, file, false, "grpc"},
+		{"flag over environment", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, map[string][]string{"otlp-protocol": {"http/protobuf"}}, "", false, "http/protobuf"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+				t.Setenv(name, tc.env[name])
+			}
+			f, err := reloadConfig(tc.given, tc.config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.OTLPFromEnv != tc.wantOn || f.OTLPProtocol != tc.wantProt {
+				t.Errorf("from env %v, protocol %q; want %v, %q", f.OTLPFromEnv, f.OTLPProtocol, tc.wantOn, tc.wantProt)
+			}
+		})
+	}
+}
