@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel"
 
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/config"
@@ -242,6 +243,9 @@ func serveLogged(ctx context.Context, f app.Config, reload func() (app.Config, e
 	stdio.Start(log)
 	slog.SetDefault(log)
 	llamacpp.SetLogger(log, app.LlamaLogLevel(f.Verbose))
+	// OpenTelemetry's SDK reports what it could not do (an export the
+	// collector refused or never answered) to a process-wide handler.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("opentelemetry", "err", err) }))
 	f.Logger = log
 	if err := serve(ctx, f, reload); err != nil {
 		log.Error("kvwin serve", "err", err)

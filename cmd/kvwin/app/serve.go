@@ -6,6 +6,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,6 +181,9 @@ func New(f Config) (*App, error) {
 	tracer, err := newTracerProvider(f)
 	if err != nil {
 		return nil, err
+	}
+	if tracer != nil {
+		log.Info("exporting traces over OTLP", "endpoint", otlpEndpointForLog(f), "protocol", cmp.Or(f.OTLPProtocol, OTLPHTTP))
 	}
 	shared := &sharedState{tracer: tracer}
 	a, err := build(f, log, shared, nil)

@@ -99,3 +99,15 @@ func newSpanExporter(endpoint, protocol string) (sdktrace.SpanExporter, error) {
 		return nil, fmt.Errorf("--otlp-protocol %q: want %s or %s", protocol, OTLPHTTP, OTLPGRPC)
 	}
 }
+
+// otlpEndpointForLog is where f exports to, for the log: the flag's URL
+// without its user and password, or the variables'.
+func otlpEndpointForLog(f Config) string {
+	if f.OTLPEndpoint == "" {
+		return "OTEL_EXPORTER_OTLP_* variables"
+	}
+	if u, err := url.Parse(f.OTLPEndpoint); err == nil {
+		return u.Redacted()
+	}
+	return ""
+}
