@@ -227,6 +227,7 @@ type Server struct {
 	metrics  *metrics
 	traffic  *traffic
 	tracer   trace.Tracer // Config.Tracer's, or a no-op one
+	traced   bool         // Config.Tracer was set: turns are recorded
 	// answers holds the tool-call answers generated per tenant, so the
 	// turn after a call renders it as generated (toolcall.Answers).
 	answers *toolcall.Answers
@@ -267,6 +268,7 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 		keys: keys, hosts: newHostGuard(cfg.ListenAddr, cfg.AllowedHosts), origins: map[string]bool{},
 		limits: newLimiter(cfg.TenantMaxConcurrent, cfg.TenantMaxQueued), metrics: newMetrics(), traffic: newTraffic(), streamsDone: make(chan struct{}),
 		answers: toolcall.NewAnswers(0)}
+	s.traced = cfg.Tracer != nil
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider()
 	}

@@ -29,6 +29,9 @@ import (
 // tracerName is the instrumentation scope of the server's spans.
 const tracerName = "kvwin/web"
 
+// headerTraceparent carries a caller's span context (W3C Trace Context).
+const headerTraceparent = "Traceparent"
+
 // The attributes of a turn's span.
 const (
 	attrOperation     = attribute.Key("gen_ai.operation.name")
@@ -55,8 +58,12 @@ const (
 
 // startTurnSpan starts turn t's span at its arrival and puts it in the
 // request's context. Without a tracer the span records nothing, and the
-// caller's span context (if any) is what the context carries on.
+// caller's span context (if any) is what the context carries on; without
+// one either, nothing is done at all.
 func (s *Server) startTurnSpan(c *gin.Context, t *core.Turn, req engine.Request) trace.Span {
+	if !s.traced && c.Request.Header.Get(headerTraceparent) == "" {
+		return trace.SpanFromContext(c.Request.Context()) // a no-op span
+	}
 	start := t.Start
 	if start.IsZero() {
 		start = time.Now()
