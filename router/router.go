@@ -1,10 +1,10 @@
 package router
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"kvwin/internal/zero"
 	"log/slog"
 	"slices"
 	"sync"
@@ -99,19 +99,7 @@ func DefaultConfig() Config {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	d := DefaultConfig()
-	c.Name = cmp.Or(c.Name, d.Name)
-	c.Policy = cmp.Or(c.Policy, d.Policy)
-	c.BlockTokens = cmp.Or(c.BlockTokens, d.BlockTokens)
-	c.BalanceAbs = cmp.Or(c.BalanceAbs, d.BalanceAbs)
-	c.BalanceRel = cmp.Or(c.BalanceRel, d.BalanceRel)
-	c.TieTolerance = cmp.Or(c.TieTolerance, d.TieTolerance)
-	c.TieTokens = cmp.Or(c.TieTokens, d.TieTokens)
-	c.HealthInterval = cmp.Or(c.HealthInterval, d.HealthInterval)
-	c.SlotsInterval = cmp.Or(c.SlotsInterval, d.SlotsInterval)
-	c.HealthMaxBackoff = cmp.Or(c.HealthMaxBackoff, d.HealthMaxBackoff)
-	c.HealthTimeout = cmp.Or(c.HealthTimeout, d.HealthTimeout)
-	c.PrefillTokensPerSecond = cmp.Or(c.PrefillTokensPerSecond, d.PrefillTokensPerSecond)
+	zero.Fill(&c, DefaultConfig())
 	if c.Now == nil {
 		c.Now = time.Now
 	}

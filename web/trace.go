@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"kvwin/engine"
@@ -32,21 +33,13 @@ const tracerName = "kvwin/web"
 // headerTraceparent carries a caller's span context (W3C Trace Context).
 const headerTraceparent = "Traceparent"
 
-// The attributes of a turn's span.
+// kvwin's attributes of a turn's span, beside OpenTelemetry's GenAI and
+// HTTP ones (semconv).
 const (
-	attrOperation     = attribute.Key("gen_ai.operation.name")
-	attrModel         = attribute.Key("gen_ai.request.model")
-	attrInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
-	attrOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
-	attrFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
-	attrCachedTokens  = attribute.Key("kvwin.cached_tokens")
-	attrBackend       = attribute.Key("kvwin.backend")
-	attrSlot          = attribute.Key("kvwin.slot")
-	attrTenant        = attribute.Key("kvwin.tenant")
-	attrRequestID     = attribute.Key("kvwin.request_id")
-	attrRoute         = attribute.Key("http.route")
-	attrStatus        = attribute.Key("http.response.status_code")
-	attrErrorType     = attribute.Key("error.type")
+	attrBackend   = attribute.Key("kvwin.backend")
+	attrSlot      = attribute.Key("kvwin.slot")
+	attrTenant    = attribute.Key("kvwin.tenant")
+	attrRequestID = attribute.Key("kvwin.request_id")
 )
 
 // The operations a turn is, by gen_ai.operation.name: a chat (messages) or
@@ -72,7 +65,7 @@ func (s *Server) startTurnSpan(c *gin.Context, t *core.Turn, req engine.Request)
 	ctx := wire.WithTraceContext(c.Request.Context(), c.Request.Header)
 	ctx, span := s.tracer.Start(ctx, op+" "+model, trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindServer))
 	if span.IsRecording() {
-		span.SetAttributes(attrOperation.String(op), attrModel.String(model))
+		span.SetAttributes(semconv.GenAIOperationNameKey.String(op), semconv.GenAIRequestModelKey.String(model))
 	}
 	c.Request = c.Request.WithContext(ctx)
 	return span
@@ -91,7 +84,7 @@ func (s *Server) endTurnSpan(c *gin.Context, span trace.Span, t *core.Turn, call
 	span.SetAttributes(turnAttributes(c, t, res)...)
 	if err != nil {
 		kind := errorType(err)
-		span.SetAttributes(attrErrorType.String(kind))
+		span.SetAttributes(semconv.ErrorTypeKey.String(kind))
 		span.SetStatus(codes.Error, kind)
 	}
 	span.End(trace.WithTimestamp(end))
@@ -119,9 +112,9 @@ func (s *Server) phaseSpans(ctx context.Context, p core.Phases, start, called ti
 func turnAttributes(c *gin.Context, t *core.Turn, res engine.Result) []attribute.KeyValue {
 	tm := res.Timings
 	attrs := []attribute.KeyValue{
-		attrInputTokens.Int(tm.PromptTokens), attrOutputTokens.Int(core.OutputTokens(res)),
-		attrCachedTokens.Int(tm.CachedTokens), attrBackend.String(core.ServedBy(t.Info, res.Backend)),
-		attrRequestID.String(t.RequestID), attrRoute.String(c.FullPath()), attrStatus.Int(c.Writer.Status()),
+		semconv.GenAIUsageInputTokensKey.Int(tm.PromptTokens), semconv.GenAIUsageOutputTokensKey.Int(core.OutputTokens(res)),
+		semconv.GenAIUsageCacheReadInputTokensKey.Int(tm.CachedTokens), attrBackend.String(core.ServedBy(t.Info, res.Backend)),
+		attrRequestID.String(t.RequestID), semconv.HTTPRouteKey.String(c.FullPath()), semconv.HTTPResponseStatusCodeKey.Int(c.Writer.Status()),
 	}
 	if t.Tenant != "" {
 		attrs = append(attrs, attrTenant.String(t.Tenant))
@@ -130,7 +123,7 @@ func turnAttributes(c *gin.Context, t *core.Turn, res engine.Result) []attribute
 		attrs = append(attrs, attrSlot.Int(res.Slot))
 	}
 	if res.FinishReason != "" {
-		attrs = append(attrs, attrFinishReasons.StringSlice([]string{res.FinishReason}))
+		attrs = append(attrs, semconv.GenAIResponseFinishReasonsKey.StringSlice([]string{res.FinishReason}))
 	}
 	return attrs
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"kvwin/internal/zero"
 	"runtime"
 	"time"
 
@@ -82,15 +83,7 @@ func DefaultConfig() Config {
 }
 
 func (c Config) withDefaults() Config {
-	d := DefaultConfig()
-	if c.Name == "" {
-		c.Name = d.Name
-	}
-	c.Slots = cmp.Or(c.Slots, d.Slots)
-	c.Ctx = cmp.Or(c.Ctx, d.Ctx)
-	c.Threads = cmp.Or(c.Threads, d.Threads)
-	c.Batch = cmp.Or(c.Batch, d.Batch)
-	c.Queue = cmp.Or(c.Queue, d.Queue)
+	zero.Fill(&c, DefaultConfig())
 	c.BlockTokens = cmp.Or(c.BlockTokens, kvcache.DefaultBlockTokens)
 	c.SnapshotMinTokens = cmp.Or(c.SnapshotMinTokens, 256)
 	return c

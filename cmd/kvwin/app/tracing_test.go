@@ -242,7 +242,7 @@ func checkUsage(t *testing.T, turn apptest.Span, want usage, op string) {
 	t.Helper()
 	for key, v := range map[string]any{
 		"gen_ai.usage.input_tokens": int64(want.in), "gen_ai.usage.output_tokens": int64(want.out),
-		"kvwin.cached_tokens": int64(want.cached), "gen_ai.request.model": "kvwin-tiny",
+		"gen_ai.usage.cache_read.input_tokens": int64(want.cached), "gen_ai.request.model": "kvwin-tiny",
 		"gen_ai.operation.name": op, "kvwin.tenant": "alice",
 	} {
 		if got := turn.Attrs[key]; got != v {
