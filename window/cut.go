@@ -63,18 +63,22 @@ type conversation struct {
 }
 
 // newConversation precomputes the shape of msgs with their tokens. A
-// message other than a system message with more than room tokens is long
-// (room 0: none is).
-func newConversation(msgs []engine.Message, tokens []int, room int) conversation {
+// message other than a system message with more than long tokens is long
+// and counts room tokens as its excerpt (long 0: none is).
+func newConversation(msgs []engine.Message, tokens []int, long, room int) conversation {
 	n := len(msgs)
 	c := conversation{msgs: msgs, count: tokens, prefix: make([]int, n+1), unit: make([]bool, n),
-		long: make([]bool, n), short: make([]int, n+1), room: room}
+		long: make([]bool, n), short: make([]int, n+1)}
+	if long > 0 {
+		c.room = room
+	}
 	for i, t := range tokens {
 		c.prefix[i+1] = c.prefix[i] + t
 		c.unit[i] = msgs[i].Role == engine.RoleUser
-		c.long[i] = room > 0 && t > room && msgs[i].Role != engine.RoleSystem
-		if c.long[i] {
-			t = room
+		if long > 0 && t > long && msgs[i].Role != engine.RoleSystem {
+			if r := excerptRoom(msgs[i].Content, i, t, room); t > r {
+				c.long[i], t = true, r
+			}
 		}
 		c.short[i+1] = c.short[i] + t
 	}

@@ -75,9 +75,11 @@ func replayTurns(t *testing.T, w *Window, policy string, msgs []engine.Message, 
 // TestNoOldMessageBlocksAConversation: an answer twice the budget early
 // and a paste over the budget later are served on every later turn, as
 // byte-stable excerpts, and reuse recovers within three turns of each.
+// The other answers are short of a long message (longTurnTokens), so the
+// two are the only excerpts.
 func TestNoOldMessageBlocksAConversation(t *testing.T) {
 	const budget = 3072
-	msgs := longChat(120, 300, 2*budget, 61, budget+200)
+	msgs := longChat(120, longTurnTokens-16, 2*budget, 61, budget+200)
 	for _, policy := range []string{PolicySink, PolicyMemory} {
 		t.Run(policy, func(t *testing.T) {
 			w, err := New(Config{Settings: Settings{Budget: budget}}, nil)
@@ -112,7 +114,7 @@ func TestExcerptsAreStableAndNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	room := w.cfg.Settings.messageRoom()
+	room := minExcerpt
 	seen := map[int]string{}
 	for i := 3; i < len(msgs); i += 2 {
 		res, err := w.Build(context.Background(), Request{Policy: PolicySink, Messages: msgs[:i+1], Count: byLen})
@@ -131,8 +133,8 @@ func TestExcerptsAreStableAndNamed(t *testing.T) {
 			if handle := memory.MakeHandle(e.Pos, msgs[e.Pos].Role, msgs[e.Pos].Content); !strings.Contains(m.Content, handle) {
 				t.Fatalf("message %d: excerpt does not name its handle %s", e.Pos, handle)
 			}
-			if got := byLen(m); got > room+room/8 {
-				t.Fatalf("message %d: excerpt has %d tokens, room %d", e.Pos, got, room)
+			if r := excerptRoom(msgs[e.Pos].Content, e.Pos, e.Tokens, room); byLen(m) > r+r/8 {
+				t.Fatalf("message %d: excerpt has %d tokens, room %d", e.Pos, byLen(m), r)
 			}
 		}
 	}
@@ -202,5 +204,41 @@ func TestExcerptOfCutsOnRunes(t *testing.T) {
 	}
 	if e2 := excerptOf(m, 7, ApproxCount(m), 200); e2 != e {
 		t.Fatal("two excerpts of one message differ")
+	}
+}
+
+// TestKeptHistoryHoldsTheShortTurnsAroundLongAnswers: once a step has
+// passed them, long answers stand as excerpts of minExcerpt tokens, so the
+// kept history holds many exchanges' user messages whole where whole
+// answers would leave room for a few.
+func TestKeptHistoryHoldsTheShortTurnsAroundLongAnswers(t *testing.T) {
+	const budget = 8192
+	quarter := func(m engine.Message) int { return (len(m.Content) + 3) / 4 } // about four bytes a token
+	msgs := longChat(200, 4000, 4000, -1, 0)                                  // answers of ~1,000 tokens
+	w, err := New(Config{Settings: Settings{Budget: budget}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []string{PolicySink, PolicyMemory} {
+		res, err := w.Build(context.Background(), Request{Policy: policy, Messages: msgs, Count: quarter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		users, whole := 0, 0
+		for _, m := range res.Messages {
+			if m.Role == engine.RoleUser {
+				users++
+			}
+			if m.Role == engine.RoleAssistant && quarter(m) > longTurnTokens {
+				whole++
+			}
+		}
+		// Whole answers: (budget/2)/1,010 ≈ 4 exchanges after a step.
+		// As excerpts: each exchange ~10 + 64 tokens, dozens of them;
+		// only the answers since the latest step are whole (at most the
+		// room between the water marks: 4 of them).
+		if users < 30 || whole > 4 {
+			t.Errorf("%s: %d user messages and %d whole long answers in the window, want ≥ 30 and ≤ 4", policy, users, whole)
+		}
 	}
 }

@@ -77,11 +77,11 @@ func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit int) (Cut,
 	if err != nil {
 		return Cut{}, err
 	}
-	room := 0
+	long := 0
 	if p.name == PolicySink || p.name == PolicyMemory {
-		room = p.s.messageRoom()
+		long = p.s.longMessage()
 	}
-	return plan(p.name, newConversation(msgs, tokens, room), p.s, limit)
+	return plan(p.name, newConversation(msgs, tokens, long, minExcerpt), p.s, limit)
 }
 
 // plan dispatches to the replay of the policy (see docs/window.md).

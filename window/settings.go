@@ -52,10 +52,11 @@ type Settings struct {
 	// every window reserves (at most PacketCap). At most PacketCap.
 	StatementCap float64
 	// MessageShare (sink and memory) is the share of Budget one message
-	// may take once a step has passed it: a longer one (but a system
-	// message) then stands as its excerpt of that size. Default Low/4:
+	// may take once a step has passed it, up to longTurnTokens: a longer
+	// one (but a system message) then stands as its excerpt of
+	// minExcerpt tokens (docs/window.md, Long messages). Default Low/4:
 	// the kept history a step leaves (Low·Budget, less the sinks) holds at
-	// least four such messages, two exchanges of long answers.
+	// least four such messages.
 	MessageShare float64
 	// K (memory) bounds the turns of one packet. Default B/4 (256 at
 	// 1,024 tokens): a turn in a packet takes at least about four tokens
@@ -173,10 +174,10 @@ func (s Settings) fillTokens() int { return s.Budget / 8 }
 // packetTokens is P, the room reserved for each ask's packet.
 func (s Settings) packetTokens() int { return int(s.PacketShare * float64(s.Budget)) }
 
-// messageRoom is the tokens of an excerpt: MessageShare of Budget, at
-// least minExcerpt.
-func (s Settings) messageRoom() int {
-	return max(int(s.MessageShare*float64(s.Budget)), minExcerpt)
+// longMessage is the tokens past which a message is long: MessageShare of
+// Budget, at most longTurnTokens, at least minExcerpt.
+func (s Settings) longMessage() int {
+	return max(min(int(s.MessageShare*float64(s.Budget)), longTurnTokens), minExcerpt)
 }
 
 func (s Settings) high() int { return int(s.High * float64(s.Budget)) }
