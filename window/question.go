@@ -28,12 +28,22 @@ var interrogatives = map[string]bool{
 // back, and their lexical hits must be beyond chance over the whole
 // memory (memory.Query.Statement).
 func isQuestion(ask string) bool {
-	if strings.ContainsAny(ask, "?？") {
+	if strings.Contains(ask, "?") || strings.Contains(ask, "？") {
 		return true
 	}
-	first := strings.FieldsFunc(ask, func(r rune) bool { return !unicode.IsLetter(r) })
-	if len(first) == 0 {
-		return false
+	return interrogatives[strings.ToLower(firstWord(ask))]
+}
+
+// firstWord returns the first run of letters in s ("" if none), reading
+// no further than its end.
+func firstWord(s string) string {
+	start := strings.IndexFunc(s, unicode.IsLetter)
+	if start < 0 {
+		return ""
 	}
-	return interrogatives[strings.ToLower(first[0])]
+	end := strings.IndexFunc(s[start:], func(r rune) bool { return !unicode.IsLetter(r) })
+	if end < 0 {
+		return s[start:]
+	}
+	return s[start : start+end]
 }
