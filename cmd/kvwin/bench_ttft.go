@@ -38,6 +38,7 @@ to standard error; with --json standard output holds only ttft.json's document.`
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.Target, "target", "", "base URL of a running kvwin to measure (default: a fresh in-process server per policy)")
+	fl.StringVar(&f.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (the in-process servers included)")
 	// One core is left to the harness and the HTTP path, which run in this same
 	// process: ggml threads spin-wait, and sharing every core with them makes
 	// prompt times jump several-fold at random.

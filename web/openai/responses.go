@@ -68,6 +68,10 @@ type responseTurn struct {
 	items    []listedItem     // the new input's items, as input_items lists them
 	store    bool
 	previous string
+	// history is the chain's messages as stored, of docs stored
+	// responses.
+	history []engine.Message
+	docs    int
 }
 
 // createResponse serves POST /v1/responses.

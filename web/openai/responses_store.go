@@ -41,7 +41,7 @@ const maxResponseIDBytes = 128
 // store (nil: responses are answered and not kept; stored ones cannot be
 // reached, a 503).
 func RegisterResponses(r gin.IRoutes, svc Services, store ResponseStore) {
-	s := &server{Services: svc, store: store}
+	s := &server{Services: svc, store: store, chains: newChainMemo()}
 	handle := s.Bind(core.Fail)
 	r.POST("/v1/responses", handle(s.createResponse))
 	r.GET("/v1/responses/:id", handle(s.getResponse))
@@ -72,15 +72,14 @@ func (s *server) chain(c *gin.Context, t *core.Turn, rt *responseTurn) ([]engine
 	if err != nil {
 		return nil, s.storeError(c, err, prev)
 	}
-	var history []engine.Message
-	for _, d := range docs {
-		var msgs []engine.Message
-		if err := json.Unmarshal(d, &msgs); err != nil {
-			return nil, fmt.Errorf("stored response of the chain of %q does not decode: %w", prev, err)
-		}
-		history = append(history, msgs...)
+	history, err := s.chains.decode(t.Tenant, prev, docs)
+	if err != nil {
+		return nil, err
 	}
 	rt.key, rt.previous = key.Conversation, prev
+	// The turn's messages may be changed in place (a recalled call's
+	// text): the memo's copy is the chain as stored.
+	rt.history, rt.docs = slices.Clone(history), len(docs)
 	return history, nil
 }
 
@@ -131,7 +130,9 @@ func (s *server) keep(c *gin.Context, t *core.Turn, rt *responseTurn, res engine
 	if err != nil {
 		obj.Store = false
 		s.Log().ErrorContext(ctx, "response not stored", "response", rt.id, "err", err)
+		return
 	}
+	s.chains.saved(t.Tenant, rt.id, rt.docs, rt.history, msgs)
 }
 
 // pathID is the response id of the path. One no store can hold

@@ -213,7 +213,8 @@ type Services interface {
 // server serves the OpenAI routes over its Services.
 type server struct {
 	Services
-	store ResponseStore // the Responses API's stored responses; nil: none
+	store  ResponseStore // the Responses API's stored responses; nil: none
+	chains *chainMemo    // decoded chains (with store)
 }
 
 // Register mounts the OpenAI API on r, served through svc.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"kvwin/cmd/kvwin/bench/stats"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -42,6 +43,9 @@ type Options struct {
 	// each policy replayed through the Responses API, sending only new
 	// input, and beside it through chat completions with the same replies.
 	API string
+	// CPUProfile, if set, is a file for a CPU profile of the whole run
+	// (the in-process servers included).
+	CPUProfile string
 }
 
 // Bench runs the benchmark: one replay per policy, then the files and
@@ -52,6 +56,11 @@ func Bench(ctx context.Context, f Options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stop, err := stats.CPUProfile(f.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	switch {
 	case f.Budget < 1 || f.Turns < 1 || f.Sample < 1 || f.MaxTokens < 1:
 		return fmt.Errorf("--budget %d, --turns %d, --sample %d, --max-tokens %d: each must be at least 1", f.Budget, f.Turns, f.Sample, f.MaxTokens)
