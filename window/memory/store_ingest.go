@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 )
@@ -48,7 +49,7 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 			continue // one history holds one turn per position
 		}
 		chains[t.Pos] = t.Chain()
-		batch = append(batch, withHandle(t))
+		batch = append(batch, t)
 	}
 	sort.Slice(batch, func(i, j int) bool { return batch[i].Pos < batch[j].Pos })
 	if lo := batch[0].Pos; lo > 0 {
@@ -60,13 +61,13 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 	}
 	defer s.unlock(key, st)
 	// Clients resend whole histories: what a held branch already has needs
-	// no write (and no fsync) at all.
-	fresh := batch[:0:0]
-	for _, t := range batch {
-		if !st.holds(t.Pos, chains[t.Pos]) {
-			fresh = append(fresh, t)
-		}
+	// no write (and no fsync) at all. A turn's chain covers every turn
+	// before it, so the turns held are those up to the latest one held.
+	var fresh []Turn
+	for i := len(batch) - 1; i >= 0 && !st.holds(batch[i].Pos, chains[batch[i].Pos]); i-- {
+		fresh = append(fresh, withHandle(batch[i]))
 	}
+	slices.Reverse(fresh)
 	if len(fresh) == 0 {
 		return 0, s.touch(ctx, st)
 	}
@@ -96,7 +97,7 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 		for _, t := range batch {
 			if t.Pos > tip.Pos {
 				t.Time = now
-				fresh = append(fresh, t)
+				fresh = append(fresh, withHandle(t))
 			}
 		}
 		x.Add(fresh...)
