@@ -569,7 +569,8 @@ func unnamedValue(pos int) uint64 {
 // stopped holding or gave way to another: a negator ("not", "no", "never",
 // "nor", any "n't"), a contrast ("instead", "rather", "anymore"), or a
 // verb of substitution or cessation ("swap", "switch", "replace", "trade",
-// "change", "exchange", "quit", "stop", "drop", "give up"). The list is
+// "change", "exchange", "quit", "stop", "drop", "give up", "go over to"),
+// or of correcting a record ("correct", "amend", "fix"). The list is
 // English's closed class of negators and contrastive adverbs and the
 // common change-of-state verbs, taken from a grammar, not from any data
 // set; words are compared by stem, so every inflection counts.
@@ -585,14 +586,26 @@ func changeMarked(ws []word) bool {
 		if (s == "gave" || s == "give" || s == "given") && i+1 < len(ws) && ws[i+1].lower == "up" {
 			return true
 		}
+		if goesOver[s] && i+2 < len(ws) && ws[i+1].lower == "over" && ws[i+2].lower == "to" {
+			return true // went over to, has gone over to, crossed over to
+		}
 	}
 	return false
 }
 
+// goesOver are the verbs of "X over to": changing sides.
+var goesOver = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`go goes going gone went cross crossed come came move moved`) {
+		m[stem(w)] = true
+	}
+	return m
+}()
+
 var changeStems = func() map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(`not no never nor instead rather anymore swap switch replace trade
-	change exchange quit stop drop`) {
+	change exchange quit stop drop correct correction amend fix`) {
 		m[stem(w)] = true
 	}
 	return m

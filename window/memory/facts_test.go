@@ -263,3 +263,23 @@ func TestSupersededForTheAsk(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeMarked: the words that say a value gave way to another, by
+// class, and sentences without one.
+func TestChangeMarked(t *testing.T) {
+	for sentence, want := range map[string]bool{
+		"Beatriz has gone over to climbing.":                   true,
+		"Kwame went over to Greek last month.":                 true,
+		"Please fix the member list: Kwame, a mushroom guide.": true,
+		"Correction: Omar plays the harp.":                     true,
+		"Omar no longer plays the banjo.":                      true,
+		"Omar switched to the harp.":                           true,
+		"Omar went over the notes again.":                      false, // "over" without "to"
+		"Omar plays the harp.":                                 false,
+		"Omar went to the harp recital.":                       false,
+	} {
+		if got := changeMarked(words(sentence)); got != want {
+			t.Errorf("changeMarked(%q) = %v, want %v", sentence, got, want)
+		}
+	}
+}
