@@ -180,9 +180,25 @@ func (f *facts) add(turns []Turn) {
 			if ok {
 				f.stmts = append(f.stmts, st)
 			}
-			prev = named(st.subject)
+			prev = f.antecedent(st, s)
 		}
 	}
+}
+
+// antecedent is who "he" or "she" in the sentence after sentence (read as
+// st) stands for: its named subject, else the name it mentions last ("I
+// spoke to Astrid yesterday. She's switched to rowing."), else none.
+func (f *facts) antecedent(st statement, sentence string) string {
+	if s := named(st.subject); s != "" {
+		return s
+	}
+	ws := words(sentence)
+	for i := len(ws) - 1; i >= 0; i-- {
+		if f.entities[ws[i].lower] && !ws[i].poss {
+			return ws[i].lower
+		}
+	}
+	return ""
 }
 
 // detectEntities: a name is a word never written in lower case that is

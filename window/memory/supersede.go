@@ -39,7 +39,7 @@ func (f *facts) turnFacts(role, text string) []fact {
 	prev := ""
 	for _, s := range sentences(text) {
 		st, ok := f.analyse(0, role, s, prev, false)
-		prev = named(st.subject)
+		prev = f.antecedent(st, s)
 		if ok {
 			fs := f.factsOf(st)
 			st.pos = windowPos
@@ -303,7 +303,7 @@ func (f *facts) generalOnly(u *updater, value uint64) bool {
 		prev := ""
 		for _, s := range sentences(u.text) {
 			st, _ := f.analyse(0, u.role, s, prev, false)
-			prev = named(st.subject)
+			prev = f.antecedent(st, s)
 			u.readings = append(u.readings, st.cands...)
 		}
 		u.readings = append(u.readings, candidate{}) // read

@@ -104,6 +104,22 @@ func queryTerms(text string) []string {
 	return out
 }
 
+// pronounClause reports whether rest (after a colon) opens with "he" or
+// "she" as a word ("she's" included).
+func pronounClause(rest string) bool {
+	w := firstWordOf(strings.TrimLeft(rest, " "))
+	return w == "he" || w == "she"
+}
+
+// firstWordOf returns s's leading letters, lower-cased.
+func firstWordOf(s string) string {
+	end := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsLetter(r) })
+	if end < 0 {
+		end = len(s)
+	}
+	return strings.ToLower(s[:end])
+}
+
 // word is one word of a sentence as the fact analysis sees it.
 type word struct {
 	text  string // as written, without a possessive 's
@@ -112,9 +128,11 @@ type word struct {
 	poss  bool // written with 's ("Omar's", also "she's")
 }
 
-// sentences splits text into sentences: at ., ! or ? followed by a space, and
-// at line breaks. Abbreviations may split a sentence in two; that only costs
-// a fact, never invents one.
+// sentences splits text into sentences: at ., ! or ? followed by a space, at
+// line breaks, and at a colon or semicolon followed by "he" or "she" (a
+// clause of its own about someone the part before names: "I spoke to
+// Astrid: she's switched to rowing"). Abbreviations may split a sentence in
+// two; that only costs a fact, never invents one.
 func sentences(text string) []string {
 	var out []string
 	start := 0
@@ -125,6 +143,8 @@ func sentences(text string) []string {
 		case c == '\n':
 			end = i
 		case (c == '.' || c == '!' || c == '?') && i+1 < len(text) && (text[i+1] == ' ' || text[i+1] == '\n'):
+			end = i + 1
+		case (c == ':' || c == ';') && pronounClause(text[i+1:]):
 			end = i + 1
 		}
 		if end < 0 {
