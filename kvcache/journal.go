@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +75,21 @@ func (r RestoreSpeed) Of(m Medium) float64 {
 		return r.RAM
 	}
 	return r.Disk
+}
+
+// Rounded is r to two significant digits per tier, as a node publishes it:
+// noise in its measurement does not flood the journal.
+func (r RestoreSpeed) Rounded() RestoreSpeed {
+	return RestoreSpeed{RAM: twoDigits(r.RAM), Disk: twoDigits(r.Disk)}
+}
+
+// twoDigits rounds v to two significant digits.
+func twoDigits(v float64) float64 {
+	if v <= 0 {
+		return 0
+	}
+	scale := math.Pow(10, math.Floor(math.Log10(v))-1)
+	return math.Round(v/scale) * scale
 }
 
 // ErrSubscriberDropped: the subscriber fell behind the journal by more than

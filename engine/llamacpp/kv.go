@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -144,17 +143,7 @@ func (k *kv) timeRestore(m kvcache.Medium, tokens int, took time.Duration) {
 	} else {
 		*cur += 0.2 * (rate - *cur)
 	}
-	pub := kvcache.RestoreSpeed{RAM: twoDigits(k.speed.RAM), Disk: twoDigits(k.speed.Disk)}
-	k.journal.SetRestoreSpeed(pub)
-}
-
-// twoDigits rounds v to two significant digits.
-func twoDigits(v float64) float64 {
-	if v <= 0 {
-		return 0
-	}
-	scale := math.Pow(10, math.Floor(math.Log10(v))-1)
-	return math.Round(v/scale) * scale
+	k.journal.SetRestoreSpeed(k.speed.Rounded())
 }
 
 // shifted returns the keyer of a slot's shifted KV: a shift epoch of its own
