@@ -33,13 +33,15 @@ type candidate struct {
 	slack       time.Duration // predicted time of TieTokens tokens: differences below it are ties
 	prefer      int           // the slot the scorer would run the turn on; -1 none (the backend, or the tenant pin, chooses)
 	matched     int           // prompt tokens the registry says it holds anywhere (before any slot plan)
+	matchedTier string        // where matched is held: "slot", or a snapshot's medium ("ram", "disk"); "" nowhere
+	matchedSlot int           // of the prompt, tokens a live slot holds (before any slot plan)
 	cells       int           // KV cells of all its slots (slots × context per slot); 0 unknown
 	peak        float64       // its cold prefill throughput over a chunk of peakChunk tokens, tokens/s (Candidate.PeakPrefill)
 }
 
 // estimate predicts each backend's time to first token for the prompt k.
 func (r *Router) estimate(k key, live []*member) []candidate {
-	matches, saved := r.bestMatches(k)
+	matches, saved, inSlot := r.bestMatches(k)
 	peer := borrowedCost(live)
 	// Backends whose slots reuse only their own KV: each idle slot's hold,
 	// and whether any slot of them is free (placement.go). Kvwin nodes
@@ -83,6 +85,10 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 				c.holdingSlot = mt.Slot
 			}
 			c.matched = c.cached
+			c.matchedTier, c.matchedSlot = "slot", c.cached
+			if mt.Tier == kvcache.TierSnapshot {
+				c.matchedTier, c.matchedSlot = m.saved.of(mt.Snapshot).String(), min(inSlot[m.name], c.cached)
+			}
 		}
 		extra := time.Duration(0)
 		if plans, ok := plans[m.index]; ok {
@@ -124,11 +130,11 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 }
 
 // bestMatches is each backend's best match of the prompt k in the registry, by
-// backend name: exact or approximate, whichever holds more blocks; and of
+// backend name: exact or approximate, whichever holds more blocks; of
 // its exact snapshots the one a prompt cache would load (kvcache.Result's
-// Keeps).
-func (r *Router) bestMatches(k key) (matches map[string]kvcache.Match, saved map[string]kvcache.Kept) {
-	matches, saved = map[string]kvcache.Match{}, map[string]kvcache.Kept{}
+// Keeps); and the units its best live slot holds (inSlot).
+func (r *Router) bestMatches(k key) (matches map[string]kvcache.Match, saved map[string]kvcache.Kept, inSlot map[string]int) {
+	matches, saved, inSlot = map[string]kvcache.Match{}, map[string]kvcache.Kept{}, map[string]int{}
 	for _, chain := range []kvcache.Chain{k.exact, k.approx} {
 		if len(chain.Keys) == 0 {
 			continue
@@ -138,6 +144,9 @@ func (r *Router) bestMatches(k key) (matches map[string]kvcache.Match, saved map
 			if cur, ok := matches[mt.Backend]; !ok || mt.Blocks > cur.Blocks {
 				matches[mt.Backend] = mt
 			}
+			if mt.Tier == kvcache.TierSlot && !mt.Approximate {
+				inSlot[mt.Backend] = max(inSlot[mt.Backend], mt.Length)
+			}
 		}
 		if !chain.Approximate {
 			for _, kp := range res.Keeps {
@@ -145,7 +154,7 @@ func (r *Router) bestMatches(k key) (matches map[string]kvcache.Match, saved map
 			}
 		}
 	}
-	return matches, saved
+	return matches, saved, inSlot
 }
 
 // borrowedCost is the cost model a backend that has not measured itself

@@ -353,7 +353,7 @@ func TestPromptCacheLoadsAreWeighedAndForgotten(t *testing.T) {
 	own := r.exact.Tokens(append(slices.Clone(system), tokenRange(20_000, 2*block)...))
 	m.remember(r.reg, sibling)
 	saved := func(c kvcache.Chain) kvcache.Kept {
-		_, s := r.bestMatches(key{exact: c, length: c.Length})
+		_, s, _ := r.bestMatches(key{exact: c, length: c.Length})
 		return s[m.name]
 	}
 	// A new conversation of the same system prompt: the sibling's saved

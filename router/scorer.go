@@ -42,6 +42,13 @@ type Candidate struct {
 	// Matched is the prompt tokens the registry says it holds anywhere
 	// (a slot or a snapshot), before any slot plan.
 	Matched int
+	// MatchedTier is where Matched is held: "slot" (a live slot: a GPU's
+	// KV), "ram" or "disk" (a node's published snapshot tier, docs/fleet.md);
+	// "" nowhere. MatchedSlot is, of the prompt, what a live slot holds: a
+	// router that sees no lower tier (llm-d's prefix index, llm-d #1650)
+	// would know only that.
+	MatchedTier string
+	MatchedSlot int
 	// PeakPrefill is its cold prefill throughput, tokens/s, over a chunk
 	// of peakChunk tokens, by its calibrated cost model (or the one it
 	// borrows until it has measured its own); 0 unknown.
@@ -89,7 +96,7 @@ var _ scorer = external{}
 func (e external) rank(cands []candidate, p prompt) []candidate {
 	pub := make([]Candidate, len(cands))
 	for i, c := range cands {
-		pub[i] = Candidate{Name: c.name, Load: c.load, Slots: c.slots, Cells: c.cells, Matched: c.matched, PeakPrefill: c.peak, at: i + 1}
+		pub[i] = Candidate{Name: c.name, Load: c.load, Slots: c.slots, Cells: c.cells, Matched: c.matched, MatchedTier: c.matchedTier, MatchedSlot: c.matchedSlot, PeakPrefill: c.peak, at: i + 1}
 	}
 	ranked := e.s.Rank(pub, p.public())
 	out := make([]candidate, 0, len(ranked))
