@@ -20,6 +20,16 @@ import (
 // which the router keeps from what each backend reports. Active blocks are
 // counted at the prompt's length (their growth while generating is not
 // followed).
+//
+// Lower tiers (a kvwin node's snapshots, bench fleet --tiers): with KVBM
+// (docs.nvidia.com/dynamo, "KVBM design": G1 device, G2 host, G3 disk
+// pools) the workers' KV events carry blocks offloaded to host memory,
+// and the KV router's indexer counts them in the overlap as it counts
+// device blocks (Dynamo's "Native KV Offloading" guide: CPU-tier blocks
+// routed to after GPU eviction; its disk tier mapping is marked in
+// progress). So here the overlap is the registry's match when a slot or
+// a RAM snapshot holds it, and only what a slot holds when the best hold
+// is a disk snapshot.
 type dynamo struct {
 	overlapWeight float64
 	active        activeSet
@@ -32,7 +42,11 @@ func (d *dynamo) Rank(cands []router.Candidate, p router.Prompt) []router.Candid
 	newTokens := make(map[string]int, len(cands))
 	block := float64(p.BlockTokens)
 	for _, c := range cands {
-		overlap := c.Matched / p.BlockTokens * p.BlockTokens
+		held := c.Matched
+		if c.MatchedTier == "disk" {
+			held = c.MatchedSlot // G3: not in Dynamo's index
+		}
+		overlap := held / p.BlockTokens * p.BlockTokens
 		n := max(p.Length-overlap, 0)
 		ld := d.active.load(c.Name)
 		newTokens[c.Name] = n
