@@ -20,12 +20,15 @@ func newBenchFleetCmd() *cobra.Command {
 		asJSON       bool
 		parallel     int
 		cacheRAM     int64
+		tiers        string
+		kvRAM, disk  int64
 	)
 	cmd := &cobra.Command{
 		Use:   "fleet",
 		Short: "Routing at fleet scale: kvwin's router and llm-d's, SGLang's and Dynamo's policies over a simulated fleet",
 		Long: `Simulates, in simulated time, a fleet of --nodes nodes × --slots slots
-(llama-server's slots, or kvwin nodes' with prefix copy and no snapshots)
+(llama-server's slots, or kvwin nodes' with prefix copy, and with --tiers
+their snapshots in RAM then on disk)
 driven by kvwin's own router as serve runs it, once per policy and load:
 kvwin's policies and llm-d's (its default profile and its "sticky until
 saturated", llm-d-sticky), SGLang's and Dynamo's as its scorers. The
@@ -43,7 +46,16 @@ out: docs/benchmarks.md.`,
 			if cacheRAM < 0 || cacheRAM > 1<<30 {
 				return fmt.Errorf("--cache-ram %d: want 0 to %d MiB", cacheRAM, 1<<30)
 			}
+			switch {
+			case tiers != "off" && tiers != "on" && tiers != "both":
+				return fmt.Errorf("--tiers %q: want off, on or both", tiers)
+			case kvRAM < 0 || kvRAM > 1<<30 || disk < 0 || disk > 1<<30:
+				return fmt.Errorf("--kv-ram %d, --kv-disk %d: want 0 to %d MiB", kvRAM, disk, 1<<30)
+			case tiers == "off":
+				kvRAM, disk = 0, 0
+			}
 			o := fleet.Options{Nodes: nodes, Slots: slots, Kind: kind, CacheRAM: cacheRAM << 20, Policies: policies, Loads: loads, Workload: w,
+				Tiers: fleet.Tiers{RAMBytes: kvRAM << 20, DiskBytes: disk << 20}, WithoutTiers: tiers == "both",
 				Model: fleet.DefaultNodeModel(), Parallel: parallel, Progress: func(r fleet.Row) {
 					fmt.Fprintf(os.Stderr, "load %.2f %-12s ttft p90 %8.0f ms, prefill %.2f× the oracle's (%.1f s)\n",
 						r.Load, r.Policy, r.TTFTP90, r.PrefillVsOracle, r.WallSeconds)
@@ -80,8 +92,11 @@ out: docs/benchmarks.md.`,
 	f.IntVar(&slots, "slots", 4, "slots per node")
 	f.Float64SliceVar(&loads, "load", []float64{0.2, 0.6, 1.0}, "offered loads: shares of the fleet's prefill capacity")
 	f.StringSliceVar(&policies, "policies", fleet.AllPolicies(), "routing policies to compare")
-	f.StringVar(&kind, "node-kind", fleet.KindLlamaServer, "llamaserver (a slot reuses only its own KV) or kvwin (prefix copy between slots, no snapshots)")
+	f.StringVar(&kind, "node-kind", fleet.KindLlamaServer, "llamaserver (a slot reuses only its own KV) or kvwin (prefix copy between slots; snapshots with --tiers)")
 	f.Int64Var(&cacheRAM, "cache-ram", 0, "each llama-server's host-memory prompt cache in MiB, as its --cache-ram (8192 in its builds since autumn 2025); 0: none")
+	f.StringVar(&tiers, "tiers", "off", "kvwin nodes' snapshot tiers: off, on (RAM then disk, as --kv-ram and --kv-disk), or both (every policy with and without)")
+	f.Int64Var(&kvRAM, "kv-ram", fleet.DefaultRAMTier>>20, "each kvwin node's RAM tier of snapshots in MiB, as its --kv-ram (default: its rule, an eighth of MemAvailable at most 4 GiB, on a GPU host)")
+	f.Int64Var(&disk, "kv-disk", fleet.DefaultDiskTier>>20, "each kvwin node's disk tier of snapshots in MiB, as its --snapshot-max-bytes")
 	f.StringVar(&trace, "trace", "", "replay a Mooncake-format trace (JSON lines) instead of the synthetic conversations")
 	f.StringVar(&out, "out", "", "directory for fleet.json, fleet.csv and fleet.svg")
 	f.IntVar(&parallel, "parallel", 2, "runs simulated at once (one core each)")

@@ -15,6 +15,7 @@ import (
 
 	"kvwin/cmd/kvwin/bench/fleet/peers"
 	"kvwin/cmd/kvwin/bench/stats"
+	"kvwin/kvcache"
 	"kvwin/router"
 )
 
@@ -25,9 +26,13 @@ type Options struct {
 	// CacheRAM is each llama-server's host-memory prompt cache in bytes
 	// (--cache-ram, promptcache.go); 0 none, the issue's llama-server.
 	CacheRAM int64
-	Policies []string
-	Loads    []float64
-	Workload Workload
+	// Tiers is each kvwin node's snapshot store (tiers.go); zero: none.
+	// WithoutTiers runs every policy without them too, in rows beside.
+	Tiers        Tiers
+	WithoutTiers bool
+	Policies     []string
+	Loads        []float64
+	Workload     Workload
 	// Trace, if set, replaces the synthetic conversations: requests of a
 	// Mooncake trace (ReadMooncake), their times scaled to each load.
 	Trace []*conversation
@@ -44,28 +49,36 @@ func AllPolicies() []string { return append(router.Policies(), peers.Policies().
 
 // Row is one policy at one load.
 type Row struct {
-	Policy            string  `json:"policy"`
-	NodeKind          string  `json:"node_kind"`
-	CacheRAMMiB       int64   `json:"cache_ram_mib,omitempty"` // a llama-server's --cache-ram
-	Nodes             int     `json:"nodes"`
-	Slots             int     `json:"slots"`
-	Load              float64 `json:"load"`
-	TTFTP50           float64 `json:"ttft_p50_ms"`
-	TTFTP90           float64 `json:"ttft_p90_ms"`
-	TTFTP99           float64 `json:"ttft_p99_ms"`
-	QueueP50          float64 `json:"queue_p50_ms"` // arrival to prefill start
-	QueueP90          float64 `json:"queue_p90_ms"`
-	PrefillTokens     int     `json:"prefill_tokens"`
-	OraclePrefill     int     `json:"oracle_prefill_tokens"`
-	PrefillVsOracle   float64 `json:"prefill_vs_oracle"`
-	HitRate           float64 `json:"hit_rate"` // cached / prompt tokens
-	Throughput        float64 `json:"throughput_tokens_per_s"`
-	Turns             int     `json:"turns"`
-	Errors            int     `json:"errors"`
-	ActivePerSlot     float64 `json:"active_per_slot"` // mean conversations in progress per slot of the fleet
-	SimulatedSeconds  float64 `json:"simulated_s"`
-	WallSeconds       float64 `json:"wall_s"`
-	ConversationsRate float64 `json:"conversations_per_s"`
+	Policy      string `json:"policy"`
+	NodeKind    string `json:"node_kind"`
+	CacheRAMMiB int64  `json:"cache_ram_mib,omitempty"` // a llama-server's --cache-ram
+	// Tiers names the kvwin nodes' snapshot tiers ("ram4096+disk1024",
+	// MiB); "" none. Restores count the turns whose node restored a
+	// snapshot from each tier, RestoredTokens the tokens read back.
+	Tiers              string  `json:"tiers,omitempty"`
+	RestoresRAM        int     `json:"restores_ram,omitempty"`
+	RestoresDisk       int     `json:"restores_disk,omitempty"`
+	RestoredTokensRAM  int     `json:"restored_tokens_ram,omitempty"`
+	RestoredTokensDisk int     `json:"restored_tokens_disk,omitempty"`
+	Nodes              int     `json:"nodes"`
+	Slots              int     `json:"slots"`
+	Load               float64 `json:"load"`
+	TTFTP50            float64 `json:"ttft_p50_ms"`
+	TTFTP90            float64 `json:"ttft_p90_ms"`
+	TTFTP99            float64 `json:"ttft_p99_ms"`
+	QueueP50           float64 `json:"queue_p50_ms"` // arrival to prefill start
+	QueueP90           float64 `json:"queue_p90_ms"`
+	PrefillTokens      int     `json:"prefill_tokens"`
+	OraclePrefill      int     `json:"oracle_prefill_tokens"`
+	PrefillVsOracle    float64 `json:"prefill_vs_oracle"`
+	HitRate            float64 `json:"hit_rate"` // cached / prompt tokens
+	Throughput         float64 `json:"throughput_tokens_per_s"`
+	Turns              int     `json:"turns"`
+	Errors             int     `json:"errors"`
+	ActivePerSlot      float64 `json:"active_per_slot"` // mean conversations in progress per slot of the fleet
+	SimulatedSeconds   float64 `json:"simulated_s"`
+	WallSeconds        float64 `json:"wall_s"`
+	ConversationsRate  float64 `json:"conversations_per_s"`
 }
 
 // Bench runs every policy at every load and returns the rows, load by
@@ -82,6 +95,10 @@ func Bench(ctx context.Context, o Options) ([]Row, error) {
 		return nil, fmt.Errorf("fleet: prompt cache of %d bytes", o.CacheRAM)
 	case o.CacheRAM > 0 && o.Kind != KindLlamaServer:
 		return nil, fmt.Errorf("fleet: a prompt cache (--cache-ram) is llama-server's, not node kind %s's", o.Kind)
+	case o.Tiers.RAMBytes < 0 || o.Tiers.DiskBytes < 0:
+		return nil, fmt.Errorf("fleet: snapshot tiers of %d and %d bytes", o.Tiers.RAMBytes, o.Tiers.DiskBytes)
+	case o.Tiers.On() && o.Kind != KindKvwin:
+		return nil, fmt.Errorf("fleet: snapshot tiers are a kvwin node's, not node kind %s's", o.Kind)
 	}
 	for _, p := range o.Policies {
 		if !slices.Contains(AllPolicies(), p) {
@@ -99,15 +116,29 @@ func Bench(ctx context.Context, o Options) ([]Row, error) {
 	for i, c := range convs {
 		orig[i] = slices.Clone(c.at)
 	}
-	cfg := Config{Nodes: o.Nodes, Slots: o.Slots, Context: o.Workload.Context, Kind: o.Kind, CacheRAM: o.CacheRAM, Model: o.Model}
+	cfg := Config{Nodes: o.Nodes, Slots: o.Slots, Context: o.Workload.Context, Kind: o.Kind, CacheRAM: o.CacheRAM, Model: o.Model, Tiers: o.Tiers}
+	// Each run: a policy, with the tiers or (WithoutTiers) without.
+	type config struct {
+		policy string
+		tiers  Tiers
+	}
+	var runs []config
+	for _, p := range o.Policies {
+		runs = append(runs, config{p, o.Tiers})
+	}
+	if o.WithoutTiers && o.Tiers.On() {
+		for _, p := range o.Policies {
+			runs = append(runs, config{p, Tiers{}})
+		}
+	}
 	var rows []Row
 	for _, load := range o.Loads {
 		if load <= 0 {
 			return nil, fmt.Errorf("fleet: load %v", load)
 		}
 		rate := schedule(convs, orig, load, o)
-		at := make([]Row, len(o.Policies))
-		errs := make([]error, len(o.Policies))
+		at := make([]Row, len(runs))
+		errs := make([]error, len(runs))
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		next := make(chan int)
@@ -116,7 +147,9 @@ func Bench(ctx context.Context, o Options) ([]Row, error) {
 			go func() {
 				defer wg.Done()
 				for i := range next {
-					at[i], errs[i] = runOne(ctx, cfg, o.Policies[i], load, rate, convs)
+					c := cfg
+					c.Tiers = runs[i].tiers
+					at[i], errs[i] = runOne(ctx, c, runs[i].policy, load, rate, convs)
 					if errs[i] == nil && o.Progress != nil {
 						mu.Lock()
 						o.Progress(at[i])
@@ -125,7 +158,7 @@ func Bench(ctx context.Context, o Options) ([]Row, error) {
 				}
 			}()
 		}
-		for i := range o.Policies {
+		for i := range runs {
 			next <- i
 		}
 		close(next)
@@ -187,7 +220,7 @@ func schedule(convs []*conversation, orig [][]time.Duration, load float64, o Opt
 
 // summarize sums one run's turns.
 func summarize(turns []*turnRecord, cfg Config, load float64) Row {
-	r := Row{Policy: cfg.Policy, NodeKind: cfg.Kind, CacheRAMMiB: cfg.CacheRAM >> 20, Nodes: cfg.Nodes, Slots: cfg.Slots, Load: load, Turns: len(turns)}
+	r := Row{Policy: cfg.Policy, NodeKind: cfg.Kind, CacheRAMMiB: cfg.CacheRAM >> 20, Tiers: cfg.Tiers.String(), Nodes: cfg.Nodes, Slots: cfg.Slots, Load: load, Turns: len(turns)}
 	var ttft, queue []float64
 	prompt, cached, generated := 0, 0, 0
 	var first, last time.Duration = -1, 0
@@ -206,6 +239,15 @@ func summarize(turns []*turnRecord, cfg Config, load float64) Row {
 		cached += t.cached
 		r.PrefillTokens += t.computed
 		generated += t.generated
+		switch {
+		case t.restored == 0:
+		case t.restoredFrom == kvcache.MediumRAM:
+			r.RestoresRAM++
+			r.RestoredTokensRAM += t.restored
+		default:
+			r.RestoresDisk++
+			r.RestoredTokensDisk += t.restored
+		}
 	}
 	r.OraclePrefill = oracle(turns)
 	if r.OraclePrefill > 0 {

@@ -9,6 +9,7 @@ import (
 	"kvwin/attention"
 	"kvwin/engine"
 	"kvwin/gguf"
+	"kvwin/kvcache"
 )
 
 // Node kinds.
@@ -31,6 +32,12 @@ type NodeModel struct {
 	// prompt cache, promptcache.go).
 	KVBytesPerToken int
 	HostBandwidth   float64
+	// RestoreBytes is how fast a kvwin node restores a snapshot from each
+	// tier (indexed by kvcache.MediumRAM, MediumDisk): bytes of KV state a
+	// second, read, zstd-decoded and copied into the context. A snapshot
+	// holds KVBytesPerToken a token (zstd at its fastest shrinks fp16 KV
+	// little; kvcache/store.go), and is read whole.
+	RestoreBytes [2]float64
 }
 
 // Default node: an 8B model (Llama-3.1-8B's shape) at Q4_K_M on a GPU
@@ -48,6 +55,20 @@ const (
 	defaultHostBandwidth = 25e9
 )
 
+// Restore speeds, calibrated on a real kvwin node: the test model's nodes
+// publish 1.9–2.0 M tokens/s restoring from RAM and 1.3–1.4 M from disk
+// (docs/fleet.md, "Snapshots from the nodes"; a moving average of read,
+// decode and copy into the context), at 512 bytes of KV state a token (2
+// layers × 1 KV head × 64 × K and V × fp16): 1.0 GB/s from RAM, 0.69 GB/s
+// from disk. The work is the zstd decode and the copy, byte for byte, so
+// a node of another model restores at the same bytes a second: the 8B
+// model's 128 KiB a token at 7,600 tokens/s from RAM and 5,300 from disk,
+// 8.8 and 6.0 times its cold prefill.
+const (
+	defaultRestoreRAM  = 1.0e9
+	defaultRestoreDisk = 0.69e9
+)
+
 // llama8B is Llama-3.1-8B's shape, as gguf.Read reports it.
 var llama8B = gguf.Shape{Name: "llama-3.1-8b", Architecture: "llama", Layers: 32, Embedding: 4096, FeedForward: 14336,
 	Heads: 32, KVHeads: 8, HeadDim: 128, ContextLength: 131072, VocabSize: 128256, FileType: "Q4_K_M", Params: 8030261248}
@@ -61,7 +82,8 @@ func DefaultNodeModel() NodeModel {
 	return NodeModel{Prefill: cost.Prior(defaultFLOPs),
 		StepBase:        time.Duration(float64(cost.WeightBytes) / defaultBandwidth * float64(time.Second)),
 		StepPerCell:     time.Duration(float64(cost.KVBytesPerToken) / defaultBandwidth * float64(time.Second)),
-		KVBytesPerToken: cost.KVBytesPerToken, HostBandwidth: defaultHostBandwidth}
+		KVBytesPerToken: cost.KVBytesPerToken, HostBandwidth: defaultHostBandwidth,
+		RestoreBytes: [2]float64{kvcache.MediumRAM: defaultRestoreRAM, kvcache.MediumDisk: defaultRestoreDisk}}
 }
 
 // prefill is the time of p new tokens after cached ones.
@@ -81,6 +103,8 @@ type slotState struct {
 	kv       []int // tokens whose KV the slot holds (read only: a view of a conversation's stream)
 	busy     bool
 	lastUsed uint64
+	prompt   int // tokens of the last prompt run on it
+	conv     int // whose they are (the conversation's index)
 }
 
 // job is one request on a node, from its arrival to its end. The request's
@@ -91,8 +115,9 @@ type job struct {
 	turn    *turnRecord
 	slot    int
 	reuse   int
-	lru     bool // the node chose the slot as the least recently used
-	moved   int  // tokens of KV the prompt cache moved for it
+	lru     bool          // the node chose the slot as the least recently used
+	moved   int           // tokens of KV the prompt cache moved for it
+	restore time.Duration // reading a snapshot back (tiers.go)
 	prefill time.Duration
 	wake    chan struct{}
 	res     engine.Result
@@ -109,6 +134,11 @@ type node struct {
 	slots []slotState
 	clock uint64
 	cache *promptCache // a llama-server's --cache-ram; nil without
+	// store is a kvwin node's snapshot tiers (tiers.go), journal what the
+	// node publishes of its slots and snapshots; nil without tiers.
+	store   *snapshotStore
+	journal *kvcache.Journal
+	follow  *follow // the router's follower of the journal (follow.go)
 
 	waiting    []*job // arrived, no slot yet
 	prefillQ   []*job // on a slot, waiting for the node's prefill
@@ -136,7 +166,12 @@ func newNode(s *sim, i int, cfg Config) *node {
 		model = "sim"
 	}
 	n.info = engine.Info{Name: name, Model: model, ContextSlot: cfg.Context, Slots: cfg.Slots,
-		SharesPrefixes: cfg.Kind == KindKvwin}
+		SharesPrefixes: cfg.Kind == KindKvwin, Snapshots: cfg.Tiers.On()}
+	if cfg.Tiers.On() {
+		n.journal, _ = kvcache.NewJournal(kvcache.JournalConfig{}) // the defaults are valid
+		n.store = newSnapshotStore(cfg.Tiers, cfg.Model.KVBytesPerToken, n.journal)
+		n.follow = newFollow()
+	}
 	return n
 }
 
@@ -258,10 +293,41 @@ func (n *node) take(j *job, s int) {
 		}
 	}
 	j.slot, j.reuse = s, min(reuse, len(p)-1)
-	n.slots[s] = slotState{kv: p, busy: true, lastUsed: n.slots[s].lastUsed}
+	if n.store != nil {
+		n.tiered(j, s)
+	}
+	n.slots[s] = slotState{kv: p, busy: true, lastUsed: n.slots[s].lastUsed, prompt: len(p), conv: j.turn.ci}
 	j.turn.started = n.sim.now
 	j.turn.slot, j.turn.pin = s, j.req.Slot
 	n.prefillQ = append(n.prefillQ, j)
+}
+
+// tiered is take's part on a node with snapshot tiers, in the order of
+// the node's start (engine/llamacpp/loop.go): the best snapshot is looked
+// up, the slot's content is saved if j's prompt does not continue the
+// slot's last prompt (another conversation's), and the snapshot is
+// restored if it gives j more than the slots do.
+func (n *node) tiered(j *job, s int) {
+	p := j.req.Tokens
+	if j.req.NoCache || j.req.SlotOnly && j.req.Slot >= 0 {
+		return
+	}
+	live := 0
+	for _, o := range n.slots {
+		live = max(live, lcp(o.kv, p))
+	}
+	f := n.store.best(p, live/oracleBlock)
+	if held := n.slots[s]; lcp(held.kv, p) < held.prompt {
+		n.store.save(held.conv, j.req.Tenant, held.kv)
+	}
+	if f == nil {
+		return
+	}
+	if r := min(lcp(f.tokens, p), len(p)-1); r > j.reuse {
+		j.reuse = r
+		j.restore = time.Duration(n.store.restored(f, n.model) * float64(time.Second))
+		j.turn.restored, j.turn.restoredFrom = len(f.tokens), f.medium
+	}
 }
 
 // startPrefill runs the next queued prefill when none runs: one at a time.
@@ -277,7 +343,7 @@ func (n *node) startPrefill() {
 	// prompt; its timings.prompt_ms counts the prompt alone.
 	j.prefill = n.model.prefill(len(p)-j.reuse, j.reuse)
 	j.turn.prefillAt = n.sim.now
-	n.sim.after(n.model.moved(j.moved)+j.prefill, func() { n.firstToken(j) })
+	n.sim.after(n.model.moved(j.moved)+j.restore+j.prefill, func() { n.firstToken(j) })
 }
 
 // firstToken ends j's prefill: the router's goroutine gets its first
@@ -309,7 +375,10 @@ func (n *node) finish(j *job, decode time.Duration) {
 	if len(j.answer) > 1 {
 		kv = j.turn.conv.stream[:len(p)+len(j.answer)-1]
 	}
-	n.slots[j.slot] = slotState{kv: kv, lastUsed: n.clock}
+	n.slots[j.slot] = slotState{kv: kv, lastUsed: n.clock, prompt: len(p), conv: j.turn.ci}
+	if n.journal != nil {
+		n.journal.SetSlot(j.slot, j.req.Tenant, kv) // published at the turn's end, as a node does
+	}
 	j.res.Tokens = j.answer
 	j.res.FinishReason = engine.FinishStop
 	j.res.Timings.GeneratedTokens = len(j.answer)

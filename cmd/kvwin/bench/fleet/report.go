@@ -52,10 +52,25 @@ var csvHeader = []string{"policy", "node_kind", "nodes", "slots", "load", "ttft_
 	"queue_p50_ms", "queue_p90_ms", "prefill_tokens", "oracle_prefill_tokens", "prefill_vs_oracle", "hit_rate",
 	"throughput_tokens_per_s", "turns", "errors", "active_per_slot", "simulated_s", "wall_s", "conversations_per_s", "cache_ram_mib"}
 
+// tierHeader is fleet.csv's columns of the snapshot tiers, after
+// csvHeader's, written only when some row has tiers (a file of rows
+// without is as before them).
+var tierHeader = []string{"tiers", "restores_ram", "restores_disk", "restored_tokens_ram", "restored_tokens_disk"}
+
+// hasTiers reports whether some row ran with snapshot tiers.
+func hasTiers(rows []Row) bool {
+	return slices.ContainsFunc(rows, func(r Row) bool { return r.Tiers != "" })
+}
+
 // WriteCSV writes the rows with a header line.
 func WriteCSV(w io.Writer, rows []Row) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(csvHeader); err != nil {
+	tiers := hasTiers(rows)
+	header := csvHeader
+	if tiers {
+		header = slices.Concat(csvHeader, tierHeader)
+	}
+	if err := cw.Write(header); err != nil {
 		return err
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
@@ -64,6 +79,10 @@ func WriteCSV(w io.Writer, rows []Row) error {
 			f(r.TTFTP99), f(r.QueueP50), f(r.QueueP90), strconv.Itoa(r.PrefillTokens), strconv.Itoa(r.OraclePrefill),
 			f(r.PrefillVsOracle), f(r.HitRate), f(r.Throughput), strconv.Itoa(r.Turns), strconv.Itoa(r.Errors),
 			f(r.ActivePerSlot), f(r.SimulatedSeconds), f(r.WallSeconds), f(r.ConversationsRate), strconv.FormatInt(r.CacheRAMMiB, 10)}
+		if tiers {
+			rec = append(rec, r.Tiers, strconv.Itoa(r.RestoresRAM), strconv.Itoa(r.RestoresDisk),
+				strconv.Itoa(r.RestoredTokensRAM), strconv.Itoa(r.RestoredTokensDisk))
+		}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}
@@ -74,14 +93,20 @@ func WriteCSV(w io.Writer, rows []Row) error {
 
 // PrintTable writes the rows as a table, each policy's prefill and TTFT
 // p90 also as ratios: to the oracle's prefill, and to the best policy's
-// TTFT p90 at that load and fleet.
+// TTFT p90 at that load and fleet (its nodes' tiers included). Rows with
+// snapshot tiers add their restores from RAM and from disk.
 func PrintTable(w io.Writer, rows []Row) {
-	fmt.Fprintf(w, "%-13s %-17s %5s %5s %5s %9s %9s %9s %9s %11s %11s %8s %6s %8s %9s %6s %6s\n", "policy", "kind", "nodes", "slots", "load",
+	tiers := hasTiers(rows)
+	fmt.Fprintf(w, "%-13s %-17s %5s %5s %5s %9s %9s %9s %9s %11s %11s %8s %6s %8s %9s %6s %6s", "policy", "kind", "nodes", "slots", "load",
 		"ttft p50", "ttft p90", "ttft p99", "queue p90", "prefill", "oracle", "/oracle", "hit", "p90/best", "tok/s", "active", "errors")
+	if tiers {
+		fmt.Fprintf(w, " %-17s %8s %8s", "tiers", "rest ram", "rest disk")
+	}
+	fmt.Fprintln(w)
 	for _, r := range rows {
 		best := math.Inf(1)
 		for _, o := range rows {
-			if o.Load == r.Load && o.Nodes == r.Nodes && o.NodeKind == r.NodeKind && o.CacheRAMMiB == r.CacheRAMMiB {
+			if o.Load == r.Load && o.Nodes == r.Nodes && o.NodeKind == r.NodeKind && o.CacheRAMMiB == r.CacheRAMMiB && o.Tiers == r.Tiers {
 				best = min(best, o.TTFTP90)
 			}
 		}
@@ -89,9 +114,13 @@ func PrintTable(w io.Writer, rows []Row) {
 		if r.CacheRAMMiB > 0 {
 			kind += "+" + strconv.FormatInt(r.CacheRAMMiB, 10) + "MiB"
 		}
-		fmt.Fprintf(w, "%-13s %-17s %5d %5d %5.2f %7.0fms %7.0fms %7.0fms %7.0fms %11d %11d %7.2fx %5.1f%% %7.2fx %9.1f %6.2f %6d\n",
+		fmt.Fprintf(w, "%-13s %-17s %5d %5d %5.2f %7.0fms %7.0fms %7.0fms %7.0fms %11d %11d %7.2fx %5.1f%% %7.2fx %9.1f %6.2f %6d",
 			r.Policy, kind, r.Nodes, r.Slots, r.Load, r.TTFTP50, r.TTFTP90, r.TTFTP99, r.QueueP90, r.PrefillTokens, r.OraclePrefill,
 			r.PrefillVsOracle, 100*r.HitRate, r.TTFTP90/best, r.Throughput, r.ActivePerSlot, r.Errors)
+		if tiers {
+			fmt.Fprintf(w, " %-17s %8d %8d", cmp.Or(r.Tiers, "none"), r.RestoresRAM, r.RestoresDisk)
+		}
+		fmt.Fprintln(w)
 	}
 }
 
@@ -109,12 +138,13 @@ func WriteSVG(w io.Writer, rows []Row) error {
 	type key struct {
 		policy string
 		nodes  int
+		tiers  string
 	}
 	var keys []key
 	series := map[key][]Row{}
 	xmax, ylo, yhi := 0.0, math.Inf(1), 0.0
 	for _, r := range rows {
-		k := key{r.Policy, r.Nodes}
+		k := key{r.Policy, r.Nodes, r.Tiers}
 		if _, ok := series[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -149,6 +179,11 @@ func WriteSVG(w io.Writer, rows []Row) error {
 		if !ok {
 			colour = spare[i%len(spare)]
 		}
+		label, dash := k.policy, ""
+		if hasTiers(rows) && k.tiers == "" {
+			label += " (no tiers)"
+			dash = ` stroke-dasharray="6 4"`
+		}
 		rs := slices.Clone(series[k])
 		slices.SortFunc(rs, func(a, b Row) int { return cmp.Compare(a.Load, b.Load) })
 		var pts []string
@@ -158,13 +193,12 @@ func WriteSVG(w io.Writer, rows []Row) error {
 				p.Printf(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", p.X(r.Load), p.Y(r.TTFTP90), colour)
 			}
 		}
-		p.Printf(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", colour, strings.Join(pts, " "))
-		label := k.policy
-		if len(keys) > len(policyColours) || nodeCounts(rows) > 1 {
-			label = fmt.Sprintf("%s (%d nodes)", k.policy, k.nodes)
+		p.Printf(`<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", colour, dash, strings.Join(pts, " "))
+		if len(keys) > len(policyColours) && !hasTiers(rows) || nodeCounts(rows) > 1 {
+			label = fmt.Sprintf("%s (%d nodes)", label, k.nodes)
 		}
 		y := svgplot.Top + 10 + 20*i
-		p.Printf(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", svgplot.LegendLeft, y, svgplot.LegendLeft+24, y, colour)
+		p.Printf(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", svgplot.LegendLeft, y, svgplot.LegendLeft+24, y, colour, dash)
 		p.Printf(`<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", svgplot.LegendLeft+30, y, label)
 	}
 	return p.Close()

@@ -10,6 +10,7 @@ import (
 	"kvwin/cmd/kvwin/bench/fleet/peers"
 	"kvwin/engine"
 	"kvwin/internal/ident"
+	"kvwin/kvcache"
 	"kvwin/router"
 	"kvwin/web"
 )
@@ -43,6 +44,9 @@ type Config struct {
 	CacheRAM int64
 	Policy   string
 	Model    NodeModel
+	// Tiers is each kvwin node's snapshot store (tiers.go); zero: none,
+	// as before issue 48.
+	Tiers Tiers
 	// Names, if set, names the nodes, and ModelName the model they serve
 	// (a replay gives the real fleet's, which the router's keys and
 	// rendezvous ties hash); default node000… and "sim".
@@ -52,16 +56,20 @@ type Config struct {
 
 // turnRecord is one turn as the simulation saw it.
 type turnRecord struct {
-	conv                 *conversation
-	ci, index            int
-	id                   string
-	returned             bool // the router's Generate returned
-	slot, pin            int
-	answer               []int
-	arrived, started     time.Duration // at the router; on a slot
-	prefillAt, first     time.Duration // prefill began; first token
-	end                  time.Duration
-	cached, computed     int
+	conv             *conversation
+	ci, index        int
+	id               string
+	returned         bool // the router's Generate returned
+	slot, pin        int
+	answer           []int
+	arrived, started time.Duration // at the router; on a slot
+	prefillAt, first time.Duration // prefill began; first token
+	end              time.Duration
+	cached, computed int
+	// restored is the tokens of the snapshot the turn's node restored
+	// (0: none), restoredFrom its tier.
+	restored             int
+	restoredFrom         kvcache.Medium
 	err                  error
 	backend              string
 	generated, promptLen int
@@ -157,6 +165,9 @@ func newSim(cfg Config) (*sim, error) {
 		n := newNode(s, i, cfg)
 		s.nodes = append(s.nodes, n)
 		backends[i] = n
+		if n.journal != nil {
+			backends[i] = journaled{n} // the router follows its journal (follow.go)
+		}
 	}
 	// A peer's policy is its scorer (peers.New; nil for kvwin's own).
 	r, err := router.New(router.Config{Policy: cfg.Policy, Scorer: peers.New(cfg.Policy), SoleTenant: web.DefaultTenant, Now: s.clock},
@@ -165,7 +176,18 @@ func newSim(cfg Config) (*sim, error) {
 		return nil, err
 	}
 	s.router = r
+	s.flush() // every follower has subscribed
 	return s, nil
+}
+
+// flush waits until the router has applied every journal event the nodes
+// published (follow.go).
+func (s *sim) flush() {
+	for _, n := range s.nodes {
+		if n.journal != nil && n.pending() {
+			n.flush()
+		}
+	}
 }
 
 // loop runs the events until none is left.
@@ -175,6 +197,7 @@ func (s *sim) loop() outcome {
 		s.activeArea += float64(s.active) * (ev.at - s.lastAt).Seconds()
 		s.now, s.lastAt = ev.at, ev.at
 		ev.fn()
+		s.flush()
 	}
 	out := outcome{turns: s.turns}
 	if s.now > 0 {
