@@ -76,6 +76,7 @@ out: docs/benchmarks.md.`,
 				return err
 			}
 			fleet.PrintTable(os.Stderr, rows)
+			fleet.PrintExcess(os.Stderr, rows)
 			if out != "" {
 				if err := fleet.WriteFiles(out, rows); err != nil {
 					return err

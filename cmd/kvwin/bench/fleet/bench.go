@@ -55,30 +55,33 @@ type Row struct {
 	// Tiers names the kvwin nodes' snapshot tiers ("ram4096+disk1024",
 	// MiB); "" none. Restores count the turns whose node restored a
 	// snapshot from each tier, RestoredTokens the tokens read back.
-	Tiers              string  `json:"tiers,omitempty"`
-	RestoresRAM        int     `json:"restores_ram,omitempty"`
-	RestoresDisk       int     `json:"restores_disk,omitempty"`
-	RestoredTokensRAM  int     `json:"restored_tokens_ram,omitempty"`
-	RestoredTokensDisk int     `json:"restored_tokens_disk,omitempty"`
-	Nodes              int     `json:"nodes"`
-	Slots              int     `json:"slots"`
-	Load               float64 `json:"load"`
-	TTFTP50            float64 `json:"ttft_p50_ms"`
-	TTFTP90            float64 `json:"ttft_p90_ms"`
-	TTFTP99            float64 `json:"ttft_p99_ms"`
-	QueueP50           float64 `json:"queue_p50_ms"` // arrival to prefill start
-	QueueP90           float64 `json:"queue_p90_ms"`
-	PrefillTokens      int     `json:"prefill_tokens"`
-	OraclePrefill      int     `json:"oracle_prefill_tokens"`
-	PrefillVsOracle    float64 `json:"prefill_vs_oracle"`
-	HitRate            float64 `json:"hit_rate"` // cached / prompt tokens
-	Throughput         float64 `json:"throughput_tokens_per_s"`
-	Turns              int     `json:"turns"`
-	Errors             int     `json:"errors"`
-	ActivePerSlot      float64 `json:"active_per_slot"` // mean conversations in progress per slot of the fleet
-	SimulatedSeconds   float64 `json:"simulated_s"`
-	WallSeconds        float64 `json:"wall_s"`
-	ConversationsRate  float64 `json:"conversations_per_s"`
+	Tiers              string `json:"tiers,omitempty"`
+	RestoresRAM        int    `json:"restores_ram,omitempty"`
+	RestoresDisk       int    `json:"restores_disk,omitempty"`
+	RestoredTokensRAM  int    `json:"restored_tokens_ram,omitempty"`
+	RestoredTokensDisk int    `json:"restored_tokens_disk,omitempty"`
+	// Excess is the prefill beyond the oracle's by cause (excess.go), on
+	// rows with tiers.
+	Excess            map[string]int `json:"excess_by_cause,omitempty"`
+	Nodes             int            `json:"nodes"`
+	Slots             int            `json:"slots"`
+	Load              float64        `json:"load"`
+	TTFTP50           float64        `json:"ttft_p50_ms"`
+	TTFTP90           float64        `json:"ttft_p90_ms"`
+	TTFTP99           float64        `json:"ttft_p99_ms"`
+	QueueP50          float64        `json:"queue_p50_ms"` // arrival to prefill start
+	QueueP90          float64        `json:"queue_p90_ms"`
+	PrefillTokens     int            `json:"prefill_tokens"`
+	OraclePrefill     int            `json:"oracle_prefill_tokens"`
+	PrefillVsOracle   float64        `json:"prefill_vs_oracle"`
+	HitRate           float64        `json:"hit_rate"` // cached / prompt tokens
+	Throughput        float64        `json:"throughput_tokens_per_s"`
+	Turns             int            `json:"turns"`
+	Errors            int            `json:"errors"`
+	ActivePerSlot     float64        `json:"active_per_slot"` // mean conversations in progress per slot of the fleet
+	SimulatedSeconds  float64        `json:"simulated_s"`
+	WallSeconds       float64        `json:"wall_s"`
+	ConversationsRate float64        `json:"conversations_per_s"`
 }
 
 // Bench runs every policy at every load and returns the rows, load by
@@ -250,6 +253,9 @@ func summarize(turns []*turnRecord, cfg Config, load float64) Row {
 		}
 	}
 	r.OraclePrefill = oracle(turns)
+	if cfg.Tiers.On() {
+		r.Excess = excess(turns)
+	}
 	if r.OraclePrefill > 0 {
 		r.PrefillVsOracle = float64(r.PrefillTokens) / float64(r.OraclePrefill)
 	}

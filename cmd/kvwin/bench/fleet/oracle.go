@@ -16,9 +16,18 @@ const oracleBlock = 16
 // oracle returns the oracle's prefill of turns (failed turns count for
 // nothing: they leave nothing to reuse).
 func oracle(turns []*turnRecord) int {
-	seen := map[uint64][]int{} // chained hash of a block prefix → a held sequence with it
 	total := 0
-	for _, t := range turns {
+	for _, n := range oracleTurns(turns) {
+		total += n
+	}
+	return total
+}
+
+// oracleTurns is the oracle's prefill of each turn.
+func oracleTurns(turns []*turnRecord) []int {
+	seen := map[uint64][]int{} // chained hash of a block prefix → a held sequence with it
+	out := make([]int, len(turns))
+	for i, t := range turns {
 		if t.err != nil {
 			continue
 		}
@@ -38,14 +47,14 @@ func oracle(turns []*turnRecord) int {
 		if from != nil {
 			best = lcp(from, p)
 		}
-		total += len(p) - best
+		out[i] = len(p) - best
 		h = 0
 		for b := 0; (b+1)*oracleBlock <= len(held); b++ {
 			h = blockHash(h, held[b*oracleBlock:(b+1)*oracleBlock])
 			seen[h] = held
 		}
 	}
-	return total
+	return out
 }
 
 // blockHash chains parent with a block's tokens (FNV-1a over the words).

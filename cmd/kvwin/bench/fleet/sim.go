@@ -68,8 +68,11 @@ type turnRecord struct {
 	cached, computed int
 	// restored is the tokens of the snapshot the turn's node restored
 	// (0: none), restoredFrom its tier.
-	restored             int
-	restoredFrom         kvcache.Medium
+	restored     int
+	restoredFrom kvcache.Medium
+	// held is, for a returning turn, where its conversation's KV was on
+	// the node of its previous turn when it arrived (excess.go).
+	held                 string
 	err                  error
 	backend              string
 	generated, promptLen int
@@ -105,6 +108,8 @@ type sim struct {
 	pending map[string]*turnRecord
 	router  *router.Router
 	nodes   []*node
+	byName  map[string]*node
+	last    map[int]*node // each conversation's node of its last turn
 	turns   []*turnRecord
 	active  int // conversations begun and not ended
 	// activeArea integrates active over time, for the mean.
@@ -159,11 +164,13 @@ func run(ctx context.Context, cfg Config, convs []*conversation) (outcome, error
 
 // newSim builds the fleet of cfg and its router.
 func newSim(cfg Config) (*sim, error) {
-	s := &sim{base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), yield: make(chan struct{}), pending: map[string]*turnRecord{}}
+	s := &sim{base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), yield: make(chan struct{}), pending: map[string]*turnRecord{},
+		byName: map[string]*node{}, last: map[int]*node{}}
 	backends := make([]engine.Backend, cfg.Nodes)
 	for i := range backends {
 		n := newNode(s, i, cfg)
 		s.nodes = append(s.nodes, n)
+		s.byName[n.info.Name] = n
 		backends[i] = n
 		if n.journal != nil {
 			backends[i] = journaled{n} // the router follows its journal (follow.go)
@@ -221,6 +228,9 @@ func (s *sim) begin(ctx context.Context, ci int, c *conversation) {
 func (s *sim) turn(ctx context.Context, ci int, c *conversation, t int) {
 	rec := &turnRecord{conv: c, ci: ci, index: t, answer: c.answer(t), arrived: s.now, promptLen: c.promptEnd[t],
 		id: strconv.Itoa(ci) + "." + strconv.Itoa(t)}
+	if t > 0 {
+		rec.held = s.last[ci].holds(ci, c.stream[:c.answerEnd[t-1]-1])
+	}
 	s.pending[rec.id] = rec
 	s.turns = append(s.turns, rec)
 	req := engine.Request{Model: s.nodes[0].info.Model, Tokens: c.prompt(t), MaxTokens: len(rec.answer) + 1, Slot: -1,
@@ -242,6 +252,7 @@ func (s *sim) turn(ctx context.Context, ci int, c *conversation, t int) {
 // trace's at its own time), or ends the conversation.
 func (s *sim) ended(rec *turnRecord) {
 	delete(s.pending, rec.id)
+	s.last[rec.ci] = s.byName[rec.backend]
 	if s.onEnd != nil {
 		s.onEnd(rec)
 		return
