@@ -15,7 +15,7 @@ import (
 // Node kinds.
 const (
 	KindLlamaServer = "llamaserver" // a slot reuses only its own KV (no prefix copy between slots)
-	KindKvwin       = "kvwin"       // a kvwin node: a prefix one slot holds is copied into another; snapshots off
+	KindKvwin       = "kvwin"       // a kvwin node: a prefix one slot holds is copied into another; snapshots with Config.Tiers (tiers.go)
 )
 
 // NodeModel is what a simulated node's work costs: prefill from the
