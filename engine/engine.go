@@ -11,6 +11,7 @@ import (
 	"context"
 	"time"
 
+	"kvwin/engine/queue"
 	"kvwin/internal/ident"
 )
 
@@ -145,6 +146,12 @@ type Request struct {
 	// for unnamed), so a backend can delete the KV it saved for it when the
 	// conversation is deleted.
 	ident.Owner
+	// Class is the request's priority class and Weight its tenant's share
+	// within the class (0 means 1): a backend with a queue of its own
+	// orders it by them (package queue; docs/tenants.md, "Priority and
+	// fair shares"). A remote adapter sends both to a kvwin node.
+	Class  queue.Class
+	Weight float64
 }
 
 // CheckPrompt reports whether exactly one of Messages, Prompt and Tokens is

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"kvwin/engine/queue"
 	"kvwin/kvcache"
 )
 
@@ -60,6 +61,19 @@ type Config struct {
 	// Now is the snapshots' clock (their last use, their expiry); default
 	// time.Now. Tests inject one.
 	Now func() time.Time
+
+	// Order orders the requests waiting for a slot: by class, then by each
+	// tenant's fair share (package queue); Order.FIFO restores arrival
+	// order (--queue-order fifo).
+	Order queue.Config
+	// InteractiveSlots are slots a batch request never takes while they
+	// are the last idle ones, so an interactive request arriving finds one
+	// without waiting for a batch generation to end (capacity is reserved;
+	// nothing running is preempted). Only the starvation bound
+	// (Order.BatchEvery) lets batch into them. 0 takes the default, 1 with
+	// two slots or more and 0 with one; -1 reserves none. Ignored with
+	// Order.FIFO.
+	InteractiveSlots int
 }
 
 // MaxBatch is the largest Batch. The pinned binding leaves llama.cpp's
@@ -86,6 +100,9 @@ func (c Config) withDefaults() Config {
 	zero.Fill(&c, DefaultConfig())
 	c.BlockTokens = cmp.Or(c.BlockTokens, kvcache.DefaultBlockTokens)
 	c.SnapshotMinTokens = cmp.Or(c.SnapshotMinTokens, 256)
+	if c.InteractiveSlots == 0 && c.Slots > 1 {
+		c.InteractiveSlots = 1
+	}
 	return c
 }
 
@@ -105,6 +122,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("llamacpp: batch %d out of range 1..%d", c.Batch, MaxBatch)
 	case c.Queue < -1:
 		return fmt.Errorf("llamacpp: queue %d below -1", c.Queue)
+	case c.InteractiveSlots < -1 || c.InteractiveSlots >= c.Slots:
+		return fmt.Errorf("llamacpp: interactive slots %d: want -1 (none) or fewer than the %d slots", c.InteractiveSlots, c.Slots)
+	case c.Order.Quantum < 0 || c.Order.BatchEvery < 0:
+		return fmt.Errorf("llamacpp: queue quantum %d, batch every %d: must not be negative", c.Order.Quantum, c.Order.BatchEvery)
 	}
 	return nil
 }

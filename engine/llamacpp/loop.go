@@ -10,6 +10,7 @@ import (
 	"github.com/ollama/ollama/llama"
 
 	"kvwin/engine"
+	"kvwin/engine/queue"
 	"kvwin/kvcache"
 )
 
@@ -43,7 +44,7 @@ type loop struct {
 	batch   *llama.Batch
 	pieces  []string
 	slots   []*slot
-	waiting []*task
+	waiting *queue.Queue[*task] // admitted, waiting for a slot
 	clock   uint64
 	limit   int // tokens per decode now; shrinks when the KV cache has no room
 	// lastTokens: the last step was a token step (see step).
@@ -62,7 +63,7 @@ func newLoop(e *Engine) (*loop, error) {
 	}
 	e.pieces = pieceTable(e.model, e.vocab)
 	l := &loop{e: e, batch: b, pieces: e.pieces, limit: e.cfg.Batch,
-		worked: make(chan closeResult, 2*e.cfg.Slots)}
+		worked: make(chan closeResult, 2*e.cfg.Slots), waiting: queue.New[*task](e.cfg.Order)}
 	for i := range e.cfg.Slots {
 		l.slots = append(l.slots, &slot{id: i, shiftedAt: -1})
 	}
@@ -82,7 +83,7 @@ func (l *loop) run() {
 		for drained := false; !drained; {
 			select {
 			case t := <-e.incoming:
-				l.waiting = append(l.waiting, t)
+				l.wait(t)
 			case op := <-e.forgets:
 				l.forget(op)
 			case <-e.quit:
@@ -126,7 +127,7 @@ func (l *loop) sleep() bool {
 	e := l.e
 	select {
 	case t := <-e.incoming:
-		l.waiting = append(l.waiting, t)
+		l.wait(t)
 	case r := <-l.worked:
 		l.ready = append(l.ready, r)
 	case op := <-e.forgets:
@@ -149,7 +150,7 @@ func (l *loop) awaiting() int {
 	return n
 }
 
-func (l *loop) busy() bool { return len(l.waiting) > 0 || l.active() > 0 }
+func (l *loop) busy() bool { return l.waiting.Len() > 0 || l.active() > 0 }
 
 func (l *loop) active() int {
 	n := 0
@@ -169,10 +170,9 @@ func (l *loop) shutdown() {
 			t.cancel() // ends its close worker, if any
 		}
 	}
-	for _, t := range l.waiting {
+	for _, t := range l.waiting.Remove(func(*task) bool { return true }) {
 		t.finish("", engine.ErrClosed)
 	}
-	l.waiting = nil
 	for {
 		select {
 		case t := <-l.e.incoming:
@@ -191,28 +191,36 @@ func (l *loop) reap() {
 			l.finish(t, "", t.ctx.Err())
 		}
 	}
-	kept := l.waiting[:0]
-	for _, t := range l.waiting {
-		if t.ctx.Err() != nil {
-			t.finish("", t.ctx.Err())
-			continue
-		}
-		kept = append(kept, t)
+	for _, t := range l.waiting.Remove(func(t *task) bool { return t.ctx.Err() != nil }) {
+		t.finish("", t.ctx.Err())
 	}
-	l.waiting = kept
 }
 
-// admit gives waiting tasks, in arrival order, to idle slots.
+// wait queues t for a slot, under its class, tenant and cost in tokens
+// (its prompt and the most it may generate).
+func (l *loop) wait(t *task) {
+	l.waiting.Push(t, queue.Key{Class: t.req.Class, Tenant: t.req.Tenant, Weight: t.req.Weight, Cost: len(t.prompt) + t.maxNew})
+}
+
+// admit gives waiting tasks to idle slots in the queue's order (class,
+// then fair share). A batch task takes a slot only while more than
+// InteractiveSlots are idle, unless the starvation bound lets it.
 func (l *loop) admit() {
-	kept := l.waiting[:0]
-	for _, t := range l.waiting {
-		if !l.start(t) {
-			kept = append(kept, t)
+	reserve := max(l.e.cfg.InteractiveSlots, 0)
+	for idle := l.idle(); idle > 0; idle-- {
+		t, ok := l.waiting.Pop(idle > reserve)
+		if !ok {
+			return
+		}
+		if !l.start(t) { // cannot happen while a slot is idle; never lose it
+			l.wait(t)
+			return
 		}
 	}
-	clear(l.waiting[len(kept):])
-	l.waiting = kept
 }
+
+// idle counts the slots without a task.
+func (l *loop) idle() int { return len(l.slots) - l.active() }
 
 // start places t in a slot and prepares the slot's KV; false if it must wait.
 //

@@ -205,7 +205,7 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 	if budget == 0 {
 		budget = p.ContextSlot - len(tokens)
 	}
-	return b.complete(ctx, b.completionBody(req, tokens), owner{tenant: req.Tenant, conversation: req.Conversation}, p.ContextSlot, budget, req.TopLogprobs, stream)
+	return b.complete(ctx, b.completionBody(req, tokens), ownerOf(req), p.ContextSlot, budget, req.TopLogprobs, stream)
 }
 
 // Prompt returns the prompt tokens Generate would send for req: the chat

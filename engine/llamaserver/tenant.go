@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"kvwin/engine"
+	"kvwin/engine/queue"
 	"kvwin/engine/wire"
 )
 
@@ -16,18 +18,36 @@ const (
 	headerConversation = wire.HeaderConversation
 )
 
-// owner is whose request a generation serves.
-type owner struct{ tenant, conversation string }
+// owner is whose request a generation serves, and its place in a node's
+// queue.
+type owner struct {
+	tenant, conversation string
+	class                queue.Class
+	weight               float64
+}
 
-// set names the owner to the server. A kvwin node trusts the tenant only
-// from a caller with its admin key (Config.APIKey) and says so in /props
-// (kvwin_tenants); llama-server ignores both headers.
+// ownerOf is req's owner.
+func ownerOf(req engine.Request) owner {
+	return owner{tenant: req.Tenant, conversation: req.Conversation, class: req.Class, weight: req.Weight}
+}
+
+// set names the owner to the server. A kvwin node trusts the tenant and
+// its weight only from a caller with its admin key (Config.APIKey) and
+// says so in /props (kvwin_tenants); llama-server ignores these headers.
+// The class goes only when it is not the default, as a client would send
+// it.
 func (o owner) set(h http.Header) {
 	if o.tenant != "" {
 		h.Set(headerTenant, o.tenant)
 	}
 	if o.conversation != "" {
 		h.Set(headerConversation, o.conversation)
+	}
+	if o.class != queue.Interactive {
+		h.Set(wire.HeaderPriority, o.class.String())
+	}
+	if o.weight != 0 && o.weight != 1 {
+		h.Set(wire.HeaderWeight, strconv.FormatFloat(o.weight, 'g', -1, 64))
 	}
 }
 

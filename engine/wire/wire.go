@@ -27,6 +27,14 @@ const (
 	// HeaderTenant names the tenant a request acts for; a kvwin node trusts
 	// it only with its admin key (a gateway in front of it sends it).
 	HeaderTenant = "X-Kvwin-Tenant"
+	// HeaderPriority names a request's priority class ("interactive" or
+	// "batch"): any caller may lower its key's class with it, never raise
+	// it (a gateway passes its client's class so).
+	HeaderPriority = "X-Kvwin-Priority"
+	// HeaderWeight is the fair-share weight of the tenant a request acts
+	// for; a kvwin node trusts it only with its admin key (a gateway passes
+	// its client's key's weight so).
+	HeaderWeight = "X-Kvwin-Weight"
 )
 
 // Response headers of every generation, streamed or not.
