@@ -69,11 +69,15 @@ type keyring struct {
 type keyEntry struct {
 	digest [sha256.Size]byte
 	tenant string
+	policy KeyPolicy
+	budget *tokenBudget // nil: no tokens per minute
 }
 
 // newKeyring checks and hashes the keys: tenant names must be valid, keys at
 // least MinKeyLength characters without white space, and no key used twice.
-func newKeyring(keys map[string]string, admin string) (*keyring, error) {
+// policies holds the keys' policies, by key (a key without one has the
+// defaults).
+func newKeyring(keys map[string]string, policies map[string]KeyPolicy, admin string) (*keyring, error) {
 	k := &keyring{}
 	check := func(what, key string) error {
 		if len(key) < MinKeyLength || strings.ContainsAny(key, " \t\r\n") {
@@ -89,9 +93,17 @@ func newKeyring(keys map[string]string, admin string) (*keyring, error) {
 		if err := check("the key of tenant "+tenant, key); err != nil {
 			return nil, err
 		}
+		p := policies[key]
+		if err := p.Check(); err != nil {
+			return nil, fmt.Errorf("web: the key of tenant %s: %w", tenant, err)
+		}
 		d := sha256.Sum256([]byte(key))
 		seen[d] = true
-		k.tenants = append(k.tenants, keyEntry{digest: d, tenant: tenant})
+		e := keyEntry{digest: d, tenant: tenant, policy: p}
+		if p.TokensPerMinute > 0 {
+			e.budget = newTokenBudget(p.TokensPerMinute)
+		}
+		k.tenants = append(k.tenants, e)
 	}
 	if admin != "" {
 		if err := check("the admin key", admin); err != nil {
@@ -109,19 +121,19 @@ func newKeyring(keys map[string]string, admin string) (*keyring, error) {
 // enabled reports whether any key is configured.
 func (k *keyring) enabled() bool { return len(k.tenants) > 0 || k.admin != nil }
 
-// lookup finds the tenant of key, or whether it is the admin key. It takes
-// the same time whichever key matches, or none.
-func (k *keyring) lookup(key string) (tenant string, admin, ok bool) {
+// lookup finds the entry of a tenant key, or whether key is the admin
+// key. It takes the same time whichever key matches, or none.
+func (k *keyring) lookup(key string) (entry *keyEntry, admin, ok bool) {
 	d := sha256.Sum256([]byte(key))
-	for _, e := range k.tenants {
-		if subtle.ConstantTimeCompare(d[:], e.digest[:]) == 1 {
-			tenant, ok = e.tenant, true
+	for i := range k.tenants {
+		if subtle.ConstantTimeCompare(d[:], k.tenants[i].digest[:]) == 1 {
+			entry, ok = &k.tenants[i], true
 		}
 	}
 	if k.admin != nil && subtle.ConstantTimeCompare(d[:], k.admin[:]) == 1 {
 		admin, ok = true, true
 	}
-	return tenant, admin, ok
+	return entry, admin, ok
 }
 
 // access is the key a route needs.
@@ -182,6 +194,7 @@ func (s *Server) authenticate(c *gin.Context) {
 	t := s.turnOf(c) // its tenant is the server's until a key names another
 	if !s.keys.enabled() {
 		t.Admin = true // without keys everyone may do everything
+		s.classify(c, t, KeyPolicy{})
 		return
 	}
 	if level == accessOpen {
@@ -192,7 +205,13 @@ func (s *Server) authenticate(c *gin.Context) {
 		s.reject(c, fmt.Errorf("%w: send Authorization: Bearer KEY or x-api-key: KEY", core.ErrUnauthorized))
 		return
 	}
-	tenant, admin, ok := s.keys.lookup(key)
+	entry, admin, ok := s.keys.lookup(key)
+	var tenant string
+	var policy KeyPolicy
+	var budget *tokenBudget
+	if entry != nil {
+		tenant, policy, budget = entry.tenant, entry.policy, entry.budget
+	}
 	switch {
 	case !ok:
 		s.reject(c, fmt.Errorf("%w: the key is not valid", core.ErrUnauthorized))
@@ -214,4 +233,7 @@ func (s *Server) authenticate(c *gin.Context) {
 		}
 	}
 	t.Tenant, t.Admin = tenant, admin
+	if s.classify(c, t, policy) {
+		s.checkBudget(c, t, budget)
+	}
 }

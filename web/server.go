@@ -95,6 +95,9 @@ type Config struct {
 	// APIKeys maps each tenant key to its tenant. With no key here and no
 	// AdminKey, every route is open and every request is Tenant's.
 	APIKeys map[string]string `json:"-"`
+	// KeyPolicies holds, by key as APIKeys, each key's class, weight and
+	// tokens per minute (priority.go); a key without one has the defaults.
+	KeyPolicies map[string]KeyPolicy `json:"-"`
 	// AdminKey opens /metrics and /kvwin/v1/*, and lets its holder act as
 	// any tenant (HeaderTenant). Empty: those routes are forbidden once
 	// tenant keys exist.
@@ -260,7 +263,7 @@ func New(cfg Config, backend engine.Backend, log *slog.Logger) (*Server, error) 
 	}
 	releaseMode.Do(func() { gin.SetMode(gin.ReleaseMode) })
 
-	keys, err := newKeyring(cfg.APIKeys, cfg.AdminKey)
+	keys, err := newKeyring(cfg.APIKeys, cfg.KeyPolicies, cfg.AdminKey)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ import (
 // in the request's context while the backend runs.
 func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w core.Wire) {
 	req.Owner = t.Owner
+	req.Class, req.Weight = t.Class, t.Weight
 	span := s.startTurnSpan(c, t, req)
 	called := time.Now()
 	run := s.runWhole
@@ -45,6 +46,9 @@ func (s *Server) RunTurn(c *gin.Context, t *core.Turn, req engine.Request, w cor
 		run = s.runStream
 	}
 	res, first, err := run(c, t, req, w, called)
+	if t.Charge != nil {
+		t.Charge(res.Timings.PromptTokens + res.Timings.GeneratedTokens)
+	}
 	s.endTurnSpan(c, span, t, called, first, res, err)
 }
 

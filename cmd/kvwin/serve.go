@@ -90,6 +90,8 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.Int64Var(&f.Seed, "seed", -1, "sampler seed of requests that name none (llama-server's --seed): the same prompt then gives the same answer, for tests and recorded sessions; -1: random per request")
 	fl.IntVar(&f.Batch, "batch", llamacpp.DefaultConfig().Batch, fmt.Sprintf("most tokens per llama_decode call, 1..%d: prompts are prefilled in chunks of this size (see docs/serve.md, Choosing threads and batch)", llamacpp.MaxBatch))
 	fl.IntVar(&f.Queue, "queue", 64, "requests that may wait for a slot before new ones get 429 (0: none wait)")
+	fl.StringVar(&f.QueueOrder, "queue-order", app.QueueFair, "how requests waiting for a slot are ordered: fair (interactive before batch, then tenants' fair shares by deficit round-robin over tokens) or fifo (arrival order, as before priority classes)")
+	fl.IntVar(&f.InteractiveSlots, "interactive-slots", 0, "slots batch requests leave idle for interactive ones (capacity reserved, nothing preempted); 0: 1 with 2 slots or more, -1: none")
 	fl.StringVar(&f.Window, "window", window.PolicyMemory, "window policy: full, sliding, sink or memory (per request: header X-Kvwin-Window-Policy)")
 	fl.BoolVar(&f.Shift, "shift", false, "at eviction steps move the kept turns' KV instead of recomputing it: no prefill, but approximate (StreamingLLM-style)")
 	fl.IntVar(&f.WindowBudget, "window-budget", 0, "tokens a window may hold (default: the context per slot minus the output reservation)")

@@ -36,6 +36,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"         // the route exists for other methods
 	CodeQueueFull            = "queue_full"                 // every slot busy and the queue full
 	CodeTenantLimit          = "tenant_limit"               // the tenant's running and waiting requests are at their limits
+	CodeRateLimit            = "rate_limit_exceeded"        // the key's tokens per minute are spent (OpenAI's code)
 	CodeInvalidAPIKey        = "invalid_api_key"            // no key, or not a configured one
 	CodeForbidden            = "forbidden"                  // the key may not use this route, or the origin is not allowed
 	CodeForbiddenHost        = "forbidden_host"             // the Host header is not this server's (DNS rebinding)
@@ -160,6 +161,8 @@ func Classify(err error) (int, APIError) {
 		return http.StatusNotFound, invalid(CodeResponseNotFound)
 	case errors.Is(err, ErrBodyTimeout):
 		return http.StatusRequestTimeout, invalid(CodeRequestTimeout)
+	case errors.As(err, new(*RateLimitError)):
+		return http.StatusTooManyRequests, APIError{Message: message(err), Type: TypeRateLimit, Code: CodeRateLimit}
 	case errors.Is(err, ErrTenantLimit):
 		return http.StatusTooManyRequests, APIError{Message: message(err), Type: TypeRateLimit, Code: CodeTenantLimit}
 	case errors.Is(err, engine.ErrNotSupported):

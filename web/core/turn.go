@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"kvwin/engine"
+	"kvwin/engine/queue"
 	"kvwin/engine/wire"
 	"kvwin/internal/ident"
 )
@@ -40,6 +42,14 @@ type Turn struct {
 	// no key is configured at all).
 	ident.Owner
 	Admin bool
+	// Class is the request's priority class and Weight its tenant's
+	// fair-share weight (0 means 1), from its key and X-Kvwin-Priority
+	// (docs/tenants.md, "Priority and fair shares").
+	Class  queue.Class
+	Weight float64
+	// Charge, if set, counts the tokens a generation used (prompt and
+	// generated) against its key's tokens per minute.
+	Charge func(tokens int)
 	// Backend serves the request and Info is what it said of itself when
 	// chosen: the server's own backend until selectBackend picks one of a
 	// Catalog's.
@@ -132,6 +142,9 @@ func AnswerError(c *gin.Context, err error, shape func(error) (int, any)) {
 	_ = c.Error(err)
 	status, body := shape(err)
 	SetRetryAfter(c.Writer.Header(), status)
+	if rl := (*RateLimitError)(nil); errors.As(err, &rl) {
+		c.Writer.Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds()))
+	}
 	WriteJSON(c.Writer, status, body)
 }
 

@@ -18,34 +18,46 @@ import (
 	"kvwin/window/memory"
 )
 
-// loadKeys reads --api-key and --api-key-file into key → tenant and checks
-// that a server without keys listens only on loopback unless --no-auth says
-// otherwise. Errors name the flag and line, never the key.
-func loadKeys(f Config) (map[string]string, error) {
-	keys := map[string]string{}
+// loadKeys reads --api-key and --api-key-file into key → tenant and key →
+// policy, and checks that a server without keys listens only on loopback
+// unless --no-auth says otherwise. Errors name the flag and line, never
+// the key.
+//
+// Each is TENANT=KEY, then optionally, separated by spaces, the key's
+// class=interactive|batch, weight=W and tpm=N (web.ParseKeyOptions;
+// docs/tenants.md). A key never holds white space, so a line of the older
+// format means what it meant.
+func loadKeys(f Config) (map[string]string, map[string]web.KeyPolicy, error) {
+	keys, policies := map[string]string{}, map[string]web.KeyPolicy{}
 	add := func(where, spec string) error {
-		tenant, key, ok := strings.Cut(strings.TrimSpace(spec), "=")
-		tenant, key = strings.TrimSpace(tenant), strings.TrimSpace(key)
+		tenant, rest, ok := strings.Cut(strings.TrimSpace(spec), "=")
+		tenant, fields := strings.TrimSpace(tenant), strings.Fields(rest)
+		if !ok || tenant == "" || len(fields) == 0 {
+			return fmt.Errorf("%s: want TENANT=KEY [class=interactive|batch] [weight=W] [tpm=N]", where)
+		}
+		key := fields[0]
 		switch {
-		case !ok || tenant == "" || key == "":
-			return fmt.Errorf("%s: want TENANT=KEY", where)
 		case !web.ValidTenant(tenant):
 			return fmt.Errorf("%s: tenant name %q: want 1-64 letters, digits, '.', '_' or '-'", where, tenant)
 		case keys[key] != "":
 			return fmt.Errorf("%s: the key of tenant %s is also tenant %s's", where, tenant, keys[key])
 		}
-		keys[key] = tenant
+		p, err := web.ParseKeyOptions(fields[1:])
+		if err != nil {
+			return fmt.Errorf("%s: tenant %s: %w", where, tenant, err)
+		}
+		keys[key], policies[key] = tenant, p
 		return nil
 	}
 	for i, spec := range f.APIKeys {
 		if err := add(fmt.Sprintf("--api-key #%d", i+1), spec); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if f.APIKeyFile != "" {
 		file, err := os.Open(f.APIKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("--api-key-file: %w", err)
+			return nil, nil, fmt.Errorf("--api-key-file: %w", err)
 		}
 		defer file.Close()
 		sc := bufio.NewScanner(file)
@@ -55,17 +67,17 @@ func loadKeys(f Config) (map[string]string, error) {
 				continue
 			}
 			if err := add(fmt.Sprintf("--api-key-file %s line %d", f.APIKeyFile, n), line); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("--api-key-file %s: %w", f.APIKeyFile, err)
+			return nil, nil, fmt.Errorf("--api-key-file %s: %w", f.APIKeyFile, err)
 		}
 	}
 	if len(keys) == 0 && f.AdminKey == "" && !f.NoAuth && !loopbackAddr(f.Addr) {
-		return nil, fmt.Errorf("--addr %s is reachable from other machines and no key is configured: give --api-key or --admin-key, or --no-auth to serve everyone as one tenant", f.Addr)
+		return nil, nil, fmt.Errorf("--addr %s is reachable from other machines and no key is configured: give --api-key or --admin-key, or --no-auth to serve everyone as one tenant", f.Addr)
 	}
-	return keys, nil
+	return keys, policies, nil
 }
 
 // loopbackAddr reports whether a listen address binds only the loopback

@@ -25,7 +25,7 @@ func Check(f Config) error {
 	if err := checkMemoryStore(f.MemoryStore, f.MemoryStoreTimeout); err != nil {
 		return err
 	}
-	if _, err := loadKeys(f); err != nil {
+	if _, _, err := loadKeys(f); err != nil {
 		return err
 	}
 	var errs []error

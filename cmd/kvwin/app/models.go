@@ -14,6 +14,7 @@ import (
 	"kvwin/engine"
 	"kvwin/engine/catalog"
 	"kvwin/engine/llamacpp"
+	"kvwin/engine/queue"
 	"kvwin/kvcache"
 	"kvwin/router"
 	"kvwin/web"
@@ -132,15 +133,16 @@ func (a *App) catalogModel(i int, spec config.Model) (m catalog.Model, reg *kvca
 // engine records its blocks in the model's registry (regs) and registers
 // its metrics with the model's label.
 func (a *App) openEmbedded(regs map[string]*kvcache.Registry) func(catalog.Model) (catalog.Engine, error) {
-	queue := a.f.Queue
-	if queue == 0 {
-		queue = -1 // the engine's "none wait"; its 0 means "default"
+	queueLen := a.f.Queue
+	if queueLen == 0 {
+		queueLen = -1 // the engine's "none wait"; its 0 means "default"
 	}
 	return func(m catalog.Model) (catalog.Engine, error) {
 		reg := regs[m.Name]
 		eng, err := llamacpp.New(llamacpp.Config{
 			ModelPath: m.Source, ModelID: m.Name, Name: embeddedName, Slots: m.Info.Slots, Ctx: m.Info.ContextSlot,
-			Threads: a.f.Threads, Batch: a.f.Batch, Seed: seed(a.f.Seed), Queue: queue, Registry: reg, SnapshotDir: m.SnapshotDir, SnapshotMaxBytes: a.f.SnapshotBytes,
+			Order: queue.Config{FIFO: a.f.QueueOrder == QueueFIFO}, InteractiveSlots: a.f.InteractiveSlots,
+			Threads: a.f.Threads, Batch: a.f.Batch, Seed: seed(a.f.Seed), Queue: queueLen, Registry: reg, SnapshotDir: m.SnapshotDir, SnapshotMaxBytes: a.f.SnapshotBytes,
 			SnapshotRAMBytes: kvRAMBytes(a.f.KVRAM), SnapshotTenantShare: kvRAMShare(a.f.KVRAMTenantPercent),
 			SnapshotTTL: a.f.MemoryTTL, Now: a.f.Now,
 		}, a.log)

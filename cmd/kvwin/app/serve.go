@@ -26,6 +26,7 @@ import (
 	"kvwin/engine"
 	"kvwin/engine/catalog"
 	"kvwin/engine/llamacpp"
+	"kvwin/engine/queue"
 	"kvwin/engine/wire"
 	"kvwin/kvcache"
 	"kvwin/router"
@@ -48,7 +49,13 @@ type Config struct {
 	Batch    int   // most tokens per llama_decode; 0: the engine's default
 	Seed     int64 // sampler seed of requests naming none; ≤ 0: random per request
 	Queue    int
-	Window   string
+	// QueueOrder is how waiting requests are ordered (QueueFair, QueueFIFO): "fair" (class, then
+	// fair share; the default, "" too) or "fifo" (arrival order).
+	QueueOrder string
+	// InteractiveSlots: the engine's slots batch requests leave idle
+	// (llamacpp.Config.InteractiveSlots; 0 its default, -1 none).
+	InteractiveSlots int
+	Window           string
 	MaxBody  int64
 	MaxItems int // messages or input items in one request (0: web.DefaultMaxItems)
 	// MemoryMaxBytes bounds the conversation state held in memory between
@@ -240,6 +247,9 @@ func LlamaLogLevel(verbose bool) slog.Level {
 // With ln nil it binds f.Addr; a reload passes the listener it keeps.
 func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*App, error) {
 	a := &App{f: f, log: log, metrics: prometheus.NewRegistry(), decisions: newDecisionLog(), shared: shared, ln: ln}
+	if f.QueueOrder != "" && f.QueueOrder != QueueFair && f.QueueOrder != QueueFIFO {
+		return nil, fmt.Errorf("--queue-order %q: want %s or %s", f.QueueOrder, QueueFair, QueueFIFO)
+	}
 	if f.MemoryTTL < 0 { // before the backend: its snapshots expire on it too
 		return nil, fmt.Errorf("--memory-ttl %v: must not be negative", f.MemoryTTL)
 	}
@@ -249,7 +259,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 	if err := checkMemoryStore(f.MemoryStore, f.MemoryStoreTimeout); err != nil {
 		return nil, err
 	}
-	keys, err := loadKeys(f)
+	keys, policies, err := loadKeys(f)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +305,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 		MaxWorking: working, MaxItems: f.MaxItems,
 		MaxBodyBytes: f.MaxBody, Registry: a.reg, Metrics: a.metrics, Registerer: a.metrics, Window: win, Shift: f.Shift,
 		Status:  func(ctx context.Context) any { return a.status(ctx) },
-		APIKeys: keys, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
+		APIKeys: keys, KeyPolicies: policies, AdminKey: f.AdminKey, ListenAddr: a.ln.Addr().String(), AllowedHosts: f.AllowedHosts,
 		CORSOrigins: f.CORSOrigins, TenantMaxConcurrent: f.TenantMaxConcurrent, TenantMaxQueued: f.TenantMaxQueued,
 		Forget: a.forgetter(forgetWin), MemoryUnavailable: a.shared.openErr(), MemoryHealth: a.shared.unavailable,
 		Responses: a.responseStore(), KeepAlive: keepAlive(f.StreamKeepAlive), Tracer: a.shared.tracerProvider(),
@@ -430,16 +440,17 @@ func (a *App) startEmbedded() error {
 		a.log.Info("serving the synthetic test model: its text is meaningless, its inference is real llama.cpp work; pass --model FILE.gguf to serve a real model", "model", p)
 	}
 	modelPath, _ = filepath.Abs(modelPath)
-	queue := f.Queue
-	if queue == 0 {
-		queue = -1 // the engine's "none wait"; its 0 means "default"
+	queueLen := f.Queue
+	if queueLen == 0 {
+		queueLen = -1 // the engine's "none wait"; its 0 means "default"
 	}
 	snapshotDir := filepath.Join(f.DataDir, "snapshots")
 	if f.NoSnapshots {
 		snapshotDir = ""
 	}
 	eng, err := llamacpp.New(llamacpp.Config{
-		ModelPath: modelPath, Slots: f.Slots, Ctx: f.Ctx, Threads: f.Threads, Batch: f.Batch, Seed: seed(f.Seed), Queue: queue,
+		ModelPath: modelPath, Slots: f.Slots, Ctx: f.Ctx, Threads: f.Threads, Batch: f.Batch, Seed: seed(f.Seed), Queue: queueLen,
+		Order: queue.Config{FIFO: f.QueueOrder == QueueFIFO}, InteractiveSlots: f.InteractiveSlots,
 		SnapshotDir: snapshotDir, SnapshotMaxBytes: f.SnapshotBytes, SnapshotTTL: f.MemoryTTL, Now: f.Now,
 		SnapshotRAMBytes: kvRAMBytes(f.KVRAM), SnapshotTenantShare: kvRAMShare(f.KVRAMTenantPercent),
 	}, a.log)
@@ -567,3 +578,11 @@ func seed(s int64) uint32 {
 	}
 	return uint32(s)
 }
+
+// Orders of the embedded engine's queue (--queue-order).
+const (
+	// QueueFair orders by priority class, then by tenants' fair shares.
+	QueueFair = "fair"
+	// QueueFIFO orders by arrival, as before classes: for comparison.
+	QueueFIFO = "fifo"
+)

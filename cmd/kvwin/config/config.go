@@ -34,6 +34,8 @@ type File struct {
 	Batch                    *int      `yaml:"batch"`
 	Seed                     *int64    `yaml:"seed"`
 	Queue                    *int      `yaml:"queue"`
+	QueueOrder               *string   `yaml:"queue_order"`
+	InteractiveSlots         *int      `yaml:"interactive_slots"`
 	Window                   *string   `yaml:"window"`
 	Shift                    *bool     `yaml:"shift"`
 	WindowBudget             *int      `yaml:"window_budget"`
