@@ -40,15 +40,15 @@ import (
 // zero value of a field is not always its flag's default: New serves exactly
 // what it is given.
 type Config struct {
-	Addr     string
-	DataDir  string
-	Model    string
-	Slots    int
-	Ctx      int
-	Threads  int
-	Batch    int   // most tokens per llama_decode; 0: the engine's default
-	Seed     int64 // sampler seed of requests naming none; ≤ 0: random per request
-	Queue    int
+	Addr    string
+	DataDir string
+	Model   string
+	Slots   int
+	Ctx     int
+	Threads int
+	Batch   int   // most tokens per llama_decode; 0: the engine's default
+	Seed    int64 // sampler seed of requests naming none; ≤ 0: random per request
+	Queue   int
 	// QueueOrder is how waiting requests are ordered (QueueFair, QueueFIFO): "fair" (class, then
 	// fair share; the default, "" too) or "fifo" (arrival order).
 	QueueOrder string
@@ -56,8 +56,8 @@ type Config struct {
 	// (llamacpp.Config.InteractiveSlots; 0 its default, -1 none).
 	InteractiveSlots int
 	Window           string
-	MaxBody  int64
-	MaxItems int // messages or input items in one request (0: web.DefaultMaxItems)
+	MaxBody          int64
+	MaxItems         int // messages or input items in one request (0: web.DefaultMaxItems)
 	// MemoryMaxBytes bounds the conversation state held in memory between
 	// turns (bounds.go); 0: DefaultMemoryMaxBytes.
 	MemoryMaxBytes  int64
