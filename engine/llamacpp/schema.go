@@ -47,8 +47,10 @@ func (v *jv) get(key string) *jv {
 	if v == nil || v.kind != 'o' {
 		return nil
 	}
-	for i, k := range v.keys {
-		if k == key {
+	// The last of duplicate keys, as llama.cpp's converter (nlohmann's
+	// parser) reads them, so every check sees what the converter gets.
+	for i := len(v.keys) - 1; i >= 0; i-- {
+		if v.keys[i] == key {
 			return v.vals[i]
 		}
 	}
@@ -355,8 +357,15 @@ func checkPattern(p string) error {
 			for j < len(p) && (p[j] >= '0' && p[j] <= '9' || p[j] == ',' || p[j] == ' ') {
 				j++
 			}
-			if j < len(p) && p[j] == '}' {
-				for _, f := range strings.Split(p[i+1:j], ",") {
+			counts := p[i+1 : min(j, len(p))]
+			if j >= len(p) || p[j] != '}' || strings.Count(counts, ",") > 1 || strings.Trim(counts, ", ") == "" {
+				// The converter reads every { as a quantifier; one that
+				// is not {m}, {m,} or {m,n} becomes a repetition without
+				// bound it never finishes writing.
+				return engine.Invalid("a pattern has a { at byte %d that starts no {m}, {m,} or {m,n} quantifier; escape a literal brace as \\{", i)
+			}
+			{
+				for _, f := range strings.Split(counts, ",") {
 					f = strings.TrimSpace(f)
 					if f == "" {
 						continue
