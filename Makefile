@@ -17,10 +17,13 @@ ARGS    ?=
 #
 # Packages that link the cgo engine run one package at a time (-p 1) with one
 # compute thread per engine: ggml threads spin-wait, so more threads than
-# cores across processes collapse throughput. The rest run under the race
-# detector (a race build of llama.cpp would take too long).
+# cores across processes collapse throughput. So does engine/ollama, whose
+# conformance suite starts a real Ollama (a llama.cpp runner): beside the
+# race-detected packages its runner went minutes without a first token. The
+# rest run under the race detector (a race build of llama.cpp would take too
+# long).
 ALL_PKGS    = $(shell $(GO) list ./...)
-ENGINE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .Deps " "}}' ./... | grep ' github.com/ollama/ollama/llama ' | cut -d' ' -f1)
+ENGINE_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .Deps " "}}' ./... | grep ' github.com/ollama/ollama/llama ' | cut -d' ' -f1) kvwin/engine/ollama
 PURE_PKGS   = $(filter-out $(ENGINE_PKGS),$(ALL_PKGS))
 
 .PHONY: build run test test-pure test-engine vet fmt clean
