@@ -85,7 +85,15 @@ func TestCorruptSnapshotFallsBackToAPrefill(t *testing.T) {
 	if first.Status != 200 || other.Status != 200 {
 		t.Fatal("setup requests failed")
 	}
-	files, _ := filepath.Glob(filepath.Join(a.Config().DataDir, "snapshots", "*.kvsnap"))
+	// The displaced conversation's snapshot is written after the other's
+	// turn answered (saves are queued): wait for its file.
+	var files []string
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) { // a hang guard
+		files, _ = filepath.Glob(filepath.Join(a.Config().DataDir, "snapshots", "*.kvsnap"))
+		if len(files) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(files) != 1 {
 		t.Fatalf("%d snapshots, want the first conversation's", len(files))
 	}
