@@ -70,6 +70,13 @@ out: docs/benchmarks.md.`,
 				if err != nil {
 					return err
 				}
+				switch over := fleet.TraceOver(o.Trace, o.Workload.Context); {
+				case !cmd.Flags().Changed("ctx"):
+					o.Workload.Context = fleet.TraceContext(o.Trace, o.Workload.Context)
+					fmt.Fprintf(os.Stderr, "trace: %d requests, slots of %d tokens (its longest request, to a power of two; --ctx sets it)\n", len(o.Trace), o.Workload.Context)
+				case over > 0:
+					fmt.Fprintf(os.Stderr, "trace: %d of %d requests are longer than --ctx %d: each is an error of every policy\n", over, len(o.Trace), o.Workload.Context)
+				}
 			}
 			rows, err := fleet.Bench(cmd.Context(), o)
 			if err != nil {
@@ -103,7 +110,7 @@ out: docs/benchmarks.md.`,
 	f.IntVar(&parallel, "parallel", 2, "runs simulated at once (one core each)")
 	f.BoolVar(&asJSON, "json", false, "print the rows as one JSON array on standard output")
 	f.IntVar(&w.Conversations, "conversations", w.Conversations, "conversations in the workload")
-	f.IntVar(&w.Context, "ctx", w.Context, "KV tokens per slot")
+	f.IntVar(&w.Context, "ctx", w.Context, "KV tokens per slot (with --trace, default: the trace's longest request, rounded up to a power of two)")
 	f.Uint64Var(&w.Seed, "seed", w.Seed, "seed of the workload and its arrivals")
 	f.Float64Var(&w.Regenerate, "regenerate", 0, "share of turns sent again once answered (a retry, a regenerate), after a wait of mean 5 s")
 	return cmd

@@ -156,6 +156,33 @@ func arrive(convs []*conversation, rate float64, seed uint64) {
 	}
 }
 
+// TraceContext is the KV tokens per slot a trace needs: its longest
+// request (prompt and answer), rounded up to a power of two (context sizes
+// are set so), at least least. A smaller slot cannot hold the request at
+// all, so every such request would count as an error of the routing.
+func TraceContext(trace []*conversation, least int) int {
+	longest := 0
+	for _, c := range trace {
+		longest = max(longest, len(c.stream))
+	}
+	ctx := max(least, 1)
+	for ctx < longest {
+		ctx *= 2
+	}
+	return ctx
+}
+
+// TraceOver counts the requests of trace longer than ctx tokens.
+func TraceOver(trace []*conversation, ctx int) int {
+	n := 0
+	for _, c := range trace {
+		if len(c.stream) > ctx {
+			n++
+		}
+	}
+	return n
+}
+
 // MooncakeBlockTokens is the tokens per hash id of the Mooncake traces
 // (kvcache-ai/Mooncake, FAST'25 traces: a hash id names a 512-token block,
 // and equal ids are equal prefixes).

@@ -32,6 +32,29 @@ func TestMooncakeTraceSharesPrefixesByHashID(t *testing.T) {
 	}
 }
 
+// A trace's slots hold its longest request (prompt and answer), rounded
+// up to a power of two, never less than asked; TraceOver counts what a
+// given context cannot hold.
+func TestTraceContextHoldsTheLongestRequest(t *testing.T) {
+	trace := `{"timestamp": 0, "input_length": 9000, "output_length": 500, "hash_ids": [1]}
+{"timestamp": 1, "input_length": 3000, "output_length": 96, "hash_ids": [1]}
+`
+	convs, err := ReadMooncake(strings.NewReader(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ least, want int }{{4096, 16384}, {32768, 32768}, {0, 16384}} {
+		if got := TraceContext(convs, tc.least); got != tc.want {
+			t.Errorf("TraceContext(least %d) = %d, want %d", tc.least, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ ctx, want int }{{4096, 1}, {3096, 1}, {3095, 2}, {9500, 0}} {
+		if got := TraceOver(convs, tc.ctx); got != tc.want {
+			t.Errorf("TraceOver(%d) = %d, want %d", tc.ctx, got, tc.want)
+		}
+	}
+}
+
 // The oracle reuses each conversation's history and each group's system
 // prompt once: two conversations of one group, two turns each.
 func TestOracleCountsWhatNoEarlierTurnSent(t *testing.T) {
