@@ -21,7 +21,6 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"kvwin/engine"
-	"kvwin/engine/idle"
 	"kvwin/kvcache"
 )
 
@@ -37,6 +36,8 @@ type Backend struct {
 	log       *slog.Logger
 	closed    atomic.Bool
 	closeOnce sync.Once
+	// drains counts the answers still being drained (drain.go).
+	drains sync.WaitGroup
 
 	info    atomic.Pointer[ModelInfo] // nil until /api/show was read
 	ctxHigh atomic.Int64              // the largest num_ctx sized and sent; only grows
@@ -151,26 +152,15 @@ func (b *Backend) Generate(ctx context.Context, req engine.Request, stream engin
 		cachedBytes: b.res.match(b.res.chain(req.Tenant, p.text), time.Now()),
 	}
 
-	// The request's own context ends it on a stall (the watchdog) or when
-	// Generate returns early (a StreamFunc error): either way the
-	// connection closes and Ollama stops generating.
-	run, cancel := context.WithCancel(ctx)
-	defer cancel()
-	g.probe = &probe{dog: idle.New(b.cfg.FirstTokenTimeout, b.cfg.IdleTimeout, cancel)}
-	defer g.probe.dog.Stop()
-	run = withProbe(run, g.probe)
-
 	g.sent = time.Now()
-	if len(req.Messages) > 0 {
-		g.op = http.MethodPost + " " + b.cfg.BaseURL + "/api/chat"
-		err = b.api.Chat(run, b.chatRequest(req, p), func(r api.ChatResponse) error {
-			return g.add(r.Message.Content, r.Done, r.DoneReason, r.Metrics)
-		})
-	} else {
-		g.op = http.MethodPost + " " + b.cfg.BaseURL + "/api/generate"
-		err = b.api.Generate(run, b.generateRequest(req, p), func(r api.GenerateResponse) error {
-			return g.add(r.Response, r.Done, r.DoneReason, r.Metrics)
-		})
+	err = b.run(ctx, req, p, g)
+	if g.left() {
+		// The caller went away, or its StreamFunc failed: the answer is
+		// being drained (drain.go).
+		if err := g.failed(); err != nil {
+			return engine.Result{}, err // the caller's own, returned as it is
+		}
+		return engine.Result{}, fmt.Errorf("ollama: %s: %w", g.op, ctx.Err())
 	}
 	res, err := g.finish(err)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -249,26 +250,62 @@ func TestInfo(t *testing.T) {
 	}
 }
 
-// TestStreamFuncErrorEndsTheGeneration: the caller's error comes back as
-// it is, and the server sees the client go away.
-func TestStreamFuncErrorEndsTheGeneration(t *testing.T) {
-	gone := make(chan struct{})
-	f := startFake(t, &fakeOllama{chat: func(w http.ResponseWriter, r *http.Request) {
-		writeNDJSON(w, chunk("message", "a"))
-		<-r.Context().Done()
-		close(gone)
-	}})
-	b := newBackend(t, f, Config{})
+// TestAnAbandonedAnswerIsDrained: when the caller leaves mid-answer (its
+// StreamFunc fails, or its context ends), Generate returns at once with
+// the caller's error, and the rest of the answer is read to its end
+// (drain.go: Ollama v0.9.6 leaks a request slot when a client closes its
+// connection mid-answer): the client is still there when the server writes
+// the answer's last lines, after Generate returned. Close does not cut a
+// drain.
+func TestAnAbandonedAnswerIsDrained(t *testing.T) {
 	stop := errors.New("client went away")
-	_, err := b.Generate(context.Background(), engine.Request{Messages: []engine.Message{{Role: "user", Content: "Hi"}}, Slot: -1},
-		func(engine.Event) error { return stop })
-	if err != stop {
-		t.Fatalf("error %v, want the StreamFunc's own", err)
+	// drainFake answers "a", waits for gate, answers "b" and reports on
+	// there whether the client was still there, then ends the answer.
+	drainFake := func(gate <-chan struct{}, there chan<- bool) *fakeOllama {
+		return &fakeOllama{chat: func(w http.ResponseWriter, r *http.Request) {
+			writeNDJSON(w, chunk("message", "a"))
+			<-gate
+			io.WriteString(w, chunk("message", "b")+"\n")
+			w.(http.Flusher).Flush()
+			// The client reads on until the final line: its connection
+			// cannot have closed yet, unless it was cut when it left.
+			there <- r.Context().Err() == nil
+			io.WriteString(w, final("message", "stop", 100, 1e6, 2, 1e6)+"\n")
+		}}
 	}
-	select {
-	case <-gone:
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the server still holds the request 5s after Generate returned")
+	req := engine.Request{Messages: []engine.Message{{Role: "user", Content: "Hi"}}, Slot: -1}
+	for _, tc := range []struct {
+		name   string
+		leave  func(cancel context.CancelFunc) engine.StreamFunc
+		wantIs error
+		close  bool
+	}{
+		{"stream error", func(context.CancelFunc) engine.StreamFunc { return func(engine.Event) error { return stop } }, stop, false},
+		{"context ended", func(cancel context.CancelFunc) engine.StreamFunc {
+			return func(engine.Event) error { cancel(); return nil }
+		}, context.Canceled, false},
+		// A gateway's reload closes its backends: cutting the drain then
+		// is what leaks.
+		{"closed meanwhile", func(context.CancelFunc) engine.StreamFunc { return func(engine.Event) error { return stop } }, stop, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gate, there := make(chan struct{}), make(chan bool, 1)
+			b := newBackend(t, startFake(t, drainFake(gate, there)), Config{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, err := b.Generate(ctx, req, tc.leave(cancel))
+			if !errors.Is(err, tc.wantIs) {
+				t.Fatalf("error %v, want %v", err, tc.wantIs)
+			}
+			if tc.close {
+				b.Close()
+			}
+			close(gate) // Generate returned while the server still held the answer
+			if !<-there {
+				t.Error("the client had gone before the answer ended: the abandoned answer was cut, not drained")
+			}
+			b.drains.Wait()
+		})
 	}
 }
 

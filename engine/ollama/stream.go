@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ollama/ollama/api"
@@ -34,9 +35,14 @@ const maxAnswerBytes = 16 << 20
 // errStop ends the reading of a stream after its final object.
 var errStop = errors.New("final response read")
 
-// generation is the state of one streamed answer being read. It lives on
-// the calling goroutine.
+// generation is the state of one streamed answer being read, by the
+// goroutine that reads it (drain.go); mu orders its lines against the
+// caller leaving.
 type generation struct {
+	mu        sync.Mutex
+	abandoned bool          // the caller left: lines are drained, not relayed
+	gone      chan struct{} // closed when the StreamFunc failed
+
 	ctx       context.Context // the caller's
 	op        string
 	idle      time.Duration // Config.IdleTimeout
@@ -98,6 +104,11 @@ func (g *generation) timings() engine.Timings {
 // the First event) and, for the final one, keeps the metrics and returns
 // errStop.
 func (g *generation) add(content string, done bool, reason string, m api.Metrics) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.abandoned {
+		return g.drained(content, done)
+	}
 	if !done && content != "" {
 		if g.pieces++; g.pieces > g.maxTokens || g.text.Len()+len(content) > g.maxText {
 			// Past the bounds: not relayed, and the answer ends here.
@@ -125,8 +136,11 @@ func (g *generation) add(content string, done bool, reason string, m api.Metrics
 		err := g.stream(ev)
 		g.probe.dog.Kick()
 		if err != nil {
-			g.streamErr = err
-			return err
+			// The caller's Generate returns err now; the rest of the
+			// answer is drained.
+			g.streamErr, g.abandoned = err, true
+			close(g.gone)
+			return g.drained("", done)
 		}
 	}
 	if done {
@@ -138,9 +152,6 @@ func (g *generation) add(content string, done bool, reason string, m api.Metrics
 // finish turns the end of the api client's call into the result or the
 // error. err is what the call returned.
 func (g *generation) finish(err error) (engine.Result, error) {
-	if g.streamErr != nil && errors.Is(err, g.streamErr) {
-		return engine.Result{}, err // the caller's own, returned as it is
-	}
 	if g.done {
 		if n := g.metrics.PromptEvalCount; g.numCtx > 0 && n >= g.numCtx {
 			// Ollama's runner cut a prompt longer than num_ctx to exactly
