@@ -61,21 +61,8 @@ out: docs/benchmarks.md.`,
 						r.Load, r.Policy, r.TTFTP90, r.PrefillVsOracle, r.WallSeconds)
 				}}
 			if trace != "" {
-				f, err := os.Open(trace)
-				if err != nil {
+				if err := readTrace(trace, cmd.Flags().Changed("ctx"), &o); err != nil {
 					return err
-				}
-				o.Trace, err = fleet.ReadMooncake(f)
-				f.Close()
-				if err != nil {
-					return err
-				}
-				switch over := fleet.TraceOver(o.Trace, o.Workload.Context); {
-				case !cmd.Flags().Changed("ctx"):
-					o.Workload.Context = fleet.TraceContext(o.Trace, o.Workload.Context)
-					fmt.Fprintf(os.Stderr, "trace: %d requests, slots of %d tokens (its longest request, to a power of two; --ctx sets it)\n", len(o.Trace), o.Workload.Context)
-				case over > 0:
-					fmt.Fprintf(os.Stderr, "trace: %d of %d requests are longer than --ctx %d: each is an error of every policy\n", over, len(o.Trace), o.Workload.Context)
 				}
 			}
 			rows, err := fleet.Bench(cmd.Context(), o)
@@ -114,4 +101,27 @@ out: docs/benchmarks.md.`,
 	f.Uint64Var(&w.Seed, "seed", w.Seed, "seed of the workload and its arrivals")
 	f.Float64Var(&w.Regenerate, "regenerate", 0, "share of turns sent again once answered (a retry, a regenerate), after a wait of mean 5 s")
 	return cmd
+}
+
+// readTrace reads the Mooncake trace at path into o. Unless --ctx was set,
+// slots hold the trace's longest request; if it was, the requests that
+// cannot fit are counted on standard error.
+func readTrace(path string, ctxSet bool, o *fleet.Options) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	o.Trace, err = fleet.ReadMooncake(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	switch over := fleet.TraceOver(o.Trace, o.Workload.Context); {
+	case !ctxSet:
+		o.Workload.Context = fleet.TraceContext(o.Trace, o.Workload.Context)
+		fmt.Fprintf(os.Stderr, "trace: %d requests, slots of %d tokens (its longest request, to a power of two; --ctx sets it)\n", len(o.Trace), o.Workload.Context)
+	case over > 0:
+		fmt.Fprintf(os.Stderr, "trace: %d of %d requests are longer than --ctx %d: each is an error of every policy\n", over, len(o.Trace), o.Workload.Context)
+	}
+	return nil
 }
