@@ -54,6 +54,22 @@ type Stream struct {
 	TTFT time.Duration // from sent to the first data event (comments, keep-alives, do not count)
 	Text string        // the deltas, joined
 	Done bool          // the stream ended with [DONE]
+	// CompletionTokens is the usage chunk's completion_tokens (sent when
+	// the request asked for stream_options.include_usage; 0 without).
+	CompletionTokens int
+}
+
+// usageTokens is the completion_tokens of a chunk's usage, 0 without.
+func usageTokens(data string) int {
+	var chunk struct {
+		Usage *struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal([]byte(data), &chunk) != nil || chunk.Usage == nil {
+		return 0
+	}
+	return chunk.Usage.CompletionTokens
 }
 
 // StreamError is an in-stream error event, or a data event that is not a
@@ -100,6 +116,9 @@ func ReadStream(r io.Reader, sent time.Time) (Stream, error) {
 			return st, &StreamError{Data: data}
 		}
 		text.WriteString(delta)
+		if delta == "" && strings.Contains(data, `"usage"`) {
+			st.CompletionTokens = max(st.CompletionTokens, usageTokens(data))
+		}
 	}
 	st.Text = text.String()
 	return st, sc.Err()
