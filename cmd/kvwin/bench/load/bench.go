@@ -31,6 +31,13 @@ type Options struct {
 	Settle time.Duration
 	// JSON: also print the result as JSON on standard output.
 	JSON bool
+	// Tenants, when set, make the run a mixed load (MixResult): each
+	// tenant's load at once, against a server per queue order in Orders
+	// (started ones only; default the server's own, fair), after the load
+	// of each tenant named in Alone by itself.
+	Tenants []Tenant
+	Orders  []string
+	Alone   []string
 }
 
 // Bench runs the load and reports it: a table on stderr, JSON on
@@ -38,6 +45,12 @@ type Options struct {
 func Bench(ctx context.Context, f Options, stdout, stderr io.Writer) error {
 	if f.Workload.Clients < 1 || f.Workload.Duration <= 0 || f.Workload.MaxTokens < 1 || f.Workload.Turns < 1 || f.Workload.UserBytes < 1 || f.Workload.SystemBytes < 0 {
 		return errors.New("bench load: --clients, --duration, --max-tokens, --turns and --user-tokens must be positive")
+	}
+	if len(f.Tenants) > 0 {
+		return benchMix(ctx, f, stdout, stderr)
+	}
+	if len(f.Orders) > 0 || len(f.Alone) > 0 {
+		return errors.New("bench load: --queue-order and --alone go with --tenants")
 	}
 	target := f.Target
 	if target == "" {
@@ -83,8 +96,8 @@ func Bench(ctx context.Context, f Options, stdout, stderr io.Writer) error {
 }
 
 // startLoadTarget starts kvwin serve on the test model, as bench load's
-// target when none is given.
-func startLoadTarget(ctx context.Context, f Options) (*node.Process, error) {
+// target when none is given, with extra flags.
+func startLoadTarget(ctx context.Context, f Options, extra ...string) (*node.Process, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -102,6 +115,7 @@ func startLoadTarget(ctx context.Context, f Options) (*node.Process, error) {
 	if f.Threads > 0 {
 		args = append(args, "--threads", strconv.Itoa(f.Threads))
 	}
+	args = append(args, extra...)
 	p, err := node.Start(ctx, exe, args)
 	if err != nil {
 		os.RemoveAll(dir)

@@ -67,6 +67,7 @@ type loadOutcome struct {
 	outcome string // an HTTP status, or one of the outcome constants
 	ttft    time.Duration
 	err     string
+	tokens  int // generated, as the stream's usage said (mixed loads)
 }
 
 // Run drives the clients until the duration passes or ctx ends, then waits
@@ -114,11 +115,25 @@ func (w Workload) Run(ctx context.Context, target string) Result {
 // request sends one streamed turn and reads it to the end. wait is how
 // long to wait before the next (after a 429).
 func (w Workload) request(ctx context.Context, client *http.Client, target string, msgs []map[string]string) (o loadOutcome, answer string, wait time.Duration) {
-	body, _ := json.Marshal(map[string]any{"messages": msgs, "max_tokens": w.MaxTokens + 8, "stream": true,
-		"temperature": 0, "grammar": fmt.Sprintf("root ::= [a-z ]{%d}", w.MaxTokens)})
+	return send(ctx, client, target, msgs, w.MaxTokens, nil)
+}
+
+// send sends one streamed turn of maxTokens (a grammar makes the answer
+// that long) with header and reads it to the end. With a header the
+// stream's usage is asked for, and o.tokens counts the tokens generated.
+func send(ctx context.Context, client *http.Client, target string, msgs []map[string]string, maxTokens int, header http.Header) (o loadOutcome, answer string, wait time.Duration) {
+	fields := map[string]any{"messages": msgs, "max_tokens": maxTokens + 8, "stream": true,
+		"temperature": 0, "grammar": fmt.Sprintf("root ::= [a-z ]{%d}", maxTokens)}
+	if header != nil {
+		fields["stream_options"] = map[string]bool{"include_usage": true}
+	}
+	body, _ := json.Marshal(fields)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return loadOutcome{outcome: outcomeTransportError, err: err.Error()}, "", 0
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
 	sent := time.Now()
@@ -152,7 +167,7 @@ func (w Workload) request(ctx context.Context, client *http.Client, target strin
 		}
 		return loadOutcome{outcome: outcomeStreamError, err: why}, "", 0
 	}
-	o.ttft = st.TTFT
+	o.ttft, o.tokens = st.TTFT, st.CompletionTokens
 	return o, st.Text, 0
 }
 
