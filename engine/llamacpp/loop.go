@@ -511,9 +511,10 @@ func (l *loop) addTokens(entries []stepEntry, room int) ([]stepEntry, int) {
 }
 
 // addPrefill adds the next chunk of each prompt not yet decoded, within
-// room.
+// room, interactive prompts first (prefillOrder).
 func (l *loop) addPrefill(entries []stepEntry, room int) ([]stepEntry, int) {
-	for _, s := range l.slots {
+	for _, i := range prefillOrder(l.slots) {
+		s := l.slots[i]
 		t := s.task
 		if t == nil || t.pending >= 0 || t.nPrompt >= len(t.prompt) || room == 0 {
 			continue
@@ -531,6 +532,24 @@ func (l *loop) addPrefill(entries []stepEntry, room int) ([]stepEntry, int) {
 		room -= n
 	}
 	return entries, room
+}
+
+// prefillOrder is the order slots are offered a prefill step's room in:
+// those serving an interactive request first, then the others, each in
+// slot order. A batch prompt being prefilled then no longer holds an
+// interactive prompt that arrived in the reserved slot back for its whole
+// length (a step's room went to the lower slot first): the batch prompt
+// takes what room is left. Nothing running is stopped.
+func prefillOrder(slots []*slot) []int {
+	order := make([]int, 0, len(slots))
+	for _, interactive := range []bool{true, false} {
+		for i, s := range slots {
+			if s.task != nil && (s.task.req.Class == queue.Interactive) == interactive {
+				order = append(order, i)
+			}
+		}
+	}
+	return order
 }
 
 // decodeFailed handles a decode that failed: with no room in the KV cache
