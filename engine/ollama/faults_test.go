@@ -96,8 +96,11 @@ func TestGenerateFaults(t *testing.T) {
 			message: "cut short after 2 bytes of text: the stream ended without its final response",
 		},
 		{
-			name:     "server that hangs: the caller's deadline",
-			fake:     &fakeOllama{chat: hang},
+			name: "server that hangs: the caller's deadline",
+			fake: &fakeOllama{chat: hang},
+			// The caller leaves at its deadline; the answer it left is
+			// drained (drain.go) until the first-token timeout.
+			cfg:      Config{FirstTokenTimeout: time.Second},
 			timeout:  50 * time.Millisecond,
 			sentinel: context.DeadlineExceeded,
 		},
