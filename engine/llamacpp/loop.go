@@ -204,11 +204,18 @@ func (l *loop) wait(t *task) {
 
 // admit gives waiting tasks to idle slots in the queue's order (class,
 // then fair share). A batch task takes a slot only while more than
-// InteractiveSlots are idle, unless the starvation bound lets it.
+// InteractiveSlots are idle, unless the starvation bound lets it, which it
+// does only while no batch task runs: one being served is not starving.
 func (l *loop) admit() {
 	reserve := max(l.e.cfg.InteractiveSlots, 0)
 	for idle := l.idle(); idle > 0; idle-- {
-		t, ok := l.waiting.Pop(idle > reserve)
+		var t *task
+		var ok bool
+		if spare := idle > reserve; spare || !l.servingBatch() {
+			t, ok = l.waiting.Pop(spare)
+		} else {
+			t, ok = l.waiting.PopInteractive()
+		}
 		if !ok {
 			return
 		}
@@ -217,6 +224,16 @@ func (l *loop) admit() {
 			return
 		}
 	}
+}
+
+// servingBatch reports whether a slot runs a batch task.
+func (l *loop) servingBatch() bool {
+	for _, s := range l.slots {
+		if s.task != nil && s.task.req.Class == queue.Batch {
+			return true
+		}
+	}
+	return false
 }
 
 // idle counts the slots without a task.

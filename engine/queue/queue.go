@@ -14,7 +14,9 @@ import (
 //     except that after BatchEvery Interactive requests in a row were taken
 //     while a Batch request waited, the next taken is Batch (the starvation
 //     bound). A Batch request takes only a slot its caller offers as spare
-//     (Pop's spare) unless that bound has come due.
+//     (Pop's spare) unless that bound has come due; a caller whose slots
+//     are serving a Batch request already takes only Interactive ones for
+//     the slots it keeps (PopInteractive): Batch is not starving then.
 //   - Fair share, within a class: tenants take turns by deficit round-robin
 //     (Shreedhar and Varghese, 1995) over tokens. Each visit in a round
 //     credits a tenant Quantum × weight tokens; it is served while its next
@@ -99,6 +101,23 @@ func New[T any](cfg Config) *Queue[T] {
 		q.classes[c] = &rounds[T]{quantum: float64(cfg.Quantum), flows: map[string]*flow[T]{}}
 	}
 	return q
+}
+
+// PopInteractive takes the next Interactive value, or reports that none
+// waits: the slot on offer is kept for interactive requests and a Batch
+// request is being served elsewhere, so the starvation bound does not
+// apply.
+func (q *Queue[T]) PopInteractive() (T, bool) {
+	var zero T
+	inter := q.classes[Interactive]
+	if q.cfg.FIFO || inter.len() == 0 {
+		return zero, false
+	}
+	if q.classes[Batch].len() > 0 {
+		q.streak++
+	}
+	q.n--
+	return inter.pop(), true
 }
 
 // Len returns how many values wait.

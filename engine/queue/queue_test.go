@@ -213,3 +213,33 @@ func TestParseClass(t *testing.T) {
 		t.Error("Within: a request may lower its key's class, never raise it")
 	}
 }
+
+// TestPopInteractiveKeepsTheReservedSlot: PopInteractive never takes a
+// batch request, even with the starvation bound due, and counts toward
+// the bound as an interactive pop while batch waits; the next Pop(false)
+// after that is batch (the bound, once no batch request runs).
+func TestPopInteractiveKeepsTheReservedSlot(t *testing.T) {
+	q := New[req](Config{BatchEvery: 2})
+	push(q, Key{Class: Batch, Tenant: "b", Cost: 10}, 1)
+	push(q, Key{Class: Interactive, Tenant: "i", Cost: 10}, 4)
+	var got []string
+	for range 3 {
+		v, ok := q.PopInteractive()
+		if !ok {
+			t.Fatal("an interactive request waits, none popped")
+		}
+		got = append(got, fmt.Sprintf("%s%d", v.tenant, v.n))
+	}
+	if want := "i0 i1 i2"; strings.Join(got, " ") != want {
+		t.Fatalf("popped %v, want %s (never the due batch request)", got, want)
+	}
+	if v, ok := q.Pop(false); !ok || v.tenant != "b" {
+		t.Fatalf("Pop(false) with the bound due = %v %v, want the batch request", v, ok)
+	}
+	if _, ok := q.PopInteractive(); !ok {
+		t.Fatal("the last interactive request not popped")
+	}
+	if _, ok := q.PopInteractive(); ok || q.Len() != 0 {
+		t.Fatalf("popped from an empty queue (len %d)", q.Len())
+	}
+}
