@@ -22,7 +22,10 @@ sends them.
 
 Each --model is served in process (one slot, --window full, no snapshots);
 without one, the test model. --target URL measures any OpenAI-compatible
-server the same way instead (e.g. a llama-server: run it with one slot).`,
+server the same way instead (e.g. a llama-server: run it with one slot).
+--gateway also measures, in the same run, a gateway in process over each
+in-process server (kvwin serve --backend llamaserver=URL): the server alone
+first, then through the gateway; the difference is the gateway's cost.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return overhead.Bench(cmd.Context(), o, cmd.OutOrStdout())
 		},
@@ -38,6 +41,7 @@ server the same way instead (e.g. a llama-server: run it with one slot).`,
 	f.StringVar(&o.Window, "window", "full", "window policy of the in-process server: full, sliding, sink or memory (a longer history is cut the same way every turn)")
 	f.IntVar(&o.WindowBudget, "window-budget", 0, "window budget of the in-process server (default: its context less the output reservation)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (in process)")
+	f.BoolVar(&o.Gateway, "gateway", false, "also measure through a gateway (in process, --backend llamaserver=) over each in-process server, in the same run")
 	f.BoolVar(&o.JSON, "json", false, "print only JSON on standard output (the table goes to standard error)")
 	return cmd
 }

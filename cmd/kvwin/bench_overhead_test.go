@@ -38,8 +38,31 @@ func TestBenchOverheadJSONRowsPerLength(t *testing.T) {
 	}
 }
 
+// kvwin bench overhead --gateway measures the in-process server alone and
+// then through a gateway over it, in one run: the same prompt, as cached
+// through the gateway as without it.
+func TestBenchOverheadGatewayRows(t *testing.T) {
+	stdout := runCmd(t, "bench", "overhead", "--gateway", "--messages", "4", "--turns", "2", "--ctx", "2048", "--json")
+	var rows []struct {
+		Via          string  `json:"via"`
+		Messages     int     `json:"messages"`
+		PromptTokens int     `json:"prompt_tokens"`
+		CachedTokens int     `json:"cached_tokens"`
+		PromptMs     float64 `json:"prompt_ms"`
+	}
+	if err := json.Unmarshal(stdout, &rows); err != nil {
+		t.Fatalf("standard output is not the JSON rows: %v\n%s", err, stdout)
+	}
+	if len(rows) != 2 || rows[0].Via != "" || rows[1].Via != "gateway" {
+		t.Fatalf("rows %+v, want the server alone, then via the gateway", rows)
+	}
+	if rows[1].PromptTokens != rows[0].PromptTokens || rows[1].CachedTokens != rows[0].CachedTokens || rows[1].PromptMs <= 0 {
+		t.Errorf("via the gateway %+v, alone %+v: want the same prompt and cached tokens, and the node's prompt time", rows[1], rows[0])
+	}
+}
+
 func TestBenchOverheadRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--messages", "3"}, {"--messages", "0"}, {"--turns", "0"}} {
+	for _, args := range [][]string{{"--messages", "3"}, {"--messages", "0"}, {"--turns", "0"}, {"--gateway", "--target", "http://127.0.0.1:1"}} {
 		root := newRootCmd()
 		root.SetArgs(append([]string{"bench", "overhead"}, args...))
 		if err := root.Execute(); err == nil {

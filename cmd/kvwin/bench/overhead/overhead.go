@@ -48,14 +48,21 @@ type Options struct {
 	// CPUProfile, if set, is a file for a CPU profile of the measured turns
 	// (in process only: it profiles this process).
 	CPUProfile string
-	JSON       bool
+	// Gateway also measures, in the same run, a gateway (kvwin serve
+	// --backend llamaserver=NODE, in process) over each in-process node:
+	// the node alone first, then through the gateway.
+	Gateway bool
+	JSON    bool
 }
 
 // Row is one history length on one server. Times are medians over the
 // turns, in milliseconds; the overhead is the median of each turn's own
 // difference.
 type Row struct {
-	Model        string  `json:"model"`
+	Model string `json:"model"`
+	// Via is "gateway" for a row measured through a gateway over the
+	// node, empty for the server alone.
+	Via          string  `json:"via,omitempty"`
 	Messages     int     `json:"messages"`
 	PromptTokens int     `json:"prompt_tokens"`
 	CachedTokens int     `json:"cached_tokens"`
@@ -81,6 +88,9 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 		if n < 2 || n%2 != 0 {
 			return fmt.Errorf("--messages %d: want an even number, at least 2", n)
 		}
+	}
+	if o.Gateway && o.Target != "" {
+		return errors.New("--gateway fronts the in-process server: not with --target")
 	}
 	stop, err := stats.CPUProfile(o.CPUProfile)
 	if err != nil {
@@ -135,10 +145,47 @@ func serveAndMeasure(ctx context.Context, o Options, model string) ([]Row, error
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(sctx) }()
-	rows, err := measure(ctx, o, a.URL(), "", filepath.Base(model))
+	label := filepath.Base(model)
+	rows, err := measure(ctx, o, a.URL(), "", label)
+	if err == nil && o.Gateway {
+		var gw []Row
+		gw, err = gatewayAndMeasure(ctx, o, a.URL(), label)
+		rows = append(rows, gw...)
+	}
 	cancel()
 	if serr := <-done; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
 		err = serr
+	}
+	return rows, err
+}
+
+// gatewayAndMeasure starts a gateway in process over the node at node
+// (kvwin serve --backend llamaserver=NODE, --window as the node's) and
+// measures through it.
+func gatewayAndMeasure(ctx context.Context, o Options, node, label string) ([]Row, error) {
+	dir, err := os.MkdirTemp("", "kvwin-bench-overhead-gw-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	a, err := app.New(app.Config{
+		Addr: "127.0.0.1:0", DataDir: dir, Backends: []string{"llamaserver=" + node}, Queue: 4,
+		Window: cmp.Or(o.Window, "full"), WindowBudget: o.WindowBudget, MaxBody: 64 << 20, ShutdownTimeout: 5 * time.Second,
+		NoSnapshots: true, LogLevel: slog.LevelWarn,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(sctx) }()
+	rows, err := measure(ctx, o, a.URL(), "", label+" via gateway")
+	cancel()
+	if serr := <-done; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
+		err = serr
+	}
+	for i := range rows {
+		rows[i].Model, rows[i].Via = label, "gateway"
 	}
 	return rows, err
 }
@@ -168,7 +215,7 @@ func measure(ctx context.Context, o Options, base, model, label string) ([]Row, 
 			}
 		}
 		r := summarize(label, n, samples)
-		fmt.Fprintf(os.Stderr, "%-14s %4d messages %6d tokens (%6d cached): latency %7.2f ms, prompt %6.2f ms, overhead %6.2f ms, %7.0f allocs %8.1f KB/turn%s\n",
+		fmt.Fprintf(os.Stderr, "%-26s %4d messages %6d tokens (%6d cached): latency %7.2f ms, prompt %6.2f ms, overhead %6.2f ms, %7.0f allocs %8.1f KB/turn%s\n",
 			label, n, r.PromptTokens, r.CachedTokens, r.LatencyMs, r.PromptMs, r.OverheadMs, r.Allocs, r.AllocKB, phaseText(r.Phases))
 		rows = append(rows, r)
 	}
