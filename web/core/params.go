@@ -245,6 +245,9 @@ func Prompt(raw json.RawMessage) (string, []int, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil, BadInput(CodeMissingParameter, "prompt", "prompt is required")
 	}
+	if ids, ok := tokenArray(raw); ok {
+		return "", ids, nil
+	}
 	var (
 		text    string
 		texts   []string
