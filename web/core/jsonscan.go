@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -86,6 +87,28 @@ func DecodeMessages[T any, L ~[]E, E any](body []byte, v *T, scan func([]byte) (
 		return false
 	}
 	*field(&out) = msgs
+	*v = out
+	return true
+}
+
+// DecodeRaw is DecodeMessages for a body whose long part is one raw value
+// (a node's prompt of token ids): it finds body's top-level key, checks
+// its value with valid, and decodes the rest of the body into v with
+// encoding/json, the value replaced by null; field(v) then gets a copy of
+// the value, as encoding/json would have given it. false, v untouched,
+// when any step refuses.
+func DecodeRaw[T any](body []byte, v *T, key string, valid func([]byte) bool, field func(*T) *json.RawMessage) bool {
+	start, end, ok := TopLevelValue(body, key)
+	if !ok || !valid(body[start:end]) {
+		return false
+	}
+	rest := make([]byte, 0, len(body)-(end-start)+4)
+	rest = append(append(append(rest, body[:start]...), "null"...), body[end:]...)
+	var out T
+	if json.Unmarshal(rest, &out) != nil || string(*field(&out)) != "null" {
+		return false
+	}
+	*field(&out) = slices.Clone(json.RawMessage(body[start:end]))
 	*v = out
 	return true
 }

@@ -36,6 +36,14 @@ func tokenArray(b []byte) ([]int, bool) {
 	}
 }
 
+// IsTokenArray reports whether b is a prompt of token ids in the plain
+// shape Prompt reads without encoding/json: a node's DecodeFast takes
+// such a prompt (DecodeRaw).
+func IsTokenArray(b []byte) bool {
+	_, ok := tokenArray(b)
+	return ok
+}
+
 // commas counts the commas in b: an array's elements, less one.
 func commas(b []byte) int {
 	n := 0

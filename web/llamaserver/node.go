@@ -235,6 +235,15 @@ func (b *nodeCompletionRequest) request(info engine.Info) (engine.Request, error
 	return req, nil
 }
 
+// DecodeFast decodes a /completion body whose prompt is token ids (what a
+// gateway sends, thousands of ids each turn) without encoding/json's
+// reflective scan of them, twice (core.DecodeRaw); false, b untouched,
+// for anything else. FuzzNodeCompletionDecodeFastAsDecoded holds it to
+// encoding/json's result.
+func (b *nodeCompletionRequest) DecodeFast(body []byte) bool {
+	return core.DecodeRaw(body, b, "prompt", core.IsTokenArray, func(b *nodeCompletionRequest) *json.RawMessage { return &b.Prompt })
+}
+
 // nodeCompletion serves POST /completion.
 func (s *server) nodeCompletion(c *gin.Context, t *core.Turn) error {
 	var body nodeCompletionRequest
