@@ -72,6 +72,18 @@ func (t *TokenCache) Append(dst []int, tokenizer, role, content string) ([]int, 
 	return dst, true
 }
 
+// Len returns how many token ids of (tokenizer, role, content) are
+// cached, without copying them, and whether they are.
+func (t *TokenCache) Len(tokenizer, role, content string) (int, bool) {
+	ids, ok := t.c.Get(messageKey(tokenizer, role, content))
+	if !ok {
+		t.misses.Add(1)
+		return 0, false
+	}
+	t.hits.Add(1)
+	return len(ids), true
+}
+
 // Put offers the token ids of (tokenizer, role, content) to the cache, which
 // keeps a copy if its admission policy lets it. tokens are llama.cpp token
 // ids (32-bit).

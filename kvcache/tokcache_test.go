@@ -41,6 +41,9 @@ func TestTokenCache(t *testing.T) {
 			if want := append(slices.Clone(prefix), c.want...); !slices.Equal(got, want) {
 				t.Fatalf("Append = %v, want %v", got, want)
 			}
+			if n, ok := tc.Len(c.tokenizer, c.role, c.content); ok != c.hit || n != len(c.want) {
+				t.Fatalf("Len = %d, %v; want %d, %v", n, ok, len(c.want), c.hit)
+			}
 		})
 	}
 
@@ -50,8 +53,8 @@ func TestTokenCache(t *testing.T) {
 	if again, _ := tc.Append(nil, "tiny/chatml", "system", "You are terse."); !slices.Equal(again, sys) {
 		t.Fatalf("cached ids changed to %v", again)
 	}
-	if hits, misses := tc.Stats(); hits != 4 || misses != 4 {
-		t.Fatalf("stats: %d hits %d misses, want 4 and 4", hits, misses)
+	if hits, misses := tc.Stats(); hits != 6 || misses != 8 {
+		t.Fatalf("stats: %d hits %d misses, want 6 and 8", hits, misses)
 	}
 }
 

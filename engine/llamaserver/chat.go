@@ -186,6 +186,13 @@ func (b *Backend) renderTemplate(ctx context.Context, c *chat, tenant string, ms
 // turn's prompt then costs no second /tokenize. When the server cannot be
 // asked, or its template is not ChatML, it estimates from the bytes.
 func (b *Backend) CountMessage(m engine.Message) int {
+	// A window counts every message of a conversation each turn: a cached
+	// one costs a lookup, with no context, timer or copy of its ids.
+	if st := b.snapshot(); st != nil && st.chat != nil && st.chat.chatML {
+		if n, ok := b.tokens.Len(st.chat.ns, m.Role, m.Content); ok {
+			return st.chat.markers() + n
+		}
+	}
 	estimate := engine.EstimateTokens(len(m.Role)+len(m.Content)) + engine.MessageOverhead
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
@@ -197,5 +204,8 @@ func (b *Backend) CountMessage(m engine.Message) int {
 	if err != nil {
 		return estimate
 	}
-	return len(st.chat.start) + len(ids) + len(st.chat.end) + len(st.chat.newline)
+	return st.chat.markers() + len(ids)
 }
+
+// markers is the tokens a ChatML message takes besides its role and text.
+func (c *chat) markers() int { return len(c.start) + len(c.end) + len(c.newline) }

@@ -149,4 +149,17 @@ func TestCountMessage(t *testing.T) {
 	if n := len(f.requests("/tokenize")) - before; n != 0 {
 		t.Fatalf("%d /tokenize calls for a message already tokenized", n)
 	}
+	// A message never seen is tokenized once, and counted the same.
+	fresh := engine.Message{Role: engine.RoleUser, Content: "A question never asked."}
+	n := b.CountMessage(fresh)
+	if got := len(f.requests("/tokenize")) - before; got != 1 {
+		t.Fatalf("%d /tokenize calls for a new message, want 1", got)
+	}
+	withFresh, err := b.Prompt(context.Background(), engine.Request{Messages: []engine.Message{sys, fresh}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(withFresh) - len(withSys); n != want {
+		t.Fatalf("CountMessage of a new message = %d, want the %d tokens it adds to a prompt", n, want)
+	}
 }
