@@ -41,6 +41,7 @@ first, then through the gateway; the difference is the gateway's cost.`,
 	f.StringVar(&o.Window, "window", "full", "window policy of the in-process server: full, sliding, sink or memory (a longer history is cut the same way every turn)")
 	f.IntVar(&o.WindowBudget, "window-budget", 0, "window budget of the in-process server (default: its context less the output reservation)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (in process)")
+	f.StringVar(&o.MemProfile, "memprofile", "", "write the run's allocations (pprof allocs profile) to this file (in process)")
 	f.BoolVar(&o.Gateway, "gateway", false, "also measure through a gateway (in process, --backend llamaserver=) over each in-process server, in the same run")
 	f.BoolVar(&o.JSON, "json", false, "print only JSON on standard output (the table goes to standard error)")
 	return cmd

@@ -48,6 +48,9 @@ type Options struct {
 	// CPUProfile, if set, is a file for a CPU profile of the measured turns
 	// (in process only: it profiles this process).
 	CPUProfile string
+	// MemProfile, if set, is a file for the allocations of the run (in
+	// process only), written at its end.
+	MemProfile string
 	// Gateway also measures, in the same run, a gateway (kvwin serve
 	// --backend llamaserver=NODE, in process) over each in-process node:
 	// the node alone first, then through the gateway.
@@ -119,6 +122,9 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 			}
 			rows = append(rows, r...)
 		}
+	}
+	if err := stats.MemProfile(o.MemProfile); err != nil {
+		return err
 	}
 	if o.JSON {
 		return json.NewEncoder(stdout).Encode(rows)

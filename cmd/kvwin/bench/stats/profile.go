@@ -23,3 +23,21 @@ func CPUProfile(path string) (stop func(), err error) {
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
+
+// MemProfile writes the heap's allocations so far (pprof's allocs profile:
+// every allocation sampled since the start, by where it was made) to path;
+// nothing for "".
+func MemProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	return f.Close()
+}
