@@ -64,6 +64,13 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 	// Keys are salted by tenant: a tenant's lookups find only its own
 	// prefixes, so routing and cached-token counts say nothing of others'.
 	k.tenant, k.keyer = req.Tenant, r.exact.ForTenant(req.Tenant)
+	if k.tokens != nil && allExact(live) {
+		// Approximate keys serve only backends without a tokenizer: with
+		// none among the candidates, the text is neither rendered nor
+		// hashed (it grows with the conversation, every turn).
+		k.exact, k.length = k.keyer.Tokens(k.tokens), len(k.tokens)
+		return k, nil
+	}
 	text := r.promptText(req)
 	k.text, k.approxKeyer = text, r.approx.ForTenant(req.Tenant)
 	k.approx = k.approxKeyer.Text(text)
@@ -74,6 +81,16 @@ func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (k
 		k.length = engine.EstimateTokens(len(text))
 	}
 	return k, nil
+}
+
+// allExact reports whether every member keys by exact tokens.
+func allExact(ms []*member) bool {
+	for _, m := range ms {
+		if !m.exact {
+			return false
+		}
+	}
+	return true
 }
 
 // promptText is the request's prompt as text, for approximate keys: the

@@ -4,9 +4,11 @@ import (
 	"context"
 	"kvwin/internal/ident"
 	"slices"
+	"strings"
 	"testing"
 
 	"kvwin/engine"
+	"kvwin/engine/enginetest"
 	"kvwin/engine/ollama"
 )
 
@@ -64,5 +66,47 @@ func TestOllamaGatewayAndAdapterShareBlockKeys(t *testing.T) {
 	}
 	if otherGateway[0] == acmeGateway[0] {
 		t.Fatal("two tenants share a block key: the tenant salt is missing")
+	}
+}
+
+// A fleet whose every backend renders tokens is keyed by tokens alone: the
+// text is neither rendered nor hashed. One backend without a tokenizer
+// among them brings the text's keys back, for it.
+func TestApproximateKeysOnlyForBackendsWithoutTokens(t *testing.T) {
+	type prompting struct {
+		*enginetest.Backend
+		enginetest.Prompts
+	}
+	exact := enginetest.New(engine.Info{Name: "exact", Model: "m", ContextSlot: 512, Slots: 1})
+	plain := enginetest.New(engine.Info{Name: "plain", Model: "m", ContextSlot: 512, Slots: 1})
+	req := engine.Request{Model: "m", Messages: []engine.Message{
+		{Role: engine.RoleSystem, Content: strings.Repeat("A long system prompt. ", 20)},
+		{Role: engine.RoleUser, Content: "hi"},
+	}}
+	for _, tc := range []struct {
+		name       string
+		fleet      []engine.Backend
+		wantApprox bool
+	}{
+		{"every backend exact", []engine.Backend{prompting{exact, enginetest.Prompts{B: exact}}}, false},
+		{"one without a tokenizer", []engine.Backend{prompting{exact, enginetest.Prompts{B: exact}}, plain}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := New(Config{}, tc.fleet, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			k, err := r.key(context.Background(), req, r.members)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(k.exact.Keys) == 0 || k.length != len(k.tokens) {
+				t.Fatalf("exact keys %d over %d tokens, length %d: want the tokens keyed", len(k.exact.Keys), len(k.tokens), k.length)
+			}
+			if got := len(k.approx.Keys) > 0 && k.text != ""; got != tc.wantApprox {
+				t.Errorf("approximate keys %d, text %d bytes; want them: %v", len(k.approx.Keys), len(k.text), tc.wantApprox)
+			}
+		})
 	}
 }
