@@ -361,7 +361,9 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 		}
 		if m.exact && len(res.Tokens) > 1 {
 			// The last generated token was sampled, not computed into KV.
-			after = k.keyer.Tokens(append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
+			// Only the blocks the answer completes are hashed: the
+			// prompt's are k.exact.
+			after = k.keyer.TokensAfter(k.exact.Keys, append(append([]int(nil), k.tokens...), res.Tokens[:len(res.Tokens)-1]...))
 		}
 		if disagrees(prev, chain, cached) {
 			m.wantRead.Store(true) // the slot lost what the registry believed: read the others too
