@@ -220,6 +220,28 @@ func (r *Router) CountMessage(m engine.Message) int {
 	return engine.EstimateTokens(len(m.Role)+len(m.Content)) + engine.MessageOverhead
 }
 
+var _ engine.ConversationCounter = (*Router)(nil)
+
+// CountMessages counts msgs for tenant with the backend CountMessage
+// counts with: as a conversation (from its cache of tenant's messages)
+// if it counts them so, else message by message.
+func (r *Router) CountMessages(tenant string, msgs []engine.Message) []int {
+	for _, mem := range r.fleet() {
+		if _, ok := engine.As[engine.MessageCounter](mem.backend); !ok || !mem.state.Available() {
+			continue
+		}
+		if cc, ok := engine.As[engine.ConversationCounter](mem.backend); ok {
+			return cc.CountMessages(tenant, msgs)
+		}
+		break
+	}
+	out := make([]int, len(msgs))
+	for i, m := range msgs {
+		out[i] = r.CountMessage(m)
+	}
+	return out
+}
+
 // Backends returns the backends the router fronts.
 func (r *Router) Backends() []engine.Backend {
 	out := make([]engine.Backend, len(r.fleet()))

@@ -122,10 +122,11 @@ func (b *Backend) render(ctx context.Context, c *chat, tenant string, msgs []eng
 		}
 	}
 	out := slices.Clone(c.bos)
+	ns := c.tenantNS(tenant)
 	var err error
 	for _, m := range msgs {
 		out = append(out, c.start...)
-		if out, err = b.messageTokens(ctx, c, out, m.Role, m.Content); err != nil {
+		if out, err = b.messageTokens(ctx, ns, out, m.Role, m.Content); err != nil {
 			return nil, err
 		}
 		out = append(out, c.end...)
@@ -134,20 +135,26 @@ func (b *Backend) render(ctx context.Context, c *chat, tenant string, msgs []eng
 	// The generation prompt is "assistant\n" after a start marker: the
 	// text of an empty assistant message, so it is cached the same way.
 	out = append(out, c.start...)
-	return b.messageTokens(ctx, c, out, engine.RoleAssistant, "")
+	return b.messageTokens(ctx, ns, out, engine.RoleAssistant, "")
 }
 
+// tenantNS is the token cache's namespace for tenant's messages: one
+// tenant's cached message never answers another's lookup, so how soon a
+// message is counted or rendered (a /tokenize call or not) says nothing of
+// what other tenants sent.
+func (c *chat) tenantNS(tenant string) string { return c.ns + "\x00" + tenant }
+
 // messageTokens appends the ids of role+"\n"+content to dst, from the cache
-// or from /tokenize (then offered to the cache).
-func (b *Backend) messageTokens(ctx context.Context, c *chat, dst []int, role, content string) ([]int, error) {
-	if out, ok := b.tokens.Append(dst, c.ns, role, content); ok {
+// under ns (chat.tenantNS) or from /tokenize (then offered to the cache).
+func (b *Backend) messageTokens(ctx context.Context, ns string, dst []int, role, content string) ([]int, error) {
+	if out, ok := b.tokens.Append(dst, ns, role, content); ok {
 		return out, nil
 	}
 	ids, err := b.TokenizeSpecial(ctx, role+"\n"+content, false, false)
 	if err != nil {
 		return nil, err
 	}
-	b.tokens.Put(c.ns, role, content, ids)
+	b.tokens.Put(ns, role, content, ids)
 	return append(dst, ids...), nil
 }
 
@@ -180,19 +187,48 @@ func (b *Backend) renderTemplate(ctx context.Context, c *chat, tenant string, ms
 	return ids, nil
 }
 
+var (
+	_ engine.MessageCounter      = (*Backend)(nil)
+	_ engine.ConversationCounter = (*Backend)(nil)
+)
+
 // CountMessage returns the tokens message m takes in a rendered prompt (its
 // markers, role and text), so a gateway's window plans with the server's
-// own tokenizer. It shares the per-message token cache with render, so the
-// turn's prompt then costs no second /tokenize. When the server cannot be
-// asked, or its template is not ChatML, it estimates from the bytes.
+// own tokenizer. Without a tenant it shares the cache of tenant "" only;
+// a window counts through CountMessages, under its tenant. When the
+// server cannot be asked, or its template is not ChatML, it estimates
+// from the bytes.
 func (b *Backend) CountMessage(m engine.Message) int {
+	return b.CountMessages("", []engine.Message{m})[0]
+}
+
+// CountMessages counts msgs as CountMessage does, each from tenant's share
+// of the per-message token cache that rendering the turn then reads, so
+// the prompt costs no second /tokenize (engine.ConversationCounter).
+func (b *Backend) CountMessages(tenant string, msgs []engine.Message) []int {
+	out := make([]int, len(msgs))
+	st := b.snapshot()
+	if st == nil || st.chat == nil || !st.chat.chatML {
+		for i, m := range msgs {
+			out[i] = b.countMessage(tenant, m)
+		}
+		return out
+	}
 	// A window counts every message of a conversation each turn: a cached
 	// one costs a lookup, with no context, timer or copy of its ids.
-	if st := b.snapshot(); st != nil && st.chat != nil && st.chat.chatML {
-		if n, ok := b.tokens.Len(st.chat.ns, m.Role, m.Content); ok {
-			return st.chat.markers() + n
+	ns, markers := st.chat.tenantNS(tenant), st.chat.markers()
+	for i, m := range msgs {
+		if n, ok := b.tokens.Len(ns, m.Role, m.Content); ok {
+			out[i] = markers + n
+		} else {
+			out[i] = b.countMessage(tenant, m)
 		}
 	}
+	return out
+}
+
+// countMessage is CountMessage under tenant's namespace.
+func (b *Backend) countMessage(tenant string, m engine.Message) int {
 	estimate := engine.EstimateTokens(len(m.Role)+len(m.Content)) + engine.MessageOverhead
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
@@ -200,7 +236,7 @@ func (b *Backend) CountMessage(m engine.Message) int {
 	if err != nil || !st.chat.chatML {
 		return estimate
 	}
-	ids, err := b.messageTokens(ctx, st.chat, nil, m.Role, m.Content)
+	ids, err := b.messageTokens(ctx, st.chat.tenantNS(tenant), nil, m.Role, m.Content)
 	if err != nil {
 		return estimate
 	}

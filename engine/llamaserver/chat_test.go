@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"kvwin/engine"
+	"kvwin/internal/ident"
 )
 
 // TestChatTokensCached: a conversation's turns tokenize only their new
@@ -161,5 +162,40 @@ func TestCountMessage(t *testing.T) {
 	}
 	if want := len(withFresh) - len(withSys); n != want {
 		t.Fatalf("CountMessage of a new message = %d, want the %d tokens it adds to a prompt", n, want)
+	}
+}
+
+// The per-message token cache is per tenant: a message one tenant's turn
+// tokenized is tokenized again for another (a /tokenize call, so how soon
+// it is counted says nothing of what others sent), and counted the same;
+// the tenant's own render then reads its counts' tokens.
+func TestCountMessagesPerTenant(t *testing.T) {
+	f := startFake(t, &fakeServer{})
+	b := f.backend(t, Config{})
+	sys := engine.Message{Role: engine.RoleSystem, Content: "You are terse."}
+	u := engine.Message{Role: engine.RoleUser, Content: "A secret only alice sent."}
+	calls := func() int { b.tokens.Wait(); return len(f.requests("/tokenize")) }
+	if _, err := b.Prompt(context.Background(), engine.Request{Messages: []engine.Message{sys}, Owner: ident.Owner{Tenant: "alice"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := calls()
+	alice := b.CountMessages("alice", []engine.Message{sys, u})
+	if n := calls() - before; n != 1 {
+		t.Fatalf("alice: %d /tokenize calls, want 1 (the new message)", n)
+	}
+	before = calls()
+	if again := b.CountMessages("alice", []engine.Message{sys, u}); !slices.Equal(again, alice) || calls() != before {
+		t.Fatalf("alice again: %v with %d calls, want %v from the cache", again, calls()-before, alice)
+	}
+	bob := b.CountMessages("bob", []engine.Message{sys, u})
+	if n := calls() - before; n != 2 || !slices.Equal(bob, alice) {
+		t.Fatalf("bob: %v with %d /tokenize calls, want %v with 2: nothing of alice's cached", bob, n, alice)
+	}
+	before = calls()
+	if _, err := b.Prompt(context.Background(), engine.Request{Messages: []engine.Message{sys, u}, Owner: ident.Owner{Tenant: "bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls() - before; n != 1 { // the generation prompt "assistant\n" only
+		t.Fatalf("bob's render: %d /tokenize calls, want 1", n)
 	}
 }
