@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"kvwin/engine"
+	"kvwin/kvcache"
 )
 
 // How chat messages become tokens for one server. Two ways, picked from the
@@ -26,7 +27,10 @@ import (
 //     The markers are control-token ids; message text is tokenized as plain
 //     text, so a client cannot smuggle a control token in, and a message
 //     tokenizes the same way every turn whatever surrounds it. Each
-//     message's ids are cached: a new turn tokenizes only its new messages.
+//     message's ids are cached per tenant, and so is the rendering of a
+//     tenant's conversation up to its last turn (kvcache.PromptCache, keyed
+//     by the message chain): a new turn tokenizes only its new messages and
+//     looks up the rest once.
 //     llama.cpp splits text at control tokens before tokenizing, so this is
 //     the tokenization of the whole rendered text. A server that parses
 //     control-token text whatever parse_special says (the June 2025 build)
@@ -121,16 +125,46 @@ func (b *Backend) render(ctx context.Context, c *chat, tenant string, msgs []eng
 			}
 		}
 	}
-	out := slices.Clone(c.bos)
+	// The longest prefix of msgs an earlier turn of tenant's rendered: a
+	// ChatML prompt is its messages' renderings one after another, so the
+	// cached prefix is what rendering it again gives, and a turn costs its
+	// new messages (and a hash of each message), not a lookup of each.
+	keys := make([]kvcache.ChainKey, len(msgs)+1)
+	keys[0] = kvcache.Root(tenant, c.ns, "chatml")
+	for i, m := range msgs {
+		keys[i+1] = keys[i].Next(m.Role, m.Content)
+	}
+	var out []int
+	from := 0
+	if p, k := b.prompts.Longest(keys, func(*kvcache.Prefix) bool { return true }); p != nil {
+		out, from = make([]int, 0, len(p.Tokens)+64*(len(msgs)-k+1)), k
+		for _, id := range p.Tokens {
+			out = append(out, int(id))
+		}
+	} else {
+		out = slices.Clone(c.bos)
+	}
 	ns := c.tenantNS(tenant)
+	history := -1 // out's length after all but the last message
 	var err error
-	for _, m := range msgs {
+	for i := from; i < len(msgs); i++ {
+		if i == len(msgs)-1 {
+			history = len(out)
+		}
 		out = append(out, c.start...)
-		if out, err = b.messageTokens(ctx, ns, out, m.Role, m.Content); err != nil {
+		if out, err = b.messageTokens(ctx, ns, out, msgs[i].Role, msgs[i].Content); err != nil {
 			return nil, err
 		}
 		out = append(out, c.end...)
 		out = append(out, c.newline...)
+	}
+	// This turn's messages, and the history before its last one, which the
+	// next turn continues (a reply and a new ask added, or the ask edited).
+	if from < len(msgs) {
+		b.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0)
+		if history > 0 && from < len(msgs)-1 {
+			b.prompts.Put(keys[len(msgs)-1], out[:history], kvcache.Signature{}, 0)
+		}
 	}
 	// The generation prompt is "assistant\n" after a start marker: the
 	// text of an empty assistant message, so it is cached the same way.

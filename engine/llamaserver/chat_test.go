@@ -26,6 +26,9 @@ func TestChatTokensCached(t *testing.T) {
 		{"second turn tokenizes its two new messages", []engine.Message{sys, u1, a1, u2}, 2},
 		{"the same turn again tokenizes nothing", []engine.Message{sys, u1, a1, u2}, 0},
 		{"a new conversation sharing the system prompt", []engine.Message{sys, u2}, 0},
+		{"the ask edited: its history is the rendering cached", []engine.Message{sys, u1, a1, u1}, 0},
+		{"a reply and an ask added", []engine.Message{sys, u1, a1, u1, a1, u2}, 0},
+		{"a branch off the first exchange", []engine.Message{sys, u1, u2, a1}, 0},
 	}
 	for _, noBOS := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noBOS=%v", noBOS), func(t *testing.T) {
@@ -53,7 +56,8 @@ func testChatTurns(t *testing.T, noBOS bool, turns []chatTurn, u2 engine.Message
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.tokens.Wait() // the cache applies writes asynchronously
+			b.tokens.Wait() // the caches apply writes asynchronously
+			b.prompts.Wait()
 			if n := len(f.requests("/tokenize")) - before; n != turn.tokenizes {
 				t.Errorf("%d /tokenize calls, want %d", n, turn.tokenizes)
 			}
@@ -197,5 +201,44 @@ func TestCountMessagesPerTenant(t *testing.T) {
 	}
 	if n := calls() - before; n != 1 { // the generation prompt "assistant\n" only
 		t.Fatalf("bob's render: %d /tokenize calls, want 1", n)
+	}
+}
+
+// A conversation's cached rendering is its tenant's: the same conversation
+// from another tenant is tokenized again, message by message, and renders
+// the same tokens.
+func TestChatRenderingPerTenant(t *testing.T) {
+	f := startFake(t, &fakeServer{})
+	b := f.backend(t, Config{})
+	conv := []engine.Message{
+		{Role: engine.RoleSystem, Content: "You are terse."},
+		{Role: engine.RoleUser, Content: "Say hello."},
+		{Role: engine.RoleAssistant, Content: "Hello!"},
+		{Role: engine.RoleUser, Content: "Again."},
+	}
+	turn := func(tenant string) ([]int, int) {
+		before := len(f.requests("/tokenize"))
+		got, err := b.Prompt(context.Background(), engine.Request{Messages: conv, Owner: ident.Owner{Tenant: tenant}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.tokens.Wait()
+		b.prompts.Wait()
+		return got, len(f.requests("/tokenize")) - before
+	}
+	turn("setup") // reads /props and the markers
+	alice, n := turn("alice")
+	if n != len(conv)+1 {
+		t.Fatalf("alice: %d /tokenize calls, want %d (each message and the generation prompt)", n, len(conv)+1)
+	}
+	hits, _ := b.prompts.Stats()
+	if again, n := turn("alice"); n != 0 || !slices.Equal(again, alice) {
+		t.Fatalf("alice again: %d calls, same tokens %v; want 0 calls, the same tokens", n, slices.Equal(again, alice))
+	}
+	if after, _ := b.prompts.Stats(); after != hits+1 {
+		t.Fatalf("alice again: %d prompt cache hits, want 1 (her rendering)", after-hits)
+	}
+	if bob, n := turn("bob"); n != len(conv)+1 || !slices.Equal(bob, alice) {
+		t.Fatalf("bob: %d calls, same tokens %v; want %d calls, the same tokens", n, slices.Equal(bob, alice), len(conv)+1)
 	}
 }
