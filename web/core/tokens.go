@@ -9,39 +9,47 @@ package core
 // else (null elements, 1.0, a missing comma, an empty array), which Prompt
 // then reads with encoding/json, so its results and errors are unchanged.
 func tokenArray(b []byte) ([]int, bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return nil, false
-	}
 	// A digit or a comma is at least two bytes per id: one allocation.
 	ids := make([]int, 0, commas(b)+1)
-	for {
-		i = skipSpace(b, i+1)
-		id, next, ok := plainInt(b, i)
-		if !ok {
-			return nil, false
-		}
-		ids = append(ids, id)
-		i = skipSpace(b, next)
-		if i >= len(b) {
-			return nil, false
-		}
-		switch b[i] {
-		case ',':
-		case ']':
-			return ids, skipSpace(b, i+1) == len(b)
-		default:
-			return nil, false
-		}
+	if !eachToken(b, func(id int) { ids = append(ids, id) }) {
+		return nil, false
 	}
+	return ids, true
 }
 
 // IsTokenArray reports whether b is a prompt of token ids in the plain
 // shape Prompt reads without encoding/json: a node's DecodeFast takes
-// such a prompt (DecodeRaw).
-func IsTokenArray(b []byte) bool {
-	_, ok := tokenArray(b)
-	return ok
+// such a prompt (DecodeRaw). It keeps no id: Prompt reads them after.
+func IsTokenArray(b []byte) bool { return eachToken(b, nil) }
+
+// eachToken walks b as tokenArray's plain shape, giving emit (if set) each
+// id in order; false at the first byte outside the shape.
+func eachToken(b []byte, emit func(int)) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return false
+	}
+	for {
+		i = skipSpace(b, i+1)
+		id, next, ok := plainInt(b, i)
+		if !ok {
+			return false
+		}
+		if emit != nil {
+			emit(id)
+		}
+		i = skipSpace(b, next)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+		case ']':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
 }
 
 // commas counts the commas in b: an array's elements, less one.

@@ -42,13 +42,16 @@ func TestPromptTokenArray(t *testing.T) {
 }
 
 // FuzzTokenArrayAsDecoded: whatever tokenArray accepts, encoding/json
-// decodes into the same ids.
+// decodes into the same ids; IsTokenArray accepts exactly the same.
 func FuzzTokenArrayAsDecoded(f *testing.F) {
 	for _, s := range []string{`[1,2,3]`, ` [ -0 , 12 ]`, `[1.0]`, `[18446744073709551616]`, `[-]`, `[1,,2]`, `[1]x`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ids, ok := tokenArray(b)
+		if IsTokenArray(b) != ok {
+			t.Fatalf("IsTokenArray(%q) = %v, tokenArray's ok %v", b, !ok, ok)
+		}
 		if !ok {
 			return
 		}
