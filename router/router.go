@@ -212,10 +212,9 @@ func (r *Router) Close() error {
 // so the gateway's window plans in the fleet's own tokens; it estimates from
 // the bytes when none can.
 func (r *Router) CountMessage(m engine.Message) int {
-	for _, mem := range r.fleet() {
-		if mc, ok := engine.As[engine.MessageCounter](mem.backend); ok && mem.state.Available() {
-			return mc.CountMessage(m)
-		}
+	if b := r.counter(); b != nil {
+		mc, _ := engine.As[engine.MessageCounter](b)
+		return mc.CountMessage(m)
 	}
 	return engine.EstimateTokens(len(m.Role)+len(m.Content)) + engine.MessageOverhead
 }
@@ -226,20 +225,24 @@ var _ engine.ConversationCounter = (*Router)(nil)
 // counts with: as a conversation (from its cache of tenant's messages)
 // if it counts them so, else message by message.
 func (r *Router) CountMessages(tenant string, msgs []engine.Message) []int {
-	for _, mem := range r.fleet() {
-		if _, ok := engine.As[engine.MessageCounter](mem.backend); !ok || !mem.state.Available() {
-			continue
-		}
-		if cc, ok := engine.As[engine.ConversationCounter](mem.backend); ok {
-			return cc.CountMessages(tenant, msgs)
-		}
-		break
+	if cc, ok := engine.As[engine.ConversationCounter](r.counter()); ok {
+		return cc.CountMessages(tenant, msgs)
 	}
 	out := make([]int, len(msgs))
 	for i, m := range msgs {
 		out[i] = r.CountMessage(m)
 	}
 	return out
+}
+
+// counter is the first healthy backend that counts messages, nil if none.
+func (r *Router) counter() engine.Backend {
+	for _, mem := range r.fleet() {
+		if _, ok := engine.As[engine.MessageCounter](mem.backend); ok && mem.state.Available() {
+			return mem.backend
+		}
+	}
+	return nil
 }
 
 // Backends returns the backends the router fronts.
