@@ -133,65 +133,57 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 }
 
 // serveAndMeasure starts kvwin serve in process on model (one slot,
-// --window full unless o.Window says, no snapshots) and measures it.
+// --window full unless o.Window says, no snapshots) and measures it, and
+// with o.Gateway a gateway over it after.
 func serveAndMeasure(ctx context.Context, o Options, model string) ([]Row, error) {
-	dir, err := os.MkdirTemp("", "kvwin-bench-overhead-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	a, err := app.New(app.Config{
-		Addr: "127.0.0.1:0", DataDir: dir, Model: model, Slots: 1, Ctx: o.Ctx, Threads: o.Threads,
-		Queue: 4, Window: cmp.Or(o.Window, "full"), WindowBudget: o.WindowBudget, MaxBody: 64 << 20, ShutdownTimeout: 5 * time.Second, NoSnapshots: true,
-		LogLevel: slog.LevelWarn,
-	})
-	if err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(sctx) }()
 	label := filepath.Base(model)
-	rows, err := measure(ctx, o, a.URL(), "", label)
-	if err == nil && o.Gateway {
-		var gw []Row
-		gw, err = gatewayAndMeasure(ctx, o, a.URL(), label)
-		rows = append(rows, gw...)
-	}
-	cancel()
-	if serr := <-done; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
-		err = serr
-	}
-	return rows, err
+	return serving(ctx, app.Config{Model: model, Slots: 1, Ctx: o.Ctx, Threads: o.Threads}, o, func(url string) ([]Row, error) {
+		rows, err := measure(ctx, o, url, "", label)
+		if err == nil && o.Gateway {
+			var gw []Row
+			gw, err = gatewayAndMeasure(ctx, o, url, label)
+			rows = append(rows, gw...)
+		}
+		return rows, err
+	})
 }
 
 // gatewayAndMeasure starts a gateway in process over the node at node
 // (kvwin serve --backend llamaserver=NODE, --window as the node's) and
 // measures through it.
 func gatewayAndMeasure(ctx context.Context, o Options, node, label string) ([]Row, error) {
-	dir, err := os.MkdirTemp("", "kvwin-bench-overhead-gw-")
+	return serving(ctx, app.Config{Backends: []string{"llamaserver=" + node}}, o, func(url string) ([]Row, error) {
+		rows, err := measure(ctx, o, url, "", label+" via gateway")
+		for i := range rows {
+			rows[i].Model, rows[i].Via = label, "gateway"
+		}
+		return rows, err
+	})
+}
+
+// serving runs kvwin serve in process with cfg (what serves) and the
+// bench's settings (a temporary data directory, a free port, o's window,
+// no snapshots) while measure measures it at its URL, then stops it.
+func serving(ctx context.Context, cfg app.Config, o Options, measure func(url string) ([]Row, error)) ([]Row, error) {
+	dir, err := os.MkdirTemp("", "kvwin-bench-overhead-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	a, err := app.New(app.Config{
-		Addr: "127.0.0.1:0", DataDir: dir, Backends: []string{"llamaserver=" + node}, Queue: 4,
-		Window: cmp.Or(o.Window, "full"), WindowBudget: o.WindowBudget, MaxBody: 64 << 20, ShutdownTimeout: 5 * time.Second,
-		NoSnapshots: true, LogLevel: slog.LevelWarn,
-	})
+	cfg.Addr, cfg.DataDir, cfg.Queue = "127.0.0.1:0", dir, 4
+	cfg.Window, cfg.WindowBudget = cmp.Or(o.Window, "full"), o.WindowBudget
+	cfg.MaxBody, cfg.ShutdownTimeout, cfg.NoSnapshots, cfg.LogLevel = 64<<20, 5*time.Second, true, slog.LevelWarn
+	a, err := app.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(sctx) }()
-	rows, err := measure(ctx, o, a.URL(), "", label+" via gateway")
+	rows, err := measure(a.URL())
 	cancel()
 	if serr := <-done; err == nil && serr != nil && !errors.Is(serr, context.Canceled) {
 		err = serr
-	}
-	for i := range rows {
-		rows[i].Model, rows[i].Via = label, "gateway"
 	}
 	return rows, err
 }
