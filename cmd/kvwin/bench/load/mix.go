@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"kvwin/cmd/kvwin/bench/chat"
-	"kvwin/cmd/kvwin/bench/stats"
 )
 
 // Group is what one tenant's, or one class's, requests of a mixed load
@@ -73,10 +72,7 @@ func (w Workload) runMix(ctx context.Context, target string, tenants []Tenant, s
 				if o.outcome != "429" {
 					return
 				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(wait):
-				}
+				pause(ctx, wait)
 			}
 		}
 		workers, each := t.Requests, 1 // burst
@@ -129,9 +125,7 @@ func summarizeGroups(tenants []Tenant, outcomes []tenantOutcome) (byTenant, byCl
 		add(classes[tenants[o.tenant].Class.String()], o.loadOutcome)
 	}
 	finish := func(a *acc) Group {
-		if len(a.ttft) > 0 { // else 0, not NaN, which JSON cannot hold
-			a.g.TTFTP50, a.g.TTFTP99 = stats.Quantile(a.ttft, 0.5), stats.Quantile(a.ttft, 0.99)
-		}
+		a.g.TTFTP50, a.g.TTFTP99 = quantiles(a.ttft)
 		return a.g
 	}
 	for i := range ts {

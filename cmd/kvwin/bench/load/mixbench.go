@@ -156,10 +156,7 @@ func mixRun(ctx context.Context, w Workload, target string, tenants []Tenant, se
 	run.Tenants, run.Classes = summarizeGroups(tenants, outcomes)
 	for _, o := range outcomes {
 		if o.outcome != "200" && o.outcome != "429" {
-			run.ErrorsNot429++
-			if len(run.FirstErrors) < 5 {
-				run.FirstErrors = append(run.FirstErrors, tenants[o.tenant].Name+": "+o.outcome+": "+o.err)
-			}
+			noteError(&run.ErrorsNot429, &run.FirstErrors, tenants[o.tenant].Name+": "+o.outcome+": "+o.err)
 		}
 	}
 	return run

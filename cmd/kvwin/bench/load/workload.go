@@ -100,10 +100,7 @@ func (w Workload) Run(ctx context.Context, target string) Result {
 					history = append(msgs, map[string]string{"role": "assistant", "content": answer})
 				}
 				if wait > 0 {
-					select {
-					case <-ctx.Done():
-					case <-time.After(wait):
-					}
+					pause(ctx, wait)
 				}
 			}
 		}()
@@ -181,17 +178,38 @@ func summarizeLoad(target string, clients int, outcomes []loadOutcome, wall time
 			ttft = append(ttft, float64(o.ttft.Microseconds())/1000)
 		case "429":
 		default:
-			r.ErrorsNot429++
-			if len(r.FirstErrors) < 5 {
-				r.FirstErrors = append(r.FirstErrors, o.outcome+": "+o.err)
-			}
+			noteError(&r.ErrorsNot429, &r.FirstErrors, o.outcome+": "+o.err)
 		}
 	}
-	if len(ttft) > 0 { // else 0, not stats.Quantile's NaN, which JSON cannot hold
-		r.TTFTP50, r.TTFTP99 = stats.Quantile(ttft, 0.5), stats.Quantile(ttft, 0.99)
-	}
+	r.TTFTP50, r.TTFTP99 = quantiles(ttft)
 	r.CompletedPerS = float64(len(ttft)) / wall.Seconds()
 	return r
+}
+
+// quantiles is the p50 and p99 of ttft (ms); 0 for none, not
+// stats.Quantile's NaN, which JSON cannot hold.
+func quantiles(ttft []float64) (p50, p99 float64) {
+	if len(ttft) == 0 {
+		return 0, 0
+	}
+	return stats.Quantile(ttft, 0.5), stats.Quantile(ttft, 0.99)
+}
+
+// noteError counts an error other than 429 in n and keeps msg among the
+// first five, to say what went wrong.
+func noteError(n *int, first *[]string, msg string) {
+	*n++
+	if len(*first) < 5 {
+		*first = append(*first, msg)
+	}
+}
+
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
 }
 
 // processStats reads the goroutines and resident memory a kvwin server
