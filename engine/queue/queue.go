@@ -103,14 +103,17 @@ func New[T any](cfg Config) *Queue[T] {
 	return q
 }
 
-// PopInteractive takes the next Interactive value, or reports that none
-// waits: the slot on offer is kept for interactive requests and a Batch
+// PopInteractive takes the next Interactive value (FIFO: the next value),
+// or reports that none waits: the slot on offer is kept for interactive requests and a Batch
 // request is being served elsewhere, so the starvation bound does not
 // apply.
 func (q *Queue[T]) PopInteractive() (T, bool) {
+	if q.cfg.FIFO {
+		return q.Pop(false) // arrival order, whatever the class
+	}
 	var zero T
 	inter := q.classes[Interactive]
-	if q.cfg.FIFO || inter.len() == 0 {
+	if inter.len() == 0 {
 		return zero, false
 	}
 	if q.classes[Batch].len() > 0 {

@@ -243,3 +243,16 @@ func TestPopInteractiveKeepsTheReservedSlot(t *testing.T) {
 		t.Fatalf("popped from an empty queue (len %d)", q.Len())
 	}
 }
+
+// TestFIFOIgnoresTheReservedSlot: with FIFO, PopInteractive takes the
+// next value in arrival order, batch or not, as Pop does.
+func TestFIFOIgnoresTheReservedSlot(t *testing.T) {
+	q := New[req](Config{FIFO: true})
+	q.Push(req{"b", 0}, Key{Class: Batch, Tenant: "b", Cost: 10})
+	q.Push(req{"i", 0}, Key{Class: Interactive, Tenant: "i", Cost: 10})
+	for _, want := range []string{"b", "i"} {
+		if v, ok := q.PopInteractive(); !ok || v.tenant != want {
+			t.Fatalf("PopInteractive = %v %v, want %s (arrival order)", v, ok, want)
+		}
+	}
+}
