@@ -87,12 +87,7 @@ func Bench(ctx context.Context, f Options, stdout, stderr io.Writer) error {
 		}
 	}
 	printLoad(stderr, res)
-	if f.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	return nil
+	return writeJSON(f.JSON, stdout, res)
 }
 
 // startLoadTarget starts kvwin serve on the test model, as bench load's
@@ -133,4 +128,14 @@ func printLoad(w io.Writer, r Result) {
 	for _, e := range r.FirstErrors {
 		fmt.Fprintf(w, "  error: %s\n", e)
 	}
+}
+
+// writeJSON writes v to w as indented JSON when on (--json).
+func writeJSON(on bool, w io.Writer, v any) error {
+	if !on {
+		return nil
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

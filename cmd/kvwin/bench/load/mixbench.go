@@ -2,7 +2,6 @@ package load
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -97,12 +96,7 @@ func benchMix(ctx context.Context, f Options, stdout, stderr io.Writer) error {
 	}
 	res.Alone, res.Shares = compareRuns(tenants, res.Runs)
 	printMix(stderr, res)
-	if f.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	return nil
+	return writeJSON(f.JSON, stdout, res)
 }
 
 // aloneSeeds numbers the conversations of the alone runs apart from the
