@@ -528,14 +528,24 @@ func (l *loop) addTokens(entries []stepEntry, room int) ([]stepEntry, int) {
 }
 
 // addPrefill adds the next chunk of each prompt not yet decoded, within
-// room, interactive prompts first (prefillOrder).
+// room, interactive prompts first (prefillOrder). A step that carries an
+// interactive prompt carries no batch prompt: the interactive prompt's last
+// chunk would otherwise share its step with up to a batch of batch tokens,
+// and its first token would wait for them. The batch prompt goes on in the
+// next prefill step with no interactive prompt in it.
 func (l *loop) addPrefill(entries []stepEntry, room int) ([]stepEntry, int) {
+	interactive := false
 	for _, i := range prefillOrder(l.slots) {
 		s := l.slots[i]
 		t := s.task
 		if t == nil || t.pending >= 0 || t.nPrompt >= len(t.prompt) || room == 0 {
 			continue
 		}
+		batch := t.req.Class == queue.Batch
+		if batch && interactive {
+			break // prefillOrder puts every interactive prompt first
+		}
+		interactive = interactive || !batch
 		n := chunk(len(t.prompt)-t.nPrompt, room)
 		for i := range n {
 			pos := t.nPrompt + i

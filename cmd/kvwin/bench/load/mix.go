@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"net/http"
+	"net/http/httptrace"
 	"sort"
 	"sync"
 	"time"
@@ -53,6 +54,12 @@ func (w Workload) runMix(ctx context.Context, target string, tenants []Tenant, s
 	}
 	start := time.Now()
 	deadline := start.Add(w.Duration)
+	var sent sync.WaitGroup // the bursts' requests not yet written
+	for _, t := range tenants {
+		if t.Mode == ModeBurst {
+			sent.Add(t.Requests)
+		}
+	}
 	for i, t := range tenants {
 		header := http.Header{"X-Kvwin-Priority": {t.Class.String()}}
 		if t.Key != "" {
@@ -60,7 +67,7 @@ func (w Workload) runMix(ctx context.Context, target string, tenants []Tenant, s
 		}
 		// one sends the tenant's request n, waiting out 429s (each is
 		// counted) until it is answered otherwise.
-		one := func(n int) {
+		one := func(ctx context.Context, n int) {
 			n += seeds
 			msgs := []map[string]string{
 				{"role": "system", "content": chat.Words(uint64(1000+i*7919+n), w.SystemBytes)},
@@ -86,8 +93,17 @@ func (w Workload) runMix(ctx context.Context, target string, tenants []Tenant, s
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if t.Mode == ModeBurst {
+					written := sync.OnceFunc(sent.Done)
+					defer written() // also when it was never written
+					one(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+						WroteRequest: func(httptrace.WroteRequestInfo) { written() },
+					}), c*100_000)
+					return
+				}
+				sent.Wait()
 				for n := 0; ctx.Err() == nil && (each == 0 && time.Now().Before(deadline) || n < each); n++ {
-					one(c*100_000 + n)
+					one(ctx, c*100_000+n)
 				}
 			}()
 		}

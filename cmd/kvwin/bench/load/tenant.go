@@ -12,6 +12,10 @@ import (
 // Modes of a tenant's load (Tenant.Mode).
 const (
 	// ModeBurst sends Requests requests at once, each a new conversation.
+	// Bursts go first: the other tenants start once every burst request
+	// has been written to the server, so they meet the queue a burst
+	// made rather than the bench's own 64 dials and encodings (the
+	// clients share the machine with an in-process server).
 	ModeBurst = "burst"
 	// ModeSerial sends Requests requests one after another, each when the
 	// last one ended.
