@@ -336,13 +336,18 @@ func TestTracesOfEveryAPI(t *testing.T) {
 // client's usage, streamed or not.
 func TestTraceAcrossGatewayAndNode(t *testing.T) {
 	recv := apptest.StartOTLPReceiver(t)
-	nf := apptest.Flags(t)
-	nf.Slots, nf.AdminKey, nf.OTLPEndpoint = 2, nodeAdminKey, recv.URL
-	node, stopNode := apptest.Run(t, nf)
-	t.Cleanup(stopNode)
 	gf := apptest.Flags(t)
 	withKeys(&gf)
-	gf.Backends, gf.BackendKey, gf.OTLPEndpoint = []string{"llamaserver=" + node.URL()}, nodeAdminKey, recv.URL
+	gf.BackendKey, gf.OTLPEndpoint = nodeAdminKey, recv.URL
+	var stopNodes []func()
+	for range 2 { // two nodes export to the same receiver: one turn is on one of them
+		nf := apptest.Flags(t)
+		nf.Slots, nf.AdminKey, nf.OTLPEndpoint = 2, nodeAdminKey, recv.URL
+		node, stopNode := apptest.Run(t, nf)
+		t.Cleanup(stopNode)
+		stopNodes = append(stopNodes, stopNode)
+		gf.Backends = append(gf.Backends, "llamaserver="+node.URL())
+	}
 	gw, stopGateway := apptest.Run(t, gf)
 	t.Cleanup(stopGateway)
 
@@ -352,7 +357,9 @@ func TestTraceAcrossGatewayAndNode(t *testing.T) {
 		got[i] = sendTraced(t, gw.URL(), turn, i)
 	}
 	stopGateway()
-	stopNode()
+	for _, stop := range stopNodes {
+		stop()
+	}
 
 	spans := recv.Spans()
 	var answers []string
