@@ -25,7 +25,10 @@ without one, the test model. --target URL measures any OpenAI-compatible
 server the same way instead (e.g. a llama-server: run it with one slot).
 --gateway also measures, in the same run, a gateway in process over each
 in-process server (kvwin serve --backend llamaserver=URL): the server alone
-first, then through the gateway; the difference is the gateway's cost.`,
+first, then through the gateway; the difference is the gateway's cost.
+--catalog also measures, in the same run, each model served from a models:
+config of two embedded entries (the model and the same file under a second
+name, never loaded), last: the difference is the catalog's cost.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return overhead.Bench(cmd.Context(), o, cmd.OutOrStdout())
 		},
@@ -43,6 +46,7 @@ first, then through the gateway; the difference is the gateway's cost.`,
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file (in process)")
 	f.StringVar(&o.MemProfile, "memprofile", "", "write the run's allocations (pprof allocs profile) to this file (in process)")
 	f.BoolVar(&o.Gateway, "gateway", false, "also measure through a gateway (in process, --backend llamaserver=) over each in-process server, in the same run")
+	f.BoolVar(&o.Catalog, "catalog", false, "also measure each in-process model served from a models: config of two embedded entries, in the same run")
 	f.BoolVar(&o.JSON, "json", false, "print only JSON on standard output (the table goes to standard error)")
 	return cmd
 }

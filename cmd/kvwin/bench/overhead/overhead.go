@@ -23,6 +23,7 @@ import (
 
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/bench/stats"
+	"kvwin/cmd/kvwin/config"
 )
 
 // Options are a bench overhead run's settings (its flags).
@@ -55,7 +56,16 @@ type Options struct {
 	// --backend llamaserver=NODE, in process) over each in-process node:
 	// the node alone first, then through the gateway.
 	Gateway bool
+	// Catalog also measures, in the same run, each in-process model served
+	// from a models: config of two embedded entries (the model, and the
+	// same file under a second name, never asked for): the node alone
+	// first, then through the catalog.
+	Catalog bool
 	JSON    bool
+
+	// seed makes the run's conversations (one per length): every server of
+	// a run gets the same ones, so their rows compare the same prompts.
+	seed uint64
 }
 
 // Row is one history length on one server. Times are medians over the
@@ -64,7 +74,8 @@ type Options struct {
 type Row struct {
 	Model string `json:"model"`
 	// Via is "gateway" for a row measured through a gateway over the
-	// node, empty for the server alone.
+	// node, "catalog" for one through a models: config serving the node's
+	// model, empty for the server alone.
 	Via          string  `json:"via,omitempty"`
 	Messages     int     `json:"messages"`
 	PromptTokens int     `json:"prompt_tokens"`
@@ -92,9 +103,10 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 			return fmt.Errorf("--messages %d: want an even number, at least 2", n)
 		}
 	}
-	if o.Gateway && o.Target != "" {
-		return errors.New("--gateway fronts the in-process server: not with --target")
+	if (o.Gateway || o.Catalog) && o.Target != "" {
+		return errors.New("--gateway and --catalog serve the in-process model: not with --target")
 	}
+	o.seed = uint64(time.Now().UnixNano()%1e6) * 10
 	stop, err := stats.CPUProfile(o.CPUProfile)
 	if err != nil {
 		return err
@@ -133,29 +145,40 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 }
 
 // serveAndMeasure starts kvwin serve in process on model (one slot,
-// --window full unless o.Window says, no snapshots) and measures it, and
-// with o.Gateway a gateway over it after.
+// --window full unless o.Window says, no snapshots) and measures it, with
+// o.Gateway a gateway over it after, and with o.Catalog the same model
+// served from a models: config last.
 func serveAndMeasure(ctx context.Context, o Options, model string) ([]Row, error) {
 	label := filepath.Base(model)
-	return serving(ctx, app.Config{Model: model, Slots: 1, Ctx: o.Ctx, Threads: o.Threads}, o, func(url string) ([]Row, error) {
+	rows, err := serving(ctx, app.Config{Model: model, Slots: 1, Ctx: o.Ctx, Threads: o.Threads}, o, func(url string) ([]Row, error) {
 		rows, err := measure(ctx, o, url, "", label)
 		if err == nil && o.Gateway {
 			var gw []Row
-			gw, err = gatewayAndMeasure(ctx, o, url, label)
+			gw, err = via(ctx, o, app.Config{Backends: []string{"llamaserver=" + url}}, "", label, "gateway")
 			rows = append(rows, gw...)
 		}
 		return rows, err
 	})
+	if err == nil && o.Catalog {
+		// Two embedded entries, so requests take the catalog's path (select
+		// by name, hold the entry); the second is never asked for, so never
+		// loaded, and the first has the one slot and context of the node.
+		models := []config.Model{{Name: "bench", Model: model}, {Name: "bench-2", Model: model}}
+		var cat []Row
+		cat, err = via(ctx, o, app.Config{Models: models, Slots: 1, Ctx: o.Ctx, Threads: o.Threads}, "bench", label, "catalog")
+		rows = append(rows, cat...)
+	}
+	return rows, err
 }
 
-// gatewayAndMeasure starts a gateway in process over the node at node
-// (kvwin serve --backend llamaserver=NODE, --window as the node's) and
-// measures through it.
-func gatewayAndMeasure(ctx context.Context, o Options, node, label string) ([]Row, error) {
-	return serving(ctx, app.Config{Backends: []string{"llamaserver=" + node}}, o, func(url string) ([]Row, error) {
-		rows, err := measure(ctx, o, url, "", label+" via gateway")
+// via serves cfg in process (a gateway over the node, or a catalog of the
+// node's model) and measures it with requests naming model; its rows are
+// label's, marked as measured via how.
+func via(ctx context.Context, o Options, cfg app.Config, model, label, how string) ([]Row, error) {
+	return serving(ctx, cfg, o, func(url string) ([]Row, error) {
+		rows, err := measure(ctx, o, url, model, label+" via "+how)
 		for i := range rows {
-			rows[i].Model, rows[i].Via = label, "gateway"
+			rows[i].Model, rows[i].Via = label, how
 		}
 		return rows, err
 	})
@@ -197,7 +220,7 @@ func measure(ctx context.Context, o Options, base, model, label string) ([]Row, 
 	url := strings.TrimSuffix(base, "/") + "/v1/chat/completions"
 	var rows []Row
 	for i, n := range o.Messages {
-		seed := uint64(time.Now().UnixNano()%1e6)*10 + uint64(i)
+		seed := o.seed + uint64(i)
 		var samples []sample
 		for t := 0; t <= o.Turns; t++ { // turn 0 warms the cache up
 			b, err := json.Marshal(body{Model: model, Messages: History(seed, n, t), MaxTokens: 1, CachePrompt: true})
