@@ -14,7 +14,8 @@ import (
 // The house rules docs/architecture.md states that a reader could break
 // without any other test noticing: abilities are found one way
 // (engine.As), a package doc is a paragraph and a link (the why lives in
-// docs/), and the LoCoMo format is declared once (bench/locomo).
+// docs/; a doc.go, or a package comment in any file, is at most
+// maxDocLines), and the LoCoMo format is declared once (bench/locomo).
 
 // maxDocLines is the longest a doc.go may be.
 const maxDocLines = 30
@@ -24,8 +25,16 @@ const maxDocLines = 30
 func houseRules(fset *token.FileSet, rel, pkg string, f *ast.File) []string {
 	var out []string
 	if filepath.Base(rel) == "doc.go" {
-		if n := fset.Position(f.End()).Line; n > maxDocLines {
+		// The whole file counts: f.End() stops at the package clause and
+		// would pass an essay written after it.
+		if n := fset.File(f.Pos()).LineCount(); n > maxDocLines {
 			out = append(out, fmt.Sprintf("%s: %d lines, over %d: the why belongs in docs/", rel, n, maxDocLines))
+		}
+	}
+	if f.Doc != nil && filepath.Base(rel) != "doc.go" {
+		// A package comment in another file is held to the same length.
+		if n := fset.Position(f.Doc.End()).Line - fset.Position(f.Doc.Pos()).Line + 1; n > maxDocLines {
+			out = append(out, fmt.Sprintf("%s: a package comment of %d lines, over %d: the why belongs in docs/", rel, n, maxDocLines))
 		}
 	}
 	ability := func(n ast.Node, e ast.Expr) {
@@ -92,6 +101,9 @@ func TestHouseRulesCanFail(t *testing.T) {
 	}{
 		{"a long doc.go", "x/doc.go", "x", long, "over 30"},
 		{"a short doc.go", "x/doc.go", "x", "// Package x is short; docs/x.md says why.\npackage x\n", ""},
+		{"a long package comment in another file", "x/x.go", "x", long, "over 30"},
+		{"a long comment on a declaration", "x/x.go", "x", "package x\n" + strings.Repeat("//\n", maxDocLines+1) + "func f() {}\n", ""},
+		{"a long doc.go after its package clause", "x/doc.go", "x", "// Package x is short.\npackage x\n" + strings.Repeat("//\n", maxDocLines), "over 30"},
 		{"an ability asserted", "web/x.go", "web", "package web\nfunc f(b engine.Backend) { _, _ = b.(engine.Embedder) }\n", "engine.Embedder"},
 		{"an ability switched on", "web/x.go", "web", "package web\nfunc f(b engine.Backend) {\n switch b.(type) {\n case engine.Embedder:\n }\n}\n", "engine.Embedder"},
 		{"an ability asserted in engine", "engine/x.go", "engine", "package engine\nfunc f(b Backend) { _, _ = b.(engine.Embedder) }\n", ""},
