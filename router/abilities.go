@@ -35,7 +35,7 @@ func delegate[A any, T any](r *Router, fn func(A) (T, error)) (T, error) {
 	var errs []error
 	for _, healthy := range []bool{true, false} {
 		for _, m := range r.fleet() {
-			a, ok := m.backend.(A)
+			a, ok := engine.As[A](m.backend)
 			if !ok || m.state.Available() != healthy {
 				continue
 			}
