@@ -39,49 +39,31 @@ func TestBenchOverheadJSONRowsPerLength(t *testing.T) {
 }
 
 // kvwin bench overhead --gateway measures the in-process server alone and
-// then through a gateway over it, in one run: the same prompt, as cached
-// through the gateway as without it.
-func TestBenchOverheadGatewayRows(t *testing.T) {
-	stdout := runCmd(t, "bench", "overhead", "--gateway", "--messages", "4", "--turns", "2", "--ctx", "2048", "--json")
-	var rows []struct {
-		Via          string  `json:"via"`
-		Messages     int     `json:"messages"`
-		PromptTokens int     `json:"prompt_tokens"`
-		CachedTokens int     `json:"cached_tokens"`
-		PromptMs     float64 `json:"prompt_ms"`
-	}
-	if err := json.Unmarshal(stdout, &rows); err != nil {
-		t.Fatalf("standard output is not the JSON rows: %v\n%s", err, stdout)
-	}
-	if len(rows) != 2 || rows[0].Via != "" || rows[1].Via != "gateway" {
-		t.Fatalf("rows %+v, want the server alone, then via the gateway", rows)
-	}
-	if rows[1].PromptTokens != rows[0].PromptTokens || rows[1].CachedTokens != rows[0].CachedTokens || rows[1].PromptMs <= 0 {
-		t.Errorf("via the gateway %+v, alone %+v: want the same prompt and cached tokens, and the node's prompt time", rows[1], rows[0])
-	}
-}
-
-// kvwin bench overhead --catalog measures the in-process server alone and
-// then the same model served from a models: config of two embedded
-// entries, in one run: the catalog's model is asked for by name, and the
-// same prompt is as cached through the catalog as without it.
-func TestBenchOverheadCatalogRows(t *testing.T) {
-	stdout := runCmd(t, "bench", "overhead", "--catalog", "--messages", "4", "--turns", "2", "--ctx", "2048", "--json")
-	var rows []struct {
-		Model        string  `json:"model"`
-		Via          string  `json:"via"`
-		PromptTokens int     `json:"prompt_tokens"`
-		CachedTokens int     `json:"cached_tokens"`
-		PromptMs     float64 `json:"prompt_ms"`
-	}
-	if err := json.Unmarshal(stdout, &rows); err != nil {
-		t.Fatalf("standard output is not the JSON rows: %v\n%s", err, stdout)
-	}
-	if len(rows) != 2 || rows[0].Via != "" || rows[1].Via != "catalog" || rows[1].Model != rows[0].Model {
-		t.Fatalf("rows %+v, want the server alone, then the same model via the catalog", rows)
-	}
-	if rows[1].PromptTokens != rows[0].PromptTokens || rows[1].CachedTokens != rows[0].CachedTokens || rows[1].PromptMs <= 0 {
-		t.Errorf("via the catalog %+v, alone %+v: want the same prompt and cached tokens, and a prompt time", rows[1], rows[0])
+// then through a gateway over it, in one run; --catalog, alone and then the
+// same model served from a models: config of two embedded entries (asked
+// for by name). Either way: the same prompt, as cached as without it.
+func TestBenchOverheadViaRows(t *testing.T) {
+	for _, via := range []string{"gateway", "catalog"} {
+		t.Run(via, func(t *testing.T) {
+			stdout := runCmd(t, "bench", "overhead", "--"+via, "--messages", "4", "--turns", "2", "--ctx", "2048", "--json")
+			var rows []struct {
+				Model        string  `json:"model"`
+				Via          string  `json:"via"`
+				Messages     int     `json:"messages"`
+				PromptTokens int     `json:"prompt_tokens"`
+				CachedTokens int     `json:"cached_tokens"`
+				PromptMs     float64 `json:"prompt_ms"`
+			}
+			if err := json.Unmarshal(stdout, &rows); err != nil {
+				t.Fatalf("standard output is not the JSON rows: %v\n%s", err, stdout)
+			}
+			if len(rows) != 2 || rows[0].Via != "" || rows[1].Via != via || rows[1].Model != rows[0].Model {
+				t.Fatalf("rows %+v, want the server alone, then the same model via the %s", rows, via)
+			}
+			if rows[1].PromptTokens != rows[0].PromptTokens || rows[1].CachedTokens != rows[0].CachedTokens || rows[1].PromptMs <= 0 {
+				t.Errorf("via the %s %+v, alone %+v: want the same prompt and cached tokens, and a prompt time", via, rows[1], rows[0])
+			}
+		})
 	}
 }
 
