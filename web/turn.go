@@ -14,8 +14,8 @@ import (
 // The turn pipeline's last step: one generation, answered in one wire
 // format. Every generating route (OpenAI chat and completions, llama-server's
 // /completion, Ollama's /api/chat and /api/generate) decodes its body into an
-// engine.Request, windows it where it is a chat, and hands it to turn with
-// the wire it speaks. turn owns the one streaming state machine:
+// engine.Request, windows it where it is a chat, and hands it to RunTurn with
+// the wire it speaks. RunTurn owns the one streaming state machine:
 //
 //   - nothing is written before the backend has accepted the request
 //     (engine.Accepted: every check that answers with a status passed), so
