@@ -97,16 +97,21 @@ type facts struct {
 	stmts  []statement
 	frames map[uint64]*frameStat
 
-	// Derived by finish; valid while fresh.
+	// Derived by finish; valid while fresh. See settle.go for what an
+	// extension (rather than a rebuild) keeps.
 	fresh     bool
+	settle    settleState
 	cluster   map[uint64]int  // slot or attached frame → cluster id
 	general   map[uint64]bool // frames said of several attributes' values (see generalFrames)
 	byTurn    map[int][]fact  // pos → facts of its statements
 	bySubject map[string][]int
-	history   map[string][]factAt     // subject+cluster → facts in position order
-	values    map[int]map[uint64]bool // cluster → the values stated in it
-	attribute map[uint64]int          // value → the cluster it belongs to, -1 if none (see attributes)
-	stated    map[uint64]bool         // every value stated
+	history   map[string][]factAt // subject+cluster → facts in position order
+	// clustersOf lists, per subject, the clusters it has a history in: the
+	// only ones a statement about it can change (see changes).
+	clustersOf map[string][]int
+	values     map[int]map[uint64]bool // cluster → the values stated in it
+	attribute  map[uint64]int          // value → the cluster it belongs to, -1 if none (see attributes)
+	stated     map[uint64]bool         // every value stated
 }
 
 type factAt struct {
@@ -168,6 +173,7 @@ func (f *facts) add(turns []Turn) {
 		// Names decide subjects and frames: re-read everything.
 		f.entities = ents
 		f.stmts, f.frames = nil, map[uint64]*frameStat{}
+		f.settle.reread()
 		added = added[:0]
 		for pos, text := range f.texts {
 			added = append(added, Turn{Pos: pos, Role: f.roles[pos], Text: text})
@@ -397,21 +403,31 @@ func (f *facts) register(c candidate, subject, first, last string, multi bool) {
 		fs = &frameStat{values: map[uint64]struct{}{}, subject: subject, subjects: 1, allMulti: true, sameFirst: true, sameLast: true}
 		f.frames[c.frame] = fs
 	}
-	if subject != fs.subject {
-		fs.subjects = 2
+	read, changed := fs.clusters(), false
+	if subject != fs.subject && fs.subjects < 2 {
+		fs.subjects, changed = 2, true
 	}
-	if _, ok := fs.values[c.value]; ok {
-		return
+	if _, ok := fs.values[c.value]; !ok {
+		fs.values[c.value] = struct{}{}
+		fw, lw := xxhash.Sum64String(first), xxhash.Sum64String(last)
+		if fs.valueCount == 0 {
+			fs.firstWord, fs.lastWord = fw, lw
+		}
+		fs.valueCount++
+		fs.allMulti = fs.allMulti && multi
+		fs.sameFirst = fs.sameFirst && fw == fs.firstWord
+		fs.sameLast = fs.sameLast && lw == fs.lastWord
+		changed = true
 	}
-	fs.values[c.value] = struct{}{}
-	fw, lw := xxhash.Sum64String(first), xxhash.Sum64String(last)
-	if fs.valueCount == 0 {
-		fs.firstWord, fs.lastWord = fw, lw
-	}
-	fs.valueCount++
-	fs.allMulti = fs.allMulti && multi
-	fs.sameFirst = fs.sameFirst && fw == fs.firstWord
-	fs.sameLast = fs.sameLast && lw == fs.lastWord
+	// A frame clusterFrames reads (before or now) changed: the clusters
+	// must be derived anew (see settleState).
+	f.settle.dirty = f.settle.dirty || (changed && (read || fs.clusters()))
+}
+
+// clusters reports whether clusterFrames reads the frame: a slot, or a
+// frame of one value said of two or more subjects.
+func (fs *frameStat) clusters() bool {
+	return fs.isSlot() || (fs.valueCount == 1 && fs.subjects >= 2)
 }
 
 // isSlot: a frame said with two or more values, where the value span is as
@@ -419,77 +435,6 @@ func (f *facts) register(c candidate, subject, first, last string, multi bool) {
 // that word belongs to the frame and a tighter frame exists.
 func (fs *frameStat) isSlot() bool {
 	return fs.valueCount >= 2 && !(fs.allMulti && (fs.sameFirst || fs.sameLast))
-}
-
-// finish derives clusters and facts. It is cheap to call when fresh.
-func (f *facts) finish() {
-	if f.fresh {
-		return
-	}
-	f.fresh = true
-	f.version++
-	f.cluster, f.general = clusterFrames(f.frames)
-	f.attribute = attributes(f.frames, f.cluster)
-	f.byTurn = map[int][]fact{}
-	f.bySubject = map[string][]int{}
-	f.history = map[string][]factAt{}
-	for _, st := range f.stmts {
-		fs := f.factsOf(st)
-		if len(fs) == 0 {
-			continue
-		}
-		f.bySubject[st.subject] = append(f.bySubject[st.subject], st.pos)
-		f.byTurn[st.pos] = append(f.byTurn[st.pos], fs...)
-		for _, x := range fs {
-			k := historyKey(x)
-			f.history[k] = append(f.history[k], factAt{pos: st.pos, value: x.value})
-		}
-	}
-	f.values = map[int]map[uint64]bool{}
-	f.stated = map[uint64]bool{}
-	for _, fs := range f.byTurn {
-		for _, x := range fs {
-			f.stated[x.value] = true
-			if f.values[x.cluster] == nil {
-				f.values[x.cluster] = map[uint64]bool{}
-			}
-			f.values[x.cluster][x.value] = true
-		}
-	}
-	f.sortHistory()
-	// Updates that name the old value and the new one in one sentence
-	// ("S swapped the banjo for the cello") repeat no frame; read them in
-	// position order, each against the facts before it.
-	order := make([]int, len(f.stmts))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(i, j int) bool { return f.stmts[order[i]].pos < f.stmts[order[j]].pos })
-	for _, i := range order {
-		st := f.stmts[i]
-		for _, x := range f.claims(st, f.byTurn[st.pos]) {
-			f.bySubject[x.subject] = append(f.bySubject[x.subject], st.pos)
-			f.byTurn[st.pos] = append(f.byTurn[st.pos], x)
-			k := historyKey(x)
-			f.history[k] = append(f.history[k], factAt{pos: st.pos, value: x.value})
-		}
-		for _, x := range f.changes(st, f.byTurn[st.pos]) {
-			f.bySubject[st.subject] = append(f.bySubject[st.subject], st.pos)
-			f.byTurn[st.pos] = withChange(f.byTurn[st.pos], x)
-			k := historyKey(x)
-			h := f.history[k][:0]
-			for _, y := range f.history[k] {
-				if y.pos != st.pos { // not the frame's reading of the old value
-					h = append(h, y)
-				}
-			}
-			f.history[k] = append(h, factAt{pos: st.pos, value: x.value})
-		}
-	}
-	for k := range f.bySubject {
-		f.bySubject[k] = sortUnique(f.bySubject[k])
-	}
-	f.sortHistory()
 }
 
 // changes reads a statement as a change of an attribute's value: it names
@@ -517,9 +462,14 @@ func (f *facts) changes(st statement, stated []fact) []fact {
 		vals[c.value] = true
 	}
 	var out []fact
-	for c := range f.values {
+	// Only the clusters the subject has a history in can hold a value to
+	// change: the others are skipped at once below.
+	for _, c := range f.clustersOf[st.subject] {
+		if f.values[c] == nil {
+			continue
+		}
 		sv, said := has[c]
-		h := f.history[historyKey(fact{subject: st.subject, cluster: c})]
+		h := f.historyOf(historyKey(fact{subject: st.subject, cluster: c}))
 		cur, ok := uint64(0), false
 		for _, y := range h {
 			if y.pos < st.pos || st.pos == windowPos {
@@ -642,19 +592,6 @@ func withChange(fs []fact, x fact) []fact {
 
 // windowPos marks a statement read from the window, later than any held.
 const windowPos = -1
-
-func (f *facts) sortHistory() {
-	for _, h := range f.history {
-		// Statements are kept in no particular order (a re-read walks a
-		// map), so order fully: position, then value.
-		sort.Slice(h, func(i, j int) bool {
-			if h[i].pos != h[j].pos {
-				return h[i].pos < h[j].pos
-			}
-			return h[i].value < h[j].value
-		})
-	}
-}
 
 func historyKey(x fact) string {
 	var b strings.Builder

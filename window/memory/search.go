@@ -401,18 +401,16 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	among := f.factsAt(found)
 	// The turns that may update a statement, read only once a candidate
 	// states a fact about one of the ask's subjects.
-	var ups []updater
-	upsRead := false
-	updatersOf := func() []updater {
-		if !upsRead {
-			upsRead = true
+	var ups *updaterList
+	updatersOf := func() *updaterList {
+		if ups == nil {
 			maybe := slices.Clone(q.Window)
 			for _, c := range ranked {
 				if !c.weak {
 					maybe = append(maybe, x.turns[c.doc])
 				}
 			}
-			ups = updaters(maybe, m.subjects)
+			ups = newUpdaterList(maybe, m.subjects)
 		}
 		return ups
 	}

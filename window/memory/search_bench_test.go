@@ -321,3 +321,39 @@ func BenchmarkIndexSearch100kAssistant(b *testing.B) {
 // benchAssistantTurns is the size of BenchmarkIndexSearch100kAssistant's
 // conversation.
 var benchAssistantTurns = 100_000
+
+// BenchmarkIndexAddSearchAssistant times what each turn of a long
+// conversation of assistant-length turns costs its memory: one turn added,
+// then one packet retrieved, at turn 1,000 and at turn 100,000 of the same
+// conversation. The fact analysis is brought up to date by the search after
+// an add, so this is where its cost shows if it grows with the history.
+// Compare the two sub-benchmarks' ns/op (and p99) in one run.
+func BenchmarkIndexAddSearchAssistant(b *testing.B) {
+	for _, at := range []int{1_000, benchAssistantTurns} {
+		b.Run(fmt.Sprintf("at%d", at), func(b *testing.B) {
+			turns, _ := Linked(0, assistantConversation(at+b.N))
+			chain := []uint64{0}
+			for _, t := range turns {
+				chain = append(chain, t.Chain())
+			}
+			x := NewIndex(turns[:at]...)
+			x.Search(Query{Ask: "warm up"})
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				n := at + i + 1 // turns once this one is added
+				before := max(n-8, 0)
+				q := Query{Ask: benchAsks[i%len(benchAsks)], Before: before, Window: turns[before:n], K: 128, Tokens: 512, FillTokens: 256, Chain: chain[:n+1],
+					Cost: func(t Turn) int { return (len(t.Text) + 24) / 4 }}
+				t0 := time.Now()
+				x.Add(turns[n-1])
+				x.Search(q)
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+		})
+	}
+}

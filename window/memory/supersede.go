@@ -78,10 +78,10 @@ type reading struct {
 // without facts is never superseded; nor is one whose replacement the
 // packet would not carry: an old statement is dropped only in favour of the
 // newer one the window will hold.
-func (f *facts) superseded(pos int, among, window map[string][]factAt, ups func() []updater, subjects []string) bool {
+func (f *facts) superseded(pos int, among, window map[string][]factAt, ups func() *updaterList, subjects []string) bool {
 	fs := f.byTurn[pos]
 	if ups == nil {
-		ups = func() []updater { return nil }
+		ups = func() *updaterList { return nil }
 	}
 	someReplaced := false
 	for _, x := range fs {
@@ -190,11 +190,26 @@ type updater struct {
 	readings   []candidate
 }
 
-// updaters returns, latest first, the turns among turns that may update a
-// statement about one of subjects.
-func updaters(turns []Turn, subjects []string) []updater {
+// updaterList holds the turns that may update a statement about one of an
+// ask's subjects and reads them into updaters latest first, only as far as
+// a check needs: a fact at position p is replaced only by an updater after
+// p, so a check stops at the first turn at or before p. The updaters it
+// yields, and their order, are those of reading every turn at once (at most
+// maxUpdaters, counted as they are read); a search over long turns reads
+// few of them.
+type updaterList struct {
+	turns    []Turn
+	order    []int32 // into turns, latest first
+	subjects []string
+	next     int // order[next] is the next turn to read
+	read     []updater
+}
+
+// newUpdaterList returns the updaters among turns for statements about
+// subjects (none if there are no subjects).
+func newUpdaterList(turns []Turn, subjects []string) *updaterList {
 	if len(subjects) == 0 {
-		return nil
+		return &updaterList{}
 	}
 	// Latest first, by index: a Turn is too large to move around in a sort.
 	order := make([]int32, len(turns))
@@ -202,28 +217,57 @@ func updaters(turns []Turn, subjects []string) []updater {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(a, b int32) int { return turns[b].Pos - turns[a].Pos })
+	return &updaterList{turns: turns, order: order, subjects: subjects}
+}
+
+// at returns the i-th updater (latest first) if it is later than pos,
+// reading turns as far as that needs; false if there is none.
+func (l *updaterList) at(i, pos int) (*updater, bool) {
+	for i >= len(l.read) {
+		if l.next >= len(l.order) || len(l.read) >= maxUpdaters {
+			return nil, false
+		}
+		t := l.turns[l.order[l.next]]
+		if t.Pos <= pos {
+			return nil, false // neither it nor any turn after it is later
+		}
+		l.next++
+		l.read = append(l.read, updatersOf(t, l.subjects)...)
+	}
+	if l.read[i].pos <= pos {
+		return nil, false
+	}
+	return &l.read[i], true
+}
+
+// all reads every updater (tests).
+func (l *updaterList) all() []updater {
+	for i := 0; ; i++ {
+		if _, ok := l.at(i, -1<<62); !ok {
+			return l.read
+		}
+	}
+}
+
+// updatersOf returns t's updaters: one per subject in subjects that t
+// names (or, for the asker itself, that it said), if it states something.
+func updatersOf(t Turn, subjects []string) []updater {
+	named := false
+	for _, s := range subjects {
+		named = named || isRole(s, t.Role) || containsLower(t.Text, s)
+	}
+	if !named || !states(t.Text) {
+		return nil // cheap checks first: most candidates name no subject
+	}
+	ws := assertedWords(t.Text, subjects)
 	var out []updater
-	for _, i := range order {
-		if len(out) >= maxUpdaters {
-			break
+	for _, s := range subjects {
+		named := isRole(s, t.Role)
+		for _, w := range ws {
+			named = named || w.lower == s
 		}
-		t := turns[i]
-		named := false
-		for _, s := range subjects {
-			named = named || isRole(s, t.Role) || containsLower(t.Text, s)
-		}
-		if !named || !states(t.Text) {
-			continue // cheap checks first: most candidates name no subject
-		}
-		ws := assertedWords(t.Text, subjects)
-		for _, s := range subjects {
-			named := isRole(s, t.Role)
-			for _, w := range ws {
-				named = named || w.lower == s
-			}
-			if named {
-				out = append(out, updater{pos: t.Pos, subject: s, ws: ws, text: t.Text, role: t.Role})
-			}
+		if named {
+			out = append(out, updater{pos: t.Pos, subject: s, ws: ws, text: t.Text, role: t.Role})
 		}
 	}
 	return out
@@ -332,10 +376,16 @@ func (f *facts) generalOnly(u *updater, value uint64) bool {
 // list of verbs is. A turn that names the value only in a frame said of
 // several attributes' values ("S recommended _ to a colleague") says
 // nothing of the attribute (generalOnly).
-func (f *facts) updated(x fact, pos int, ups []updater) bool {
-	for i := range ups {
-		u := &ups[i]
-		if u.pos > pos && u.subject == x.subject {
+func (f *facts) updated(x fact, pos int, ups *updaterList) bool {
+	if ups == nil {
+		return false
+	}
+	for i := 0; ; i++ {
+		u, ok := ups.at(i, pos)
+		if !ok {
+			return false
+		}
+		if u.subject == x.subject {
 			if u.has == nil {
 				u.has = spans(u.ws)
 			}
@@ -344,7 +394,6 @@ func (f *facts) updated(x fact, pos int, ups []updater) bool {
 			}
 		}
 	}
-	return false
 }
 
 // claims reads a statement that says something holds now or changed
@@ -403,7 +452,7 @@ func (f *facts) claims(st statement, stated []fact) []fact {
 			v = x // the one value
 		}
 		last, cur := -2, uint64(0)
-		for _, y := range f.history[historyKey(fact{subject: st.subject, cluster: a})] {
+		for _, y := range f.historyOf(historyKey(fact{subject: st.subject, cluster: a})) {
 			if (y.pos < st.pos || st.pos == windowPos) && y.pos > last {
 				last, cur = y.pos, y.value
 			}
