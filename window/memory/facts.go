@@ -83,6 +83,7 @@ type fact struct {
 type facts struct {
 	roles    map[int]string
 	texts    map[int]string
+	said     map[int][]saying           // pos → the turn's sayings, read once (see sayings)
 	capLater map[string]int             // lower-case word → times capitalized after a sentence's first word
 	lower    map[string]int             // lower-case word → times written in lower case
 	starts   map[string]map[string]bool // capitalized first word → words seen after it (up to 2)
@@ -121,7 +122,7 @@ type factAt struct {
 
 func newFacts() *facts {
 	return &facts{
-		roles: map[int]string{}, texts: map[int]string{},
+		roles: map[int]string{}, texts: map[int]string{}, said: map[int][]saying{},
 		capLater: map[string]int{}, lower: map[string]int{}, starts: map[string]map[string]bool{}, entities: map[string]bool{},
 		addressed: map[string]map[string]int{}, readings: map[string]reading{},
 		frames: map[uint64]*frameStat{},
@@ -136,6 +137,7 @@ func (f *facts) add(turns []Turn) {
 			continue
 		}
 		f.texts[t.Pos], f.roles[t.Pos] = t.Text, t.Role
+		f.said[t.Pos] = sayings(t.Text)
 		added = append(added, t)
 		for _, s := range sentences(t.Text) {
 			for _, m := range vocative.FindAllStringSubmatch(s, -1) {
@@ -189,6 +191,15 @@ func (f *facts) add(turns []Turn) {
 			prev = f.antecedent(st, s)
 		}
 	}
+}
+
+// sayingsOf returns t's sayings: as read when it was added if it is held
+// with that text, read now otherwise (a window's turn may be an excerpt).
+func (f *facts) sayingsOf(t Turn) []saying {
+	if s, ok := f.said[t.Pos]; ok && f.texts[t.Pos] == t.Text {
+		return s
+	}
+	return sayings(t.Text)
 }
 
 // antecedent is who "he" or "she" in the sentence after sentence (read as

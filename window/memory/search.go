@@ -378,6 +378,7 @@ func (x *Index) pick(q Query, m match, ranked []cand) ([]Hit, searchStats) {
 // pickNoted is pick, telling note (if set) why each ranked turn is or is
 // not a hit (Explain).
 func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, why Miss)) ([]Hit, searchStats) {
+	explaining := note != nil
 	if note == nil {
 		note = func(int, Miss) {}
 	}
@@ -410,7 +411,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 					maybe = append(maybe, x.turns[c.doc])
 				}
 			}
-			ups = newUpdaterList(maybe, m.subjects)
+			ups = newUpdaterList(maybe, m.subjects, f.sayingsOf)
 		}
 		return ups
 	}
@@ -440,29 +441,35 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 			stats.duplicate++
 			note(t.Pos, MissDuplicate)
 			continue
-		case f.superseded(t.Pos, among, later, updatersOf, m.subjects):
-			stats.superseded++
-			note(t.Pos, MissStale)
-			continue
 		}
 		// A long turn is quoted by its passage that matches the ask best
 		// (passage.go).
 		if weight == nil {
 			weight = x.askWeights(m.stems, m.limit)
 		}
-		t = x.passageOf(c.doc, weight)
+		p := x.passageOf(c.doc, weight)
 		cost := 1
 		if q.Cost != nil {
-			cost = q.Cost(t)
+			cost = q.Cost(p)
 		}
-		if c.fill && (q.Statement || filled+cost > q.FillTokens) {
+		// Past the room for hits past the cutoff, or past the room (a
+		// shorter hit further down may still fit). Either way, like a
+		// superseded turn, it is passed over and nothing else changes:
+		// whether it is superseded, the costly check, is read only for a
+		// turn that fits, or to tell why it is not a hit (Explain: a
+		// stale turn is stale, not cut).
+		cut := (c.fill && (q.Statement || filled+cost > q.FillTokens)) ||
+			(q.Tokens > 0 && used+cost > q.Tokens && !(len(out) == 0 && cost <= q.FirstTokens))
+		if (!cut || explaining) && f.superseded(t.Pos, among, later, updatersOf, m.subjects) {
+			stats.superseded++
+			note(t.Pos, MissStale)
+			continue
+		}
+		if cut {
 			note(t.Pos, MissCut)
-			continue // past the room for hits past the cutoff
+			continue
 		}
-		if q.Tokens > 0 && used+cost > q.Tokens && !(len(out) == 0 && cost <= q.FirstTokens) {
-			note(t.Pos, MissCut)
-			continue // a shorter hit further down may still fit
-		}
+		t = p
 		note(t.Pos, MissNone)
 		seen[text] = true
 		used += cost

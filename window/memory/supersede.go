@@ -182,7 +182,7 @@ const maxUpdaters = 256
 type updater struct {
 	pos     int
 	subject string
-	ws      []word
+	ws      []string        // lower case
 	has     map[uint64]bool // spans(ws), made when a fact is first checked against it
 	// text and role are the turn's; readings are the value readings
 	// of its sentences, made when first needed (see generalOnly).
@@ -201,13 +201,14 @@ type updaterList struct {
 	turns    []Turn
 	order    []int32 // into turns, latest first
 	subjects []string
-	next     int // order[next] is the next turn to read
+	said     func(Turn) []saying // a turn's sayings
+	next     int                 // order[next] is the next turn to read
 	read     []updater
 }
 
 // newUpdaterList returns the updaters among turns for statements about
 // subjects (none if there are no subjects).
-func newUpdaterList(turns []Turn, subjects []string) *updaterList {
+func newUpdaterList(turns []Turn, subjects []string, said func(Turn) []saying) *updaterList {
 	if len(subjects) == 0 {
 		return &updaterList{}
 	}
@@ -217,7 +218,7 @@ func newUpdaterList(turns []Turn, subjects []string) *updaterList {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(a, b int32) int { return turns[b].Pos - turns[a].Pos })
-	return &updaterList{turns: turns, order: order, subjects: subjects}
+	return &updaterList{turns: turns, order: order, subjects: subjects, said: said}
 }
 
 // at returns the i-th updater (latest first) if it is later than pos,
@@ -232,7 +233,7 @@ func (l *updaterList) at(i, pos int) (*updater, bool) {
 			return nil, false // neither it nor any turn after it is later
 		}
 		l.next++
-		l.read = append(l.read, updatersOf(t, l.subjects)...)
+		l.read = append(l.read, updatersOf(t, l.subjects, l.said)...)
 	}
 	if l.read[i].pos <= pos {
 		return nil, false
@@ -251,7 +252,7 @@ func (l *updaterList) all() []updater {
 
 // updatersOf returns t's updaters: one per subject in subjects that t
 // names (or, for the asker itself, that it said), if it states something.
-func updatersOf(t Turn, subjects []string) []updater {
+func updatersOf(t Turn, subjects []string, said func(Turn) []saying) []updater {
 	named := false
 	for _, s := range subjects {
 		named = named || isRole(s, t.Role) || containsLower(t.Text, s)
@@ -259,13 +260,10 @@ func updatersOf(t Turn, subjects []string) []updater {
 	if !named || !states(t.Text) {
 		return nil // cheap checks first: most candidates name no subject
 	}
-	ws := assertedWords(t.Text, subjects)
+	ws := assertedWords(said(t), subjects)
 	var out []updater
 	for _, s := range subjects {
-		named := isRole(s, t.Role)
-		for _, w := range ws {
-			named = named || w.lower == s
-		}
+		named := isRole(s, t.Role) || slices.Contains(ws, s)
 		if named {
 			out = append(out, updater{pos: t.Pos, subject: s, ws: ws, text: t.Text, role: t.Role})
 		}
@@ -324,7 +322,7 @@ func states(text string) bool {
 }
 
 // spans returns the hashes of every run of up to maxValueWords words.
-func spans(ws []word) map[uint64]bool {
+func spans(ws []string) map[uint64]bool {
 	out := map[uint64]bool{}
 	for i := range ws {
 		var b strings.Builder
@@ -332,7 +330,7 @@ func spans(ws []word) map[uint64]bool {
 			if j > i {
 				b.WriteByte(' ')
 			}
-			b.WriteString(ws[j].lower)
+			b.WriteString(ws[j])
 			out[xxhash.Sum64String(b.String())] = true
 		}
 	}
@@ -513,26 +511,28 @@ func asserted(sentence string) (string, bool) {
 	return strings.Join(out, " "), true
 }
 
-// assertedWords returns the words of what text asserts (see asserted),
-// sentence by sentence. A question is kept whole if it names one of
-// subjects: it recalls what was said of them ("Remember when I said Omar's
-// instrument was the banjo? Scratch that, the harp."); one that does not
-// asks about what it names ("Does anyone know a shop for harps? Omar is
-// asking."). A sentence about a person its first name or "my" is the
-// possessor of ("Omar's sister plays the harp") is left out.
-func assertedWords(text string, subjects []string) []word {
-	var out []word
+// saying is one sentence of a turn as assertedWords reads it: the
+// lower-case words of what it asserts (the whole sentence for a question),
+// joined by spaces.
+type saying struct {
+	words    string
+	question bool
+}
+
+// sayings reads text's sentences for assertedWords, as far as that does
+// not depend on the ask: what each asserts, or the whole of a question;
+// a sentence that hedges, or is about a person its first name or "my" is
+// the possessor of ("Omar's sister plays the harp"), is left out. The fact
+// analysis reads every turn so as it is added (facts.add): a search reads
+// hundreds of turns that may update a statement, and long ones cost it
+// most of its time when it read them itself.
+func sayings(text string) []saying {
+	var out []saying
 	for _, s := range sentences(text) {
 		var ws []word
-		if strings.HasSuffix(s, "?") {
+		question := strings.HasSuffix(s, "?")
+		if question {
 			ws = words(s)
-			named := false
-			for _, w := range ws {
-				named = named || slices.Contains(subjects, w.lower)
-			}
-			if !named {
-				continue
-			}
 		} else {
 			said, ok := asserted(s)
 			if !ok {
@@ -547,9 +547,35 @@ func assertedWords(text string, subjects []string) []word {
 				break
 			}
 		}
-		if !ofOther {
-			out = append(out, ws...)
+		if ofOther || len(ws) == 0 {
+			continue
 		}
+		var b strings.Builder
+		for i, w := range ws {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(w.lower)
+		}
+		out = append(out, saying{words: b.String(), question: question})
+	}
+	return out
+}
+
+// assertedWords returns the lower-case words of what a turn asserts (its
+// sayings), sentence by sentence. A question is kept whole if it names one
+// of subjects: it recalls what was said of them ("Remember when I said
+// Omar's instrument was the banjo? Scratch that, the harp."); one that does
+// not asks about what it names ("Does anyone know a shop for harps? Omar is
+// asking.").
+func assertedWords(said []saying, subjects []string) []string {
+	var out []string
+	for _, s := range said {
+		ws := strings.Fields(s.words)
+		if s.question && !slices.ContainsFunc(ws, func(w string) bool { return slices.Contains(subjects, w) }) {
+			continue
+		}
+		out = append(out, ws...)
 	}
 	return out
 }
