@@ -24,9 +24,9 @@ type Index struct {
 	prefix []int
 	facts  *facts
 	stems  stemmer
-	board  scoreboard       // search's scratch space
-	spans  map[int32][]span // passages of long turns by turn index, memoized (passage.go)
-	norm   []uint64         // norm[i] = normalKey(turns[i].Text): a search compares hundreds
+	board  scoreboard             // search's scratch space
+	long   map[int32]passageTerms // passages of long turns by turn index (passage.go)
+	norm   []uint64               // norm[i] = normalKey(turns[i].Text): a search compares hundreds
 	// occ[term] is how often the held turns say term; said is Σ occ and
 	// weighted Σ occ·df over the terms (see typicalShare).
 	occ            map[string]int
@@ -99,7 +99,9 @@ func (x *Index) Add(turns ...Turn) {
 // reindex rebuilds positions, postings and lengths from turn from (or from
 // 0 when the order changed).
 func (x *Index) reindex(inOrder bool, from int) {
-	x.spans = nil // keyed by turn index, which a reorder changes
+	if x.long == nil || !inOrder {
+		x.long = map[int32]passageTerms{} // keyed by turn index, which a reorder changes
+	}
 	if !inOrder {
 		from = 0
 		x.post = map[string][]posting{}
@@ -127,6 +129,9 @@ func (x *Index) reindex(inOrder bool, from int) {
 			x.said += float64(f)
 			x.occ[term] = occ + int(f)
 			x.post[term] = append(x.post[term], posting{doc: int32(i), tf: f})
+		}
+		if len(t.Text) > longTurn {
+			x.long[int32(i)] = x.readPassages(t.Text)
 		}
 		x.lens = append(x.lens, int32(n))
 		x.prefix = append(x.prefix, x.prefix[len(x.prefix)-1]+n)

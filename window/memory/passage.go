@@ -162,30 +162,51 @@ func (x *Index) passageOf(d int32, weight map[string]float64) Turn {
 	if len(t.Text) <= longTurn {
 		return t
 	}
-	ps := x.passagesOf(d)
-	if len(ps) < 2 {
+	pt := x.long[d]
+	if len(pt.spans) < 2 {
 		return t
 	}
 	best, bestScore := 0, 0.0
-	seen := map[string]bool{}
-	for i, p := range ps {
-		clear(seen)
+	for i, stems := range pt.stems {
 		score := 0.0
-		for _, w := range terms(t.Text[p.from:p.to]) {
-			st := x.stems.stem(w)
-			if wt, ok := weight[st]; ok && !seen[st] {
-				seen[st] = true
-				score += wt
-			}
+		for _, st := range stems {
+			score += weight[st] // in the order the passage says them
 		}
 		if score > bestScore {
 			best, bestScore = i, score
 		}
 	}
-	p := ps[best]
+	p := pt.spans[best]
 	t.Text = strings.TrimSpace(t.Text[p.from:p.to])
-	t.Part = fmt.Sprintf("passage %d of %d", best+1, len(ps))
+	t.Part = fmt.Sprintf("passage %d of %d", best+1, len(pt.spans))
 	return t
+}
+
+// passageTerms is a long turn's passages and, for each, its distinct
+// stems in the order it first says them: what passageOf scores. The index
+// reads them as it adds the turn (reindex): a search quotes hundreds of
+// long turns, and reading their passages was most of its time.
+type passageTerms struct {
+	spans []span
+	stems [][]string
+}
+
+// readPassages returns text's passages and their stems.
+func (x *Index) readPassages(text string) passageTerms {
+	pt := passageTerms{spans: passages(text)}
+	seen := map[string]bool{}
+	for _, p := range pt.spans {
+		clear(seen)
+		var stems []string
+		for _, w := range terms(text[p.from:p.to]) {
+			if st := x.stems.stem(w); !seen[st] {
+				seen[st] = true
+				stems = append(stems, st)
+			}
+		}
+		pt.stems = append(pt.stems, stems)
+	}
+	return pt
 }
 
 // askWeights returns the BM25 weight of each of the ask's stems among the
@@ -197,20 +218,3 @@ func (x *Index) askWeights(qstems []string, limit int) map[string]float64 {
 	}
 	return weight
 }
-
-// passagesOf returns the passages of turn d, memoized.
-func (x *Index) passagesOf(d int32) []span {
-	if ps, ok := x.spans[d]; ok {
-		return ps
-	}
-	if x.spans == nil || len(x.spans) >= maxSpans {
-		x.spans = map[int32][]span{}
-	}
-	ps := passages(x.turns[d].Text)
-	x.spans[d] = ps
-	return ps
-}
-
-// maxSpans bounds the passage memo: the long turns of a few hundred
-// searches' candidates.
-const maxSpans = 1 << 14
