@@ -197,11 +197,28 @@ type cand struct {
 // added with.
 type candidates struct {
 	ranked []cand
-	at     map[int32]int // doc → index in ranked
+	// at[doc] is 1 + the doc's index in ranked, 0 if it is none: a common
+	// word adds tens of thousands, and a map's inserts were most of
+	// ranking them. Entries are zeroed by forget.
+	at []int32
+}
+
+// reset readies cs for a search over n turns.
+func (cs *candidates) reset(n int) {
+	if len(cs.at) < n {
+		cs.at = make([]int32, n)
+	}
+}
+
+// forget zeroes at for every ranked candidate.
+func (cs *candidates) forget() {
+	for _, c := range cs.ranked {
+		cs.at[c.doc] = 0
+	}
 }
 
 func (cs *candidates) add(d int32, sc float64, fact, fill, weak bool) {
-	if i, ok := cs.at[d]; ok {
+	if i := cs.at[d] - 1; i >= 0 {
 		c := &cs.ranked[i]
 		switch {
 		case c.weak && !weak: // a real match after all: its own rank
@@ -214,7 +231,7 @@ func (cs *candidates) add(d int32, sc float64, fact, fill, weak bool) {
 		c.fill = c.fill && fill
 		return
 	}
-	cs.at[d] = len(cs.ranked)
+	cs.at[d] = int32(len(cs.ranked)) + 1
 	cs.ranked = append(cs.ranked, cand{doc: d, score: sc, fact: fact, fill: fill, weak: weak})
 }
 
@@ -236,12 +253,13 @@ func rankOrder(a, b cand) int {
 // rank returns the candidates best first, at most maxExamined: the lexical
 // hits, the statements about the ask's subjects and their neighbours.
 func (x *Index) rank(m match, limit int) []cand {
-	// The candidates' map and list are reused from search to search: a
+	// The candidates' index and list are reused from search to search: a
 	// common word adds thousands, and growing them was most of a search's
 	// allocation.
 	cs := candidatePool.Get().(*candidates)
+	cs.reset(limit)
 	defer func() {
-		clear(cs.at)
+		cs.forget()
 		cs.ranked = cs.ranked[:0]
 		candidatePool.Put(cs)
 	}()
@@ -275,6 +293,7 @@ func (x *Index) rank(m match, limit int) []cand {
 	if len(cs.ranked) > maxExamined {
 		// Only the best can be reached: keep them before the neighbours,
 		// the weak matches only where the others leave places.
+		cs.forget() // before the list is compacted
 		strong := slices.DeleteFunc(slices.Clone(cs.ranked), func(c cand) bool { return c.weak })
 		weak := slices.DeleteFunc(cs.ranked, func(c cand) bool { return !c.weak })
 		score := func(c cand) float64 { return c.score }
@@ -283,9 +302,8 @@ func (x *Index) rank(m match, limit int) []cand {
 		} else {
 			cs.ranked = append(strong, topK(weak, maxExamined-len(strong), score)...)
 		}
-		clear(cs.at)
 		for i, c := range cs.ranked {
-			cs.at[c.doc] = i
+			cs.at[c.doc] = int32(i) + 1
 		}
 	}
 	x.addNeighbours(cs, limit)
@@ -297,7 +315,7 @@ func (x *Index) rank(m match, limit int) []cand {
 	return slices.Clone(ranked) // cs goes back to the pool
 }
 
-var candidatePool = sync.Pool{New: func() any { return &candidates{at: map[int32]int{}} }}
+var candidatePool = sync.Pool{New: func() any { return &candidates{} }}
 
 // addStatements adds the statements below limit about the ask's subjects.
 func (x *Index) addStatements(cs *candidates, m match, limit int) {
