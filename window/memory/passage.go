@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -166,19 +167,44 @@ func (x *Index) passageOf(d int32, weight map[string]float64) Turn {
 	if len(pt.spans) < 2 {
 		return t
 	}
+	// The ask has a few stems: comparing with each is cheaper than a
+	// map's hashing, hundreds of times per long turn.
+	type stemWeight struct {
+		stem string
+		w    float64
+	}
+	asked := make([]stemWeight, 0, len(weight))
+	for st, w := range weight {
+		if _, ok := slices.BinarySearch(pt.all, st); ok {
+			asked = append(asked, stemWeight{st, w}) // others add nothing
+		}
+	}
+	if len(asked) == 0 {
+		return x.quote(t, pt, 0)
+	}
 	best, bestScore := 0, 0.0
 	for i, stems := range pt.stems {
 		score := 0.0
-		for _, st := range stems {
-			score += weight[st] // in the order the passage says them
+		for _, st := range stems { // in the order the passage says them
+			for _, a := range asked {
+				if a.stem == st {
+					score += a.w
+					break
+				}
+			}
 		}
 		if score > bestScore {
 			best, bestScore = i, score
 		}
 	}
-	p := pt.spans[best]
+	return x.quote(t, pt, best)
+}
+
+// quote returns t as its passage i.
+func (x *Index) quote(t Turn, pt passageTerms, i int) Turn {
+	p := pt.spans[i]
 	t.Text = strings.TrimSpace(t.Text[p.from:p.to])
-	t.Part = fmt.Sprintf("passage %d of %d", best+1, len(pt.spans))
+	t.Part = fmt.Sprintf("passage %d of %d", i+1, len(pt.spans))
 	return t
 }
 
@@ -189,6 +215,7 @@ func (x *Index) passageOf(d int32, weight map[string]float64) Turn {
 type passageTerms struct {
 	spans []span
 	stems [][]string
+	all   []string // every passage's stems, sorted
 }
 
 // readPassages returns text's passages and their stems.
@@ -205,7 +232,10 @@ func (x *Index) readPassages(text string) passageTerms {
 			}
 		}
 		pt.stems = append(pt.stems, stems)
+		pt.all = append(pt.all, stems...)
 	}
+	slices.Sort(pt.all)
+	pt.all = slices.Compact(pt.all)
 	return pt
 }
 

@@ -258,6 +258,9 @@ func (x *Index) rank(m match, limit int) []cand {
 	// allocation.
 	cs := candidatePool.Get().(*candidates)
 	cs.reset(limit)
+	if n := len(m.scores.touched) + 64; cap(cs.ranked) < n {
+		cs.ranked = make([]cand, 0, n) // grown once, not by doubling
+	}
 	defer func() {
 		cs.forget()
 		cs.ranked = cs.ranked[:0]
