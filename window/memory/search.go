@@ -426,13 +426,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	var ups *updaterList
 	updatersOf := func() *updaterList {
 		if ups == nil {
-			maybe := slices.Clone(q.Window)
-			for _, c := range ranked {
-				if !c.weak {
-					maybe = append(maybe, x.turns[c.doc])
-				}
-			}
-			ups = newUpdaterList(maybe, m.subjects, f.sayingsOf)
+			ups = x.updaters(q, m, ranked)
 		}
 		return ups
 	}
@@ -500,6 +494,18 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		out = append(out, Hit{Turn: t, Score: c.score, Fact: c.fact})
 	}
 	return out, stats
+}
+
+// updaters returns the turns that may update a statement a candidate
+// makes: the window's and the candidates' that are not weak matches.
+func (x *Index) updaters(q Query, m match, ranked []cand) *updaterList {
+	maybe := slices.Clone(q.Window)
+	for _, c := range ranked {
+		if !c.weak {
+			maybe = append(maybe, x.turns[c.doc])
+		}
+	}
+	return newUpdaterList(maybe, m.subjects, x.facts.sayingsOf)
 }
 
 func abs(n int) int { return max(n, -n) }
