@@ -128,12 +128,14 @@ type word struct {
 	poss  bool // written with 's ("Omar's", also "she's")
 }
 
-// sentences splits text into sentences: at ., ! or ? followed by a space, at
-// line breaks, and at a colon or semicolon followed by "he" or "she" (a
-// clause of its own about someone the part before names: "I spoke to
-// Astrid: she's switched to rowing"). Abbreviations may split a sentence in
-// two; that only costs a fact, never invents one.
+// sentences splits the prose of text (its code left out: see prose) into
+// sentences: at ., ! or ? followed by a space, at line breaks, and at a
+// colon or semicolon followed by "he" or "she" (a clause of its own about
+// someone the part before names: "I spoke to Astrid: she's switched to
+// rowing"). Abbreviations may split a sentence in two; that only costs a
+// fact, never invents one.
 func sentences(text string) []string {
+	text = prose(text)
 	var out []string
 	start := 0
 	for i := 0; i < len(text); i++ {
