@@ -1,9 +1,6 @@
 package memory
 
-import (
-	"fmt"
-	"testing"
-)
+import "testing"
 
 // TestProse: code is left out as CommonMark delimits it (fenced blocks,
 // indented blocks after a blank line, inline spans), and nothing else is.
@@ -49,15 +46,7 @@ func TestNoFactsInCode(t *testing.T) {
 		}
 	}
 
-	var texts []string
-	for i := 0; i < 30; i++ {
-		texts = append(texts, fmt.Sprintf("Routine check %d passed.", i), "Okay.")
-	}
-	texts[4] = "Omar plays the banjo in the evening band."
-	texts[8] = "Sofia plays the trombone in the evening band."
-	texts[12] = "Kenji plays the banjo in the evening band."
-	texts[20] = "I had coffee with Sofia and Kenji."
-	texts[24] = "Send the agenda to Omar, please."
+	texts := band()
 	tests := []struct {
 		name, update string
 		stale        bool

@@ -13,15 +13,7 @@ import (
 // else, the values in two sentences); a question that names the value
 // does not, nor does a turn about someone else.
 func TestUpdateByValue(t *testing.T) {
-	var texts []string
-	for i := 0; i < 30; i++ {
-		texts = append(texts, fmt.Sprintf("Routine check %d passed.", i), "Okay.")
-	}
-	texts[4] = "Omar plays the banjo in the evening band."
-	texts[8] = "Sofia plays the trombone in the evening band."
-	texts[12] = "Kenji plays the banjo in the evening band."
-	texts[20] = "I had coffee with Sofia and Kenji."
-	texts[24] = "Send the agenda to Omar, please."
+	texts := band()
 	old, other := 4, 12
 	tests := []struct {
 		name   string
@@ -53,6 +45,22 @@ func TestUpdateByValue(t *testing.T) {
 			t.Errorf("%s: Kenji's statement missing for an ask about Kenji: %q", tc.name, hitTexts(x.Search(kq)))
 		}
 	}
+}
+
+// band returns 60 turns in which Omar (turn 4) and Kenji (turn 12) say
+// they play the banjo and Sofia the trombone, between routine turns; turn
+// 40 is free for an update.
+func band() []string {
+	var texts []string
+	for i := 0; i < 30; i++ {
+		texts = append(texts, fmt.Sprintf("Routine check %d passed.", i), "Okay.")
+	}
+	texts[4] = "Omar plays the banjo in the evening band."
+	texts[8] = "Sofia plays the trombone in the evening band."
+	texts[12] = "Kenji plays the banjo in the evening band."
+	texts[20] = "I had coffee with Sofia and Kenji."
+	texts[24] = "Send the agenda to Omar, please."
+	return texts
 }
 
 // club returns a conversation where a club's members each say once which
