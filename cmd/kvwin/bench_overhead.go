@@ -28,7 +28,12 @@ in-process server (kvwin serve --backend llamaserver=URL): the server alone
 first, then through the gateway; the difference is the gateway's cost.
 --catalog also measures, in the same run, each model served from a models:
 config of two embedded entries (the model and the same file under a second
-name, never loaded), last: the difference is the catalog's cost.`,
+name, never loaded), last: the difference is the catalog's cost.
+
+--chain N measures a Responses chain of N turns instead of the lengths: each
+turn sends only its new input with previous_response_id (non-streamed, one
+token), and the rows summarize its first and last 100 turns (halves of a
+shorter chain), with the window phase's ratio between them.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return overhead.Bench(cmd.Context(), o, cmd.OutOrStdout())
 		},
@@ -47,6 +52,7 @@ name, never loaded), last: the difference is the catalog's cost.`,
 	f.StringVar(&o.MemProfile, "memprofile", "", "write the run's allocations (pprof allocs profile) to this file (in process)")
 	f.BoolVar(&o.Gateway, "gateway", false, "also measure through a gateway (in process, --backend llamaserver=) over each in-process server, in the same run")
 	f.BoolVar(&o.Catalog, "catalog", false, "also measure each in-process model served from a models: config of two embedded entries, in the same run")
+	f.IntVar(&o.Chain, "chain", 0, "measure a Responses chain of this many turns (previous_response_id) instead of --messages: its first and last 100 turns")
 	f.BoolVar(&o.JSON, "json", false, "print only JSON on standard output (the table goes to standard error)")
 	return cmd
 }

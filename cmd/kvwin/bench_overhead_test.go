@@ -68,11 +68,40 @@ func TestBenchOverheadViaRows(t *testing.T) {
 }
 
 func TestBenchOverheadRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--messages", "3"}, {"--messages", "0"}, {"--turns", "0"}, {"--gateway", "--target", "http://127.0.0.1:1"}, {"--catalog", "--target", "http://127.0.0.1:1"}} {
+	for _, args := range [][]string{{"--messages", "3"}, {"--messages", "0"}, {"--turns", "0"}, {"--gateway", "--target", "http://127.0.0.1:1"}, {"--catalog", "--target", "http://127.0.0.1:1"}, {"--chain", "1"}} {
 		root := newRootCmd()
 		root.SetArgs(append([]string{"bench", "overhead"}, args...))
 		if err := root.Execute(); err == nil {
 			t.Errorf("bench overhead %v: no error", args)
+		}
+	}
+}
+
+// kvwin bench overhead --chain runs one Responses chain and reports its
+// first and last turns as two rows: the later turns continue a longer
+// history the server holds, and both carry the window phase their ratio
+// is taken of.
+func TestBenchOverheadChainRows(t *testing.T) {
+	stdout := runCmd(t, "bench", "overhead", "--window", "memory", "--chain", "6", "--ctx", "2048", "--json")
+	var rows []struct {
+		Turns        string             `json:"turns"`
+		Messages     int                `json:"messages"`
+		PromptTokens int                `json:"prompt_tokens"`
+		CachedTokens int                `json:"cached_tokens"`
+		Phases       map[string]float64 `json:"phases_ms"`
+	}
+	if err := json.Unmarshal(stdout, &rows); err != nil {
+		t.Fatalf("standard output is not the JSON rows: %v\n%s", err, stdout)
+	}
+	if len(rows) != 2 || rows[0].Turns != "1-3" || rows[1].Turns != "4-6" || rows[0].Messages != 6 || rows[1].Messages != 12 {
+		t.Fatalf("rows %+v, want turns 1-3 (6 messages) and 4-6 (12)", rows)
+	}
+	if rows[1].PromptTokens <= rows[0].PromptTokens || rows[1].CachedTokens == 0 {
+		t.Errorf("later turns: %d prompt tokens (%d cached), earlier %d: want a longer history, reused", rows[1].PromptTokens, rows[1].CachedTokens, rows[0].PromptTokens)
+	}
+	for _, r := range rows {
+		if _, ok := r.Phases["window"]; !ok {
+			t.Errorf("turns %s: phases %v, want the window phase", r.Turns, r.Phases)
 		}
 	}
 }

@@ -61,7 +61,10 @@ type Options struct {
 	// same file under a second name, never asked for): the node alone
 	// first, then through the catalog.
 	Catalog bool
-	JSON    bool
+	// Chain, if set, measures a Responses chain of that many turns instead
+	// of the lengths: its first and last turns (chain.go).
+	Chain int
+	JSON  bool
 
 	// seed makes the run's conversations (one per length): every server of
 	// a run gets the same ones, so their rows compare the same prompts.
@@ -76,7 +79,10 @@ type Row struct {
 	// Via is "gateway" for a row measured through a gateway over the
 	// node, "catalog" for one through a models: config serving the node's
 	// model, empty for the server alone.
-	Via          string  `json:"via,omitempty"`
+	Via string `json:"via,omitempty"`
+	// Turns, on a --chain row, is the span of the chain's turns it
+	// summarizes ("1-100"); Messages is then the history at its end.
+	Turns        string  `json:"turns,omitempty"`
 	Messages     int     `json:"messages"`
 	PromptTokens int     `json:"prompt_tokens"`
 	CachedTokens int     `json:"cached_tokens"`
@@ -102,6 +108,9 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 		if n < 2 || n%2 != 0 {
 			return fmt.Errorf("--messages %d: want an even number, at least 2", n)
 		}
+	}
+	if o.Chain == 1 || o.Chain < 0 {
+		return fmt.Errorf("--chain %d: want at least 2 turns", o.Chain)
 	}
 	if (o.Gateway || o.Catalog) && o.Target != "" {
 		return errors.New("--gateway and --catalog serve the in-process model: not with --target")
@@ -217,6 +226,9 @@ func measure(ctx context.Context, o Options, base, model, label string) ([]Row, 
 	// default 4 KiB, the client's own copying and syscalls grow with the
 	// body and count as the server's overhead.
 	hc := &http.Client{Transport: &http.Transport{WriteBufferSize: 64 << 10, ReadBufferSize: 64 << 10}}
+	if o.Chain > 0 {
+		return measureChain(ctx, o, hc, base, model, label)
+	}
 	url := strings.TrimSuffix(base, "/") + "/v1/chat/completions"
 	var rows []Row
 	for i, n := range o.Messages {
@@ -227,7 +239,7 @@ func measure(ctx context.Context, o Options, base, model, label string) ([]Row, 
 			if err != nil {
 				return nil, err
 			}
-			s, err := turn(ctx, hc, url, b)
+			s, _, err := turn(ctx, hc, url, b)
 			if err != nil {
 				return nil, fmt.Errorf("%s, %d messages, turn %d: %w", label, n, t, err)
 			}

@@ -59,25 +59,26 @@ type sample struct {
 	bytes    uint64 // heap bytes allocated in this process during the turn
 }
 
-// turn sends one prepared body and reads the whole answer. The body is
-// marshaled before the measurement, so the allocations counted are the
-// HTTP exchange's and (in process) the server's.
-func turn(ctx context.Context, hc *http.Client, url string, b []byte) (sample, error) {
+// turn sends one prepared body and reads the whole answer, which it
+// returns too. The body is marshaled before the measurement, so the
+// allocations counted are the HTTP exchange's and (in process) the
+// server's.
+func turn(ctx context.Context, hc *http.Client, url string, b []byte) (sample, []byte, error) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	resp, start, err := chat.Post(ctx, hc, url, http.Header{"Content-Type": {"application/json"}}, b)
 	if err != nil {
-		return sample{}, err
+		return sample{}, nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	lat := time.Since(start)
 	runtime.ReadMemStats(&after)
 	if err != nil {
-		return sample{}, fmt.Errorf("read answer: %w", err)
+		return sample{}, nil, fmt.Errorf("read answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return sample{}, fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(raw[:min(len(raw), 300)])))
+		return sample{}, nil, fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(raw[:min(len(raw), 300)])))
 	}
 	s := sample{latency: lat, mallocs: after.Mallocs - before.Mallocs, bytes: after.TotalAlloc - before.TotalAlloc,
 		timing: resp.Header.Get("Server-Timing")}
@@ -96,7 +97,7 @@ func turn(ctx context.Context, hc *http.Client, url string, b []byte) (sample, e
 			} `json:"usage"`
 		}
 		if err := json.Unmarshal(raw, &ans); err != nil {
-			return sample{}, fmt.Errorf("answer: %w", err)
+			return sample{}, nil, fmt.Errorf("answer: %w", err)
 		}
 		s.promptMs = ans.Timings.PromptMs
 		s.prompt = ans.Usage.PromptTokens
@@ -105,5 +106,5 @@ func turn(ctx context.Context, hc *http.Client, url string, b []byte) (sample, e
 			s.prompt = ans.Timings.PromptN + ans.Timings.CacheN
 		}
 	}
-	return s, nil
+	return s, raw, nil
 }
