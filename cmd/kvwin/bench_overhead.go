@@ -21,7 +21,8 @@ and, in process, the server), with the Server-Timing phases where the server
 sends them.
 
 Each --model is served in process (one slot, --window full, no snapshots);
-without one, the test model. --target URL measures any OpenAI-compatible
+without one, the test model (--vocab DIR: written with that real vocabulary,
+as kvwin model tiny --vocab). --target URL measures any OpenAI-compatible
 server the same way instead (e.g. a llama-server: run it with one slot).
 --gateway also measures, in the same run, a gateway in process over each
 in-process server (kvwin serve --backend llamaserver=URL): the server alone
@@ -40,6 +41,7 @@ shorter chain), with the window phase's ratio between them.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Models, "model", nil, "GGUF models to serve in process, each measured in turn (default: the test model)")
+	f.StringVar(&o.Vocab, "vocab", "", "write the test model with this real vocabulary (as kvwin model tiny --vocab: a directory with Llama 3's encoder.json and vocab.bpe, or a tokenizer.model)")
 	f.StringVar(&o.Target, "target", "", "measure this OpenAI-compatible server (base URL) instead")
 	f.StringVar(&o.TargetModel, "target-model", "", "the model name --target's requests carry")
 	f.IntSliceVar(&o.Messages, "messages", []int{2, 42, 122, 242}, "history lengths, in messages")

@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -68,7 +71,7 @@ func TestBenchOverheadViaRows(t *testing.T) {
 }
 
 func TestBenchOverheadRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--messages", "3"}, {"--messages", "0"}, {"--turns", "0"}, {"--gateway", "--target", "http://127.0.0.1:1"}, {"--catalog", "--target", "http://127.0.0.1:1"}, {"--chain", "1"}} {
+	for _, args := range [][]string{{"--messages", "3"}, {"--messages", "0"}, {"--turns", "0"}, {"--gateway", "--target", "http://127.0.0.1:1"}, {"--catalog", "--target", "http://127.0.0.1:1"}, {"--chain", "1"}, {"--vocab", "x", "--model", "m.gguf"}} {
 		root := newRootCmd()
 		root.SetArgs(append([]string{"bench", "overhead"}, args...))
 		if err := root.Execute(); err == nil {
@@ -103,5 +106,35 @@ func TestBenchOverheadChainRows(t *testing.T) {
 		if _, ok := r.Phases["window"]; !ok {
 			t.Errorf("turns %s: phases %v, want the window phase", r.Turns, r.Phases)
 		}
+	}
+}
+
+// kvwin bench overhead --vocab serves the test model written with a real
+// vocabulary: Llama 3's BPE takes far fewer tokens for the same
+// conversation than the byte-level vocabulary.
+func TestBenchOverheadVocab(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/ollama/ollama").Output()
+	if err != nil {
+		t.Fatalf("locate the Ollama module (its testdata holds Llama 3's vocabulary): %v", err)
+	}
+	vocab := filepath.Join(strings.TrimSpace(string(out)), "model", "testdata", "llama3.2")
+	type row struct {
+		PromptTokens int `json:"prompt_tokens"`
+		CachedTokens int `json:"cached_tokens"`
+	}
+	tokens := map[string]int{}
+	for _, name := range []string{"byte-level", "llama3"} {
+		args := []string{"bench", "overhead", "--messages", "8", "--turns", "1", "--ctx", "2048", "--json"}
+		if name == "llama3" {
+			args = append(args, "--vocab", vocab)
+		}
+		var rows []row
+		if err := json.Unmarshal(runCmd(t, args...), &rows); err != nil || len(rows) != 1 || rows[0].CachedTokens == 0 {
+			t.Fatalf("%s: rows %+v (%v), want one row, cached", name, rows, err)
+		}
+		tokens[name] = rows[0].PromptTokens
+	}
+	if tokens["llama3"]*2 > tokens["byte-level"] {
+		t.Errorf("8 messages: %d tokens with Llama 3's vocabulary, %d byte-level: want under half", tokens["llama3"], tokens["byte-level"])
 	}
 }

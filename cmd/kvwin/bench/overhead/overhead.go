@@ -24,6 +24,7 @@ import (
 	"kvwin/cmd/kvwin/app"
 	"kvwin/cmd/kvwin/bench/stats"
 	"kvwin/cmd/kvwin/config"
+	"kvwin/gguf"
 )
 
 // Options are a bench overhead run's settings (its flags).
@@ -31,6 +32,10 @@ type Options struct {
 	// Models are GGUF files served in process, one server each; empty and
 	// no Target: the test model.
 	Models []string
+	// Vocab, if set, is a real vocabulary (kvwin model tiny --vocab) the
+	// test model is written with when no Models are given: the same
+	// weights' work with a real tokenizer's counts and costs.
+	Vocab string
 	// Target, if set, is an OpenAI-compatible server measured instead
 	// (kvwin, llama-server, …); TargetModel is the model its requests name.
 	Target, TargetModel string
@@ -112,6 +117,9 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 	if o.Chain == 1 || o.Chain < 0 {
 		return fmt.Errorf("--chain %d: want at least 2 turns", o.Chain)
 	}
+	if o.Vocab != "" && (len(o.Models) > 0 || o.Target != "") {
+		return errors.New("--vocab writes the test model: not with --model or --target")
+	}
 	if (o.Gateway || o.Catalog) && o.Target != "" {
 		return errors.New("--gateway and --catalog serve the in-process model: not with --target")
 	}
@@ -130,10 +138,11 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 		rows = r
 	} else {
 		if len(o.Models) == 0 {
-			p, err := app.EnsureTinyModel(filepath.Join(os.TempDir(), "kvwin-bench"))
+			p, cleanup, err := testModel(o.Vocab)
 			if err != nil {
 				return err
 			}
+			defer cleanup()
 			o.Models = []string{p}
 		}
 		for _, m := range o.Models {
@@ -151,6 +160,28 @@ func Bench(ctx context.Context, o Options, stdout io.Writer) error {
 		return json.NewEncoder(stdout).Encode(rows)
 	}
 	return nil
+}
+
+// testModel is the test model, with vocab's vocabulary if set (written
+// to a temporary file that cleanup removes; it takes seconds, the run
+// minutes).
+func testModel(vocab string) (path string, cleanup func(), err error) {
+	if vocab == "" {
+		p, err := app.EnsureTinyModel(filepath.Join(os.TempDir(), "kvwin-bench"))
+		return p, func() {}, err
+	}
+	dir, err := os.MkdirTemp("", "kvwin-bench-vocab-")
+	if err != nil {
+		return "", nil, err
+	}
+	c := gguf.DefaultTinyConfig()
+	c.VocabPath = vocab
+	path = filepath.Join(dir, "kvwin-tiny-"+filepath.Base(filepath.Clean(vocab))+".gguf")
+	if err := gguf.WriteTiny(path, c); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
 }
 
 // serveAndMeasure starts kvwin serve in process on model (one slot,
