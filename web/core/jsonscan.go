@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -294,6 +295,14 @@ func nestedEnd(b []byte, i int) (int, bool) {
 // its UTF-8 is checked with the whole body).
 func stringEnd(b []byte, i int) (int, bool) {
 	for j := i + 1; j < len(b); j++ {
+		// Eight plain bytes at a time: a history's contents are most of a
+		// body, and byte by byte they were most of reading it.
+		for j+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[j:])) {
+			j += 8
+		}
+		if j >= len(b) {
+			break
+		}
 		switch c := b[j]; {
 		case c == '"':
 			return j + 1, true
@@ -316,6 +325,16 @@ func stringEnd(b []byte, i int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// special reports whether any byte of w (eight bytes of a string) ends it,
+// escapes or is a control byte: '"', '\\' or below 0x20. Each test is the
+// exact "has a zero byte" (or "has a byte below n") word trick, so a word
+// it passes has none of them.
+func special(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, e := w^(ones*'"'), w^(ones*'\\')
+	return ((q-ones)&^q|(e-ones)&^e|(w-ones*0x20)&^w)&highs != 0
 }
 
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
