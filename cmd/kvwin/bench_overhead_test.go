@@ -6,25 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"kvwin/cmd/kvwin/bench/overhead"
 )
 
 // kvwin bench overhead --json puts one row per history length on standard
 // output; every measured turn reused all but the changed last message, and
 // the times and allocations are filled.
 func TestBenchOverheadJSONRowsPerLength(t *testing.T) {
-	stdout := runCmd(t, "bench", "overhead", "--messages", "2,8", "--turns", "2", "--ctx", "2048", "--json")
-	var rows []struct {
-		Messages     int     `json:"messages"`
-		PromptTokens int     `json:"prompt_tokens"`
-		CachedTokens int     `json:"cached_tokens"`
-		LatencyMs    float64 `json:"latency_ms"`
-		PromptMs     float64 `json:"prompt_ms"`
-		OverheadMs   float64 `json:"overhead_ms"`
-		Allocs       float64 `json:"allocs_per_turn"`
-	}
-	if err := json.Unmarshal(stdout, &rows); err != nil {
-		t.Fatalf("standard output is not the JSON rows: %v\n%s", err, stdout)
-	}
+	rows := overheadRows(t, "--messages", "2,8", "--turns", "2", "--ctx", "2048")
 	if len(rows) != 2 || rows[0].Messages != 2 || rows[1].Messages != 8 {
 		t.Fatalf("rows %+v, want lengths 2 and 8", rows)
 	}
@@ -85,17 +75,7 @@ func TestBenchOverheadRejectsBadFlags(t *testing.T) {
 // history the server holds, and both carry the window phase their ratio
 // is taken of.
 func TestBenchOverheadChainRows(t *testing.T) {
-	stdout := runCmd(t, "bench", "overhead", "--window", "memory", "--chain", "6", "--ctx", "2048", "--json")
-	var rows []struct {
-		Turns        string             `json:"turns"`
-		Messages     int                `json:"messages"`
-		PromptTokens int                `json:"prompt_tokens"`
-		CachedTokens int                `json:"cached_tokens"`
-		Phases       map[string]float64 `json:"phases_ms"`
-	}
-	if err := json.Unmarshal(stdout, &rows); err != nil {
-		t.Fatalf("standard output is not the JSON rows: %v\n%s", err, stdout)
-	}
+	rows := overheadRows(t, "--window", "memory", "--chain", "6", "--ctx", "2048")
 	if len(rows) != 2 || rows[0].Turns != "1-3" || rows[1].Turns != "4-6" || rows[0].Messages != 6 || rows[1].Messages != 12 {
 		t.Fatalf("rows %+v, want turns 1-3 (6 messages) and 4-6 (12)", rows)
 	}
@@ -118,23 +98,31 @@ func TestBenchOverheadVocab(t *testing.T) {
 		t.Fatalf("locate the Ollama module (its testdata holds Llama 3's vocabulary): %v", err)
 	}
 	vocab := filepath.Join(strings.TrimSpace(string(out)), "model", "testdata", "llama3.2")
-	type row struct {
-		PromptTokens int `json:"prompt_tokens"`
-		CachedTokens int `json:"cached_tokens"`
-	}
 	tokens := map[string]int{}
 	for _, name := range []string{"byte-level", "llama3"} {
-		args := []string{"bench", "overhead", "--messages", "8", "--turns", "1", "--ctx", "2048", "--json"}
+		args := []string{"--messages", "8", "--turns", "1", "--ctx", "2048"}
 		if name == "llama3" {
 			args = append(args, "--vocab", vocab)
 		}
-		var rows []row
-		if err := json.Unmarshal(runCmd(t, args...), &rows); err != nil || len(rows) != 1 || rows[0].CachedTokens == 0 {
-			t.Fatalf("%s: rows %+v (%v), want one row, cached", name, rows, err)
+		rows := overheadRows(t, args...)
+		if len(rows) != 1 || rows[0].CachedTokens == 0 {
+			t.Fatalf("%s: rows %+v, want one row, cached", name, rows)
 		}
 		tokens[name] = rows[0].PromptTokens
 	}
 	if tokens["llama3"]*2 > tokens["byte-level"] {
 		t.Errorf("8 messages: %d tokens with Llama 3's vocabulary, %d byte-level: want under half", tokens["llama3"], tokens["byte-level"])
 	}
+}
+
+// overheadRows runs kvwin bench overhead --json with args and returns the
+// rows standard output holds.
+func overheadRows(t *testing.T, args ...string) []overhead.Row {
+	t.Helper()
+	stdout := runCmd(t, append(append([]string{"bench", "overhead"}, args...), "--json")...)
+	var rows []overhead.Row
+	if err := json.Unmarshal(stdout, &rows); err != nil {
+		t.Fatalf("standard output is not the JSON rows: %v\n%s", err, stdout)
+	}
+	return rows
 }
