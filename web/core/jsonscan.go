@@ -295,13 +295,16 @@ func nestedEnd(b []byte, i int) (int, bool) {
 // its UTF-8 is checked with the whole body).
 func stringEnd(b []byte, i int) (int, bool) {
 	for j := i + 1; j < len(b); j++ {
-		// Eight plain bytes at a time: a history's contents are most of a
-		// body, and byte by byte they were most of reading it.
-		for j+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[j:])) {
-			j += 8
-		}
-		if j >= len(b) {
-			break
+		// Past a short string's first eight bytes (a role, a key), eight
+		// plain bytes at a time: a history's contents are most of a body,
+		// and byte by byte they were most of reading it.
+		if j > i+8 {
+			for j+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[j:])) {
+				j += 8
+			}
+			if j >= len(b) {
+				break
+			}
 		}
 		switch c := b[j]; {
 		case c == '"':
