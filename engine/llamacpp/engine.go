@@ -260,13 +260,6 @@ func (e *Engine) countFor(tenant string, m engine.Message) int {
 // the tenant before come from the prompt cache, so an unchanged history
 // costs one lookup, not one per message.
 func (e *Engine) CountMessages(tenant string, msgs []engine.Message) []int {
-	if len(msgs) == 1 {
-		// One message (a window counting a packet's line, a candidate
-		// hit at a time) is one lookup of its count: keyed as a
-		// conversation it cost two hashes, a prompt-cache miss and a
-		// one-message prefix stored, for every candidate of every turn.
-		return []int{e.countFor(tenant, msgs[0])}
-	}
 	keys := chainKeys(e.kv.prompts, tenant, e.countID+"\x00counts", msgs)
 	out := make([]int, 0, len(msgs))
 	from := 0

@@ -255,24 +255,6 @@ func TestCountMessagesReusesItsTenantsPrefix(t *testing.T) {
 	}
 }
 
-// One message is counted from its own count, not as a conversation: no
-// prefix is looked up or stored for it (a window counts every candidate
-// line of its packets so), and the count is CountMessage's.
-func TestCountMessagesOneMessageKeysNoPrefix(t *testing.T) {
-	e := promptCaseEngine(t, promptCases[0])
-	m := engine.Message{Role: engine.RoleUser, Content: "a candidate line of a packet"}
-	hits, misses := e.kv.prompts.Stats()
-	for range 2 {
-		if got, want := e.CountMessages("alice", []engine.Message{m}), e.CountMessage(m); len(got) != 1 || got[0] != want {
-			t.Fatalf("CountMessages = %v, CountMessage %d", got, want)
-		}
-	}
-	e.kv.prompts.Wait()
-	if h, m := e.kv.prompts.Stats(); h != hits || m != misses {
-		t.Errorf("prompt cache lookups went from %d hits, %d misses to %d, %d: want none", hits, misses, h, m)
-	}
-}
-
 // Message tokens are cached per tenant: another tenant's request for the
 // same text tokenizes it again (a miss of the token cache for every
 // message), so the tokenize phase of Server-Timing says nothing of what
