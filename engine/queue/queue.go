@@ -104,9 +104,9 @@ func New[T any](cfg Config) *Queue[T] {
 }
 
 // PopInteractive takes the next Interactive value (FIFO: the next value),
-// or reports that none waits: the slot on offer is kept for interactive requests and a Batch
-// request is being served elsewhere, so the starvation bound does not
-// apply.
+// or reports that none waits: the slot on offer is kept for interactive
+// requests and a Batch request is being served elsewhere, so the
+// starvation bound does not apply.
 func (q *Queue[T]) PopInteractive() (T, bool) {
 	if q.cfg.FIFO {
 		return q.Pop(false) // arrival order, whatever the class

@@ -43,14 +43,16 @@ func prose(text string) string {
 	inIndented := false
 	for _, line := range strings.SplitAfter(text, "\n") {
 		body := strings.TrimRight(line, "\r\n")
-		switch {
-		case fence != "":
+		if fence != "" {
 			if closesFence(body, fence) {
 				fence = ""
 			}
 			continue
-		case fenceOf(body) != "":
-			fence = fenceOf(body)
+		}
+		opens := fenceOf(body)
+		switch {
+		case opens != "":
+			fence = opens
 			flush()
 			out.WriteByte('\n')
 			blank, inIndented = true, false
