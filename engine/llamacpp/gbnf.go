@@ -431,6 +431,9 @@ func (p *gParser) analyze() (int, error) {
 			return 0, err
 		}
 	}
+	if err := p.checkReturns(m); err != nil {
+		return 0, err
+	}
 	root := m.short[p.names["root"]]
 	if root >= gInf {
 		return -1, nil

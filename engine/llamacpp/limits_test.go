@@ -185,6 +185,13 @@ func TestGrammarLimits(t *testing.T) {
 		{"repeated recursion, through another rule", "root ::= (\"a\" y{0,9}){0,9}\ny ::= root", "on a cycle through rule", 0},
 		{"repeated recursion that cannot be empty", `root ::= "(" root{0,3} ")" | "x"`, "", 1},
 		{"infinite", `root ::= "(" root ")"`, "", -1},
+		// Found by FuzzRawGrammar: after x returns, the nested optionals
+		// are empty 14 ways, and each level of x multiplies them.
+		{"recursion followed by nested optionals", "root::=x\nx::=.x.??????????????|", "can be empty 14 ways", 0},
+		{"recursion followed by a rule empty two ways", "root ::= x\nx ::= \"a\" x y | \"\"\ny ::= \"b\"? | \"\"", "can be empty 2 ways", 0},
+		{"recursion through another rule, then two empty ways", "root ::= x\nx ::= \"a\" y\ny ::= x (\"\" | \"\") | \"b\"", "can be empty 2 ways", 0},
+		{"recursion followed by one empty way", "root ::= x\nx ::= \"a\" x \"b\"? | \"\"", "", 0},
+		{"recursion followed by a required item", "root ::= x\nx ::= \"a\" x (\"b\"?)? \"c\" | \"\"", "", 0},
 		// Found by FuzzSchemaGrammar (the pattern ^((|){,100}$): every
 		// repeat can match the empty text two ways, and llama.cpp's
 		// advance walks all 2^101 of them.
