@@ -190,6 +190,12 @@ func TestGrammarLimits(t *testing.T) {
 		{"recursion followed by nested optionals", "root::=x\nx::=.x.??????????????|", "can be empty 14 ways", 0},
 		{"recursion followed by a rule empty two ways", "root ::= x\nx ::= \"a\" x y | \"\"\ny ::= \"b\"? | \"\"", "can be empty 2 ways", 0},
 		{"recursion through another rule, then two empty ways", "root ::= x\nx ::= \"a\" y\ny ::= x (\"\" | \"\") | \"b\"", "can be empty 2 ways", 0},
+		// Found by FuzzRawGrammar: each + copies the repeated sequence,
+		// and the stacks after a character double with each level.
+		{"repetitions nested 20 deep", "root::=[mmmmm]+++++++++++++++++++*", "limit on grammar ambiguity", 0},
+		{"repetitions nested 9 deep at a group's end", `root ::= ((((((((("a" "b"?)+ "c"?)+)+)+)+)+)+)+)+ "d"`, "limit on grammar ambiguity", 0},
+		{"repetitions nested 8 deep", "root ::= [a-z]+++++++{0,3}", "", 0},
+		{"repetitions nested in sequence", `root ::= ("[" ("a"+ ("," "b"+)*)? "]")+`, "", 2},
 		{"recursion followed by one empty way", "root ::= x\nx ::= \"a\" x \"b\"? | \"\"", "", 0},
 		{"recursion followed by a required item", "root ::= x\nx ::= \"a\" x (\"b\"?)? \"c\" | \"\"", "", 0},
 		// Found by FuzzSchemaGrammar (the pattern ^((|){,100}$): every
