@@ -230,7 +230,9 @@ func (p *gParser) sequence(name string, nested bool, depth int) ([]gItem, error)
 			it = gItem{rule: -1, chars: 1, min: 1, max: 1}
 			p.elements++
 		case c == '*' || c == '+' || c == '?' || c == '{':
-			if last != len(seq)-1 || last < 0 {
+			// An empty literal or class is no element to llama.cpp, so
+			// nothing a quantifier could apply to.
+			if last != len(seq)-1 || last < 0 || (seq[last].rule < 0 && seq[last].chars == 0) {
 				return nil, p.fail("expecting an item before */+/?/{")
 			}
 			lo, hi, err := p.quantifier(nested)
@@ -270,11 +272,16 @@ func (p *gParser) literal() (gItem, error) {
 	return gItem{rule: -1, chars: n, min: 1, max: 1}, nil
 }
 
-// charClass reads a [character class], one character long.
+// charClass reads a [character class], one character long; llama.cpp
+// writes an empty one, [] or [^], as nothing: it matches the empty text.
 func (p *gParser) charClass() (gItem, error) {
 	p.pos++
 	if p.peek() == '^' {
 		p.pos++
+	}
+	if p.peek() == ']' {
+		p.pos++
+		return gItem{rule: -1, chars: 0, min: 1, max: 1}, nil
 	}
 	for p.peek() != ']' {
 		if err := p.char(); err != nil {

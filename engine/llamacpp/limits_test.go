@@ -196,6 +196,12 @@ func TestGrammarLimits(t *testing.T) {
 		{"repetitions nested 9 deep at a group's end", `root ::= ((((((((("a" "b"?)+ "c"?)+)+)+)+)+)+)+)+ "d"`, "limit on grammar ambiguity", 0},
 		{"repetitions nested 8 deep", "root ::= [a-z]+++++++{0,3}", "", 0},
 		{"repetitions nested in sequence", `root ::= ("[" ("a"+ ("," "b"+)*)? "]")+`, "", 2},
+		// Found by FuzzRawGrammar: llama.cpp writes [] as nothing, so
+		// the star repeated an empty body and its init overflowed the
+		// C stack.
+		{"star of empty classes", "root::=(([])[])*", "repeats without bound", 0},
+		{"quantified empty class", `root ::= "a" []?`, "expecting an item", 0},
+		{"empty class", `root ::= "a" [] [^] "b"`, "", 2},
 		{"recursion followed by one empty way", "root ::= x\nx ::= \"a\" x \"b\"? | \"\"", "", 0},
 		{"recursion followed by a required item", "root ::= x\nx ::= \"a\" x (\"b\"?)? \"c\" | \"\"", "", 0},
 		// Found by FuzzSchemaGrammar (the pattern ^((|){,100}$): every
