@@ -643,6 +643,9 @@ func (m *gMeasures) settle(rule int, r gRule) error {
 			id, iw := m.itemDW(alt[i])
 			iways := m.itemWays(alt[i])
 			aways = smul(aways, iways)
+			// The ways the rest of the alternative can be empty, which
+			// llama.cpp walks once the item before it is read.
+			m.maxWidth = max(m.maxWidth, aways)
 			if iways > 0 {
 				sufD, sufW = sadd(id, sufD), sadd(iw, smul(iways, sufW))
 			} else {

@@ -209,6 +209,9 @@ func TestGrammarLimits(t *testing.T) {
 		// advance walks all 2^101 of them.
 		{"repeated group with two empty branches", `root ::= "x" ((|){0,100}) "y"`, "limit on grammar ambiguity", 0},
 		{"a sequence of groups with two empty branches", `root ::= ` + strings.Repeat(`("" | "") `, 9) + `"a"`, "limit on grammar ambiguity", 0},
+		// Found by FuzzSchemaGrammar (the pattern ^a(|){,100}$): the
+		// repeat follows a required item in the same sequence.
+		{"repeated group with two empty branches after an item", `root ::= "a" x{0,100} "b"` + "\nx ::= (|)", "limit on grammar ambiguity", 0},
 		{"repeated group with one empty branch", `root ::= ("a" | ""){0,5} "b"`, "", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
