@@ -55,10 +55,11 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 	// needs it loaded anyway); one that cannot be had leaves the estimate.
 	ctx := c.Request.Context()
 	tenant := t.Tenant
-	one := window.ApproxCount
+	one, countKey := window.ApproxCount, "approx"
 	if mc, release, err := engine.Hold[engine.MessageCounter](ctx, t.Backend); err == nil {
 		defer release()
-		one = mc.CountMessage
+		info := t.Backend.Info()
+		one, countKey = mc.CountMessage, info.Name+"\x00"+info.Model
 	}
 	count := func(m engine.Message) int { return one(s.asSent(tenant, m)) }
 	if cc, release, err := engine.Hold[engine.ConversationCounter](ctx, t.Backend); err == nil {
@@ -74,7 +75,7 @@ func (s *Server) WindowAs(c *gin.Context, t *core.Turn, conversation, policy str
 		win = mw.For(req.Model)
 	}
 	res, err := win.Build(ctx, window.Request{
-		Owner: t.Owner, Policy: policy, Messages: req.Messages, Count: count,
+		Owner: t.Owner, Policy: policy, Messages: req.Messages, Count: count, CountKey: countKey,
 		Limit: newestLimit(t.Backend.Info().ContextSlot, req.MaxTokens),
 	})
 	if err != nil {

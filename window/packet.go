@@ -60,9 +60,14 @@ func frameCost(count Counter) int {
 	return added(count, packetOpen+"\n"+packetClose)
 }
 
-// lineCost is the tokens one quoted turn adds.
+// lineCost is the tokens one quoted turn adds. A search costs hundreds of
+// candidates: the empty message every cost is taken against is counted
+// once.
 func lineCost(count Counter) func(memory.Turn) int {
-	return func(t memory.Turn) int { return added(count, packetLine(t)+"\n") }
+	empty := count(engine.Message{Role: engine.RoleUser})
+	return func(t memory.Turn) int {
+		return max(count(engine.Message{Role: engine.RoleUser, Content: packetLine(t) + "\n"})-empty, 1)
+	}
 }
 
 // added is what text adds to a user message, at least 1 token.

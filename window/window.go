@@ -145,6 +145,11 @@ type Request struct {
 	Messages []engine.Message
 	// Count counts a message's tokens; nil means ApproxCount.
 	Count Counter
+	// CountKey names Count (a tokenizer and template): a conversation's
+	// store remembers the counts of the turns its packets may quote under
+	// it, from one request to the next (memory.Query.CostKey). Empty:
+	// counted again on every request.
+	CountKey string
 	// Limit is the most tokens the window may take when its newest
 	// message (with the system messages and the rest of its unit) passes
 	// the budget: the slot's context less the request's max_tokens. Zero
@@ -261,7 +266,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count C
 		}
 		id := packetKey(key, cut, prefix[a+1])
 		q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start, Chain: prefix,
-			Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines,
+			Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines, CostKey: req.CountKey,
 			FillTokens: cmp.Or(cut.FillRoom, w.cfg.Settings.fillTokens()), Statement: !isQuestion(msgs[a].Content)}
 		if explain != nil && k == len(cut.Asks)-1 && room > 0 {
 			explain(src, q)

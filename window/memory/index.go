@@ -32,6 +32,11 @@ type Index struct {
 	occ            map[string]int
 	said, weighted float64
 
+	// costs[d] is 1 + the Cost of turn d under Query.CostKey costKey, 0
+	// when not yet asked (costOf); reset when the turns are reordered.
+	costKey string
+	costs   []int32
+
 	held atomic.Int64 // Bytes: the estimate of what the turns added hold
 }
 
@@ -91,6 +96,7 @@ func (x *Index) Add(turns ...Turn) {
 	x.held.Add(n)
 	if !inOrder {
 		sort.SliceStable(x.turns, func(i, j int) bool { return x.turns[i].Pos < x.turns[j].Pos })
+		x.costs = x.costs[:0]
 	}
 	x.reindex(inOrder, len(x.turns)-len(fresh))
 	x.facts.add(fresh)

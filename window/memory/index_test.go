@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,4 +65,52 @@ func TestHandleStable(t *testing.T) {
 	if a != MakeHandle(12, "user", "hello") || a == b || !strings.HasPrefix(a, "m12.") {
 		t.Fatalf("handles %q %q: want stable, distinct per text, prefixed by position", a, b)
 	}
+}
+
+// A search costs its candidates through Query.Cost; under a CostKey an
+// index asks once per turn, the hits are the same as without the key, and
+// another key, or turns reordered by an Add, asks again.
+func TestSearchRemembersCostsUnderTheirKey(t *testing.T) {
+	turns := team(40)
+	x := NewIndex(turns...)
+	asked := map[int]int{}
+	cost := func(tr Turn) int { asked[tr.Pos]++; return (len(tr.Text) + 3) / 4 }
+	q := func(key string) Query {
+		return Query{Ask: "Can you forward the ticket to Omar?", Tokens: 12, Cost: cost, CostKey: key}
+	}
+	plain := x.Search(q(""))
+	if len(plain) == 0 || len(asked) == 0 {
+		t.Fatalf("%d hits costing %d turns: want some of each", len(plain), len(asked))
+	}
+	clear(asked)
+	first := x.Search(q("a"))
+	second := x.Search(q("a"))
+	if !slices.Equal(hitPositions(first), hitPositions(plain)) || !slices.Equal(hitPositions(second), hitPositions(plain)) {
+		t.Fatalf("hits %v and %v under a key, %v without", hitPositions(first), hitPositions(second), hitPositions(plain))
+	}
+	for pos, n := range asked {
+		if n != 1 {
+			t.Errorf("turn %d costed %d times under one key, want once", pos, n)
+		}
+	}
+	n := len(asked)
+	clear(asked)
+	x.Search(q("b"))
+	if len(asked) != n {
+		t.Errorf("another key costed %d turns, want all %d again", len(asked), n)
+	}
+	clear(asked)
+	x.Add(Turn{Pos: -1, Role: "user", Text: "An early word about the ticket."}) // reorders the turns
+	x.Search(q("b"))
+	if len(asked) < n {
+		t.Errorf("after a reorder %d turns costed, want at least %d", len(asked), n)
+	}
+}
+
+func hitPositions(hits []Hit) []int {
+	var out []int
+	for _, h := range hits {
+		out = append(out, h.Pos)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,12 @@ type Query struct {
 	FirstTokens int
 	// Cost is the tokens a hit takes in a packet. Nil counts 1 per hit.
 	Cost func(Turn) int
+	// CostKey names Cost. An index remembers the Cost of each turn it
+	// quotes whole under it and reuses it for later queries with the
+	// same key (a search costs hundreds of candidates, the same ones
+	// turn after turn); so Cost must be a function of the turn alone.
+	// Empty: nothing is remembered.
+	CostKey string
 	// FillTokens bounds the summed Cost of the hits a question (not
 	// Statement) gets past the relevance cutoff: the turns that match it
 	// beyond chance on their own but score below half the best, the
@@ -465,7 +472,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		p := x.passageOf(c.doc, weight)
 		cost := 1
 		if q.Cost != nil {
-			cost = q.Cost(p)
+			cost = x.costOf(q, c.doc, p)
 		}
 		// Past the room for hits past the cutoff, or past the room (a
 		// shorter hit further down may still fit). Either way, like a
@@ -494,6 +501,26 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		out = append(out, Hit{Turn: t, Score: c.score, Fact: c.fact})
 	}
 	return out, stats
+}
+
+// costOf is q.Cost(p), p being turn d or a passage of it, remembered
+// under q.CostKey for a whole turn.
+func (x *Index) costOf(q Query, d int32, p Turn) int {
+	if q.CostKey == "" || p.Part != "" || len(p.Text) != len(x.turns[d].Text) {
+		return q.Cost(p)
+	}
+	if q.CostKey != x.costKey {
+		x.costKey, x.costs = q.CostKey, x.costs[:0]
+	}
+	if n := len(x.turns) - len(x.costs); n > 0 {
+		x.costs = append(x.costs, make([]int32, n)...)
+	}
+	if n := x.costs[d]; n > 0 {
+		return int(n - 1)
+	}
+	n := q.Cost(p)
+	x.costs[d] = int32(min(max(n, 0), math.MaxInt32-1)) + 1
+	return n
 }
 
 // updaters returns the turns that may update a statement a candidate
