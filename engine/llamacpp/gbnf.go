@@ -465,9 +465,9 @@ type gMeasures struct {
 	// that can be empty), as in ((x+)+)+. llama.cpp copies a repeated
 	// sequence into each repetition's rule, and the stacks it keeps after
 	// a character are one per way the nested repetitions can be each
-	// continued or ended: 2^nest (measured: each level doubles a token's
-	// grammar work, 0.09 ms at 6 levels, 0.44 ms at 8, and at 19 levels
-	// under a star one character took 30 s).
+	// continued or ended: 2^nest (measured: each level about doubles a
+	// token's grammar work, 0.08 ms at 6 levels, 0.44 ms at 8; at 20
+	// levels the eighth character took 30 s).
 	nest     []int
 	mark     []uint8 // gUnvisited, gInProgress or gDone
 	maxWidth int     // the widest seen so far
@@ -519,20 +519,6 @@ func (m *gMeasures) itemWays(it gItem) int {
 		}
 	}
 	return v
-}
-
-// endNest is how deep repetitions nest at the end of alt (see
-// gMeasures.nest): through its last items back to the first that cannot
-// be empty, each repeated item adds a level to its rule's.
-func (m *gMeasures) endNest(alt []gItem) int {
-	n := 0
-	for i := len(alt) - 1; i >= 0; i-- {
-		n = max(n, m.itemNest(alt[i]))
-		if !m.nullable(alt[i]) {
-			break
-		}
-	}
-	return n
 }
 
 // itemNest is how deep repetitions nest in it: its own, if repeated, on
@@ -629,7 +615,6 @@ func (p *gParser) next(m *gMeasures, f *gFrame, stack []gFrame) (int, error) {
 func (m *gMeasures) settle(rule int, r gRule) error {
 	d, w, s, ways, nest := 0, 0, 0, 0, 0
 	for _, alt := range r.alts {
-		nest = max(nest, m.endNest(alt))
 		ad, aw, aways := 0, 0, 1
 		sufD, sufW := 0, 0
 		for i := len(alt) - 1; i >= 0; i-- {
@@ -639,7 +624,13 @@ func (m *gMeasures) settle(rule int, r gRule) error {
 				// grammar init recurses until the stack overflows.
 				return engine.Invalid("the grammar repeats without bound an item that can match the empty text (as in (\"a\"?)*), which llama.cpp cannot expand: bound the repetition or make the item non-empty")
 			}
-			m.maxWidth = max(m.maxWidth, 1<<min(m.itemNest(alt[i]), 40))
+			in := m.itemNest(alt[i])
+			m.maxWidth = max(m.maxWidth, 1<<min(in, 40))
+			if aways > 0 {
+				// Every item after it can be empty: it is at the
+				// alternative's end, and its nesting is the rule's.
+				nest = max(nest, in)
+			}
 			id, iw := m.itemDW(alt[i])
 			iways := m.itemWays(alt[i])
 			aways = smul(aways, iways)

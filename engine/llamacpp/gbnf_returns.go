@@ -16,6 +16,7 @@ func (p *gParser) checkReturns(m *gMeasures) error {
 	type edge struct{ to, ways int }
 	n := len(p.rules)
 	out := make([][]edge, n)
+	succ := make([][]int, n) // out's targets, for sccs
 	for r, rule := range p.rules {
 		for _, alt := range rule.alts {
 			after := 1 // ways the items after alt[i] can all be empty
@@ -27,15 +28,10 @@ func (p *gParser) checkReturns(m *gMeasures) error {
 						w = smul(w, m.itemWays(it))
 					}
 					out[r] = append(out[r], edge{it.rule, w})
+					succ[r] = append(succ[r], it.rule)
 				}
 				after = smul(after, m.itemWays(it))
 			}
-		}
-	}
-	succ := make([][]int, n)
-	for r, es := range out {
-		for _, e := range es {
-			succ[r] = append(succ[r], e.to)
 		}
 	}
 	comp := sccs(succ)
