@@ -60,18 +60,25 @@ func frameCost(count Counter) int {
 	return added(count, packetOpen+"\n"+packetClose)
 }
 
-// lineCost is the tokens one quoted turn adds. A search costs hundreds of
-// candidates: the empty message every cost is taken against is counted
-// once.
+// lineCost is the tokens one quoted turn adds. A search costs many
+// candidates: the empty message each is taken against is counted once, at
+// the first.
 func lineCost(count Counter) func(memory.Turn) int {
-	empty := count(engine.Message{Role: engine.RoleUser})
+	empty := -1
 	return func(t memory.Turn) int {
-		return max(count(engine.Message{Role: engine.RoleUser, Content: packetLine(t) + "\n"})-empty, 1)
+		if empty < 0 {
+			empty = count(engine.Message{Role: engine.RoleUser})
+		}
+		return addedTo(count, empty, packetLine(t)+"\n")
 	}
 }
 
 // added is what text adds to a user message, at least 1 token.
 func added(count Counter, text string) int {
-	n := count(engine.Message{Role: engine.RoleUser, Content: text}) - count(engine.Message{Role: engine.RoleUser})
-	return max(n, 1)
+	return addedTo(count, count(engine.Message{Role: engine.RoleUser}), text)
+}
+
+// addedTo is added, given the count of the empty user message.
+func addedTo(count Counter, empty int, text string) int {
+	return max(count(engine.Message{Role: engine.RoleUser, Content: text})-empty, 1)
 }

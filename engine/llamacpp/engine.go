@@ -255,28 +255,11 @@ func (e *Engine) countFor(tenant string, m engine.Message) int {
 	return n
 }
 
-// cachedCount is m's count if tenant's token cache holds it.
-func (e *Engine) cachedCount(tenant string, m engine.Message) (int, bool) {
-	if !e.use() {
-		return 0, false
-	}
-	defer e.life.RUnlock()
-	return e.kv.tokens.Count(tokenSpace(e.countID, tenant), m.Role, m.Content)
-}
-
 // CountMessages returns the count of every message of msgs, as
 // CountMessage gives them, through the tenant's own caches; the counts of the longest prefix counted for
 // the tenant before come from the prompt cache, so an unchanged history
 // costs one lookup, not one per message.
 func (e *Engine) CountMessages(tenant string, msgs []engine.Message) []int {
-	if len(msgs) == 1 {
-		// One message counted before (a packet's quoted turn: a search
-		// costs hundreds) is one lookup; a conversation's first message,
-		// counted for the first time, goes on to store its prefix.
-		if n, ok := e.cachedCount(tenant, msgs[0]); ok {
-			return []int{n}
-		}
-	}
 	keys := chainKeys(e.kv.prompts, tenant, e.countID+"\x00counts", msgs)
 	out := make([]int, 0, len(msgs))
 	from := 0
