@@ -79,10 +79,10 @@ func (s *Store) keepInRAM(size int64) bool {
 }
 
 // putRAM indexes image as id's snapshot in RAM. Callers hold s.mu.
-func (s *Store) putRAM(id string, owner Owner, image []byte, used time.Time) {
+func (s *Store) putRAM(id string, owner Owner, tokens int, image []byte, used time.Time) {
 	s.unindex(id)
 	size := int64(len(image))
-	s.files[id] = &storeFile{owner: owner, bytes: size, used: used, mem: image}
+	s.files[id] = &storeFile{owner: owner, tokens: tokens, bytes: size, used: used, mem: image}
 	s.ramBytes += size
 	s.tenantRAM[owner.Tenant] += size
 }
@@ -173,7 +173,7 @@ func (s *Store) demote(id string) {
 	delete(s.cancelled, id)
 	close(done)
 	if err == nil && !cancelled {
-		s.files[id] = &storeFile{owner: f.owner, bytes: int64(len(f.mem)), used: f.used}
+		s.files[id] = &storeFile{owner: f.owner, tokens: f.tokens, bytes: int64(len(f.mem)), used: f.used}
 		s.bytes += int64(len(f.mem))
 	}
 	onEvict, onDemote := s.onEvict, s.onDemote

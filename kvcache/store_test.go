@@ -307,3 +307,63 @@ func TestStoreDeleteOwnedCancelsQueuedSaves(t *testing.T) {
 		t.Fatalf("on disk %v: want only %s", files, other)
 	}
 }
+
+// A conversation saved again after it went on holds all its older
+// snapshot holds: the older one is deleted (and told to OnEvict), in
+// either tier. Another owner's, and a branch that does not begin the new
+// tokens, are kept; and so is the new one after a restart.
+func TestStoreDropsTheSnapshotsASaveExtends(t *testing.T) {
+	for _, ram := range []int64{0, 1 << 20} {
+		t.Run(fmt.Sprint("ram=", ram), func(t *testing.T) {
+			dir := t.TempDir()
+			s, _, err := OpenStore(StoreConfig{Dir: dir, Fingerprint: 7, RAMBytes: ram, TenantShare: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var evicted []string
+			s.OnEvict(func(id string) { evicted = append(evicted, id) })
+			other := Owner{Tenant: "default", Conversation: "other"}
+			long := tokens(5, 600)
+			branch := append(tokens(5, 299), 99999) // leaves long at its last token
+			old, err1 := saveSync(t, s, long[:300], fakeState(2000, 1))
+			br, err2 := saveSync(t, s, branch, fakeState(2000, 2))
+			theirs, err3 := saveOwned(t, s, other, long[:300], fakeState(2000, 3))
+			if err := errors.Join(err1, err2, err3); err != nil {
+				t.Fatal(err)
+			}
+			if len(evicted) != 0 {
+				t.Fatalf("evicted %v before any save extends them", evicted)
+			}
+			now, err := saveSync(t, s, long, fakeState(4000, 4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(evicted, []string{old.ID}) {
+				t.Fatalf("evicted %v, want only the extended %s", evicted, old.ID)
+			}
+			for _, c := range []struct {
+				id   string
+				want bool
+			}{{old.ID, false}, {br.ID, true}, {theirs.ID, true}, {now.ID, true}} {
+				if got := s.Has(c.id); got != c.want {
+					t.Errorf("Has(%s) = %v, want %v", c.id, got, c.want)
+				}
+			}
+			if _, err := os.Stat(s.path(old.ID)); !os.IsNotExist(err) {
+				t.Errorf("the extended snapshot's file is still there: %v", err)
+			}
+			if l, err := s.Load(now.ID); err != nil || !slices.Equal(l.Tokens, long) {
+				t.Fatalf("the new snapshot: %v (%d tokens)", err, len(l.Tokens))
+			}
+			s.Close()
+			_, existing := openTestStore(t, dir, 7, 0)
+			var ids []string
+			for _, e := range existing {
+				ids = append(ids, e.ID)
+			}
+			if ram == 0 && (slices.Contains(ids, old.ID) || !slices.Contains(ids, now.ID)) {
+				t.Fatalf("after a restart the store holds %v", ids)
+			}
+		})
+	}
+}

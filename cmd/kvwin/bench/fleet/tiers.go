@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"strconv"
+	"strings"
 
 	"kvwin/kvcache"
 )
@@ -15,6 +16,8 @@ import (
 //     snapshot, unless the store already holds those tokens (then it is
 //     marked used) or they are fewer than MinTokens. A new snapshot goes to
 //     RAM if it fits the tenant's share of the RAM budget, else to disk.
+//     The conversation's older snapshots that it extends are dropped: it
+//     restores all they would.
 //   - RAM over its budget, or the tenant over its share: the least recently
 //     used RAM snapshot is demoted to disk; disk over its budget: the least
 //     recently used disk snapshot is evicted. A restore marks one used; it
@@ -130,8 +133,23 @@ func (st *snapshotStore) save(conv int, tenant string, tokens []int) {
 	}
 	st.files[id] = f
 	st.journal.SetSaved(kvcache.SavedTokens{ID: id, Tenant: tenant, Tier: f.medium, Bytes: f.bytes, Tokens: tokens})
+	st.dropExtended(conv, f)
 	st.trimRAM(id)
 	st.trimDisk(id)
+}
+
+// dropExtended drops conv's snapshots but f whose tokens f's begin with,
+// as the node's store does (kvcache.Store, superseded).
+func (st *snapshotStore) dropExtended(conv int, f *savedKV) {
+	pre := strconv.Itoa(conv) + "/"
+	for id, o := range st.files {
+		if o != f && strings.HasPrefix(id, pre) && len(o.tokens) < len(f.tokens) && lcp(o.tokens, f.tokens) == len(o.tokens) {
+			if o.medium == kvcache.MediumRAM {
+				st.ramBytes -= o.bytes
+			}
+			st.evict(o, o.medium == kvcache.MediumDisk)
+		}
+	}
 }
 
 // trimRAM demotes the least recently used RAM snapshots, sparing keep,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,45 @@ func TestRAMOverflowDemotesToDiskAndDiskOverflowEvicts(t *testing.T) {
 		"snapshot_stored 3/300 ram", "snapshot_stored 2/300 disk", "snapshot_stored 4/300 ram", "snapshot_stored 1/300 disk", "snapshot_removed 0/300 ram"}
 	if strings.Join(got, "; ") != strings.Join(wantEvents, "; ") {
 		t.Errorf("journal:\n got %s\nwant %s", strings.Join(got, "; "), strings.Join(wantEvents, "; "))
+	}
+}
+
+// A conversation saved again after it went on drops its older snapshot,
+// in either tier, as the node's store does; another conversation's, and
+// one the new tokens do not begin with, stay.
+func TestASaveDropsTheSnapshotsItExtends(t *testing.T) {
+	j, err := kvcache.NewJournal(kvcache.JournalConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := j.Subscribe(kvcache.Cursor{})
+	sub.Pending()
+	// 1 byte a token; RAM 1,200 (600 for the tenant), disk 600.
+	st := newSnapshotStore(Tiers{RAMBytes: 1200, DiskBytes: 600}, 1, j)
+	st.save(0, "t", seq(1, 300))
+	st.save(1, "t", seq(1, 300))    // another conversation's same tokens
+	st.save(2, "t", seq(2001, 300)) // demotes 0/300 to disk
+	st.save(0, "t", seq(1, 400))    // extends 0/300: dropped from disk; 1 and 2 demoted
+	want := map[string]kvcache.Medium{"0/400": kvcache.MediumRAM, "1/300": kvcache.MediumDisk, "2/300": kvcache.MediumDisk}
+	if len(st.files) != len(want) {
+		t.Errorf("%d snapshots, want %d", len(st.files), len(want))
+	}
+	for id, m := range want {
+		if f := st.files[id]; f == nil || f.medium != m {
+			t.Errorf("snapshot %s: %+v, want in %v", id, f, m)
+		}
+	}
+	if st.ramBytes != 400 || st.diskBytes != 600 {
+		t.Errorf("tiers hold %d and %d bytes, want 400 and 600", st.ramBytes, st.diskBytes)
+	}
+	var removed []string
+	for len(sub.C()) > 0 {
+		if ev := <-sub.C(); ev.Type == kvcache.EventSavedRemoved {
+			removed = append(removed, ev.Saved.ID)
+		}
+	}
+	if !slices.Equal(removed, []string{"0/300"}) {
+		t.Errorf("the journal removed %v, want [0/300]", removed)
 	}
 }
 
