@@ -24,6 +24,28 @@ import (
 // everything else: the prefill of what the snapshot lacks, the queue, and
 // reading the snapshot back. So a saturated node's restore can lose to a
 // recompute elsewhere.
+//
+// Displacing a chain. Such a node saves the chain of a slot a turn takes
+// from another conversation, so what taking the slot costs that
+// conversation is a restore, if its snapshot is still there when it comes
+// back, and its recompute if not. The router learns how often a node's
+// snapshots are lost so from the node's own journal: of the snapshots it
+// stored, the expected number removed while their conversation was still
+// likely to come back (each removal weighed by the liveness of its chain's
+// last block, liveness.go). The displaced chain costs its restore from
+// RAM, and its recompute times that loss share (displacedCost), weighed
+// by its own liveness as placement.go weighs it. The restore counts
+// whole, not only where the snapshot survives: its owner, back on a node
+// whose slots are all held, restores it and displaces another in turn, a
+// cost the expectation alone leaves out (bench fleet, 64 kvwin nodes with
+// tiers at load 0.2: 1.21× the oracle's prefill and TTFT p90 124 ms; 1.23×
+// and 192 ms with the restore weighed by the share kept). The share starts
+// at 1 (lossPrior) and counts only while liveness is trusted, so a node
+// must show that it keeps what it saves before displacing there looks
+// cheaper than on a node without snapshots. It is what the node's tiers
+// and its load make of displacement, so the price corrects itself:
+// displace more, and more is lost. Priced as a restore alone, displacing
+// overflowed the stores (docs/fleet.md).
 
 // savedPrefix marks the registry ids of snapshots a node published.
 const savedPrefix = "node:"
@@ -32,9 +54,58 @@ const savedPrefix = "node:"
 // Safe for concurrent use: the follower writes, estimates read.
 type savedTiers struct {
 	mu        sync.Mutex
-	tier      map[string]kvcache.Medium
+	tier      map[string]savedEntry
 	published bool                 // the node has published a snapshot: no guessing
 	speed     kvcache.RestoreSpeed // as the node measured and published it
+	// saves counts the snapshots stored, lost the expected number of them
+	// removed while their conversation was likely to come back; both
+	// decay by lossDecay an event (see the file comment).
+	saves, lost float64
+}
+
+// savedEntry is one published snapshot: its tier and the last key of its
+// chain, by which liveness knows its conversation.
+type savedEntry struct {
+	tier kvcache.Medium
+	tip  kvcache.Key
+}
+
+// lossDecay is the weight an event keeps of the counts before it: the
+// loss share follows about the node's last thousand snapshots.
+const lossDecay = 1 - 1.0/1024
+
+// lossPrior is how many snapshots, all lost, the loss share starts from:
+// a node must show it keeps snapshots before a displaced chain counts as
+// saved.
+const lossPrior = 8
+
+// stored counts a new snapshot; removed a removal whose conversation was
+// to come back with the chance live.
+func (s *savedTiers) stored() { s.count(1, 0) }
+
+func (s *savedTiers) removed(live float64) { s.count(0, live) }
+
+func (s *savedTiers) count(saves, lost float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saves = s.saves*lossDecay + saves
+	s.lost = s.lost*lossDecay + lost
+}
+
+// lossShare is the share of the node's snapshots lost before their
+// conversation came back, with lossPrior snapshots lost for a prior.
+func (s *savedTiers) lossShare() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return min((s.lost+lossPrior)/(s.saves+lossPrior), 1)
+}
+
+// entry returns the published snapshot id.
+func (s *savedTiers) entry(id string) (savedEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.tier[id]
+	return e, ok
 }
 
 // restoring returns the medium of the snapshot id and the node's measured
@@ -61,8 +132,8 @@ func (s *savedTiers) setSpeed(rs kvcache.RestoreSpeed) bool {
 func (s *savedTiers) of(id string) kvcache.Medium {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.tier[id]; ok {
-		return t
+	if e, ok := s.tier[id]; ok {
+		return e.tier
 	}
 	return kvcache.MediumDisk
 }
@@ -79,24 +150,24 @@ func (s *savedTiers) counts() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out map[string]int
-	for _, t := range s.tier {
+	for _, e := range s.tier {
 		if out == nil {
 			out = map[string]int{}
 		}
-		out[t.String()]++
+		out[e.tier.String()]++
 	}
 	return out
 }
 
-func (s *savedTiers) set(id string, t kvcache.Medium, stored bool) {
+func (s *savedTiers) set(id string, e savedEntry, stored bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tier == nil {
-		s.tier = map[string]kvcache.Medium{}
+		s.tier = map[string]savedEntry{}
 	}
 	s.published = true
 	if stored {
-		s.tier[id] = t
+		s.tier[id] = e
 	} else {
 		delete(s.tier, id)
 	}
@@ -128,7 +199,21 @@ func (r *Router) applySaved(m *member, mirror *kvcache.Mirror) {
 		// several: whose the snapshot is cannot be told, so it is not
 		// believed (residentChain).
 		stored = stored && len(chain.Keys) > 0
-		m.saved.set(rid, st.Tier, stored)
+		prev, had := m.saved.entry(rid)
+		now := r.cfg.Now()
+		switch {
+		case stored && !had && r.liveness.trusted(now):
+			m.saved.stored()
+		case !stored && had:
+			if w, known := r.liveness.tipWeight(prev.tip, now); known {
+				m.saved.removed(w.byDepth)
+			}
+		}
+		e := savedEntry{tier: st.Tier}
+		if stored {
+			e.tip = chain.Keys[len(chain.Keys)-1]
+		}
+		m.saved.set(rid, e, stored)
 		if !stored {
 			_ = r.reg.RemoveSnapshot(m.name, rid) // unknown: never added
 			continue
@@ -153,12 +238,35 @@ var restoreShare = [...]float64{kvcache.MediumRAM: 0.0096, kvcache.MediumDisk: 0
 // speed m measured from that tier, or else a share of what the cost model
 // cost predicts for their cold prefill.
 func restoreTime(m *member, id string, tokens int, cost attention.Predictor) time.Duration {
+	tier, speed := m.saved.restoring(id)
+	return restoreFrom(tier, speed, tokens, cost)
+}
+
+// restoreFrom predicts restoring tokens from tier at speed (tokens a
+// second; 0: not measured, a share of their cold prefill by cost).
+func restoreFrom(tier kvcache.Medium, speed float64, tokens int, cost attention.Predictor) time.Duration {
 	if tokens <= 0 {
 		return 0
 	}
-	tier, speed := m.saved.restoring(id)
 	if speed > 0 {
 		return time.Duration(float64(tokens) / speed * float64(time.Second))
 	}
 	return time.Duration(restoreShare[tier] * float64(cost.Predict(tokens, 0)))
+}
+
+// displacedCost is the time of what taking plan p's slot on m destroys,
+// d tokens as placement.go weighs them, when m saves the chain it
+// displaces (see the file comment): their restore from RAM, and their
+// recompute times the node's loss share. ok is false where the slot's
+// chain is not saved (a node without published snapshots, a branch of
+// the turn's own chain, which the turn overwrites in place).
+func displacedCost(m *member, p slotPlan, d int, cost attention.Predictor) (time.Duration, bool) {
+	if !m.backend.Info().SharesPrefixes || !m.saved.publishes() || p.branch || p.lost > 0 {
+		return 0, false
+	}
+	m.saved.mu.Lock()
+	speed := m.saved.speed.RAM
+	m.saved.mu.Unlock()
+	loss := m.saved.lossShare()
+	return restoreFrom(kvcache.MediumRAM, speed, d, cost) + time.Duration(loss*float64(cost.Predict(d, 0))), true
 }

@@ -1,8 +1,13 @@
 package router
 
 import (
+	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"kvwin/attention"
 
 	"kvwin/engine"
 	"kvwin/engine/enginetest"
@@ -94,5 +99,99 @@ func TestPublishedSnapshotsArePricedByTier(t *testing.T) {
 	waitChange(t, r, "the snapshot removed", func() bool { return saved() == nil })
 	if gone, _ := price(); gone.cached != 0 {
 		t.Fatalf("after the removal a still holds %d tokens", gone.cached)
+	}
+}
+
+// The share of a node's snapshots lost before their conversation came
+// back is learned from its journal once liveness is trusted: a removal
+// counts by the chance its conversation was to come back (a chain just
+// left by a turn: nearly 1; one the router never saw a turn leave: 0),
+// and a displaced chain is priced by it: its restore from RAM, plus its
+// recompute times the share; a branch of the turn's own chain is not
+// priced as saved.
+func TestTheLossShareIsLearnedFromTheJournal(t *testing.T) {
+	j, err := kvcache.NewJournal(kvcache.JournalConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := enginetest.New(engine.Info{Name: "a", Model: "m", Slots: 1, ContextSlot: 4096, Tenants: true, Snapshots: true, SharesPrefixes: true})
+	a := &savedNode{journalBackend: &journalBackend{Backend: b, j: j}, Prompts: enginetest.Prompts{B: b}}
+	var clock atomic.Int64
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	r, err := New(Config{Now: now}, []engine.Backend{a}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m := r.members[0]
+	keyer := r.exact.ForTenant("alice")
+	if got := m.saved.lossShare(); got != 1 {
+		t.Fatalf("before any snapshot the loss share is %v, want 1", got)
+	}
+
+	// Liveness trusted: conversations of ten turns, gaps of 10–50 s (as
+	// TestLivenessWeighsAChainByHowLongItHasBeenIdle).
+	loc := kvcache.Location{Backend: "other", Slot: 0}
+	key := kvcache.Key(1)
+	for i := range 200 {
+		clock.Add(int64(time.Duration(10+i%41) * time.Second))
+		if i%10 == 0 {
+			key += 1000
+			r.liveness.observe(loc, []kvcache.Key{kvcache.Key(1 << 40 * (i + 1))}, []kvcache.Key{key + 1}, 0, 0, now())
+			key++
+			continue
+		}
+		r.liveness.observe(loc, []kvcache.Key{key, key + 1}, []kvcache.Key{key + 1, key + 2}, 0, 0, now())
+		key++
+	}
+	if !r.liveness.trusted(now()) {
+		t.Fatal("liveness is not trusted: the test proves nothing")
+	}
+
+	saved := func() int { return m.saved.counts()["ram"] }
+	publish := func(id string, tokens []int) {
+		j.SetSaved(kvcache.SavedTokens{ID: id, Tenant: "alice", Tier: kvcache.MediumRAM, Bytes: 1 << 20, Tokens: tokens})
+	}
+	// 40 snapshots of chains no turn left here: removed, nothing is lost.
+	for i := range 40 {
+		publish(fmt.Sprint("gone", i), tokenRange(10000*(i+1), 512))
+	}
+	waitChange(t, r, "40 snapshots published", func() bool { return saved() == 40 })
+	for i := range 40 {
+		j.RemoveSaved(fmt.Sprint("gone", i))
+	}
+	waitChange(t, r, "40 snapshots removed", func() bool { return saved() == 0 })
+	low := m.saved.lossShare()
+	if want := 8.0 / 48; math.Abs(low-want) > 0.01 {
+		t.Fatalf("after 40 snapshots removed unwanted: loss share %.3f, want about %.3f", low, want)
+	}
+	// 20 snapshots whose chains a turn has just left: their removal is a
+	// loss.
+	for i := range 20 {
+		tokens := tokenRange(900000+1000*i, 512)
+		r.liveness.observe(loc, nil, keyer.Tokens(tokens).Keys, 512, 0, now())
+		publish(fmt.Sprint("live", i), tokens)
+	}
+	waitChange(t, r, "20 live snapshots published", func() bool { return saved() == 20 })
+	for i := range 20 {
+		j.RemoveSaved(fmt.Sprint("live", i))
+	}
+	waitChange(t, r, "20 live snapshots removed", func() bool { return saved() == 0 })
+	high := m.saved.lossShare()
+	if high < low+0.15 {
+		t.Fatalf("after 20 snapshots lost while wanted: loss share %.3f (was %.3f)", high, low)
+	}
+
+	cost := attention.Predictor(m.cal)
+	p := slotPlan{slot: 0, heldTokens: 1000, evicted: 1000}
+	d := 1000
+	got, ok := displacedCost(m, p, d, cost)
+	want := restoreFrom(kvcache.MediumRAM, 0, d, cost) + time.Duration(high*float64(cost.Predict(d, 0)))
+	if !ok || got != want || got >= cost.Predict(d, 0) {
+		t.Fatalf("a displaced chain of %d tokens: %v (ok %v), want %v, less than its recompute %v", d, got, ok, want, cost.Predict(d, 0))
+	}
+	if _, ok := displacedCost(m, slotPlan{slot: 0, heldTokens: 1000, evicted: 200, branch: true}, 200, cost); ok {
+		t.Fatal("a branch of the turn's own chain priced as saved")
 	}
 }
