@@ -95,15 +95,8 @@ func TestTheRouterSendsAReturnToTheNodeHoldingItsSnapshot(t *testing.T) {
 // disk over its budget evicts its least recently used; a snapshot marked
 // used (saved again) is kept over older ones; and the journal says each.
 func TestRAMOverflowDemotesToDiskAndDiskOverflowEvicts(t *testing.T) {
-	j, err := kvcache.NewJournal(kvcache.JournalConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub := j.Subscribe(kvcache.Cursor{})
-	sub.Pending()
-	// 1 byte a token; snapshots of 300 tokens; RAM 1,200 (600 for the one
-	// tenant: two snapshots), disk 600 (two).
-	st := newSnapshotStore(Tiers{RAMBytes: 1200, DiskBytes: 600}, 1, j)
+	// Snapshots of 300 tokens: two in RAM, two on disk.
+	st, sub := smallStore(t)
 	for c := range 3 {
 		st.save(c, "t", seq(1000*c+1, 300))
 	}
@@ -142,18 +135,24 @@ func TestRAMOverflowDemotesToDiskAndDiskOverflowEvicts(t *testing.T) {
 	}
 }
 
-// A conversation saved again after it went on drops its older snapshot,
-// in either tier, as the node's store does; another conversation's, and
-// one the new tokens do not begin with, stay.
-func TestASaveDropsTheSnapshotsItExtends(t *testing.T) {
+// smallStore is a store of 1 byte a token, RAM 1,200 (600 for the one
+// tenant) and disk 600, and a subscription to its journal from its start.
+func smallStore(t *testing.T) (*snapshotStore, *kvcache.Subscription) {
+	t.Helper()
 	j, err := kvcache.NewJournal(kvcache.JournalConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sub := j.Subscribe(kvcache.Cursor{})
 	sub.Pending()
-	// 1 byte a token; RAM 1,200 (600 for the tenant), disk 600.
-	st := newSnapshotStore(Tiers{RAMBytes: 1200, DiskBytes: 600}, 1, j)
+	return newSnapshotStore(Tiers{RAMBytes: 1200, DiskBytes: 600}, 1, j), sub
+}
+
+// A conversation saved again after it went on drops its older snapshot,
+// from either tier, as the node's store does; another conversation's
+// snapshot of the same tokens stays.
+func TestASaveDropsTheSnapshotsItExtends(t *testing.T) {
+	st, sub := smallStore(t)
 	st.save(0, "t", seq(1, 300))
 	st.save(1, "t", seq(1, 300))    // another conversation's same tokens
 	st.save(2, "t", seq(2001, 300)) // demotes 0/300 to disk
