@@ -139,7 +139,7 @@ func (st *snapshotStore) save(conv int, tenant string, tokens []int) {
 }
 
 // dropExtended drops conv's snapshots but f whose tokens f's begin with,
-// as the node's store does (kvcache.Store, superseded).
+// as the node's store does (kvcache.Store.dropExtended).
 func (st *snapshotStore) dropExtended(conv int, f *savedKV) {
 	pre := strconv.Itoa(conv) + "/"
 	for id, o := range st.files {
