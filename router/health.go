@@ -169,6 +169,11 @@ type BackendStatus struct {
 	// Saved counts the KV snapshots the backend published (a kvwin node's
 	// journal), by tier: "ram", "disk" (saved.go).
 	Saved map[string]int `json:"saved,omitempty"`
+	// SnapshotLoss is the share of the snapshots the backend published
+	// that the router counts lost before their conversation came back
+	// (saved.go): what a chain displaced there is priced by. Absent for a
+	// backend that publishes none.
+	SnapshotLoss *float64 `json:"snapshot_loss_share,omitempty"`
 	// Draining: it left the fleet (its address is gone from DNS) and
 	// finishes its turns in flight; no new turn goes there.
 	Draining bool `json:"draining,omitempty"`
@@ -196,7 +201,7 @@ func (r *Router) Status() []BackendStatus {
 func (m *member) status() BackendStatus {
 	return BackendStatus{Name: m.name, Healthy: m.state.Available(), Suspect: m.state.Suspect(),
 		Slots: int(m.slots.Load()), ContextSlot: int(m.ctx.Load()), InFlight: int(m.load.Load()), Residency: m.residency(),
-		Saved: m.saved.counts()}
+		Saved: m.saved.counts(), SnapshotLoss: m.saved.loss()}
 }
 
 // Changed returns a channel closed at the next change of any backend's

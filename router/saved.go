@@ -1,6 +1,7 @@
 package router
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -98,6 +99,16 @@ func (s *savedTiers) lossShare() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return min((s.lost+lossPrior)/(s.saves+lossPrior), 1)
+}
+
+// loss is lossShare for a node that has published a snapshot, to two
+// decimals (status); nil otherwise.
+func (s *savedTiers) loss() *float64 {
+	if !s.publishes() {
+		return nil
+	}
+	v := math.Round(s.lossShare()*100) / 100
+	return &v
 }
 
 // entry returns the published snapshot id.

@@ -126,8 +126,8 @@ func TestTheLossShareIsLearnedFromTheJournal(t *testing.T) {
 	defer r.Close()
 	m := r.members[0]
 	keyer := r.exact.ForTenant("alice")
-	if got := m.saved.lossShare(); got != 1 {
-		t.Fatalf("before any snapshot the loss share is %v, want 1", got)
+	if got := m.saved.lossShare(); got != 1 || r.Status()[0].SnapshotLoss != nil {
+		t.Fatalf("before any snapshot the loss share is %v (status %v), want 1 and none reported", got, r.Status()[0].SnapshotLoss)
 	}
 
 	// Liveness trusted: conversations of ten turns, gaps of 10–50 s (as
@@ -181,6 +181,9 @@ func TestTheLossShareIsLearnedFromTheJournal(t *testing.T) {
 	high := m.saved.lossShare()
 	if high < low+0.15 {
 		t.Fatalf("after 20 snapshots lost while wanted: loss share %.3f (was %.3f)", high, low)
+	}
+	if st := r.Status()[0].SnapshotLoss; st == nil || math.Abs(*st-high) > 0.005 {
+		t.Fatalf("status reports the loss share as %v, want %.2f", st, high)
 	}
 
 	cost := attention.Predictor(m.cal)
