@@ -61,8 +61,14 @@ func (fl branchFleet) computed() int {
 // computed for it.
 func (fl branchFleet) send(t *testing.T, msgs []engine.Message) (engine.Result, int) {
 	t.Helper()
+	return fl.sendAs(t, "", msgs)
+}
+
+// sendAs is send for the conversation named conv ("" unnamed).
+func (fl branchFleet) sendAs(t *testing.T, conv string, msgs []engine.Message) (engine.Result, int) {
+	t.Helper()
 	before := fl.computed()
-	res, err := fl.r.Generate(context.Background(), engine.Request{Messages: msgs, MaxTokens: 40, Slot: -1, Keep: -1, Owner: ident.Owner{Tenant: "alice"}}, nil)
+	res, err := fl.r.Generate(context.Background(), engine.Request{Messages: msgs, MaxTokens: 40, Slot: -1, Keep: -1, Owner: ident.Owner{Tenant: "alice", Conversation: conv}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +161,7 @@ func TestLivenessTellsABranchFromASibling(t *testing.T) {
 	loc := kvcache.Location{Backend: "n", Slot: 0}
 	sys, u1, a1, u2, a2 := []kvcache.Key{1, 2}, kvcache.Key(3), kvcache.Key(4), kvcache.Key(5), kvcache.Key(6)
 	p1 := append(slices.Clone(sys), u1)
-	l.observe(loc, p1, append(slices.Clone(p1), a1), 3*16+5, 0, now)
+	l.observe(loc, p1, append(slices.Clone(p1), a1), 3*16+5, 0, 0, now)
 	for _, c := range []struct {
 		name           string
 		shared, length int
@@ -165,13 +171,13 @@ func TestLivenessTellsABranchFromASibling(t *testing.T) {
 		{"its blocks, then other tokens", 3, 3*16 + 9, false},
 		{"the system prompt", 2, 3*16 + 5, false},
 	} {
-		if got := l.branches(loc, c.shared, c.length); got != c.want {
+		if got := l.branches(loc, c.shared, c.length, 0); got != c.want {
 			t.Errorf("first turn: %s is a branch: %v, want %v", c.name, got, c.want)
 		}
 	}
 	p2 := append(slices.Clone(p1), a1, u2)
 	now = now.Add(time.Minute)
-	l.observe(loc, p2, append(slices.Clone(p2), a2), 5*16+3, 4, now)
+	l.observe(loc, p2, append(slices.Clone(p2), a2), 5*16+3, 4, 0, now)
 	for _, c := range []struct {
 		name           string
 		shared, length int
@@ -182,13 +188,47 @@ func TestLivenessTellsABranchFromASibling(t *testing.T) {
 		{"the first exchange's blocks", 3, 5*16 + 3, false},
 		{"the system prompt", 2, 5*16 + 3, false},
 	} {
-		if got := l.branches(loc, c.shared, c.length); got != c.want {
+		if got := l.branches(loc, c.shared, c.length, 0); got != c.want {
 			t.Errorf("second turn: %s is a branch: %v, want %v", c.name, got, c.want)
 		}
 	}
 	// The second turn again, answered otherwise.
-	l.observe(loc, p2, append(slices.Clone(p2), 7), 5*16+3, 5, now.Add(time.Second))
+	l.observe(loc, p2, append(slices.Clone(p2), 7), 5*16+3, 5, 0, now.Add(time.Second))
 	if h := l.last[loc]; h.depth != 1 || h.fork != 4 || l.cont != 1 {
 		t.Errorf("after a retry: depth %d, fork %d, %d continuations; want 1, 4, 1", h.depth, h.fork, l.cont)
+	}
+}
+
+// A conversation's next turn whose previous answer the client replaced
+// with text of its own shares exactly the previous prompt with its slot,
+// then goes on: the shape of a sibling that shares a chain's whole prompt.
+// Named (the client's conversation id), it is the conversation's own turn
+// and stays on its slot, computing what follows the shared prompt; unnamed,
+// the router cannot tell it from a sibling and leaves the chain to its
+// owner while slots are free, as before.
+func TestAReplacedAnswerStaysWithItsNamedConversation(t *testing.T) {
+	for _, named := range []bool{true, false} {
+		t.Run(fmt.Sprint("named=", named), func(t *testing.T) {
+			fl := newBranchFleet(t, llamaservertest.Rules2026, Config{})
+			conv := ""
+			if named {
+				conv = "c1"
+			}
+			msgs := []engine.Message{{Role: "system", Content: branchSystem(1)}, {Role: "user", Content: "first question, asked at some length"}}
+			first, whole := fl.sendAs(t, conv, msgs)
+			msgs = append(msgs, engine.Message{Role: "assistant", Content: "an answer the client wrote itself, not the one generated"},
+				engine.Message{Role: "user", Content: "second question"})
+			next, computed := fl.sendAs(t, conv, msgs)
+			stayed := next.Backend == first.Backend && next.Slot == first.Slot
+			if named && (!stayed || computed >= whole/4) {
+				t.Fatalf("named: on %s slot %d computing %d (the first turn computed %d); want %s slot %d, computing only what follows the shared prompt",
+					next.Backend, next.Slot, computed, whole, first.Backend, first.Slot)
+			}
+			if !named && (stayed || computed < whole) {
+				t.Fatalf("unnamed: on %s slot %d computing %d; the sibling rule should have kept it off %s slot %d while slots are free",
+					next.Backend, next.Slot, computed, first.Backend, first.Slot)
+			}
+			t.Logf("named %v: first turn %d tokens, the next %d on %s slot %d", named, whole, computed, next.Backend, next.Slot)
+		})
 	}
 }

@@ -54,10 +54,10 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 		switch {
 		case len(k.exact.Keys) == 0:
 		case r.plansSlots(m):
-			plans[m.index] = r.slotPlans(m, k.exact, k.length)
+			plans[m.index] = r.slotPlans(m, k.exact, k.length, k.owner)
 			room = room || hasRoom(plans[m.index])
 		case r.plansEarly(m):
-			early[m.index] = r.slotPlans(m, k.exact, k.length)
+			early[m.index] = r.slotPlans(m, k.exact, k.length, k.owner)
 			empty = empty || slices.ContainsFunc(early[m.index], func(p slotPlan) bool { return p.heldTokens == 0 })
 		}
 	}

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"github.com/cespare/xxhash/v2"
 	"strings"
 
 	"kvwin/engine"
@@ -19,6 +20,10 @@ type key struct {
 	text        string
 	approxKeyer *kvcache.Keyer
 	length      int // prompt length in tokens (estimated without tokens)
+	// owner names the request's conversation (its tenant and
+	// conversation id, hashed; 0 when it has none): liveness.go tells a
+	// conversation's own next turn from a sibling's by it.
+	owner uint64
 }
 
 // rootBlocks is how deep the root key sits: the first blocks of every chat
@@ -42,6 +47,9 @@ func (k key) root() uint64 {
 // key renders req through the first live backend that can, and keys it.
 func (r *Router) key(ctx context.Context, req engine.Request, live []*member) (key, error) {
 	var k key
+	if req.Conversation != "" {
+		k.owner = xxhash.Sum64String(req.Tenant + "\x00" + req.Conversation)
+	}
 	if len(req.Tokens) > 0 {
 		k.tokens = req.Tokens
 	} else {

@@ -83,12 +83,15 @@ type liveness struct {
 // sibling sharing the system prompt shares less), which a branch then
 // repeats: asked is its length in units, for the tokens past its last
 // full block, which no key covers (a sibling sharing those blocks and
-// not the tokens after them is no branch). fork 0: unknown.
+// not the tokens after them is no branch), unless the client named the
+// conversation and it is the one that left the chain (owner). fork 0:
+// unknown.
 type heldChain struct {
 	at    time.Time
 	depth int
 	fork  int
 	asked int
+	owner uint64 // the conversation of the turn that left it (key.owner); 0 unnamed
 }
 
 // tip is a chain's last block as a turn left it: when, its depth, and
@@ -129,8 +132,8 @@ const maxTips = 1 << 16
 // held (a retry, a regenerate, an edit of the last message) is that
 // chain's last turn asked again: no continuation, and its chain keeps
 // the depth and fork of the one it replaces. length is the prompt's in
-// units.
-func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, length, shared int, now time.Time) {
+// units; owner names the request's conversation (key.owner; 0 unnamed).
+func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, length, shared int, owner uint64, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.last == nil {
@@ -162,11 +165,11 @@ func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, len
 		delete(l.tips, prompt[i])
 		break
 	}
-	if was, ok := l.last[loc]; !found && ok && was.forks(shared, length) {
+	if was, ok := l.last[loc]; !found && ok && was.forks(shared, length, owner) {
 		depth, fork = was.depth, was.fork
 	}
 	l.age(now)
-	h := heldChain{at: now, depth: depth, fork: fork, asked: length}
+	h := heldChain{at: now, depth: depth, fork: fork, asked: length, owner: owner}
 	if len(kept) > 0 {
 		t := &tip{heldChain: h}
 		l.tips[kept[len(kept)-1]] = t
@@ -296,18 +299,23 @@ func (l *liveness) sortedGaps() []time.Duration {
 
 // forks reports whether a prompt of length units sharing shared blocks
 // with the chain h is a branch of h's own conversation (see heldChain).
-func (h heldChain) forks(shared, length int) bool {
-	return h.fork > 0 && shared >= h.fork && (h.depth > 0 || length == h.asked)
+// A prompt of the conversation that left h (owner, named by the client)
+// is one whatever its length: a chain of one turn whose whole prompt it
+// shares before going on is its own turn with an answer the client
+// replaced (measured on real llama-servers: 2,064 tokens recomputed on
+// another slot, where about 126 did on its own), not a sibling's.
+func (h heldChain) forks(shared, length int, owner uint64) bool {
+	return h.fork > 0 && shared >= h.fork && (h.depth > 0 || length == h.asked || owner != 0 && owner == h.owner)
 }
 
 // branches reports whether a prompt of length units sharing shared
 // blocks with the chain at loc is a branch of that chain's conversation
 // (see heldChain); false when no turn of the router's left the chain there.
-func (l *liveness) branches(loc kvcache.Location, shared, length int) bool {
+func (l *liveness) branches(loc kvcache.Location, shared, length int, owner uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, ok := l.last[loc]
-	return ok && h.forks(shared, length)
+	return ok && h.forks(shared, length, owner)
 }
 
 // forget drops what is known of loc: the slot was emptied.

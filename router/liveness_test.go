@@ -25,11 +25,11 @@ func TestLivenessWeighsAChainByHowLongItHasBeenIdle(t *testing.T) {
 		if i%10 == 0 { // a new conversation: continues nothing
 			conv++
 			key += 1000 // its own keys
-			l.observe(loc(conv%4), []kvcache.Key{kvcache.Key(1 << 40 * conv)}, []kvcache.Key{key + 1}, 0, 0, now)
+			l.observe(loc(conv%4), []kvcache.Key{kvcache.Key(1 << 40 * conv)}, []kvcache.Key{key + 1}, 0, 0, 0, now)
 			key++
 			return
 		}
-		l.observe(loc(conv%4), []kvcache.Key{key, key + 1}, []kvcache.Key{key + 1, key + 2}, 0, 0, now)
+		l.observe(loc(conv%4), []kvcache.Key{key, key + 1}, []kvcache.Key{key + 1, key + 2}, 0, 0, 0, now)
 		key++
 		if i == 40 {
 			if w, known := l.weight(loc(conv%4), now.Add(time.Hour)); known || w != whole {
@@ -81,14 +81,14 @@ func TestLivenessSortsItsGapsAgainAsTheyGrow(t *testing.T) {
 	var l liveness
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	loc := kvcache.Location{Backend: "n", Slot: 0}
-	l.observe(loc, []kvcache.Key{1}, []kvcache.Key{1, 2}, 0, 0, now)
+	l.observe(loc, []kvcache.Key{1}, []kvcache.Key{1, 2}, 0, 0, 0, now)
 	for i := range 40 {
 		gap := 100 * time.Second
 		if i == 0 {
 			gap = time.Second
 		}
 		now = now.Add(gap)
-		l.observe(loc, []kvcache.Key{kvcache.Key(i + 1), kvcache.Key(i + 2)}, []kvcache.Key{kvcache.Key(i + 2), kvcache.Key(i + 3)}, 0, 0, now)
+		l.observe(loc, []kvcache.Key{kvcache.Key(i + 1), kvcache.Key(i + 2)}, []kvcache.Key{kvcache.Key(i + 2), kvcache.Key(i + 3)}, 0, 0, 0, now)
 		l.mu.Lock()
 		sorted := l.sortedGaps() // as a weight asks, after every turn
 		l.mu.Unlock()
@@ -107,7 +107,7 @@ func TestLivenessKeepsBoundedStateWithoutContinuations(t *testing.T) {
 	for i := range maxTips + 1000 {
 		now = now.Add(time.Second)
 		k := kvcache.Key(2*i + 1)
-		l.observe(loc, []kvcache.Key{k}, []kvcache.Key{k + 1}, 0, 0, now)
+		l.observe(loc, []kvcache.Key{k}, []kvcache.Key{k + 1}, 0, 0, 0, now)
 	}
 	if len(l.tips) > maxTips || len(l.order) > maxTips || len(l.aging) > maxTips {
 		t.Fatalf("tips %d, order %d, aging %d; want each at most %d", len(l.tips), len(l.order), len(l.aging), maxTips)

@@ -56,9 +56,11 @@ import (
 // sibling's. liveness.go tells a branch from a sibling by what the prompt
 // shares with the chain: for a chain of one turn, every block of that
 // turn's prompt, and its length (a sibling sharing its blocks, then
-// going on, is no branch); else every block before its last turn (up to the tip that
-// turn continued, which holds the conversation's own answers). A sibling
-// shares only the system prompt.
+// going on, is no branch, unless the client names the conversation and it
+// is the one that left the chain: then it is its own next turn with an
+// answer the client replaced); else every block before its last turn (up
+// to the tip that turn continued, which holds the conversation's own
+// answers). A sibling shares only the system prompt.
 // Counted whole, a repeated request went to another backend while slots
 // stood free and computed its whole prompt (1,419 tokens over three real
 // llama-servers, 1 token where it was); it now leaves its slot only when
@@ -203,7 +205,7 @@ func (r *Router) canPlan(m *member) bool {
 
 // slotPlans lists the idle slots of m and what a prompt of chain (length
 // tokens) would find in each.
-func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPlan {
+func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int, owner uint64) []slotPlan {
 	var out []slotPlan
 	now := r.cfg.Now()
 	for s := range m.slotCount() {
@@ -216,7 +218,7 @@ func (r *Router) slotPlans(m *member, chain kvcache.Chain, length int) []slotPla
 		w, known := r.liveness.weight(loc, now)
 		out = append(out, slotPlan{slot: s, slotReuse: reuse, reuse: reuse,
 			heldTokens: chain.Units(heldBlocks), evicted: chain.Units(heldBlocks - shared), stale: 1 - w.byDepth, staleIdle: 1 - w.byIdle, weighed: known,
-			branch: shared < heldBlocks && r.liveness.branches(loc, shared, chain.Length)})
+			branch: shared < heldBlocks && r.liveness.branches(loc, shared, chain.Length, owner)})
 	}
 	return out
 }

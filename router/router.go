@@ -397,7 +397,7 @@ func (r *Router) learn(m *member, k key, res engine.Result) {
 			m.remember(r.reg, kvcache.Chain{Keys: prev, Length: len(prev) * after.BlockSize, BlockSize: after.BlockSize, Approximate: after.Approximate})
 		}
 		r.reg.Record(loc, after)
-		r.liveness.observe(loc, chain.Keys, after.Keys, chain.Length, kvcache.SharedPrefix(prev, chain.Keys), r.cfg.Now())
+		r.liveness.observe(loc, chain.Keys, after.Keys, chain.Length, kvcache.SharedPrefix(prev, chain.Keys), k.owner, r.cfg.Now())
 		count := -1 // what the slot's KV holds now, if the answer's tokens say
 		if m.exact && len(res.Tokens) > 1 {
 			count = after.Length

@@ -138,11 +138,11 @@ func TestTheLossShareIsLearnedFromTheJournal(t *testing.T) {
 		clock.Add(int64(time.Duration(10+i%41) * time.Second))
 		if i%10 == 0 {
 			key += 1000
-			r.liveness.observe(loc, []kvcache.Key{kvcache.Key(1 << 40 * (i + 1))}, []kvcache.Key{key + 1}, 0, 0, now())
+			r.liveness.observe(loc, []kvcache.Key{kvcache.Key(1 << 40 * (i + 1))}, []kvcache.Key{key + 1}, 0, 0, 0, now())
 			key++
 			continue
 		}
-		r.liveness.observe(loc, []kvcache.Key{key, key + 1}, []kvcache.Key{key + 1, key + 2}, 0, 0, now())
+		r.liveness.observe(loc, []kvcache.Key{key, key + 1}, []kvcache.Key{key + 1, key + 2}, 0, 0, 0, now())
 		key++
 	}
 	if !r.liveness.trusted(now()) {
@@ -170,7 +170,7 @@ func TestTheLossShareIsLearnedFromTheJournal(t *testing.T) {
 	// loss.
 	for i := range 20 {
 		tokens := tokenRange(900000+1000*i, 512)
-		r.liveness.observe(loc, nil, keyer.Tokens(tokens).Keys, 512, 0, now())
+		r.liveness.observe(loc, nil, keyer.Tokens(tokens).Keys, 512, 0, 0, now())
 		publish(fmt.Sprint("live", i), tokens)
 	}
 	waitChange(t, r, "20 live snapshots published", func() bool { return saved() == 20 })
