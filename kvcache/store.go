@@ -534,21 +534,16 @@ func (s *Store) write(enc *zstd.Encoder, job saveJob) (SavedSnapshot, error) {
 // ids are told to OnEvict, as evictions are.
 func (s *Store) dropExtended(keep string, owner Owner, tokens []int) {
 	s.mu.Lock()
-	var gone []*storeFile
-	var ids []string
+	onDisk := map[string]bool{} // the snapshots dropped: whether each has a file
 	for id, f := range s.files {
-		if id == keep || f.owner != owner || f.tokens >= len(tokens) || s.pending[id] != nil {
-			continue
-		}
-		if SnapshotID(owner, tokens[:f.tokens]) == id {
-			gone = append(gone, s.unindex(id))
-			ids = append(ids, id)
+		if id != keep && f.owner == owner && f.tokens < len(tokens) && s.pending[id] == nil && SnapshotID(owner, tokens[:f.tokens]) == id {
+			onDisk[id] = s.unindex(id).mem == nil
 		}
 	}
 	onEvict := s.onEvict
 	s.mu.Unlock()
-	for i, id := range ids {
-		if gone[i].mem == nil {
+	for id, file := range onDisk {
+		if file {
 			os.Remove(s.path(id))
 		}
 		if onEvict != nil {

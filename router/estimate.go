@@ -111,10 +111,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			p := bestPlan(plans, k.length, room)
 			c.cached, c.plan, c.hasPlan = p.reuse, p.slot, true
 			if d := p.destroyed(room); d > 0 {
-				var saved bool
-				if extra, saved = displacedCost(m, p, d, cost); !saved { // saved.go
-					extra = cost.Predict(d, 0)
-				}
+				extra = destroyedTime(m, p, d, cost) // saved.go
 			}
 		}
 		c.prefill = cost.Predict(max(k.length-c.cached, 1), c.cached)

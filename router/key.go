@@ -2,8 +2,9 @@ package router
 
 import (
 	"context"
-	"github.com/cespare/xxhash/v2"
 	"strings"
+
+	"github.com/cespare/xxhash/v2"
 
 	"kvwin/engine"
 	"kvwin/kvcache"

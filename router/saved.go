@@ -34,7 +34,7 @@ import (
 // stored, the expected number removed while their conversation was still
 // likely to come back (each removal weighed by the liveness of its chain's
 // last block, liveness.go). The displaced chain costs its restore from
-// RAM, and its recompute times that loss share (displacedCost), weighed
+// RAM, and its recompute times that loss share (destroyedTime), weighed
 // by its own liveness as placement.go weighs it. The restore counts
 // whole, not only where the snapshot survives: its owner, back on a node
 // whose slots are all held, restores it and displaces another in turn, a
@@ -101,6 +101,15 @@ func (s *savedTiers) lossShare() float64 {
 	return min((s.lost+lossPrior)/(s.saves+lossPrior), 1)
 }
 
+// displacing is what a displaced chain is priced by: the node's measured
+// speed of restoring from RAM (0: not measured) and its loss share.
+func (s *savedTiers) displacing() (ramSpeed, loss float64) {
+	loss = s.lossShare()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.speed.RAM, loss
+}
+
 // loss is lossShare for a node that has published a snapshot, to two
 // decimals (status); nil otherwise.
 func (s *savedTiers) loss() *float64 {
@@ -111,7 +120,7 @@ func (s *savedTiers) loss() *float64 {
 	return &v
 }
 
-// entry returns the published snapshot id.
+// entry returns what is known of the published snapshot id.
 func (s *savedTiers) entry(id string) (savedEntry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -265,19 +274,16 @@ func restoreFrom(tier kvcache.Medium, speed float64, tokens int, cost attention.
 	return time.Duration(restoreShare[tier] * float64(cost.Predict(tokens, 0)))
 }
 
-// displacedCost is the time of what taking plan p's slot on m destroys,
-// d tokens as placement.go weighs them, when m saves the chain it
-// displaces (see the file comment): their restore from RAM, and their
-// recompute times the node's loss share. ok is false where the slot's
-// chain is not saved (a node without published snapshots, a branch of
-// the turn's own chain, which the turn overwrites in place).
-func displacedCost(m *member, p slotPlan, d int, cost attention.Predictor) (time.Duration, bool) {
-	if !m.backend.Info().SharesPrefixes || !m.saved.publishes() || p.branch || p.lost > 0 {
-		return 0, false
+// destroyedTime is the time of what taking plan p's slot on m destroys,
+// d tokens as placement.go weighs them: their recompute, or, where m
+// saves the chain it displaces (see the file comment), their restore from
+// RAM plus their recompute times the node's loss share. A branch of the
+// turn's own chain is overwritten in place, never saved.
+func destroyedTime(m *member, p slotPlan, d int, cost attention.Predictor) time.Duration {
+	recompute := cost.Predict(d, 0)
+	if !m.backend.Info().SharesPrefixes || !m.saved.publishes() || p.branch {
+		return recompute
 	}
-	m.saved.mu.Lock()
-	speed := m.saved.speed.RAM
-	m.saved.mu.Unlock()
-	loss := m.saved.lossShare()
-	return restoreFrom(kvcache.MediumRAM, speed, d, cost) + time.Duration(loss*float64(cost.Predict(d, 0))), true
+	speed, loss := m.saved.displacing()
+	return restoreFrom(kvcache.MediumRAM, speed, d, cost) + time.Duration(loss*float64(recompute))
 }

@@ -189,12 +189,12 @@ func TestTheLossShareIsLearnedFromTheJournal(t *testing.T) {
 	cost := attention.Predictor(m.cal)
 	p := slotPlan{slot: 0, heldTokens: 1000, evicted: 1000}
 	d := 1000
-	got, ok := displacedCost(m, p, d, cost)
+	got := destroyedTime(m, p, d, cost)
 	want := restoreFrom(kvcache.MediumRAM, 0, d, cost) + time.Duration(high*float64(cost.Predict(d, 0)))
-	if !ok || got != want || got >= cost.Predict(d, 0) {
-		t.Fatalf("a displaced chain of %d tokens: %v (ok %v), want %v, less than its recompute %v", d, got, ok, want, cost.Predict(d, 0))
+	if got != want || got >= cost.Predict(d, 0) {
+		t.Fatalf("a displaced chain of %d tokens: %v, want %v, less than its recompute %v", d, got, want, cost.Predict(d, 0))
 	}
-	if _, ok := displacedCost(m, slotPlan{slot: 0, heldTokens: 1000, evicted: 200, branch: true}, 200, cost); ok {
-		t.Fatal("a branch of the turn's own chain priced as saved")
+	if got := destroyedTime(m, slotPlan{slot: 0, heldTokens: 1000, evicted: 200, branch: true}, 200, cost); got != cost.Predict(200, 0) {
+		t.Fatalf("a branch of the turn's own chain priced as saved: %v, want its recompute %v", got, cost.Predict(200, 0))
 	}
 }
