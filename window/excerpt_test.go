@@ -242,3 +242,54 @@ func TestKeptHistoryHoldsTheShortTurnsAroundLongAnswers(t *testing.T) {
 		}
 	}
 }
+
+// TestAStepThatOnlyExcerptsEvictsNothing: in an assistant chat a step
+// turns the answers it passes into excerpts; while that alone brings the
+// window to the excerpt mark, nothing is evicted and the kept history is
+// not re-sent, so most steps cost only the answers they excerpt. In a chat
+// of short turns every step evicts, as before.
+func TestAStepThatOnlyExcerptsEvictsNothing(t *testing.T) {
+	const budget = 8192
+	quarter := func(m engine.Message) int { return (len(m.Content) + 3) / 4 }
+	w, err := New(Config{Settings: Settings{Budget: budget}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := w.cfg.Settings.excerptMark()
+	// replay counts the steps of msgs' user turns and those that evicted.
+	replay := func(policy string, msgs []engine.Message, count Counter) (steps, evictions int) {
+		prev := Cut{}
+		for i := range msgs {
+			if msgs[i].Role != engine.RoleUser {
+				continue
+			}
+			res, err := w.Build(context.Background(), Request{Policy: policy, Messages: msgs[:i+1], Count: count})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Step > prev.Step {
+				steps++
+				if res.Start > prev.Start {
+					evictions++
+				} else if res.KeptTokens > mark {
+					t.Fatalf("%s: message %d: a step evicted nothing and left %d tokens, past the mark %d", policy, i, res.KeptTokens, mark)
+				}
+			}
+			prev = res.Cut
+		}
+		return steps, evictions
+	}
+	for _, policy := range []string{PolicySink, PolicyMemory} {
+		// Whole, an exchange is ~1,010 tokens, as excerpts ~74: a step
+		// excerpts about four exchanges (~300 tokens), so the band of
+		// 2,048 tokens below the mark holds several steps per eviction.
+		steps, evictions := replay(policy, longChat(400, 4000, 4000, -1, 0), quarter)
+		if evictions == 0 || evictions*3 > steps {
+			t.Errorf("%s, long answers: %d of %d steps evicted, want some and at most a third", policy, evictions, steps)
+		}
+		steps, evictions = replay(policy, longChat(400, 160, 160, -1, 0), quarter)
+		if steps == 0 || evictions != steps {
+			t.Errorf("%s, short turns: %d of %d steps evicted, want all", policy, evictions, steps)
+		}
+	}
+}

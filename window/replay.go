@@ -17,7 +17,7 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit
 	sinkTokens := c.size(0, end, end)
 	padded := pad(sinkTokens, s.Block)
 	cut := Cut{Policy: policy, Messages: n, Sinks: end, SinkTokens: c.tokens(0, end), Start: end, StepAt: -1, ExcerptRoom: c.room}
-	high, low := s.high(), s.low()
+	high, low, mark := s.high(), s.low(), s.excerptMark()
 	whole := switchAt >= 0
 	asks := 0 // user messages since the latest step (memory)
 	ex := 0   // the long messages before ex stand as excerpts: those a step has passed
@@ -57,6 +57,11 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit
 		asks = 0
 		if isAsk && reserve > 0 {
 			asks = 1
+		}
+		if window(i) <= mark {
+			// Excerpting alone made the room: nothing is evicted, so the
+			// kept history is not re-sent (docs/window.md, The cut rule).
+			continue
 		}
 		floor := c.lastUnit(last, end)
 		for cut.Start < floor && window(i) > low {

@@ -182,3 +182,13 @@ func (s Settings) longMessage() int {
 
 func (s Settings) high() int { return int(s.High * float64(s.Budget)) }
 func (s Settings) low() int  { return int(s.Low * float64(s.Budget)) }
+
+// excerptMark is the most a step may leave in the window by excerpting
+// alone: if the long messages it passes, as excerpts, bring the window to
+// it, the step evicts nothing; otherwise it evicts down to the low water
+// mark, re-sending the kept history. Halfway between the marks: half the
+// band for the excerpted history to grow into, half for whole turns to
+// arrive in. A step that excerpts nothing leaves the window above the mark
+// (a step happens past High, a question's early one past B − Z ≥ the
+// mark), so where nothing is long this never applies.
+func (s Settings) excerptMark() int { return (s.high() + s.low()) / 2 }
