@@ -86,7 +86,20 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit
 		// room for packets; it may still fit the context.
 		return cut, fit(&cut, c, s, limit, ex)
 	}
-	if reserve > 0 && onAsk {
+	s.placePackets(&cut, c, end, padded, reserve)
+	return cut, nil
+}
+
+// placePackets sets the asks of a settled cut that carry packets and their
+// rooms (memory; reserve is P, 0 for sink): only the latest ask, with the
+// room the window has left up to its cap, or under the ledger every ask
+// since the step, P each.
+func (s Settings) placePackets(cut *Cut, c conversation, sinkEnd, padded, reserve int) {
+	n := len(c.msgs)
+	switch {
+	case reserve == 0:
+		return
+	case s.Packets == PacketsAsk:
 		// The latest ask carries the packet; it may use the room the
 		// window has left, up to the cap.
 		for j := n - 1; j >= cut.Start; j-- {
@@ -95,15 +108,13 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit
 				break
 			}
 		}
-		s.packetRooms(&cut, c, end, padded)
-		return cut, nil
+		s.packetRooms(cut, c, sinkEnd, padded)
+		return
 	}
-	if reserve > 0 {
-		cut.PacketRoom = reserve
-		for j := cut.StepAt; j < n; j++ {
-			if c.msgs[j].Role == engine.RoleUser {
-				cut.Asks = append(cut.Asks, j)
-			}
+	cut.PacketRoom = reserve
+	for j := cut.StepAt; j < n; j++ {
+		if c.msgs[j].Role == engine.RoleUser {
+			cut.Asks = append(cut.Asks, j)
 		}
 	}
 	if need := cut.KeptTokens + len(cut.Asks)*reserve; need > s.Budget {
@@ -111,7 +122,6 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit
 		// room rather than fail, the packets are an extra.
 		cut.PacketRoom = (s.Budget - cut.KeptTokens) / len(cut.Asks)
 	}
-	return cut, nil
 }
 
 // fit settles a cut whose sinks and latest unit pass the budget: the
