@@ -270,3 +270,32 @@ func TestBurstNeighbours(t *testing.T) {
 		t.Errorf("no fill: want the next message of the burst and no further, got %v", near)
 	}
 }
+
+// TestTheAskerIsNoWord: an ask about oneself ("did I …") does not rank the
+// asker's statements by the turns that hold the role's name: in an
+// assistant chat "user" is a word of its own (user tables, user roles), and
+// the statements it matched nothing of stay out.
+func TestTheAskerIsNoWord(t *testing.T) {
+	var texts []string
+	say := func(user, assistant string) { texts = append(texts, user, assistant) }
+	tasks := []string{"bake sourdough bread", "learn the cello", "paint the fence", "repair the bicycle", "plant tomatoes", "sew a jacket"}
+	for i, task := range tasks {
+		say(fmt.Sprintf("I'm trying to %s this week.", task), fmt.Sprintf("Good luck with that, step %d first.", i))
+		say(fmt.Sprintf("I'm planning to %s soon.", task), "That sounds fun.")
+	}
+	for i := 0; i < 10; i++ {
+		say(fmt.Sprintf("How should the user table store role %d?", i), fmt.Sprintf("Give each user a role column; user role %d maps to a permission set.", i))
+	}
+	say("I'm trying to add user roles for admins and guests.", "Admins and guests each get a user role.")
+	x := NewIndex(chatTurns(texts...)...)
+	hits := x.Search(Query{Ask: "Which user roles did I want for the admins and the guests?", Asker: "user"})
+	got := hitSet(hits)
+	if !got["I'm trying to add user roles for admins and guests."] {
+		t.Fatalf("the asker's statement about user roles is missing: %q", hitTexts(hits))
+	}
+	for _, task := range tasks {
+		if s := fmt.Sprintf("I'm trying to %s this week.", task); got[s] {
+			t.Errorf("a statement of the asker that matches nothing of the ask is a hit: %q", s)
+		}
+	}
+}

@@ -330,6 +330,16 @@ var candidatePool = sync.Pool{New: func() any { return &candidates{} }}
 // addStatements adds the statements below limit about the ask's subjects.
 func (x *Index) addStatements(cs *candidates, m match, limit int) {
 	for _, subj := range m.subjects {
+		if strings.HasPrefix(subj, "@") {
+			// The asker speaking of themself ("what did I pick?") is
+			// named by no word of the text: the role's name ("user") is
+			// a common word of its own in an assistant chat, and ranking
+			// every statement the asker made by its best match put them
+			// all at the top. They count by their own scores; a name the
+			// asker is called by is a term of their turns already
+			// (speakerTerms).
+			continue
+		}
 		// A statement about the subject ranks like the best turn that
 		// names it: never above the ask's best match, never below the
 		// chatter that merely mentions the name.
