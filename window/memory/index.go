@@ -26,7 +26,12 @@ type Index struct {
 	stems  stemmer
 	board  scoreboard             // search's scratch space
 	long   map[int32]passageTerms // passages of long turns by turn index (passage.go)
-	norm   []uint64               // norm[i] = normalKey(turns[i].Text): a search compares hundreds
+	// ppost[stem] lists the passages of long turns that hold stem, in
+	// ascending passage id; pdoc and plen are each passage's turn and
+	// distinct stems, by passage id (see Index.passageScores).
+	ppost      map[string][]int32
+	pdoc, plen []int32
+	norm       []uint64 // norm[i] = normalKey(turns[i].Text): a search compares hundreds
 	// occ[term] is how often the held turns say term; said is Σ occ and
 	// weighted Σ occ·df over the terms (see typicalShare).
 	occ            map[string]int
@@ -106,7 +111,8 @@ func (x *Index) Add(turns ...Turn) {
 // 0 when the order changed).
 func (x *Index) reindex(inOrder bool, from int) {
 	if x.long == nil || !inOrder {
-		x.long = map[int32]passageTerms{} // keyed by turn index, which a reorder changes
+		// Keyed by turn index, which a reorder changes.
+		x.long, x.ppost, x.pdoc, x.plen = map[int32]passageTerms{}, map[string][]int32{}, x.pdoc[:0], x.plen[:0]
 	}
 	if !inOrder {
 		from = 0
@@ -137,7 +143,15 @@ func (x *Index) reindex(inOrder bool, from int) {
 			x.post[term] = append(x.post[term], posting{doc: int32(i), tf: f})
 		}
 		if len(t.Text) > longTurn {
-			x.long[int32(i)] = x.readPassages(t.Text)
+			pt := x.readPassages(t.Text)
+			x.long[int32(i)] = pt
+			for _, stems := range pt.stems {
+				id := int32(len(x.pdoc))
+				x.pdoc, x.plen = append(x.pdoc, int32(i)), append(x.plen, int32(len(stems)))
+				for _, st := range stems {
+					x.ppost[st] = append(x.ppost[st], id)
+				}
+			}
 		}
 		x.lens = append(x.lens, int32(n))
 		x.prefix = append(x.prefix, x.prefix[len(x.prefix)-1]+n)

@@ -299,3 +299,30 @@ func TestTheAskerIsNoWord(t *testing.T) {
 		}
 	}
 }
+
+// TestALongTurnRanksByItsBestPassage: a long answer that says the ask's
+// words here and there over many paragraphs ranks by its best passage, not
+// by the whole turn's counts, so the short turn that says more of them
+// together, the answer, comes first.
+func TestALongTurnRanksByItsBestPassage(t *testing.T) {
+	var long strings.Builder
+	for i, w := range []string{"database", "budget", "tracker", "chose", "database", "budget", "tracker", "chose"} {
+		fmt.Fprintf(&long, "Paragraph %d. The %s matters here, as said before; consider the indexes, the schema, the migrations and the backups before anything else is decided.\n\n", i, w)
+		fmt.Fprintf(&long, "More about the %s: keep it simple, measure it, and write down why, so that the next person can follow the reasoning later on.\n\n", w)
+	}
+	texts := []string{"Can you help me plan my app?", long.String(), "For the tracker I went with PostgreSQL as the database.", "Noted."}
+	// An assistant chat: answers as long as this one, so its length is
+	// the turns' average and no penalty.
+	filler := strings.Repeat("Routine notes on the weather, the garden, the trains and the week ahead, nothing more. ", 30)
+	for i := 0; i < 20; i++ {
+		texts = append(texts, fmt.Sprintf("Routine check %d passed.", i), fmt.Sprintf("%d. %s", i, filler))
+	}
+	x := NewIndex(chatTurns(texts...)...)
+	if len(texts[1]) <= longTurn {
+		t.Fatalf("the answer is %d bytes, not long", len(texts[1]))
+	}
+	hits := x.Search(Query{Ask: "Which database did I choose for the budget tracker?", K: 1})
+	if len(hits) != 1 || hits[0].Text != texts[2] {
+		t.Fatalf("want the short turn that says it first, got %q", hitTexts(hits))
+	}
+}

@@ -25,6 +25,58 @@ func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 	return sb
 }
 
+// passageScores sets the score of every long turn in sb to that of its
+// passage that matches the ask best, scored by BM25 as a turn of its own
+// (each of its distinct stems once, its length their number) with the
+// turns' statistics: a long turn is quoted by that passage (passageOf), and
+// ranked by the whole turn it outranked the short turns that answer, for
+// holding the ask's words somewhere in a thousand tokens. A turn none of
+// whose passages holds an ask stem keeps its score. Callers hold x.mu.
+func (x *Index) passageScores(sb *scoreboard, qstems []string, limit int, avg float64) {
+	if len(x.pdoc) == 0 {
+		return
+	}
+	if len(sb.pacc) < len(x.pdoc) {
+		sb.pacc = make([]float64, len(x.pdoc))
+	}
+	touched := sb.ptouched[:0]
+	for _, term := range qstems {
+		ps := x.ppost[term]
+		if len(ps) == 0 {
+			continue
+		}
+		idf := bm25IDF(limit, len(x.postings(term, limit)))
+		for _, id := range ps {
+			if int(x.pdoc[id]) >= limit {
+				break // ascending: the rest are later turns'
+			}
+			if sb.pacc[id] == 0 {
+				touched = append(touched, id)
+			}
+			sb.pacc[id] += idf * bm25TF(1, float64(x.plen[id]), avg)
+		}
+	}
+	if len(sb.pbest) < len(x.turns) {
+		sb.pbest = make([]float64, len(x.turns))
+	}
+	docs := sb.pdocs[:0]
+	for _, id := range touched {
+		d := x.pdoc[id]
+		if sb.pbest[d] == 0 {
+			docs = append(docs, d)
+		}
+		sb.pbest[d] = max(sb.pbest[d], sb.pacc[id])
+		sb.pacc[id] = 0
+	}
+	for _, d := range docs {
+		if sb.acc[d] > 0 {
+			sb.acc[d] = sb.pbest[d]
+		}
+		sb.pbest[d] = 0
+	}
+	sb.ptouched, sb.pdocs = touched, docs // kept for the next search's scratch
+}
+
 // scoreboard accumulates scores per turn in a dense array an Index reuses
 // from search to search (under its lock), so a search over 100,000 turns
 // allocates no map of them.
@@ -32,6 +84,10 @@ type scoreboard struct {
 	acc     []float64
 	mass    []float64 // Σ chanceIDF of the ask's terms a turn holds
 	touched []int32   // turns with a score, in first-touched order
+	pacc    []float64 // per passage id (passageScores), zero between searches
+	pbest   []float64 // per turn (passageScores), zero between searches
+	// ptouched and pdocs are passageScores' lists, kept for their room.
+	ptouched, pdocs []int32
 }
 
 func (sb *scoreboard) reset(n int) {

@@ -172,13 +172,7 @@ func (x *Index) match(q Query, limit int) match {
 	m.share, m.question, m.fill = ask, !q.Statement, q.FillTokens > 0
 	m.subjects = f.askSubjects(q.Ask, q.Asker)
 	for _, d := range m.scores.touched {
-		s := m.scores.get(d)
-		m.best = max(m.best, s)
-		// The fact check only for a score that would raise own: a common
-		// word touches tens of thousands of turns.
-		if s > m.own && !f.aboutOthers(x.turns[d].Pos, m.subjects) {
-			m.own = s
-		}
+		m.best = max(m.best, m.scores.get(d))
 		m.beyond = m.beyond || relevant(m.scores.mass[d], ask)
 	}
 	if m.best == 0 {
@@ -188,6 +182,19 @@ func (x *Index) match(q Query, limit int) match {
 	// is in view: it gets no lexical hits, only the current statements
 	// about the names it mentions, which the window may lack.
 	m.inView = x.windowBest(q, qstems, limit, avg) >= m.best
+	// Then long turns rank by their best passage (the window's check
+	// compares whole turns with whole turns).
+	x.passageScores(m.scores, qstems, limit, avg)
+	m.best = 0
+	for _, d := range m.scores.touched {
+		s := m.scores.get(d)
+		m.best = max(m.best, s)
+		// The fact check only for a score that would raise own: a common
+		// word touches tens of thousands of turns.
+		if s > m.own && !f.aboutOthers(x.turns[d].Pos, m.subjects) {
+			m.own = s
+		}
+	}
 	return m
 }
 
