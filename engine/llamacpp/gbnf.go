@@ -446,7 +446,30 @@ func (p *gParser) analyze() (int, error) {
 	if root >= gInf {
 		return -1, nil
 	}
+	for r, short := range m.short {
+		// A rule that can never finish under a root that can: a text
+		// that enters it never completes, and the measures above assume
+		// finite rules, so its stacks go uncounted (a fuzzed
+		// root ::= "b" | x, x ::= . x*?…? x: 17 s for eight characters).
+		if short >= gInf {
+			return 0, engine.Invalid("the grammar's rule %q accepts no finite text (it requires itself without end), so a text that enters it could never finish", p.rules[r].name)
+		}
+	}
 	return root, nil
+}
+
+// checkRawGrammar is checkGrammar for a client's own GBNF grammar, which
+// must also accept some finite text: one whose root requires itself without
+// end could never finish an answer, and llama.cpp's parse stacks multiply
+// with every level of that recursion (a fuzzed eight-character generation
+// took 17 s). An output format's grammar is refused for it with its own
+// words instead (checkBudget).
+func checkRawGrammar(src string) error {
+	shortest, err := checkGrammar(src)
+	if err == nil && shortest < 0 {
+		err = engine.Invalid("the grammar accepts no finite text (its root requires a rule that requires itself without end), so no answer could ever finish")
+	}
+	return err
 }
 
 // gMeasures are what analyze measures of each rule. depth: how deep

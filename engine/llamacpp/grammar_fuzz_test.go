@@ -125,7 +125,7 @@ func FuzzRawGrammar(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, g string) {
 		m := fuzzSetup(t)
-		if _, err := checkGrammar(g); err != nil {
+		if err := checkRawGrammar(g); err != nil {
 			return
 		}
 		exercise(t, m, g)

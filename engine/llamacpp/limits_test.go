@@ -213,6 +213,10 @@ func TestGrammarLimits(t *testing.T) {
 		// repeat follows a required item in the same sequence.
 		{"repeated group with two empty branches after an item", `root ::= "a" x{0,100} "b"` + "\nx ::= (|)", "limit on grammar ambiguity", 0},
 		{"repeated group with one empty branch", `root ::= ("a" | ""){0,5} "b"`, "", 1},
+		// Found by FuzzRawGrammar (its root was x): a rule that requires
+		// itself without end escapes the measures, which assume finite
+		// rules; 17 s for eight characters under a root that can finish.
+		{"a rule with no finite text under a finite root", "root::=\"b\"|x\nx::=.x*???????????????x*?????????????x*?????x", "accepts no finite text", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			short, err := checkGrammar(tc.grammar)
@@ -244,4 +248,17 @@ func chain(n int) string {
 	}
 	fmt.Fprintf(&b, "r%d ::= \"a\"\n", n)
 	return b.String()
+}
+
+// TestRawGrammarMustFinish: a client's grammar whose root requires itself
+// without end is refused (an output format's is refused by checkBudget).
+func TestRawGrammarMustFinish(t *testing.T) {
+	for _, g := range []string{`root ::= "(" root ")"`, "root::=x\nx::=.x*???????????????x*?????????????x*?????x"} {
+		if err := checkRawGrammar(g); !errors.Is(err, engine.ErrInvalidRequest) || !strings.Contains(err.Error(), "no finite text") {
+			t.Errorf("%q: err %v, want invalid naming no finite text", g, err)
+		}
+	}
+	if err := checkRawGrammar(`root ::= "(" root ")" | "x"`); err != nil {
+		t.Errorf("a recursion that can finish: %v", err)
+	}
 }

@@ -84,7 +84,7 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 		s.Grammar = g
 		outGrammar = g
 	} else if s.Grammar != "" {
-		if _, err := checkGrammar(s.Grammar); err != nil { // gbnf.go
+		if err := checkRawGrammar(s.Grammar); err != nil { // gbnf.go
 			return nil, err
 		}
 	}
