@@ -26,13 +26,13 @@ func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 }
 
 // passageScores sets the score of every long turn in sb to that of its
-// passage that matches the ask best, scored by BM25 as a turn of its own
-// (each of its distinct stems once, its length their number) with the
-// turns' statistics: a long turn is quoted by that passage (passageOf), and
-// ranked by the whole turn it outranked the short turns that answer, for
-// holding the ask's words somewhere in a thousand tokens. A turn none of
-// whose passages holds an ask stem keeps its score. Callers hold x.mu.
-func (x *Index) passageScores(sb *scoreboard, qstems []string, limit int, avg float64) {
+// passage that matches the ask best, by the rule that passage is quoted by
+// (passageOf): the weights (askWeights) of the distinct ask stems it
+// holds. Ranked whole, a long turn outranked the short turns that answer,
+// for holding the ask's words somewhere in a thousand tokens, and was then
+// quoted by a passage that held few of them. A turn none of whose
+// passages holds an ask stem keeps its score. Callers hold x.mu.
+func (x *Index) passageScores(sb *scoreboard, qstems []string, weight map[string]float64, limit int) {
 	if len(x.pdoc) == 0 {
 		return
 	}
@@ -40,20 +40,15 @@ func (x *Index) passageScores(sb *scoreboard, qstems []string, limit int, avg fl
 		sb.pacc = make([]float64, len(x.pdoc))
 	}
 	touched := sb.ptouched[:0]
-	for _, term := range qstems {
-		ps := x.ppost[term]
-		if len(ps) == 0 {
-			continue
-		}
-		idf := bm25IDF(limit, len(x.postings(term, limit)))
-		for _, id := range ps {
+	for _, term := range qstems { // in order: the same sums on every replica
+		for _, id := range x.ppost[term] {
 			if int(x.pdoc[id]) >= limit {
 				break // ascending: the rest are later turns'
 			}
 			if sb.pacc[id] == 0 {
 				touched = append(touched, id)
 			}
-			sb.pacc[id] += idf * bm25TF(1, float64(x.plen[id]), avg)
+			sb.pacc[id] += weight[term]
 		}
 	}
 	if len(sb.pbest) < len(x.turns) {

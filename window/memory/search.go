@@ -145,6 +145,10 @@ type match struct {
 	share    float64  // the share a turn's match must be rarer than (relevant)
 	question bool     // the ask asks for recall (not Query.Statement)
 	fill     bool     // Query.FillTokens allows hits past the cutoff
+	// weight holds the BM25 weight of each ask stem (askWeights): what a
+	// passage holding it scores, as it ranks (passageScores) and as its
+	// turn is quoted (passageOf). Set once the ask matches something.
+	weight map[string]float64
 }
 
 // match scores the ask against the turns below limit.
@@ -184,7 +188,8 @@ func (x *Index) match(q Query, limit int) match {
 	m.inView = x.windowBest(q, qstems, limit, avg) >= m.best
 	// Then long turns rank by their best passage (the window's check
 	// compares whole turns with whole turns).
-	x.passageScores(m.scores, qstems, limit, avg)
+	m.weight = x.askWeights(qstems, limit)
+	x.passageScores(m.scores, qstems, m.weight, limit)
 	m.best = 0
 	for _, d := range m.scores.touched {
 		s := m.scores.get(d)
@@ -461,7 +466,6 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	var out []Hit
 	seen := map[uint64]bool{}
 	used, filled := 0, 0
-	var weight map[string]float64 // the ask's stems' weights, for passages
 	for i, c := range ranked {
 		if q.K > 0 && len(out) >= q.K {
 			for _, c := range ranked[i:] {
@@ -481,12 +485,9 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 			note(t.Pos, MissDuplicate)
 			continue
 		}
-		// A long turn is quoted by its passage that matches the ask best
-		// (passage.go).
-		if weight == nil {
-			weight = x.askWeights(m.stems, m.limit)
-		}
-		p := x.passageOf(c.doc, weight)
+		// A long turn is quoted by its passage that matches the ask best,
+		// the one it ranked by (passage.go).
+		p := x.passageOf(c.doc, m.weight)
 		cost := 1
 		if q.Cost != nil {
 			cost = x.costOf(q, c.doc, p)
