@@ -27,11 +27,14 @@ type Index struct {
 	board  scoreboard             // search's scratch space
 	long   map[int32]passageTerms // passages of long turns by turn index (passage.go)
 	// ppost[stem] lists the passages of long turns that hold stem, in
-	// ascending passage id; pdoc and plen are each passage's turn and
-	// distinct stems, by passage id (see Index.passageScores).
-	ppost      map[string][]int32
-	pdoc, plen []int32
-	norm       []uint64 // norm[i] = normalKey(turns[i].Text): a search compares hundreds
+	// ascending passage id, and pdoc each passage's turn, by passage id;
+	// a stem every passage of a turn holds is listed once for the turn,
+	// in pall[stem] (ascending turn index), not once per passage: it adds
+	// the same to each, and a long answer's topic is often in every
+	// paragraph of it (see Index.passageScores).
+	ppost, pall map[string][]int32
+	pdoc        []int32
+	norm        []uint64 // norm[i] = normalKey(turns[i].Text): a search compares hundreds
 	// occ[term] is how often the held turns say term; said is Σ occ and
 	// weighted Σ occ·df over the terms (see typicalShare).
 	occ            map[string]int
@@ -112,7 +115,7 @@ func (x *Index) Add(turns ...Turn) {
 func (x *Index) reindex(inOrder bool, from int) {
 	if x.long == nil || !inOrder {
 		// Keyed by turn index, which a reorder changes.
-		x.long, x.ppost, x.pdoc, x.plen = map[int32]passageTerms{}, map[string][]int32{}, x.pdoc[:0], x.plen[:0]
+		x.long, x.ppost, x.pall, x.pdoc = map[int32]passageTerms{}, map[string][]int32{}, map[string][]int32{}, x.pdoc[:0]
 	}
 	if !inOrder {
 		from = 0
@@ -124,7 +127,7 @@ func (x *Index) reindex(inOrder bool, from int) {
 	if len(x.prefix) == 0 {
 		x.prefix = append(x.prefix, 0)
 	}
-	tf := map[string]int32{}
+	tf, in := map[string]int32{}, map[string]int{}
 	for i := from; i < len(x.turns); i++ {
 		t := x.turns[i]
 		x.byPos[t.Pos] = i
@@ -145,13 +148,7 @@ func (x *Index) reindex(inOrder bool, from int) {
 		if len(t.Text) > longTurn {
 			pt := x.readPassages(t.Text)
 			x.long[int32(i)] = pt
-			for _, stems := range pt.stems {
-				id := int32(len(x.pdoc))
-				x.pdoc, x.plen = append(x.pdoc, int32(i)), append(x.plen, int32(len(stems)))
-				for _, st := range stems {
-					x.ppost[st] = append(x.ppost[st], id)
-				}
-			}
+			x.postPassages(int32(i), pt, in)
 		}
 		x.lens = append(x.lens, int32(n))
 		x.prefix = append(x.prefix, x.prefix[len(x.prefix)-1]+n)
@@ -203,4 +200,29 @@ func (x *Index) Search(q Query) []Hit {
 	defer x.mu.Unlock()
 	hits, _ := x.search(q)
 	return hits
+}
+
+// postPassages adds the passage postings of long turn i (see ppost and
+// pall); in is scratch room.
+func (x *Index) postPassages(i int32, pt passageTerms, in map[string]int) {
+	clear(in)
+	for _, stems := range pt.stems {
+		for _, st := range stems {
+			in[st]++
+		}
+	}
+	for _, st := range pt.all {
+		if in[st] == len(pt.stems) {
+			x.pall[st] = append(x.pall[st], i)
+		}
+	}
+	for _, stems := range pt.stems {
+		id := int32(len(x.pdoc))
+		x.pdoc = append(x.pdoc, i)
+		for _, st := range stems {
+			if in[st] < len(pt.stems) {
+				x.ppost[st] = append(x.ppost[st], id)
+			}
+		}
+	}
 }

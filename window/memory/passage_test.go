@@ -2,6 +2,9 @@ package memory
 
 import (
 	"fmt"
+	"math"
+	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,4 +80,78 @@ func TestLongTurnsAreQuotedByTheirPassage(t *testing.T) {
 		return
 	}
 	t.Fatalf("the long answer holding the code is not a hit: %+v", hits)
+}
+
+// A long turn's passage score (passageScores, with the stems every passage
+// holds summed once per turn) is the best of its passages' sums of the
+// ask's weights, computed passage by passage.
+func TestPassageScoresAreTheBestPassagesSum(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	vocab := []string{"schema", "cache", "retry", "budget", "latency", "deploy", "index", "tenant", "quota", "replica"}
+	var turns []Turn
+	for i := 0; i < 60; i++ {
+		if i%3 != 0 {
+			turns = append(turns, Turn{Pos: i, Role: "user", Text: fmt.Sprintf("Short note %d on %s.", i, vocab[r.Intn(len(vocab))])})
+			continue
+		}
+		topic := vocab[r.Intn(len(vocab))] // in every paragraph of the turn
+		var b strings.Builder
+		for p := 0; p < 2+r.Intn(6); p++ {
+			fmt.Fprintf(&b, "On %s: %s", topic, strings.Repeat("plain filler words again and again. ", 6))
+			for k := r.Intn(3); k > 0; k-- {
+				fmt.Fprintf(&b, "Also %s. ", vocab[r.Intn(len(vocab))])
+			}
+			b.WriteString("\n\n")
+		}
+		turns = append(turns, Turn{Pos: i, Role: "assistant", Text: b.String()})
+	}
+	x := NewIndex(turns...)
+	if len(x.pall) == 0 || len(x.ppost) == 0 {
+		t.Fatalf("want stems in every passage and in some: pall %d, ppost %d", len(x.pall), len(x.ppost))
+	}
+	for trial := 0; trial < 50; trial++ {
+		var qstems []string
+		for _, w := range r.Perm(len(vocab))[:1+r.Intn(4)] {
+			qstems = append(qstems, x.stems.stem(vocab[w]))
+		}
+		limit := 1 + r.Intn(len(turns))
+		weight := x.askWeights(qstems, limit)
+		sb := x.lexical(qstems, limit, float64(x.prefix[limit])/float64(limit))
+		before := slices.Clone(sb.acc[:len(turns)])
+		x.passageScores(sb, qstems, weight, limit)
+		for d := 0; d < len(turns); d++ {
+			want := before[d]
+			if pt, ok := x.long[int32(d)]; ok && d < limit && before[d] > 0 {
+				best := 0.0
+				for _, stems := range pt.stems {
+					sum := 0.0
+					for _, st := range qstems {
+						if slices.Contains(stems, st) {
+							sum += weight[st]
+						}
+					}
+					best = max(best, sum)
+				}
+				if best > 0 {
+					want = best
+				}
+			}
+			if math.Abs(sb.acc[d]-want) > 1e-9 {
+				t.Fatalf("ask %v below %d, turn %d: score %v, want %v", qstems, limit, d, sb.acc[d], want)
+			}
+		}
+	}
+}
+
+// hasWord is slices.Contains(strings.Fields(words), w) without the split.
+func TestHasWordIsAFieldOf(t *testing.T) {
+	for _, c := range []struct{ words, w string }{
+		{"omar moved to oslo", "oslo"}, {"omar moved to oslo", "omar"}, {"omar moved to oslo", "mov"},
+		{"omar  moved\tto oslo", "moved"}, {"omaromar omar", "omar"}, {"omaromar", "omar"}, {"", "x"},
+		{"a b", ""}, {"new york city", "new york"}, {"café\u00a0bar", "bar"}, {"x\u2003y", "y"}, {"xy y", "y"},
+	} {
+		if got, want := hasWord(c.words, c.w), slices.Contains(strings.Fields(c.words), c.w); got != want {
+			t.Errorf("hasWord(%q, %q) = %v, want %v", c.words, c.w, got, want)
+		}
+	}
 }

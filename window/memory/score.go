@@ -31,7 +31,10 @@ func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 // holds. Ranked whole, a long turn outranked the short turns that answer,
 // for holding the ask's words somewhere in a thousand tokens, and was then
 // quoted by a passage that held few of them. A turn none of whose
-// passages holds an ask stem keeps its score. Callers hold x.mu.
+// passages holds an ask stem keeps its score. The stems a turn holds in
+// every passage (pall) add to every passage alike: they are summed once
+// per turn, as its base, and the passages' own stems on top. Callers hold
+// x.mu.
 func (x *Index) passageScores(sb *scoreboard, qstems []string, weight map[string]float64, limit int) {
 	if len(x.pdoc) == 0 {
 		return
@@ -39,25 +42,34 @@ func (x *Index) passageScores(sb *scoreboard, qstems []string, weight map[string
 	if len(sb.pacc) < len(x.pdoc) {
 		sb.pacc = make([]float64, len(x.pdoc))
 	}
-	touched := sb.ptouched[:0]
+	if len(sb.pbest) < len(x.turns) {
+		sb.pbest, sb.pbase = make([]float64, len(x.turns)), make([]float64, len(x.turns))
+	}
+	touched, docs := sb.ptouched[:0], sb.pdocs[:0]
 	for _, term := range qstems { // in order: the same sums on every replica
+		w := weight[term] // once per term, not per posting: a common word has one per passage
+		for _, d := range x.pall[term] {
+			if int(d) >= limit {
+				break // ascending: the rest are later turns'
+			}
+			if sb.pbase[d] == 0 {
+				docs = append(docs, d)
+			}
+			sb.pbase[d] += w
+		}
 		for _, id := range x.ppost[term] {
 			if int(x.pdoc[id]) >= limit {
-				break // ascending: the rest are later turns'
+				break
 			}
 			if sb.pacc[id] == 0 {
 				touched = append(touched, id)
 			}
-			sb.pacc[id] += weight[term]
+			sb.pacc[id] += w
 		}
 	}
-	if len(sb.pbest) < len(x.turns) {
-		sb.pbest = make([]float64, len(x.turns))
-	}
-	docs := sb.pdocs[:0]
 	for _, id := range touched {
 		d := x.pdoc[id]
-		if sb.pbest[d] == 0 {
+		if sb.pbest[d] == 0 && sb.pbase[d] == 0 {
 			docs = append(docs, d)
 		}
 		sb.pbest[d] = max(sb.pbest[d], sb.pacc[id])
@@ -65,9 +77,9 @@ func (x *Index) passageScores(sb *scoreboard, qstems []string, weight map[string
 	}
 	for _, d := range docs {
 		if sb.acc[d] > 0 {
-			sb.acc[d] = sb.pbest[d]
+			sb.acc[d] = sb.pbase[d] + sb.pbest[d]
 		}
-		sb.pbest[d] = 0
+		sb.pbest[d], sb.pbase[d] = 0, 0
 	}
 	sb.ptouched, sb.pdocs = touched, docs // kept for the next search's scratch
 }
@@ -81,6 +93,7 @@ type scoreboard struct {
 	touched []int32   // turns with a score, in first-touched order
 	pacc    []float64 // per passage id (passageScores), zero between searches
 	pbest   []float64 // per turn (passageScores), zero between searches
+	pbase   []float64 // per turn (passageScores), zero between searches
 	// ptouched and pdocs are passageScores' lists, kept for their room.
 	ptouched, pdocs []int32
 }
