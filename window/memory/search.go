@@ -220,6 +220,8 @@ type candidates struct {
 	// word adds tens of thousands, and a map's inserts were most of
 	// ranking them. Entries are zeroed by forget.
 	at []int32
+	// spare is rank's room for the weak matches, kept for the next search.
+	spare []cand
 }
 
 // reset readies cs for a search over n turns.
@@ -316,8 +318,18 @@ func (x *Index) rank(m match, limit int) []cand {
 		// Only the best can be reached: keep them before the neighbours,
 		// the weak matches only where the others leave places.
 		cs.forget() // before the list is compacted
-		strong := slices.DeleteFunc(slices.Clone(cs.ranked), func(c cand) bool { return c.weak })
-		weak := slices.DeleteFunc(cs.ranked, func(c cand) bool { return !c.weak })
+		// Split in place, the weak into the reused spare list: a common
+		// word ranks tens of thousands, and copying them was a search's
+		// largest allocation.
+		strong, weak := cs.ranked[:0], cs.spare[:0]
+		for _, c := range cs.ranked {
+			if c.weak {
+				weak = append(weak, c)
+			} else {
+				strong = append(strong, c)
+			}
+		}
+		cs.spare = weak[:0]
 		score := func(c cand) float64 { return c.score }
 		if len(strong) >= maxExamined {
 			cs.ranked = topK(strong, maxExamined, score)
@@ -544,10 +556,13 @@ func (x *Index) costOf(q Query, d int32, p Turn) int {
 // updaters returns the turns that may update a statement a candidate
 // makes: the window's and the candidates' that are not weak matches.
 func (x *Index) updaters(q Query, m match, ranked []cand) *updaterList {
-	maybe := slices.Clone(q.Window)
+	maybe := make([]*Turn, 0, len(q.Window)+len(ranked))
+	for i := range q.Window {
+		maybe = append(maybe, &q.Window[i])
+	}
 	for _, c := range ranked {
 		if !c.weak {
-			maybe = append(maybe, x.turns[c.doc])
+			maybe = append(maybe, &x.turns[c.doc])
 		}
 	}
 	return newUpdaterList(maybe, m.subjects, x.facts.sayingsOf)

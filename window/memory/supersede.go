@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
@@ -182,8 +183,12 @@ const maxUpdaters = 256
 type updater struct {
 	pos     int
 	subject string
-	ws      []string        // lower case
-	has     map[uint64]bool // spans(ws), made when a fact is first checked against it
+	// asserted are the sayings its words are read from (assertedSayings);
+	// has holds the spans of those words, made when a fact is first
+	// checked against it: a long turn is split into words only when its
+	// subject is a fact's.
+	asserted []saying
+	has      []uint64
 	// text and role are the turn's; readings are the value readings
 	// of its sentences, made when first needed (see generalOnly).
 	text, role string
@@ -198,42 +203,37 @@ type updater struct {
 // maxUpdaters, counted as they are read); a search over long turns reads
 // few of them.
 type updaterList struct {
-	turns    []Turn
-	order    []int32 // into turns, latest first
+	turns    []*Turn // latest first
 	subjects []string
 	said     func(Turn) []saying // a turn's sayings
-	next     int                 // order[next] is the next turn to read
+	next     int                 // turns[next] is the next turn to read
 	read     []updater
 }
 
 // newUpdaterList returns the updaters among turns for statements about
-// subjects (none if there are no subjects).
-func newUpdaterList(turns []Turn, subjects []string, said func(Turn) []saying) *updaterList {
+// subjects (none if there are no subjects). It holds the turns, not
+// copies: a Turn is too large to copy by the thousand.
+func newUpdaterList(turns []*Turn, subjects []string, said func(Turn) []saying) *updaterList {
 	if len(subjects) == 0 {
 		return &updaterList{}
 	}
-	// Latest first, by index: a Turn is too large to move around in a sort.
-	order := make([]int32, len(turns))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int { return turns[b].Pos - turns[a].Pos })
-	return &updaterList{turns: turns, order: order, subjects: subjects, said: said}
+	slices.SortFunc(turns, func(a, b *Turn) int { return b.Pos - a.Pos })
+	return &updaterList{turns: turns, subjects: subjects, said: said}
 }
 
 // at returns the i-th updater (latest first) if it is later than pos,
 // reading turns as far as that needs; false if there is none.
 func (l *updaterList) at(i, pos int) (*updater, bool) {
 	for i >= len(l.read) {
-		if l.next >= len(l.order) || len(l.read) >= maxUpdaters {
+		if l.next >= len(l.turns) || len(l.read) >= maxUpdaters {
 			return nil, false
 		}
-		t := l.turns[l.order[l.next]]
+		t := l.turns[l.next]
 		if t.Pos <= pos {
 			return nil, false // neither it nor any turn after it is later
 		}
 		l.next++
-		l.read = append(l.read, updatersOf(t, l.subjects, l.said)...)
+		l.read = append(l.read, updatersOf(*t, l.subjects, l.said)...)
 	}
 	if l.read[i].pos <= pos {
 		return nil, false
@@ -260,12 +260,12 @@ func updatersOf(t Turn, subjects []string, said func(Turn) []saying) []updater {
 	if !named || !states(t.Text) {
 		return nil // cheap checks first: most candidates name no subject
 	}
-	ws := assertedWords(said(t), subjects)
+	asserted := assertedSayings(said(t), subjects)
 	var out []updater
 	for _, s := range subjects {
-		named := isRole(s, t.Role) || slices.Contains(ws, s)
+		named := isRole(s, t.Role) || slices.ContainsFunc(asserted, func(a saying) bool { return hasWord(a.words, s) })
 		if named {
-			out = append(out, updater{pos: t.Pos, subject: s, ws: ws, text: t.Text, role: t.Role})
+			out = append(out, updater{pos: t.Pos, subject: s, asserted: asserted, text: t.Text, role: t.Role})
 		}
 	}
 	return out
@@ -313,7 +313,7 @@ func asciiLowerEqual(a, b string) bool {
 
 // states reports whether some sentence of text is not a question.
 func states(text string) bool {
-	for _, s := range sentences(text) {
+	for s := range sentencesOf(text) {
 		if !strings.HasSuffix(s, "?") {
 			return true
 		}
@@ -321,19 +321,23 @@ func states(text string) bool {
 	return false
 }
 
-// spans returns the hashes of every run of up to maxValueWords words.
-func spans(ws []string) map[uint64]bool {
-	out := map[uint64]bool{}
+// spans returns the hashes of every run of up to maxValueWords words (of
+// the words joined by single spaces, as a fact's value is hashed), sorted:
+// a long turn has thousands, and a fact checks for one.
+func spans(ws []string) []uint64 {
+	out := make([]uint64, 0, len(ws)*maxValueWords)
+	var d xxhash.Digest
 	for i := range ws {
-		var b strings.Builder
+		d.Reset()
 		for j := i; j < len(ws) && j < i+maxValueWords; j++ {
 			if j > i {
-				b.WriteByte(' ')
+				d.WriteString(" ")
 			}
-			b.WriteString(ws[j])
-			out[xxhash.Sum64String(b.String())] = true
+			d.WriteString(ws[j])
+			out = append(out, d.Sum64())
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -385,9 +389,9 @@ func (f *facts) updated(x fact, pos int, ups *updaterList) bool {
 		}
 		if u.subject == x.subject {
 			if u.has == nil {
-				u.has = spans(u.ws)
+				u.has = spans(assertedWords(u.asserted))
 			}
-			if u.has[x.value] && !f.generalOnly(u, x.value) {
+			if _, ok := slices.BinarySearch(u.has, x.value); ok && !f.generalOnly(u, x.value) {
 				return true
 			}
 		}
@@ -562,22 +566,52 @@ func sayings(text string) []saying {
 	return out
 }
 
-// assertedWords returns the lower-case words of what a turn asserts (its
-// sayings), sentence by sentence. A question is kept whole if it names one
-// of subjects: it recalls what was said of them ("Remember when I said
-// Omar's instrument was the banjo? Scratch that, the harp."); one that does
-// not asks about what it names ("Does anyone know a shop for harps? Omar is
-// asking.").
-func assertedWords(said []saying, subjects []string) []string {
+// assertedWords returns the lower-case words of the sayings
+// assertedSayings keeps, sentence by sentence.
+func assertedWords(said []saying) []string {
 	var out []string
 	for _, s := range said {
-		ws := strings.Fields(s.words)
-		if s.question && !slices.ContainsFunc(ws, func(w string) bool { return slices.Contains(subjects, w) }) {
-			continue
-		}
-		out = append(out, ws...)
+		out = append(out, strings.Fields(s.words)...)
 	}
 	return out
+}
+
+// assertedSayings returns what a turn asserts of its sayings: every
+// statement, and a question whole if it names one of subjects: it recalls
+// what was said of them ("Remember when I said Omar's instrument was the
+// banjo? Scratch that, the harp."); one that does not asks about what it
+// names ("Does anyone know a shop for harps? Omar is asking.").
+func assertedSayings(said []saying, subjects []string) []saying {
+	out := make([]saying, 0, len(said))
+	for _, s := range said {
+		if s.question && !slices.ContainsFunc(subjects, func(w string) bool { return hasWord(s.words, w) }) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// hasWord reports whether w is one of the words of words (split as
+// strings.Fields splits), without splitting them.
+func hasWord(words, w string) bool {
+	if w == "" || strings.IndexFunc(w, unicode.IsSpace) >= 0 {
+		return false // no field holds a space
+	}
+	for i := 0; i+len(w) <= len(words); {
+		j := strings.Index(words[i:], w)
+		if j < 0 {
+			return false
+		}
+		j += i
+		before, _ := utf8.DecodeLastRuneInString(words[:j])
+		after, _ := utf8.DecodeRuneInString(words[j+len(w):])
+		if (j == 0 || unicode.IsSpace(before)) && (j+len(w) == len(words) || unicode.IsSpace(after)) {
+			return true
+		}
+		i = j + 1
+	}
+	return false
 }
 
 var (

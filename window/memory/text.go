@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"iter"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -135,32 +137,38 @@ type word struct {
 // rowing"). Abbreviations may split a sentence in two; that only costs a
 // fact, never invents one.
 func sentences(text string) []string {
-	text = prose(text)
-	var out []string
-	start := 0
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		end := -1
-		switch {
-		case c == '\n':
-			end = i
-		case (c == '.' || c == '!' || c == '?') && i+1 < len(text) && (text[i+1] == ' ' || text[i+1] == '\n'):
-			end = i + 1
-		case (c == ':' || c == ';') && pronounClause(text[i+1:]):
-			end = i + 1
+	return slices.Collect(sentencesOf(text))
+}
+
+// sentencesOf yields text's sentences one by one (see sentences), so a
+// reader that stops early splits no more of a long turn than it reads.
+func sentencesOf(text string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		text = prose(text)
+		start := 0
+		for i := 0; i < len(text); i++ {
+			c := text[i]
+			end := -1
+			switch {
+			case c == '\n':
+				end = i
+			case (c == '.' || c == '!' || c == '?') && i+1 < len(text) && (text[i+1] == ' ' || text[i+1] == '\n'):
+				end = i + 1
+			case (c == ':' || c == ';') && pronounClause(text[i+1:]):
+				end = i + 1
+			}
+			if end < 0 {
+				continue
+			}
+			if s := strings.TrimSpace(text[start:end]); s != "" && !yield(s) {
+				return
+			}
+			start = end
 		}
-		if end < 0 {
-			continue
+		if s := strings.TrimSpace(text[start:]); s != "" {
+			yield(s)
 		}
-		if s := strings.TrimSpace(text[start:end]); s != "" {
-			out = append(out, s)
-		}
-		start = end
 	}
-	if s := strings.TrimSpace(text[start:]); s != "" {
-		out = append(out, s)
-	}
-	return out
 }
 
 // clauses splits a sentence after each comma or colon followed by a space.
