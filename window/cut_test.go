@@ -278,6 +278,9 @@ func TestIsQuestion(t *testing.T) {
 		"Tell me about the flute.":      true,
 		"remind me what Omar said":      true,
 		"Telling stories is fun.":       false,
+		// An ask past a passage brings its material: a statement.
+		"Why does this fail?\n```go\n" + strings.Repeat("x := f(x)\n", 50) + "```": false,
+		"Why does this fail? " + strings.Repeat("y", longAsk-20):                   true,
 	} {
 		if got := isQuestion(ask); got != want {
 			t.Errorf("isQuestion(%q) = %v, want %v", ask, got, want)

@@ -23,16 +23,28 @@ var interrogatives = map[string]bool{
 
 // isQuestion reports whether an ask seeks information: it holds a question
 // mark ('?' or '？') or its first word is an interrogative, an auxiliary
-// or a verb of request ("what", "did", "tell", ..., any case). Questions
-// and requests ask for recall; statements rarely need old turns quoted
-// back, and their lexical hits must be beyond chance over the whole
-// memory (memory.Query.Statement).
+// or a verb of request ("what", "did", "tell", ..., any case), and it is
+// no longer than longAsk. Questions and requests ask for recall;
+// statements rarely need old turns quoted back, and their lexical hits
+// must be beyond chance over the whole memory (memory.Query.Statement).
 func isQuestion(ask string) bool {
+	if len(ask) > longAsk {
+		return false
+	}
 	if strings.Contains(ask, "?") || strings.Contains(ask, "？") {
 		return true
 	}
 	return interrogatives[strings.ToLower(firstWord(ask))]
 }
+
+// longAsk is the length in bytes past which an ask is a statement whatever
+// it asks: one passage of memory's (memory.maxPassage, the unit it quotes
+// by). Such an ask brings the material it asks about (a paste, code, a
+// draft, the error and the file it came from), and in an assistant chat
+// it is most of what users send: read as questions, they took the
+// question's packet at almost every turn, and each packet costs its turn
+// and the next their reuse (docs/window.md, The reuse allowance).
+const longAsk = 512
 
 // firstWord returns the first run of letters in s ("" if none), reading
 // no further than its end.
