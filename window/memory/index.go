@@ -147,6 +147,7 @@ func (x *Index) reindex(inOrder bool, from int) {
 		}
 		if len(t.Text) > longTurn {
 			pt := x.readPassages(t.Text)
+			pt.first = int32(len(x.pdoc))
 			x.long[int32(i)] = pt
 			x.postPassages(int32(i), pt, in)
 		}

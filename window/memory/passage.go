@@ -167,6 +167,9 @@ func (x *Index) passageOf(d int32, weight map[string]float64) Turn {
 	if len(pt.spans) < 2 {
 		return t
 	}
+	if i := x.board.pquote[d]; i > 0 {
+		return x.quote(t, pt, int(i-1)) // the passage it ranked by (passageScores)
+	}
 	// The ask has a few stems: comparing with each is cheaper than a
 	// map's hashing, hundreds of times per long turn.
 	type stemWeight struct {
@@ -216,6 +219,7 @@ type passageTerms struct {
 	spans []span
 	stems [][]string
 	all   []string // every passage's stems, sorted
+	first int32    // the id of its first passage (Index.pdoc)
 }
 
 // readPassages returns text's passages and their stems.

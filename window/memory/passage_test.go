@@ -122,7 +122,7 @@ func TestPassageScoresAreTheBestPassagesSum(t *testing.T) {
 		for d := 0; d < len(turns); d++ {
 			want := before[d]
 			if pt, ok := x.long[int32(d)]; ok && d < limit && before[d] > 0 {
-				best := 0.0
+				best, sums := 0.0, []float64{}
 				for _, stems := range pt.stems {
 					sum := 0.0
 					for _, st := range qstems {
@@ -130,10 +130,15 @@ func TestPassageScoresAreTheBestPassagesSum(t *testing.T) {
 							sum += weight[st]
 						}
 					}
-					best = max(best, sum)
+					best, sums = max(best, sum), append(sums, sum)
 				}
 				if best > 0 {
 					want = best
+					// Quoted by the passage it ranks by: the first best.
+					first := slices.IndexFunc(sums, func(v float64) bool { return v > best-1e-9 })
+					if q := x.board.pquote[d]; int(q)-1 != first {
+						t.Fatalf("ask %v below %d, turn %d: quoted by passage %d, want %d of sums %v", qstems, limit, d, q-1, first, sums)
+					}
 				}
 			}
 			if math.Abs(sb.acc[d]-want) > 1e-9 {

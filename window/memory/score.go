@@ -44,6 +44,7 @@ func (x *Index) passageScores(sb *scoreboard, qstems []string, weight map[string
 	}
 	if len(sb.pbest) < len(x.turns) {
 		sb.pbest, sb.pbase = make([]float64, len(x.turns)), make([]float64, len(x.turns))
+		sb.pbid, sb.pquote = make([]int32, len(x.turns)), make([]int32, len(x.turns))
 	}
 	touched, docs := sb.ptouched[:0], sb.pdocs[:0]
 	for _, term := range qstems { // in order: the same sums on every replica
@@ -72,12 +73,23 @@ func (x *Index) passageScores(sb *scoreboard, qstems []string, weight map[string
 		if sb.pbest[d] == 0 && sb.pbase[d] == 0 {
 			docs = append(docs, d)
 		}
-		sb.pbest[d] = max(sb.pbest[d], sb.pacc[id])
+		// The best passage, the earlier on ties (as passageOf quotes).
+		if a := sb.pacc[id]; a > sb.pbest[d] || a == sb.pbest[d] && id < sb.pbid[d] {
+			sb.pbest[d], sb.pbid[d] = a, id
+		}
 		sb.pacc[id] = 0
 	}
 	for _, d := range docs {
 		if sb.acc[d] > 0 {
 			sb.acc[d] = sb.pbase[d] + sb.pbest[d]
+			// The passage it ranks by is the one quoted: the first where
+			// only the stems of every passage match.
+			i := int32(0)
+			if sb.pbest[d] > 0 {
+				i = sb.pbid[d] - x.long[d].first
+			}
+			sb.pquote[d] = i + 1
+			sb.pquoted = append(sb.pquoted, d)
 		}
 		sb.pbest[d], sb.pbase[d] = 0, 0
 	}
@@ -94,6 +106,11 @@ type scoreboard struct {
 	pacc    []float64 // per passage id (passageScores), zero between searches
 	pbest   []float64 // per turn (passageScores), zero between searches
 	pbase   []float64 // per turn (passageScores), zero between searches
+	pbid    []int32   // per turn: the id of its best passage (passageScores)
+	// pquote holds, per long turn a search scored by passage, 1 + the
+	// index of the passage it ranks by, for passageOf to quote; 0 for
+	// every other turn. reset clears the turns in pquoted.
+	pquote, pquoted []int32
 	// ptouched and pdocs are passageScores' lists, kept for their room.
 	ptouched, pdocs []int32
 }
@@ -102,6 +119,10 @@ func (sb *scoreboard) reset(n int) {
 	for _, d := range sb.touched {
 		sb.acc[d], sb.mass[d] = 0, 0
 	}
+	for _, d := range sb.pquoted {
+		sb.pquote[d] = 0
+	}
+	sb.pquoted = sb.pquoted[:0]
 	sb.touched = sb.touched[:0]
 	if len(sb.acc) < n {
 		sb.acc, sb.mass = make([]float64, n), make([]float64, n)
@@ -134,7 +155,7 @@ func bm25IDF(n, df int) float64 {
 // term look rarer than it is (a word said once before and once in the ask
 // is a word said twice). Summed over the ask's terms a turn holds, it is
 // the log of how many times rarer that combination is than one turn in
-// n+1, were the terms scattered at random (see relevant).
+// n+1, were the terms scattered at random (see relevantMass).
 func chanceIDF(n, df int) float64 {
 	return math.Log(float64(n+1) / float64(df+1))
 }
@@ -150,17 +171,19 @@ func (x *Index) typicalShare() float64 {
 	return x.weighted / x.said / float64(len(x.turns))
 }
 
-// relevant reports whether a turn holding ask terms of summed chanceIDF
-// mass matches beyond chance: the share of turns that would hold all those
-// terms, were they scattered independently (e^-mass), is below share. The
+// relevantMass returns the summed chanceIDF mass past which a turn holding
+// ask terms is relevant, matching beyond chance: the share of turns that
+// would hold all those terms, were they scattered independently (e^-mass),
+// is below share. A search computes it once and compares each turn's mass
+// with it (a common word touches tens of thousands of turns). The
 // search passes typicalShare over the number of the ask's terms the
 // history holds: a match must be rarer than the conversation's average
 // word, with a Bonferroni allowance for the ask having several words to
 // match by chance. A match on words as common as any, which a random turn
 // is as likely to share, is no evidence that the turn is what the ask
 // needs, however it ranks against the others.
-func relevant(mass, share float64) bool {
-	return mass > -math.Log(share)
+func relevantMass(share float64) float64 {
+	return -math.Log(share)
 }
 
 // chanceBound returns the share a statement's match must be rarer than:

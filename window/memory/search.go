@@ -142,9 +142,11 @@ type match struct {
 	own      float64  // the best match that is not a statement about someone else
 	beyond   bool     // some turn matches beyond chance
 	inView   bool     // the window answers the ask as well as the memory could
-	share    float64  // the share a turn's match must be rarer than (relevant)
-	question bool     // the ask asks for recall (not Query.Statement)
-	fill     bool     // Query.FillTokens allows hits past the cutoff
+	// surprise is the mass a relevant match passes: relevantMass of the
+	// share a turn's match must be rarer than.
+	surprise float64
+	question bool // the ask asks for recall (not Query.Statement)
+	fill     bool // Query.FillTokens allows hits past the cutoff
 	// weight holds the BM25 weight of each ask stem (askWeights): what a
 	// passage holding it scores, as it ranks (passageScores) and as its
 	// turn is quoted (passageOf). Set once the ask matches something.
@@ -173,11 +175,11 @@ func (x *Index) match(q Query, limit int) match {
 	if q.Statement {
 		ask = min(ask, chanceBound(limit, present))
 	}
-	m.share, m.question, m.fill = ask, !q.Statement, q.FillTokens > 0
+	m.surprise, m.question, m.fill = relevantMass(ask), !q.Statement, q.FillTokens > 0
 	m.subjects = f.askSubjects(q.Ask, q.Asker)
 	for _, d := range m.scores.touched {
 		m.best = max(m.best, m.scores.get(d))
-		m.beyond = m.beyond || relevant(m.scores.mass[d], ask)
+		m.beyond = m.beyond || m.scores.mass[d] > m.surprise
 	}
 	if m.best == 0 {
 		return m
@@ -307,7 +309,7 @@ func (x *Index) rank(m match, limit int) []cand {
 		switch sc := m.scores.get(d); {
 		case sc >= cutoff*m.best:
 			cs.add(d, sc, false, false, false)
-		case m.question && m.fill && relevant(m.scores.mass[d], m.share):
+		case m.question && m.fill && m.scores.mass[d] > m.surprise:
 			cs.add(d, sc, false, true, false)
 		case m.question && m.fill:
 			cs.add(d, sc, false, true, true)
