@@ -289,6 +289,7 @@ func (x *Index) rank(m match, limit int) []cand {
 		cs.ranked = cs.ranked[:0]
 		candidatePool.Put(cs)
 	}()
+	weak := cs.spare[:0] // apart until the strong are known: a common word adds tens of thousands
 	for _, d := range m.scores.touched {
 		if m.inView || !m.beyond {
 			break
@@ -312,35 +313,29 @@ func (x *Index) rank(m match, limit int) []cand {
 		case m.question && m.fill && m.scores.mass[d] > m.surprise:
 			cs.add(d, sc, false, true, false)
 		case m.question && m.fill:
-			cs.add(d, sc, false, true, true)
+			weak = append(weak, cand{doc: d, score: sc, fill: true, weak: true})
 		}
 	}
 	x.addStatements(cs, m, limit)
-	if len(cs.ranked) > maxExamined {
+	// A weak match that is a candidate by a statement keeps that rank.
+	weak = slices.DeleteFunc(weak, func(c cand) bool { return cs.at[c.doc] != 0 })
+	cs.spare = weak[:0]
+	if len(cs.ranked)+len(weak) > maxExamined {
 		// Only the best can be reached: keep them before the neighbours,
 		// the weak matches only where the others leave places.
-		cs.forget() // before the list is compacted
-		// Split in place, the weak into the reused spare list: a common
-		// word ranks tens of thousands, and copying them was a search's
-		// largest allocation.
-		strong, weak := cs.ranked[:0], cs.spare[:0]
-		for _, c := range cs.ranked {
-			if c.weak {
-				weak = append(weak, c)
-			} else {
-				strong = append(strong, c)
+		score := func(c cand) float64 { return c.score }
+		if len(cs.ranked) > maxExamined {
+			cs.forget() // before the list is compacted
+			cs.ranked = topK(cs.ranked, maxExamined, score)
+			for i, c := range cs.ranked {
+				cs.at[c.doc] = int32(i) + 1
 			}
 		}
-		cs.spare = weak[:0]
-		score := func(c cand) float64 { return c.score }
-		if len(strong) >= maxExamined {
-			cs.ranked = topK(strong, maxExamined, score)
-		} else {
-			cs.ranked = append(strong, topK(weak, maxExamined-len(strong), score)...)
-		}
-		for i, c := range cs.ranked {
-			cs.at[c.doc] = int32(i) + 1
-		}
+		weak = topK(weak, max(maxExamined-len(cs.ranked), 0), score)
+	}
+	for _, c := range weak {
+		cs.at[c.doc] = int32(len(cs.ranked)) + 1
+		cs.ranked = append(cs.ranked, c)
 	}
 	x.addNeighbours(cs, limit)
 	ranked := cs.ranked
@@ -576,6 +571,10 @@ func abs(n int) int { return max(n, -n) }
 // reordering xs (quickselect: linear on average, where sorting thousands
 // of candidates to keep a thousand would not be).
 func topK[T any](xs []T, k int, key func(T) float64) []T {
+	if k >= len(xs) {
+		return xs
+	}
+	k = max(k, 0)
 	lo, hi := 0, len(xs)-1
 	for lo < hi {
 		p := key(xs[(lo+hi)/2])
