@@ -183,11 +183,12 @@ const maxUpdaters = 256
 type updater struct {
 	pos     int
 	subject string
-	// asserted are the sayings its words are read from (assertedSayings);
-	// has holds the spans of those words, made when a fact is first
-	// checked against it: a long turn is split into words only when its
-	// subject is a fact's.
-	asserted []saying
+	// said are the turn's sayings, those asserts keeps for subjects its
+	// words; has holds the spans of those words, made when a fact is
+	// first checked against it: a long turn is split into words only
+	// when its subject is a fact's.
+	said     []saying
+	subjects []string
 	has      []uint64
 	// text and role are the turn's; readings are the value readings
 	// of its sentences, made when first needed (see generalOnly).
@@ -203,7 +204,8 @@ type updater struct {
 // maxUpdaters, counted as they are read); a search over long turns reads
 // few of them.
 type updaterList struct {
-	turns    []*Turn // latest first
+	words    []string // room for an updater's words (spans), reused
+	turns    []*Turn  // latest first
 	subjects []string
 	said     func(Turn) []saying // a turn's sayings
 	next     int                 // turns[next] is the next turn to read
@@ -260,12 +262,12 @@ func updatersOf(t Turn, subjects []string, said func(Turn) []saying) []updater {
 	if !named || !states(t.Text) {
 		return nil // cheap checks first: most candidates name no subject
 	}
-	asserted := assertedSayings(said(t), subjects)
+	sd := said(t)
 	var out []updater
 	for _, s := range subjects {
-		named := isRole(s, t.Role) || slices.ContainsFunc(asserted, func(a saying) bool { return hasWord(a.words, s) })
+		named := isRole(s, t.Role) || slices.ContainsFunc(sd, func(a saying) bool { return asserts(a, subjects) && hasWord(a.words, s) })
 		if named {
-			out = append(out, updater{pos: t.Pos, subject: s, asserted: asserted, text: t.Text, role: t.Role})
+			out = append(out, updater{pos: t.Pos, subject: s, said: sd, subjects: subjects, text: t.Text, role: t.Role})
 		}
 	}
 	return out
@@ -389,7 +391,8 @@ func (f *facts) updated(x fact, pos int, ups *updaterList) bool {
 		}
 		if u.subject == x.subject {
 			if u.has == nil {
-				u.has = spans(assertedWords(u.asserted))
+				ups.words = assertedWords(ups.words[:0], u.said, u.subjects)
+				u.has = spans(ups.words)
 			}
 			if _, ok := slices.BinarySearch(u.has, x.value); ok && !f.generalOnly(u, x.value) {
 				return true
@@ -566,30 +569,24 @@ func sayings(text string) []saying {
 	return out
 }
 
-// assertedWords returns the lower-case words of the sayings
-// assertedSayings keeps, sentence by sentence.
-func assertedWords(said []saying) []string {
-	var out []string
+// assertedWords appends to out the lower-case words of the sayings of said
+// that asserts keeps for subjects, sentence by sentence.
+func assertedWords(out []string, said []saying, subjects []string) []string {
 	for _, s := range said {
-		out = append(out, strings.Fields(s.words)...)
+		if asserts(s, subjects) {
+			out = append(out, strings.Fields(s.words)...)
+		}
 	}
 	return out
 }
 
-// assertedSayings returns what a turn asserts of its sayings: every
-// statement, and a question whole if it names one of subjects: it recalls
-// what was said of them ("Remember when I said Omar's instrument was the
-// banjo? Scratch that, the harp."); one that does not asks about what it
-// names ("Does anyone know a shop for harps? Omar is asking.").
-func assertedSayings(said []saying, subjects []string) []saying {
-	out := make([]saying, 0, len(said))
-	for _, s := range said {
-		if s.question && !slices.ContainsFunc(subjects, func(w string) bool { return hasWord(s.words, w) }) {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
+// asserts reports whether a turn's saying s counts as what it asserts:
+// every statement, and a question whole if it names one of subjects: it
+// recalls what was said of them ("Remember when I said Omar's instrument
+// was the banjo? Scratch that, the harp."); one that does not asks about
+// what it names ("Does anyone know a shop for harps? Omar is asking.").
+func asserts(s saying, subjects []string) bool {
+	return !s.question || slices.ContainsFunc(subjects, func(w string) bool { return hasWord(s.words, w) })
 }
 
 // hasWord reports whether w is one of the words of words (split as
