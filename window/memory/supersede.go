@@ -190,6 +190,7 @@ type updater struct {
 	said     []saying
 	subjects []string
 	has      []uint64
+	checked  int // facts checked against it before has was made (names)
 	// text and role are the turn's; readings are the value readings
 	// of its sentences, made when first needed (see generalOnly).
 	text, role string
@@ -323,11 +324,25 @@ func states(text string) bool {
 	return false
 }
 
-// spans returns the hashes of every run of up to maxValueWords words (of
-// the words joined by single spaces, as a fact's value is hashed), sorted:
-// a long turn has thousands, and a fact checks for one.
-func spans(ws []string) []uint64 {
-	out := make([]uint64, 0, len(ws)*maxValueWords)
+// names reports whether u's words name value (a run of them hashes to
+// it). Most updaters are checked once: the first check hashes the runs
+// until one matches, and only a second one keeps them all, sorted, for the
+// checks after it.
+func (u *updater) names(value uint64, ups *updaterList) bool {
+	if u.has == nil {
+		ups.words = assertedWords(ups.words[:0], u.said, u.subjects)
+		if u.checked++; u.checked == 1 {
+			return eachSpan(ups.words, func(h uint64) bool { return h != value })
+		}
+		u.has = spans(ups.words)
+	}
+	_, ok := slices.BinarySearch(u.has, value)
+	return ok
+}
+
+// eachSpan calls yield with the hash of every run of up to maxValueWords
+// words (see spans), until yield returns false; it reports whether one did.
+func eachSpan(ws []string, yield func(uint64) bool) bool {
 	var d xxhash.Digest
 	for i := range ws {
 		d.Reset()
@@ -336,9 +351,23 @@ func spans(ws []string) []uint64 {
 				d.WriteString(" ")
 			}
 			d.WriteString(ws[j])
-			out = append(out, d.Sum64())
+			if !yield(d.Sum64()) {
+				return true
+			}
 		}
 	}
+	return false
+}
+
+// spans returns the hashes of every run of up to maxValueWords words (of
+// the words joined by single spaces, as a fact's value is hashed), sorted:
+// a long turn has thousands, and a fact checks for one.
+func spans(ws []string) []uint64 {
+	out := make([]uint64, 0, len(ws)*maxValueWords)
+	eachSpan(ws, func(h uint64) bool {
+		out = append(out, h)
+		return true
+	})
 	slices.Sort(out)
 	return out
 }
@@ -389,14 +418,8 @@ func (f *facts) updated(x fact, pos int, ups *updaterList) bool {
 		if !ok {
 			return false
 		}
-		if u.subject == x.subject {
-			if u.has == nil {
-				ups.words = assertedWords(ups.words[:0], u.said, u.subjects)
-				u.has = spans(ups.words)
-			}
-			if _, ok := slices.BinarySearch(u.has, x.value); ok && !f.generalOnly(u, x.value) {
-				return true
-			}
+		if u.subject == x.subject && u.names(x.value, ups) && !f.generalOnly(u, x.value) {
+			return true
 		}
 	}
 }

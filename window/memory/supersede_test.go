@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // TestUpdateByValue: a later turn about the same subject that names the
@@ -164,6 +166,21 @@ func TestUpdateNotByMention(t *testing.T) {
 		q := Query{Ask: "Which instrument does Omar play?"}
 		if !hitSet(x.Search(q))[old] {
 			t.Errorf("%s: %q dropped after %q (hits %q)", tc.name, old, tc.later, hitTexts(x.Search(q)))
+		}
+	}
+}
+
+// An updater names a value the same way whether it is checked once (the
+// runs hashed until one matches) or again (all of them kept, sorted).
+func TestAnUpdaterNamesValuesAlikeOnEveryCheck(t *testing.T) {
+	said := []saying{{words: "omar moved to the old town of oslo"}, {words: "did omar like it", question: true}, {words: "the harp is his now"}}
+	for _, v := range []string{"oslo", "old town", "the old town of", "oslo the", "harp", "like it", "it the", "town of oslo the"} {
+		want := slices.Contains(spans(assertedWords(nil, said, []string{"omar"})), xxhash.Sum64String(v))
+		u := &updater{said: said, subjects: []string{"omar"}}
+		for check := 1; check <= 3; check++ {
+			if got := u.names(xxhash.Sum64String(v), &updaterList{}); got != want {
+				t.Errorf("%q, check %d: names %v, want %v", v, check, got, want)
+			}
 		}
 	}
 }
