@@ -392,14 +392,14 @@ func (f *facts) frameCandidates(st *statement, ws []word, si, offset int, regist
 					key.WriteString(w.lower + " ")
 				}
 			}
-			var val strings.Builder
+			val := uint64(fnvOffset)
 			for k := i; k < j; k++ {
 				if k > i {
-					val.WriteByte(' ')
+					val = fnvAdd(val, " ")
 				}
-				val.WriteString(ws[k].lower)
+				val = fnvAdd(val, ws[k].lower)
 			}
-			c := candidate{frame: xxhash.Sum64String(key.String()), value: xxhash.Sum64String(val.String()), start: offset + i, end: offset + j}
+			c := candidate{frame: xxhash.Sum64String(key.String()), value: val, start: offset + i, end: offset + j}
 			st.cands = append(st.cands, c)
 			if register {
 				f.register(c, st.subject, ws[i].lower, ws[j-1].lower, l > 1)
@@ -533,6 +533,24 @@ func (f *facts) otherValue(st statement, cur uint64) (uint64, int) {
 		}
 	}
 	return found, n
+}
+
+// A value is hashed as 64-bit FNV-1a of its lower-case words joined by
+// single spaces: extended a word at a time, the hash of a run of words is
+// the hash of the run one word shorter continued (eachSpan hashes every run
+// of a long turn's words), where a finishing hash must start each run anew.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnvAdd continues the FNV-1a hash h with the bytes of s.
+func fnvAdd(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 // unnamedValue stands for a new value a change states in words the

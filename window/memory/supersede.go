@@ -6,8 +6,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // Supersession: a later statement about the same thing replaces an earlier
@@ -343,15 +341,13 @@ func (u *updater) names(value uint64, ups *updaterList) bool {
 // eachSpan calls yield with the hash of every run of up to maxValueWords
 // words (see spans), until yield returns false; it reports whether one did.
 func eachSpan(ws []string, yield func(uint64) bool) bool {
-	var d xxhash.Digest
 	for i := range ws {
-		d.Reset()
+		h := uint64(fnvOffset)
 		for j := i; j < len(ws) && j < i+maxValueWords; j++ {
 			if j > i {
-				d.WriteString(" ")
+				h = fnvAdd(h, " ")
 			}
-			d.WriteString(ws[j])
-			if !yield(d.Sum64()) {
+			if h = fnvAdd(h, ws[j]); !yield(h) {
 				return true
 			}
 		}
@@ -360,7 +356,7 @@ func eachSpan(ws []string, yield func(uint64) bool) bool {
 }
 
 // spans returns the hashes of every run of up to maxValueWords words (of
-// the words joined by single spaces, as a fact's value is hashed), sorted:
+// the words joined by single spaces, as a fact's value is hashed: fnvAdd), sorted:
 // a long turn has thousands, and a fact checks for one.
 func spans(ws []string) []uint64 {
 	out := make([]uint64, 0, len(ws)*maxValueWords)
