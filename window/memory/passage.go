@@ -156,8 +156,9 @@ func cutSpace(s string, n int) string {
 // passageOf returns t as the passage of it that matches the ask best: the
 // most distinct ask stems, by weight (their rarity in the history, see
 // askWeights); the earlier passage on ties, the first if none matches;
-// with Part naming it. A turn that is not long is returned whole. Callers
-// hold x.mu.
+// with Part naming it. A turn the search ranked by its passage is quoted
+// by that one, as passageScores found it. A turn that is not long is
+// returned whole. Callers hold x.mu.
 func (x *Index) passageOf(d int32, weight map[string]float64) Turn {
 	t := x.turns[d]
 	if len(t.Text) <= longTurn {
@@ -167,7 +168,8 @@ func (x *Index) passageOf(d int32, weight map[string]float64) Turn {
 	if len(pt.spans) < 2 {
 		return t
 	}
-	if i := x.board.pquote[d]; i > 0 {
+	if int(d) < len(x.board.pquote) && x.board.pquote[d] > 0 {
+		i := x.board.pquote[d]
 		return x.quote(t, pt, int(i-1)) // the passage it ranked by (passageScores)
 	}
 	// The ask has a few stems: comparing with each is cheaper than a

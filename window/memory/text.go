@@ -144,7 +144,7 @@ func sentences(text string) []string {
 // reader that stops early splits no more of a long turn than it reads.
 func sentencesOf(text string) iter.Seq[string] {
 	return func(yield func(string) bool) {
-		text = prose(text)
+		text := prose(text) // each pass reads the text as given
 		start := 0
 		for i := 0; i < len(text); i++ {
 			c := text[i]
