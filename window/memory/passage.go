@@ -21,9 +21,13 @@ import (
 // ends a passage that is at least half full. A turn longer than two
 // passages is long; shorter ones are quoted whole.
 const (
-	maxPassage = 512
+	maxPassage = PassageBytes
 	longTurn   = 2 * maxPassage
 )
+
+// PassageBytes is the most bytes one passage holds: the unit memory
+// quotes a long turn by (the rule above).
+const PassageBytes = 512
 
 // span is a passage: text[from:to] of its turn.
 type span struct{ from, to int }
