@@ -2,27 +2,85 @@ package memory
 
 import (
 	"math"
+	"slices"
 	"sort"
 )
 
 // lexical returns the BM25 score of every held turn below limit that holds
 // a stem of the ask, with the statistics of those turns only: a history's
 // scores never depend on another history's turns. Callers hold x.mu.
+//
+// A stem more than maxExamined of those turns hold is common: it adds to
+// the turns a rarer stem of the ask reaches, and brings in only the newest
+// maxExamined of its own (see candidateTurns); the rest of its turns are
+// as good as those by every measure a search has, a word most turns hold
+// telling nothing of which, and a search examines no more than
+// maxExamined anyway. So a search's work is bounded by the ask's rare
+// stems' turns and maxExamined per stem, not by the history's length; a
+// history where no stem of the ask is that common scores as before.
 func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 	sb := &x.board
 	sb.reset(len(x.turns))
+	sb.bounded = sb.bounded[:0]
+	common := false
 	for _, term := range qstems {
+		common = common || len(x.postings(term, limit)) > maxExamined
+	}
+	if common {
+		sb.bounded = x.candidateTurns(qstems, limit, sb.bounded)
+	}
+	for _, term := range qstems { // in order: the same sums on every replica
 		ps := x.postings(term, limit)
 		if len(ps) == 0 {
 			continue
 		}
 		idf, surprise := bm25IDF(limit, len(ps)), chanceIDF(limit, len(ps))
-		for _, p := range ps {
+		if len(ps) <= maxExamined {
+			for _, p := range ps {
+				sb.add(p.doc, idf*bm25TF(float64(p.tf), float64(x.lens[p.doc]), avg))
+				sb.mass[p.doc] += surprise
+			}
+			continue
+		}
+		eachHeld(sb.bounded, len(ps), func(i int) int32 { return ps[i].doc }, func(i int) {
+			p := ps[i]
 			sb.add(p.doc, idf*bm25TF(float64(p.tf), float64(x.lens[p.doc]), avg))
 			sb.mass[p.doc] += surprise
+		})
+	}
+	sb.common = common
+	return sb
+}
+
+// candidateTurns returns, ascending and into out, the turns below limit a
+// search of qstems scores when one of them is common (see lexical): every
+// turn of a stem at most maxExamined turns hold, the newest maxExamined of
+// a commoner one. Callers hold x.mu.
+func (x *Index) candidateTurns(qstems []string, limit int, out []int32) []int32 {
+	for _, term := range qstems {
+		ps := x.postings(term, limit)
+		for _, p := range ps[max(len(ps)-maxExamined, 0):] {
+			out = append(out, p.doc)
 		}
 	}
-	return sb
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// eachHeld calls fn(i) for each i < n whose doc(i) is in turns, ascending;
+// doc must ascend with i. It gallops through doc by binary search from the
+// last turn found, so it costs about len(turns)·log(n/len(turns)).
+func eachHeld(turns []int32, n int, doc func(int) int32, fn func(int)) {
+	j := 0
+	for _, d := range turns {
+		j += sort.Search(n-j, func(i int) bool { return doc(j+i) >= d })
+		if j == n {
+			return
+		}
+		if doc(j) == d {
+			fn(j)
+		}
+	}
 }
 
 // passageScores sets the score of every long turn in sb to that of its
@@ -49,7 +107,32 @@ func (x *Index) passageScores(sb *scoreboard, qstems []string, weight map[string
 	touched, docs := sb.ptouched[:0], sb.pdocs[:0]
 	for _, term := range qstems { // in order: the same sums on every replica
 		w := weight[term] // once per term, not per posting: a common word has one per passage
-		for _, d := range x.pall[term] {
+		all, post := x.pall[term], x.ppost[term]
+		if sb.common && len(x.postings(term, limit)) > maxExamined {
+			// A common stem adds to the turns the search scored (lexical).
+			eachHeld(sb.bounded, len(all), func(i int) int32 { return all[i] }, func(i int) {
+				if d := all[i]; sb.pbase[d] == 0 {
+					docs = append(docs, d)
+				}
+				sb.pbase[all[i]] += w
+			})
+			for _, d := range sb.bounded {
+				pt, ok := x.long[d]
+				if !ok {
+					continue
+				}
+				end := pt.first + int32(len(pt.stems))
+				i, _ := slices.BinarySearch(post, pt.first)
+				for ; i < len(post) && post[i] < end; i++ {
+					if sb.pacc[post[i]] == 0 {
+						touched = append(touched, post[i])
+					}
+					sb.pacc[post[i]] += w
+				}
+			}
+			continue
+		}
+		for _, d := range all {
 			if int(d) >= limit {
 				break // ascending: the rest are later turns'
 			}
@@ -58,7 +141,7 @@ func (x *Index) passageScores(sb *scoreboard, qstems []string, weight map[string
 			}
 			sb.pbase[d] += w
 		}
-		for _, id := range x.ppost[term] {
+		for _, id := range post {
 			if int(x.pdoc[id]) >= limit {
 				break
 			}
@@ -113,6 +196,10 @@ type scoreboard struct {
 	pquote, pquoted []int32
 	// ptouched and pdocs are passageScores' lists, kept for their room.
 	ptouched, pdocs []int32
+	// common says a stem of the ask is common (see lexical), and bounded
+	// lists, ascending, the turns the search then scores.
+	common  bool
+	bounded []int32
 }
 
 func (sb *scoreboard) reset(n int) {
