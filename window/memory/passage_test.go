@@ -160,3 +160,98 @@ func TestHasWordIsAFieldOf(t *testing.T) {
 		}
 	}
 }
+
+// A stem more turns hold than a search examines (maxExamined) scores the
+// turns a rarer stem of the ask reaches and its newest maxExamined turns,
+// each exactly as an unbounded BM25 would, its passages included; no
+// other turn.
+func TestACommonStemScoresOnlyTheTurnsASearchExamines(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	rare := []string{"zephyr", "quokka", "marlin"}
+	var turns []Turn
+	for i := 0; i < 3*maxExamined; i++ {
+		text := fmt.Sprintf("Status note %d.", i)
+		if r.Intn(40) == 0 {
+			text = fmt.Sprintf("Status of %s, note %d.", rare[r.Intn(len(rare))], i)
+		}
+		if i%2 == 1 { // long: the common stem in every passage, a rare one in some
+			var b strings.Builder
+			for p := 0; p < 5; p++ {
+				fmt.Fprintf(&b, "On the status: %s", strings.Repeat("plain filler words again and again. ", 6))
+				if r.Intn(30) == 0 {
+					fmt.Fprintf(&b, "Also %s. ", rare[r.Intn(len(rare))])
+				}
+				if r.Intn(2) == 0 {
+					b.WriteString("A release follows. ")
+				}
+				b.WriteString("\n\n")
+			}
+			text = b.String()
+		}
+		turns = append(turns, Turn{Pos: i, Role: []string{"user", "assistant"}[i%2], Text: text})
+	}
+	x := NewIndex(turns...)
+	status, release := x.stems.stem("status"), x.stems.stem("release")
+	for trial := 0; trial < 20; trial++ {
+		qstems := []string{status}
+		if trial%4 != 3 {
+			qstems = append(qstems, x.stems.stem(rare[trial%3]))
+		}
+		if trial%2 == 0 {
+			qstems = append(qstems, release)
+		}
+		r.Shuffle(len(qstems), func(i, j int) { qstems[i], qstems[j] = qstems[j], qstems[i] })
+		limit := maxExamined + 1 + r.Intn(len(turns)-maxExamined)
+		avg := float64(x.prefix[limit]) / float64(limit)
+		// The unbounded scores, and the turns a bounded search examines.
+		want, examined := make([]float64, len(turns)), map[int32]bool{}
+		for _, term := range qstems {
+			ps := x.postings(term, limit)
+			idf := bm25IDF(limit, len(ps))
+			for k, p := range ps {
+				want[p.doc] += idf * bm25TF(float64(p.tf), float64(x.lens[p.doc]), avg)
+				if len(ps) <= maxExamined || k >= len(ps)-maxExamined {
+					examined[p.doc] = true
+				}
+			}
+		}
+		if len(x.postings(status, limit)) <= maxExamined {
+			t.Fatalf("the common stem is in %d turns", len(x.postings(status, limit)))
+		}
+		weight := x.askWeights(qstems, limit)
+		sb := x.lexical(qstems, limit, avg)
+		if len(sb.touched) != len(examined) {
+			t.Fatalf("ask %v below %d: %d turns scored, want %d", qstems, limit, len(sb.touched), len(examined))
+		}
+		for _, d := range sb.touched {
+			if !examined[d] || math.Abs(sb.acc[d]-want[d]) > 1e-9 {
+				t.Fatalf("ask %v below %d, turn %d: examined %v, score %v, want %v", qstems, limit, d, examined[d], sb.acc[d], want[d])
+			}
+		}
+		x.passageScores(sb, qstems, weight, limit)
+		long := 0
+		for d := range examined {
+			pt, ok := x.long[d]
+			if !ok {
+				continue
+			}
+			long++
+			best := 0.0
+			for _, stems := range pt.stems {
+				sum := 0.0
+				for _, st := range qstems {
+					if slices.Contains(stems, st) {
+						sum += weight[st]
+					}
+				}
+				best = max(best, sum)
+			}
+			if math.Abs(sb.acc[d]-best) > 1e-9 {
+				t.Fatalf("ask %v below %d, long turn %d: score %v, want its best passage's %v", qstems, limit, d, sb.acc[d], best)
+			}
+		}
+		if long == 0 {
+			t.Fatalf("ask %v below %d: no long turn examined", qstems, limit)
+		}
+	}
+}
