@@ -28,9 +28,18 @@ import "strings"
 // proseSpan stands in for an inline code span (see above).
 const proseSpan = "it"
 
+// mayHoldCode says whether text holds a byte that can delimit code: a
+// backtick, a tilde, a tab or four spaces. Each is looked for by
+// strings.IndexByte, which reads many bytes at once (ContainsAny reads
+// one at a time, and this is asked of every long turn a search reads).
+func mayHoldCode(text string) bool {
+	return strings.IndexByte(text, '`') >= 0 || strings.IndexByte(text, '~') >= 0 ||
+		strings.IndexByte(text, '\t') >= 0 || strings.Contains(text, "    ")
+}
+
 // prose returns text without its code (see above).
 func prose(text string) string {
-	if !strings.ContainsAny(text, "`~\t") && !strings.Contains(text, "    ") {
+	if !mayHoldCode(text) {
 		return text // no code can be delimited
 	}
 	var out, para strings.Builder
