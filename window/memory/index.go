@@ -25,6 +25,7 @@ type Index struct {
 	facts  *facts
 	stems  stemmer
 	board  scoreboard             // search's scratch space
+	ups    updaterList            // search's updaters (updaters), reused
 	long   map[int32]passageTerms // passages of long turns by turn index (passage.go)
 	// ppost[stem] lists the passages of long turns that hold stem, in
 	// ascending passage id, and pdoc each passage's turn, by passage id;

@@ -553,7 +553,10 @@ func (x *Index) costOf(q Query, d int32, p Turn) int {
 // updaters returns the turns that may update a statement a candidate
 // makes: the window's and the candidates' that are not weak matches.
 func (x *Index) updaters(q Query, m match, ranked []cand) *updaterList {
-	maybe := make([]*Turn, 0, len(q.Window)+len(ranked))
+	// The list and its room are the index's, reused from search to search
+	// (under x.mu): a search reads hundreds of updaters.
+	l := &x.ups
+	maybe := l.turns[:0]
 	for i := range q.Window {
 		maybe = append(maybe, &q.Window[i])
 	}
@@ -562,7 +565,15 @@ func (x *Index) updaters(q Query, m match, ranked []cand) *updaterList {
 			maybe = append(maybe, &x.turns[c.doc])
 		}
 	}
-	return newUpdaterList(maybe, m.subjects, x.facts.sayingsOf)
+	read, words, room := l.read[:0], l.words[:0], l.room[:0]
+	*l = *newUpdaterList(maybe, m.subjects, x.facts.sayingsOf)
+	if l.turns != nil {
+		l.turns = maybe // sorted in place
+	} else {
+		l.turns = maybe[:0] // no subjects: nothing to read
+	}
+	l.read, l.words, l.room = read, words, room
+	return l
 }
 
 func abs(n int) int { return max(n, -n) }

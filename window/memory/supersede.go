@@ -187,7 +187,7 @@ type updater struct {
 	// when its subject is a fact's.
 	said     []saying
 	subjects []string
-	has      []uint64
+	has      spanSet
 	checked  int // facts checked against it before has was made (names)
 	// text and role are the turn's; readings are the value readings
 	// of its sentences, made when first needed (see generalOnly).
@@ -204,6 +204,7 @@ type updater struct {
 // few of them.
 type updaterList struct {
 	words    []string // room for an updater's words (spans), reused
+	room     []uint64 // room for the updaters' spans (has), reused
 	turns    []*Turn  // latest first
 	subjects []string
 	said     func(Turn) []saying // a turn's sayings
@@ -234,7 +235,7 @@ func (l *updaterList) at(i, pos int) (*updater, bool) {
 			return nil, false // neither it nor any turn after it is later
 		}
 		l.next++
-		l.read = append(l.read, updatersOf(*t, l.subjects, l.said)...)
+		l.read = appendUpdaters(l.read, *t, l.subjects, l.said)
 	}
 	if l.read[i].pos <= pos {
 		return nil, false
@@ -251,18 +252,18 @@ func (l *updaterList) all() []updater {
 	}
 }
 
-// updatersOf returns t's updaters: one per subject in subjects that t
-// names (or, for the asker itself, that it said), if it states something.
-func updatersOf(t Turn, subjects []string, said func(Turn) []saying) []updater {
+// appendUpdaters appends t's updaters to out: one per subject in subjects
+// that t names (or, for the asker itself, that it said), if it states
+// something.
+func appendUpdaters(out []updater, t Turn, subjects []string, said func(Turn) []saying) []updater {
 	named := false
 	for _, s := range subjects {
 		named = named || isRole(s, t.Role) || containsLower(t.Text, s)
 	}
 	if !named || !states(t.Text) {
-		return nil // cheap checks first: most candidates name no subject
+		return out // cheap checks first: most candidates name no subject
 	}
 	sd := said(t)
-	var out []updater
 	for _, s := range subjects {
 		named := isRole(s, t.Role) || slices.ContainsFunc(sd, func(a saying) bool { return asserts(a, subjects) && hasWord(a.words, s) })
 		if named {
@@ -324,18 +325,17 @@ func states(text string) bool {
 
 // names reports whether u's words name value (a run of them hashes to
 // it). Most updaters are checked once: the first check hashes the runs
-// until one matches, and only a second one keeps them all, sorted, for the
+// until one matches, and only a second one keeps them all, in a set, for the
 // checks after it.
 func (u *updater) names(value uint64, ups *updaterList) bool {
-	if u.has == nil {
+	if u.has.table == nil {
 		ups.words = assertedWords(ups.words[:0], u.said, u.subjects)
 		if u.checked++; u.checked == 1 {
 			return eachSpan(ups.words, func(h uint64) bool { return h != value })
 		}
-		u.has = spans(ups.words)
+		ups.room, u.has = spans(ups.room, ups.words)
 	}
-	_, ok := slices.BinarySearch(u.has, value)
-	return ok
+	return u.has.has(value)
 }
 
 // eachSpan calls yield with the hash of every run of up to maxValueWords
@@ -355,17 +355,69 @@ func eachSpan(ws []string, yield func(uint64) bool) bool {
 	return false
 }
 
-// spans returns the hashes of every run of up to maxValueWords words (of
-// the words joined by single spaces, as a fact's value is hashed: fnvAdd), sorted:
-// a long turn has thousands, and a fact checks for one.
-func spans(ws []string) []uint64 {
-	out := make([]uint64, 0, len(ws)*maxValueWords)
+// spans appends to room a set of the hashes of every run of up to
+// maxValueWords words (of the words joined by single spaces, as a fact's
+// value is hashed: fnvAdd), and returns room and the set: a long turn has
+// thousands, and a fact checks for one. The set is room's last entries,
+// capped, so appending to room never changes it: one search's updaters
+// share one room.
+func spans(room []uint64, ws []string) ([]uint64, spanSet) {
+	n := 0
+	eachSpan(ws, func(uint64) bool { n++; return true })
+	size := 16
+	for size < 2*n {
+		size *= 2 // at most half full: probes stay short
+	}
+	start := len(room)
+	room = slices.Grow(room, size)[:start+size]
+	set := spanSet{table: room[start : start+size : start+size]}
+	clear(set.table)
 	eachSpan(ws, func(h uint64) bool {
-		out = append(out, h)
+		set.add(h)
 		return true
 	})
-	slices.Sort(out)
-	return out
+	return room, set
+}
+
+// spanSet is a set of span hashes: open addressing with linear probing in
+// a power-of-two table, 0 marking an empty entry (the hash 0 is kept
+// apart). Made for each updater checked twice, it costs a pass over the
+// spans where sorting them cost a sort.
+type spanSet struct {
+	table []uint64
+	zero  bool
+}
+
+func (s *spanSet) add(h uint64) {
+	if h == 0 {
+		s.zero = true
+		return
+	}
+	mask := uint64(len(s.table) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		switch s.table[i] {
+		case h:
+			return
+		case 0:
+			s.table[i] = h
+			return
+		}
+	}
+}
+
+func (s spanSet) has(h uint64) bool {
+	if h == 0 {
+		return s.zero
+	}
+	mask := uint64(len(s.table) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		switch s.table[i] {
+		case h:
+			return true
+		case 0:
+			return false
+		}
+	}
 }
 
 // generalOnly reports whether u names value only in frames said of
@@ -593,7 +645,9 @@ func sayings(text string) []saying {
 func assertedWords(out []string, said []saying, subjects []string) []string {
 	for _, s := range said {
 		if asserts(s, subjects) {
-			out = append(out, strings.Fields(s.words)...)
+			for w := range strings.FieldsSeq(s.words) { // into out: no slice per saying
+				out = append(out, w)
+			}
 		}
 	}
 	return out
