@@ -273,8 +273,9 @@ func rankOrder(a, b cand) int {
 	return cmp.Compare(b.doc, a.doc)
 }
 
-// rank returns the candidates best first, at most maxExamined: the lexical
-// hits, the statements about the ask's subjects and their neighbours.
+// rank returns the best candidates, at most maxExamined, in no order (the
+// walk reads them in rankOrder: pick): the lexical hits, the statements
+// about the ask's subjects and their neighbours.
 func (x *Index) rank(m match, limit int) []cand {
 	// The candidates' index and list are reused from search to search: a
 	// common word adds thousands, and growing them was most of a search's
@@ -338,12 +339,9 @@ func (x *Index) rank(m match, limit int) []cand {
 		cs.ranked = append(cs.ranked, c)
 	}
 	x.addNeighbours(cs, limit)
-	ranked := cs.ranked
-	slices.SortFunc(ranked, rankOrder)
-	if len(ranked) > maxExamined {
-		ranked = ranked[:maxExamined]
-	}
-	return slices.Clone(ranked) // cs goes back to the pool
+	// The best maxExamined, in no order: the walk sorts them as far as it
+	// reads (inOrder).
+	return slices.Clone(selectFirst(cs.ranked, maxExamined, rankOrder)) // cs goes back to the pool
 }
 
 var candidatePool = sync.Pool{New: func() any { return &candidates{} }}
@@ -475,9 +473,11 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	var out []Hit
 	seen := map[uint64]bool{}
 	used, filled := 0, 0
-	for i, c := range ranked {
+	order := inOrder{xs: ranked}
+	for i := range ranked {
+		c := order.at(i)
 		if q.K > 0 && len(out) >= q.K {
-			for _, c := range ranked[i:] {
+			for _, c := range ranked[i:] { // the ones not walked, in any order
 				note(x.turns[c.doc].Pos, MissCut)
 			}
 			break
@@ -579,22 +579,29 @@ func (x *Index) updaters(q Query, m match, ranked []cand) *updaterList {
 func abs(n int) int { return max(n, -n) }
 
 // topK returns the k elements of xs with the highest key, in no order,
-// reordering xs (quickselect: linear on average, where sorting thousands
-// of candidates to keep a thousand would not be).
+// reordering xs (see selectFirst).
 func topK[T any](xs []T, k int, key func(T) float64) []T {
+	return selectFirst(xs, k, func(a, b T) int { return cmp.Compare(key(b), key(a)) })
+}
+
+// selectFirst returns the k first elements of xs in the order compare
+// gives, in no order, reordering xs so that they are xs[:k] (quickselect:
+// linear on average, where sorting thousands of candidates to keep a
+// thousand would not be).
+func selectFirst[T any](xs []T, k int, compare func(a, b T) int) []T {
 	if k >= len(xs) {
 		return xs
 	}
 	k = max(k, 0)
 	lo, hi := 0, len(xs)-1
 	for lo < hi {
-		p := key(xs[(lo+hi)/2])
+		p := xs[(lo+hi)/2]
 		i, j := lo, hi
 		for i <= j {
-			for key(xs[i]) > p {
+			for compare(xs[i], p) < 0 {
 				i++
 			}
-			for key(xs[j]) < p {
+			for compare(xs[j], p) > 0 {
 				j--
 			}
 			if i <= j {
@@ -613,6 +620,28 @@ func topK[T any](xs []T, k int, key func(T) float64) []T {
 		}
 	}
 	return xs[:k]
+}
+
+// inOrder is a list of candidates sorted only as far as it is read: a
+// search ranks a thousand candidates and its walk (pick) reads the first
+// tens of them, so sorting them all was most of ranking.
+type inOrder struct {
+	xs     []cand
+	sorted int // xs[:sorted] is in rankOrder, and before every other
+}
+
+// at returns the i-th candidate in rankOrder, sorting further if it must:
+// a block at least as long as the one before (32 first), so reading all n
+// sorts about n·log n, as one sort would.
+func (o *inOrder) at(i int) cand {
+	if i >= o.sorted {
+		end := min(len(o.xs), max(2*o.sorted, i+1, 32))
+		rest := o.xs[o.sorted:]
+		selectFirst(rest, end-o.sorted, rankOrder)
+		slices.SortFunc(rest[:end-o.sorted], rankOrder)
+		o.sorted = end
+	}
+	return o.xs[i]
 }
 
 // normalKey is the FNV-1a hash of a text's terms joined by spaces, computed without building
