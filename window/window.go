@@ -84,6 +84,9 @@ type Window struct {
 	store    Store
 	packets  *memo[uint64, Packet]
 	indexes  *memo[uint64, *memory.Index]
+	// chains remembers the prefix hashes of recent long histories
+	// (linkNext): a turn that continues one hashes only what is new.
+	chains engine.Chains[uint64]
 }
 
 // Delete removes key's conversation from the store and drops every packet
@@ -242,7 +245,7 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 // the query of the latest ask and the source it searches (Explain).
 func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count Counter, explain func(*source, memory.Query)) (map[int]Packet, error) {
 	msgs := req.Messages
-	prefix := prefixHashes(msgs)
+	prefix := w.chains.Keys(req.Owner.Tenant, 0, msgs, linkNext)
 	key := req.Owner
 	src := w.source(ctx, req, cut, prefix)
 
@@ -365,15 +368,10 @@ func turnAt(msgs []engine.Message, prefix []uint64, i int) memory.Turn {
 	return memory.Turn{Pos: i, Role: msgs[i].Role, Text: msgs[i].Content, Parent: prefix[i]}
 }
 
-// prefixHashes returns h[i], the chain of msgs[:i] (memory.Link over roles
-// and contents): the packet memo's key and the store's branch.
-func prefixHashes(msgs []engine.Message) []uint64 {
-	out := make([]uint64, len(msgs)+1)
-	for i, m := range msgs {
-		out[i+1] = memory.Link(out[i], m.Role, m.Content)
-	}
-	return out
-}
+// linkNext is the step of a request's chain, prefix[i] the chain of
+// msgs[:i] (memory.Link over roles and contents): the packet memo's key
+// and the store's branch.
+func linkNext(h uint64, m engine.Message) uint64 { return memory.Link(h, m.Role, m.Content) }
 
 // packetKey names a packet by everything it depends on: the conversation,
 // the policy, where the cut is, its room, and the messages up to its ask.

@@ -251,13 +251,16 @@ func chainKeys(prompts *kvcache.PromptCache, tenant, renderer string, msgs []eng
 	if prompts == nil {
 		return nil
 	}
-	keys := make([]kvcache.ChainKey, len(msgs)+1)
-	keys[0] = kvcache.Root(tenant, renderer, settings...)
-	for i, m := range msgs {
-		keys[i+1] = keys[i].Next(m.Role, m.Content)
-	}
-	return keys
+	return keyChains.Keys(tenant, kvcache.Root(tenant, renderer, settings...), msgs, nextKey)
 }
+
+// keyChains remembers the key chains of the process's recent long
+// conversations (engine.Chains), so a turn that continues one (a
+// Responses chain's) hashes only its new messages: hashing a 4,000-message
+// history was half of counting it.
+var keyChains engine.Chains[kvcache.ChainKey]
+
+func nextKey(k kvcache.ChainKey, m engine.Message) kvcache.ChainKey { return k.Next(m.Role, m.Content) }
 
 // longestPrefix is the prompt cache's Longest; nil without a cache.
 func longestPrefix(prompts *kvcache.PromptCache, keys []kvcache.ChainKey, usable func(*kvcache.Prefix) bool) (*kvcache.Prefix, int) {

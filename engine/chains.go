@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"slices"
+	"sync"
+)
+
+// Chains remembers the hash chains of recent message lists, so a list
+// that continues one it holds is hashed only past it. A hash chain names
+// every prefix of a conversation (keys[i] names msgs[:i]), and a turn of a
+// long conversation hashed all of its history to find the prefix a cache
+// holds; a Responses chain's history is decoded once and grown a turn at
+// a time, so its turns share the strings of the turns before, and Go's
+// string comparison answers for a shared string without reading it.
+//
+// A list is compared message by message with the remembered one of the
+// same owner and first message (which an owner's conversations rarely
+// share), by value: a match means equal messages, so reuse never changes
+// a key, only what it costs. Only lists of at least MinChainMessages are
+// remembered (shorter ones hash in microseconds); at most maxChains lists
+// and maxChainBytes of their text are held, the oldest let go first. Safe
+// for concurrent use.
+type Chains[K comparable] struct {
+	mu    sync.Mutex
+	held  map[chainSlot[K]]*chainEntry[K]
+	order []chainSlot[K] // oldest first
+	bytes int
+}
+
+// chainSlot is where a list is remembered: its owner's and its first
+// message's key.
+type chainSlot[K comparable] struct {
+	owner string
+	first K
+}
+
+type chainEntry[K comparable] struct {
+	msgs  []Message
+	keys  []K
+	bytes int
+}
+
+// MinChainMessages is the shortest list Chains remembers.
+const MinChainMessages = 64
+
+const (
+	maxChains     = 256
+	maxChainBytes = 64 << 20
+)
+
+// Keys returns keys[i], the chain of msgs[:i] from root (keys[0] = root),
+// each step next(keys[i], msgs[i]); next must be a function of its
+// arguments alone. owner keeps owners' lists apart (a tenant). The result
+// is the caller's.
+func (c *Chains[K]) Keys(owner string, root K, msgs []Message, next func(K, Message) K) []K {
+	keys := make([]K, len(msgs)+1)
+	keys[0] = root
+	if len(msgs) == 0 {
+		return keys
+	}
+	keys[1] = next(root, msgs[0])
+	if c == nil || len(msgs) < MinChainMessages {
+		for i := 1; i < len(msgs); i++ {
+			keys[i+1] = next(keys[i], msgs[i])
+		}
+		return keys
+	}
+	slot := chainSlot[K]{owner: owner, first: keys[1]}
+	from := 1
+	c.mu.Lock()
+	if e := c.held[slot]; e != nil {
+		n := min(len(e.msgs), len(msgs))
+		for from < n && e.msgs[from] == msgs[from] {
+			from++
+		}
+		copy(keys[2:from+1], e.keys[2:from+1])
+	}
+	c.mu.Unlock()
+	for i := from; i < len(msgs); i++ {
+		keys[i+1] = next(keys[i], msgs[i])
+	}
+	c.remember(slot, msgs, keys)
+	return keys
+}
+
+// remember holds msgs and keys in slot, in place of what it held.
+func (c *Chains[K]) remember(slot chainSlot[K], msgs []Message, keys []K) {
+	e := &chainEntry[K]{msgs: slices.Clone(msgs), keys: slices.Clone(keys)}
+	for _, m := range msgs {
+		e.bytes += len(m.Role) + len(m.Content)
+	}
+	if e.bytes > maxChainBytes/4 {
+		return // one list may not take the room of the others
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil {
+		c.held = map[chainSlot[K]]*chainEntry[K]{}
+	}
+	if old := c.held[slot]; old != nil {
+		c.bytes -= old.bytes
+		c.order = slices.DeleteFunc(c.order, func(s chainSlot[K]) bool { return s == slot })
+	}
+	c.held[slot] = e
+	c.order = append(c.order, slot)
+	c.bytes += e.bytes
+	for len(c.order) > maxChains || c.bytes > maxChainBytes {
+		s := c.order[0]
+		c.order = c.order[1:]
+		c.bytes -= c.held[s].bytes
+		delete(c.held, s)
+	}
+}
