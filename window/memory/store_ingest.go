@@ -1,11 +1,11 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"slices"
-	"sort"
 	"time"
 )
 
@@ -42,18 +42,21 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 	if len(turns) == 0 {
 		return 0, nil
 	}
-	batch := make([]Turn, 0, len(turns))
-	chains := make(map[int]uint64, len(turns))
-	for _, t := range turns {
-		if _, ok := chains[t.Pos]; ok || t.Pos < 0 {
-			continue // one history holds one turn per position
-		}
-		chains[t.Pos] = t.Chain()
-		batch = append(batch, t)
+	batch := inPositions(turns)
+	if len(batch) == 0 {
+		return 0, nil
 	}
-	sort.Slice(batch, func(i, j int) bool { return batch[i].Pos < batch[j].Pos })
-	if lo := batch[0].Pos; lo > 0 {
-		chains[lo-1] = batch[0].Parent // the batch continues the history before it
+	// A turn's chain is read only where a check needs it (the latest turns,
+	// a branch's tip): it hashes the turn's text, and a window sends every
+	// evicted turn of a long history each turn.
+	chain := func(pos int) (uint64, bool) {
+		if i, ok := slices.BinarySearchFunc(batch, pos, func(t Turn, p int) int { return cmp.Compare(t.Pos, p) }); ok {
+			return batch[i].Chain(), true
+		}
+		if pos >= 0 && pos == batch[0].Pos-1 {
+			return batch[0].Parent, true // the batch continues the history before it
+		}
+		return 0, false
 	}
 	st, err := s.locked(ctx, key, true)
 	if err != nil {
@@ -64,7 +67,7 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 	// no write (and no fsync) at all. A turn's chain covers every turn
 	// before it, so the turns held are those up to the latest one held.
 	var fresh []Turn
-	for i := len(batch) - 1; i >= 0 && !st.holds(batch[i].Pos, chains[batch[i].Pos]); i-- {
+	for i := len(batch) - 1; i >= 0 && !st.holds(batch[i].Pos, batch[i].Chain()); i-- {
 		fresh = append(fresh, withHandle(batch[i]))
 	}
 	slices.Reverse(fresh)
@@ -86,7 +89,6 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 	}
 
 	// Extend the branch this history continues, or start one.
-	chain := func(pos int) (uint64, bool) { c, ok := chains[pos]; return c, ok }
 	hi := batch[len(batch)-1].Pos
 	for _, x := range st.branches {
 		tip, ok := x.highest(0)
@@ -110,6 +112,30 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 	}
 	st.keep(x)
 	return n, nil
+}
+
+// inPositions returns turns in ascending position, one per position (the
+// first given wins) and none below 0: turns itself when it is so already,
+// as a window's evicted turns are.
+func inPositions(turns []Turn) []Turn {
+	strict := len(turns) > 0 && turns[0].Pos >= 0
+	for i := 1; i < len(turns) && strict; i++ {
+		strict = turns[i].Pos > turns[i-1].Pos
+	}
+	if strict {
+		return turns
+	}
+	batch := make([]Turn, 0, len(turns))
+	seen := make(map[int]bool, len(turns))
+	for _, t := range turns {
+		if seen[t.Pos] || t.Pos < 0 {
+			continue // one history holds one turn per position
+		}
+		seen[t.Pos] = true
+		batch = append(batch, t)
+	}
+	slices.SortStableFunc(batch, func(a, b Turn) int { return cmp.Compare(a.Pos, b.Pos) })
+	return batch
 }
 
 func (s *Store) insert(ctx context.Context, conv int64, turns []Turn, now time.Time) (n int, rev int64, err error) {
