@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,8 @@ import (
 type Store interface {
 	// Ingest stores turns idempotently, each on its chain (Turn.Parent):
 	// a turn already stored on the same chain is kept, a disagreeing one
-	// starts a branch.
+	// starts a branch. It keeps none of the slice past its return (the
+	// window reuses it).
 	Ingest(ctx context.Context, key memory.Key, turns []memory.Turn) (int, error)
 	// Search retrieves for q among the conversation's stored turns on
 	// q.Chain.
@@ -321,17 +323,27 @@ func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint
 	if req.Conversation == "" || w.store == nil {
 		return src
 	}
-	evicted := make([]memory.Turn, 0, cut.Start-cut.Sinks)
+	// The evicted turns are built in room reused from request to request:
+	// a long history evicts thousands, every turn, and the store keeps
+	// none of the slice (it copies what is new).
+	buf := evictedRoom.Get().(*[]memory.Turn)
+	evicted := (*buf)[:0]
 	for i := cut.Sinks; i < cut.Start; i++ {
 		evicted = append(evicted, turnAt(req.Messages, prefix, i))
 	}
-	if _, err := w.store.Ingest(ctx, src.key, evicted); err != nil {
+	_, err := w.store.Ingest(ctx, src.key, evicted)
+	clear(evicted) // hold no texts in the pool
+	*buf = evicted[:0]
+	evictedRoom.Put(buf)
+	if err != nil {
 		src.err = fmt.Errorf("memory store: ingest %s: %w", src.key, err)
 		return src
 	}
 	src.store = w.store
 	return src
 }
+
+var evictedRoom = sync.Pool{New: func() any { return new([]memory.Turn) }}
 
 func (s *source) search(q memory.Query) ([]memory.Hit, error) {
 	if s.store != nil && s.err == nil {
