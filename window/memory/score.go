@@ -68,8 +68,9 @@ func (x *Index) candidateTurns(qstems []string, limit int, out []int32) []int32 
 }
 
 // eachHeld calls fn(i) for each i < n whose doc(i) is in turns, ascending;
-// doc must ascend with i. It gallops through doc by binary search from the
-// last turn found, so it costs about len(turns)·log(n/len(turns)).
+// doc must ascend with i, and turns too. Each turn is found by binary
+// search in what is left after the one before, so it costs about
+// len(turns)·log n, however long doc is.
 func eachHeld(turns []int32, n int, doc func(int) int32, fn func(int)) {
 	j := 0
 	for _, d := range turns {

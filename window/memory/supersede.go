@@ -362,8 +362,7 @@ func eachSpan(ws []string, yield func(uint64) bool) bool {
 // capped, so appending to room never changes it: one search's updaters
 // share one room.
 func spans(room []uint64, ws []string) ([]uint64, spanSet) {
-	n := 0
-	eachSpan(ws, func(uint64) bool { n++; return true })
+	n := maxValueWords * len(ws) // at least the runs
 	size := 16
 	for size < 2*n {
 		size *= 2 // at most half full: probes stay short
