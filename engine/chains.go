@@ -83,6 +83,28 @@ func (c *Chains[K]) Keys(owner string, root K, msgs []Message, next func(K, Mess
 	return keys
 }
 
+// Same returns how many leading messages of msgs equal those of the list
+// Keys last remembered for owner, root and msgs' first message: messages
+// a caller already checked when it passed that list (0 if none is held).
+func (c *Chains[K]) Same(owner string, root K, msgs []Message, next func(K, Message) K) int {
+	if c == nil || len(msgs) < MinChainMessages {
+		return 0
+	}
+	slot := chainSlot[K]{owner: owner, first: next(root, msgs[0])}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.held[slot]
+	if e == nil {
+		return 0
+	}
+	n := min(len(e.msgs), len(msgs))
+	same := 1 // the slot's first message
+	for same < n && e.msgs[same] == msgs[same] {
+		same++
+	}
+	return same
+}
+
 // remember holds msgs and keys in slot, in place of what it held.
 func (c *Chains[K]) remember(slot chainSlot[K], msgs []Message, keys []K) {
 	e := &chainEntry[K]{msgs: slices.Clone(msgs), keys: slices.Clone(keys)}

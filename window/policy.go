@@ -64,16 +64,18 @@ var _ Policy = cutter{}
 func (p cutter) Name() string { return p.name }
 
 func (p cutter) Cut(msgs []engine.Message, count Counter) (Cut, error) {
-	return p.cutWithin(msgs, count, 0)
+	return p.cutWithin(msgs, count, 0, 0)
 }
 
 // cutWithin is Cut for a request that may take up to limit tokens when its
-// newest unit alone passes the budget (0: the budget; see fit).
-func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit int) (Cut, error) {
+// newest unit alone passes the budget (0: the budget; see fit), whose first
+// checked messages are known to be valid (their content is not checked
+// again: see Window.Build).
+func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit, checked int) (Cut, error) {
 	if count == nil {
 		count = ApproxCount
 	}
-	tokens, err := validate(p.name, msgs, count, p.s.Budget)
+	tokens, err := validate(p.name, msgs, count, p.s.Budget, checked)
 	if err != nil {
 		return Cut{}, err
 	}

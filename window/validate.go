@@ -8,16 +8,19 @@ import (
 	"kvwin/engine"
 )
 
-// validate checks every message and counts its tokens: system and user
-// messages must have content; assistant and tool messages may be empty. A message larger
-// than the budget is a TooLongError under every policy: no cut can send it.
-func validate(policy string, msgs []engine.Message, count Counter, budget int) ([]int, error) {
+// validate checks every message but the first checked and counts every
+// message's tokens: system and user messages must have content; assistant
+// and tool messages may be empty. A message larger than the budget is a
+// TooLongError under full and sliding, which send messages whole.
+func validate(policy string, msgs []engine.Message, count Counter, budget, checked int) ([]int, error) {
 	if len(msgs) == 0 {
 		return nil, ErrNoMessages
 	}
 	tokens := make([]int, len(msgs))
 	for i, m := range msgs {
 		switch {
+		case i < checked:
+			// Equal to a message of a list already found valid (Build).
 		case !engine.ValidRole(m.Role):
 			return nil, fmt.Errorf("message %d: role %q: %w", i, m.Role, ErrInvalidMessage)
 		case !utf8.ValidString(m.Content):

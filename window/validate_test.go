@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"kvwin/engine"
+	"kvwin/internal/ident"
 )
 
 func TestBadInput(t *testing.T) {
@@ -120,5 +121,46 @@ func TestTooLongNamesTheWindowBudget(t *testing.T) {
 	}
 	if got, want := cl.Error(), "the window budget is 2048 tokens, but the prompt needs 7068 tokens"; got != want {
 		t.Errorf("message %q, want %q", got, want)
+	}
+}
+
+// A long history a tenant sent before is not checked again where it is the
+// same, and every message where it differs is: an invalid message is a 400
+// whether it is new or replaces one of the history.
+func TestBadInputAfterAValidHistory(t *testing.T) {
+	for _, policy := range Policies() {
+		t.Run(policy, func(t *testing.T) {
+			w, err := New(Config{Settings: Settings{Budget: 100_000}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			good := chat(2*engine.MinChainMessages, 20)
+			build := func(msgs []engine.Message) error {
+				_, err := w.Build(context.Background(), Request{Policy: policy, Owner: ident.Owner{Tenant: "t", Conversation: "c"}, Messages: msgs, Count: byLen})
+				return err
+			}
+			if err := build(good); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.chains.Same("t", 0, good, linkNext); got != len(good) {
+				t.Fatalf("the valid history is remembered for %d of its %d messages", got, len(good))
+			}
+			bad := engine.Message{Role: engine.RoleUser, Content: "ok \xff\xfe"}
+			for _, at := range []int{1, len(good) / 2, len(good) - 1, len(good)} {
+				msgs := append([]engine.Message(nil), good...)
+				if at == len(good) {
+					msgs = append(msgs, bad)
+				} else {
+					msgs[at] = bad
+				}
+				if err := build(msgs); !errors.Is(err, ErrInvalidMessage) || !strings.Contains(err.Error(), "UTF-8") {
+					t.Fatalf("invalid message %d after a valid history: %v, want a UTF-8 error", at, err)
+				}
+			}
+			// Another tenant's list is checked whole.
+			if got := w.chains.Same("u", 0, good, linkNext); got != 0 {
+				t.Fatalf("another tenant's list is known valid for %d messages", got)
+			}
+		})
 	}
 }

@@ -87,7 +87,8 @@ type Window struct {
 	packets  *memo[uint64, Packet]
 	indexes  *memo[uint64, *memory.Index]
 	// chains remembers the prefix hashes of recent long histories
-	// (linkNext): a turn that continues one hashes only what is new.
+	// (linkNext), each once the cut found it valid: a turn that continues
+	// one hashes, and checks, only what is new.
 	chains engine.Chains[uint64]
 }
 
@@ -199,14 +200,20 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	if count == nil {
 		count = ApproxCount
 	}
-	cut, err := pol.cutWithin(req.Messages, count, req.Limit)
+	// The messages a list this owner sent before (and the cut found valid)
+	// begins with are not checked again: a long conversation resends its
+	// history every turn.
+	checked := w.chains.Same(req.Owner.Tenant, 0, req.Messages, linkNext)
+	cut, err := pol.cutWithin(req.Messages, count, req.Limit, checked)
 	if err != nil {
 		return Result{}, err
 	}
 	res := Result{Cut: cut}
 	var packets map[int]Packet
 	if len(cut.Asks) > 0 {
-		packets, res.Degraded = w.buildPackets(ctx, req, cut, count, nil)
+		packets, res.Degraded = w.buildPackets(ctx, req, cut, count, nil) // remembers the list (chains)
+	} else if checked < len(req.Messages) {
+		w.chains.Keys(req.Owner.Tenant, 0, req.Messages, linkNext) // remembered as valid
 	}
 	res.Messages = make([]engine.Message, 0, cut.Sinks+cut.Messages-cut.Start)
 	excerpts := cut.Excerpts
