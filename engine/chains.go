@@ -38,6 +38,9 @@ type chainEntry[K comparable] struct {
 	msgs  []Message
 	keys  []K
 	bytes int
+	// version counts the entry's changes: a list compared with it is
+	// appended to it only if it has not changed since (remember).
+	version uint64
 }
 
 // MinChainMessages is the shortest list Chains remembers.
@@ -68,18 +71,21 @@ func (c *Chains[K]) Keys(owner string, root K, msgs []Message, next func(K, Mess
 	slot := chainSlot[K]{owner: owner, first: keys[1]}
 	from := 1
 	c.mu.Lock()
-	if e := c.held[slot]; e != nil {
+	e := c.held[slot]
+	var version uint64
+	if e != nil {
 		n := min(len(e.msgs), len(msgs))
 		for from < n && e.msgs[from] == msgs[from] {
 			from++
 		}
 		copy(keys[2:from+1], e.keys[2:from+1])
+		version = e.version
 	}
 	c.mu.Unlock()
 	for i := from; i < len(msgs); i++ {
 		keys[i+1] = next(keys[i], msgs[i])
 	}
-	c.remember(slot, msgs, keys)
+	c.remember(slot, msgs, keys, e, version, from)
 	return keys
 }
 
@@ -105,27 +111,52 @@ func (c *Chains[K]) Same(owner string, root K, msgs []Message, next func(K, Mess
 	return same
 }
 
-// remember holds msgs and keys in slot, in place of what it held.
-func (c *Chains[K]) remember(slot chainSlot[K], msgs []Message, keys []K) {
-	e := &chainEntry[K]{msgs: slices.Clone(msgs), keys: slices.Clone(keys)}
-	for _, m := range msgs {
-		e.bytes += len(m.Role) + len(m.Content)
-	}
-	if e.bytes > maxChainBytes/4 {
-		return // one list may not take the room of the others
+// remember holds msgs and keys in slot, in place of what it held. If that
+// is compared, the entry Keys compared msgs with at version, its first
+// same messages equal msgs' and only the rest is copied (a turn adds a few
+// messages to thousands).
+func (c *Chains[K]) remember(slot chainSlot[K], msgs []Message, keys []K, compared *chainEntry[K], version uint64, same int) {
+	size := func(ms []Message) (n int) {
+		for _, m := range ms {
+			n += len(m.Role) + len(m.Content)
+		}
+		return n
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.held == nil {
 		c.held = map[chainSlot[K]]*chainEntry[K]{}
 	}
-	if old := c.held[slot]; old != nil {
-		c.bytes -= old.bytes
+	e := c.held[slot]
+	if e == nil || e != compared || e.version != version || same < 1 {
+		// None, or changed since Keys compared (another request's): anew.
+		if e != nil {
+			c.bytes -= e.bytes
+			c.order = slices.DeleteFunc(c.order, func(s chainSlot[K]) bool { return s == slot })
+			delete(c.held, slot)
+		}
+		e, same = &chainEntry[K]{}, 0
+	} else {
 		c.order = slices.DeleteFunc(c.order, func(s chainSlot[K]) bool { return s == slot })
+	}
+	c.bytes -= size(e.msgs[same:])
+	e.bytes -= size(e.msgs[same:])
+	e.version++
+	e.msgs = append(e.msgs[:same], msgs[same:]...)
+	k := 0 // keys held: the root's and those of the same messages
+	if same > 0 {
+		k = same + 1
+	}
+	e.keys = append(e.keys[:k], keys[k:]...)
+	e.bytes += size(msgs[same:])
+	c.bytes += size(msgs[same:])
+	if e.bytes > maxChainBytes/4 {
+		c.bytes -= e.bytes
+		delete(c.held, slot)
+		return // one list may not take the room of the others
 	}
 	c.held[slot] = e
 	c.order = append(c.order, slot)
-	c.bytes += e.bytes
 	for len(c.order) > maxChains || c.bytes > maxChainBytes {
 		s := c.order[0]
 		c.order = c.order[1:]

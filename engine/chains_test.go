@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -92,5 +93,66 @@ func TestChainsAreBounded(t *testing.T) {
 	c.Keys("t", 1, chainMessages(MinChainMessages, "0"), next) // the oldest, let go
 	if calls != MinChainMessages {
 		t.Fatalf("the oldest list hashed in %d steps, want all %d", calls, MinChainMessages)
+	}
+}
+
+// Requests of one owner that branch from each other at once (a retry, an
+// edit of an old message) each get their own list's keys, whatever the
+// others left remembered.
+func TestChainsBranchingAtOnce(t *testing.T) {
+	var c Chains[uint64]
+	base := chainMessages(3*MinChainMessages, "b")
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			calls := 0
+			next := chainStep(&calls)
+			for i := 0; i < 200; i++ {
+				msgs := slices.Clone(base[:MinChainMessages+(g*7+i)%(2*MinChainMessages)])
+				if i%3 == 0 { // a branch: one old message edited
+					at := 1 + (g+i)%(len(msgs)-1)
+					msgs[at].Content = fmt.Sprintf("edit %d %d", g, i)
+				}
+				if got := c.Keys("t", 3, msgs, next); !slices.Equal(got, plainKeys(3, msgs)) {
+					errs <- fmt.Sprintf("goroutine %d, list %d: keys differ from the plain chain's", g, i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}
+
+// A list is appended to what it was compared with only if nothing changed
+// it meanwhile: here another request's list, branching earlier, replaced it
+// between the compare and the remember, and a list made of that request's
+// head and the first's tail must still get its own keys.
+func TestChainsRememberOnlyWhatWasCompared(t *testing.T) {
+	var c Chains[uint64]
+	calls := 0
+	next := chainStep(&calls)
+	a := chainMessages(2*MinChainMessages, "a")
+	c.Keys("t", 1, a, next)
+	slot := chainSlot[uint64]{owner: "t", first: next(1, a[0])}
+	// Request b continues a; it compares (as Keys does) and hashes...
+	b := append(slices.Clone(a), Message{Role: RoleUser, Content: "b's ask"})
+	compared, version := c.held[slot], c.held[slot].version
+	keysB := plainKeys(1, b)
+	// ...while request cc, which edits message 10, is remembered.
+	cc := slices.Clone(a)
+	cc[10].Content = "edited"
+	c.Keys("t", 1, cc, next)
+	c.remember(slot, b, keysB, compared, version, len(a))
+	// cc's head with b's tail: every key its own.
+	d := append(slices.Clone(cc), b[len(a)])
+	if got := c.Keys("t", 1, d, next); !slices.Equal(got, plainKeys(1, d)) {
+		t.Fatal("a list matching a mixed memory got another list's keys")
 	}
 }
