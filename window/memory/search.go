@@ -527,6 +527,9 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		}
 		out = append(out, Hit{Turn: t, Score: c.score, Fact: c.fact})
 	}
+	if ups != nil {
+		ups.release() // the index keeps the room, not this search's turns
+	}
 	return out, stats
 }
 
@@ -557,22 +560,17 @@ func (x *Index) updaters(q Query, m match, ranked []cand) *updaterList {
 	// (under x.mu): a search reads hundreds of updaters.
 	l := &x.ups
 	maybe := l.turns[:0]
-	for i := range q.Window {
-		maybe = append(maybe, &q.Window[i])
-	}
-	for _, c := range ranked {
-		if !c.weak {
-			maybe = append(maybe, &x.turns[c.doc])
+	if len(m.subjects) > 0 { // else nothing is read
+		for i := range q.Window {
+			maybe = append(maybe, &q.Window[i])
+		}
+		for _, c := range ranked {
+			if !c.weak {
+				maybe = append(maybe, &x.turns[c.doc])
+			}
 		}
 	}
-	read, words, room := l.read[:0], l.words[:0], l.room[:0]
-	*l = *newUpdaterList(maybe, m.subjects, x.facts.sayingsOf)
-	if l.turns != nil {
-		l.turns = maybe // sorted in place
-	} else {
-		l.turns = maybe[:0] // no subjects: nothing to read
-	}
-	l.read, l.words, l.room = read, words, room
+	l.reset(maybe, m.subjects, x.facts.sayingsOf)
 	return l
 }
 

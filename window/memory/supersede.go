@@ -212,15 +212,24 @@ type updaterList struct {
 	read     []updater
 }
 
-// newUpdaterList returns the updaters among turns for statements about
-// subjects (none if there are no subjects). It holds the turns, not
-// copies: a Turn is too large to copy by the thousand.
-func newUpdaterList(turns []*Turn, subjects []string, said func(Turn) []saying) *updaterList {
+// reset readies l to read the updaters among turns for statements about
+// subjects (none if there are no subjects), keeping its room. It holds the
+// turns, not copies: a Turn is too large to copy by the thousand.
+func (l *updaterList) reset(turns []*Turn, subjects []string, said func(Turn) []saying) {
 	if len(subjects) == 0 {
-		return &updaterList{}
+		turns = turns[:0]
 	}
 	slices.SortFunc(turns, func(a, b *Turn) int { return b.Pos - a.Pos })
-	return &updaterList{turns: turns, subjects: subjects, said: said}
+	*l = updaterList{turns: turns, subjects: subjects, said: said, read: l.read[:0], words: l.words[:0], room: l.room[:0]}
+}
+
+// release lets go of what l read (the turns and their texts), keeping its
+// room for the next search.
+func (l *updaterList) release() {
+	clear(l.turns)
+	clear(l.read)
+	clear(l.words)
+	*l = updaterList{turns: l.turns[:0], read: l.read[:0], words: l.words[:0], room: l.room[:0]}
 }
 
 // at returns the i-th updater (latest first) if it is later than pos,
