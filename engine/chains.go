@@ -74,10 +74,7 @@ func (c *Chains[K]) Keys(owner string, root K, msgs []Message, next func(K, Mess
 	e := c.held[slot]
 	var version uint64
 	if e != nil {
-		n := min(len(e.msgs), len(msgs))
-		for from < n && e.msgs[from] == msgs[from] {
-			from++
-		}
+		from = e.same(msgs)
 		copy(keys[2:from+1], e.keys[2:from+1])
 		version = e.version
 	}
@@ -99,12 +96,16 @@ func (c *Chains[K]) Same(owner string, root K, msgs []Message, next func(K, Mess
 	slot := chainSlot[K]{owner: owner, first: next(root, msgs[0])}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.held[slot]
-	if e == nil {
-		return 0
+	if e := c.held[slot]; e != nil {
+		return e.same(msgs)
 	}
-	n := min(len(e.msgs), len(msgs))
-	same := 1 // the slot's first message
+	return 0
+}
+
+// same returns how many leading messages of msgs equal e's: at least the
+// first, which names e's slot. Callers hold the Chains' lock.
+func (e *chainEntry[K]) same(msgs []Message) int {
+	n, same := min(len(e.msgs), len(msgs)), 1
 	for same < n && e.msgs[same] == msgs[same] {
 		same++
 	}

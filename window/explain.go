@@ -46,9 +46,12 @@ func (w *Window) Explain(ctx context.Context, req Request, positions []int) ([]m
 	if count == nil {
 		count = ApproxCount
 	}
+	// The prefix hashes as Build made them; the request's own turns, never
+	// the store.
+	prefix := w.chains.Keys(req.Owner.Tenant, 0, req.Messages, linkNext)
 	own := req
-	own.Conversation = "" // the request's own turns, never the store
-	_, _ = w.buildPackets(ctx, own, res.Cut, count, func(src *source, q memory.Query) {
+	own.Conversation = ""
+	_, _ = w.buildPackets(ctx, own, res.Cut, prefix, count, func(src *source, q memory.Query) {
 		want := make([]int, len(ask))
 		for j, i := range ask {
 			want[j] = positions[i]

@@ -40,11 +40,12 @@ func isQuestion(ask string) bool {
 }
 
 // longAsk is the length in bytes past which an ask is a statement whatever
-// it asks: one passage of memory's (the unit it quotes by). Such an ask brings the material it asks about (a paste, code, a
-// draft, the error and the file it came from), and in an assistant chat
-// it is most of what users send: read as questions, they took the
-// question's packet at almost every turn, and each packet costs its turn
-// and the next their reuse (docs/window.md, The reuse allowance).
+// it asks: one passage of memory's (the unit it quotes by). Such an ask
+// brings the material it asks about (a paste, code, a draft, the error and
+// the file it came from), and in an assistant chat it is most of what
+// users send: read as questions, they took the question's packet at almost
+// every turn, and each packet costs its turn and the next their reuse
+// (docs/window.md, The reuse allowance).
 const longAsk = memory.PassageBytes
 
 // firstWord returns the first run of letters in s ("" if none), reading

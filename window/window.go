@@ -208,12 +208,12 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// Found valid, the list is remembered with its prefix hashes.
+	prefix := w.chains.Keys(req.Owner.Tenant, 0, req.Messages, linkNext)
 	res := Result{Cut: cut}
 	var packets map[int]Packet
 	if len(cut.Asks) > 0 {
-		packets, res.Degraded = w.buildPackets(ctx, req, cut, count, nil) // remembers the list (chains)
-	} else if checked < len(req.Messages) {
-		w.chains.Keys(req.Owner.Tenant, 0, req.Messages, linkNext) // remembered as valid
+		packets, res.Degraded = w.buildPackets(ctx, req, cut, prefix, count, nil)
 	}
 	res.Messages = make([]engine.Message, 0, cut.Sinks+cut.Messages-cut.Start)
 	excerpts := cut.Excerpts
@@ -250,11 +250,11 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 }
 
 // buildPackets builds (or recalls) the packet of every ask since the step,
-// in order, each seeing the packets before it. explain, if set, is given
-// the query of the latest ask and the source it searches (Explain).
-func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, count Counter, explain func(*source, memory.Query)) (map[int]Packet, error) {
+// in order, each seeing the packets before it; prefix[i] is the chain of
+// the request's first i messages (linkNext). explain, if set, is given the
+// query of the latest ask and the source it searches (Explain).
+func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, prefix []uint64, count Counter, explain func(*source, memory.Query)) (map[int]Packet, error) {
 	msgs := req.Messages
-	prefix := w.chains.Keys(req.Owner.Tenant, 0, msgs, linkNext)
 	key := req.Owner
 	src := w.source(ctx, req, cut, prefix)
 
