@@ -27,7 +27,7 @@ func checkGrammar(src string) (shortest int, err error) {
 			return 0, engine.Invalid("the grammar contains a NUL byte at offset %d", i)
 		}
 	}
-	p := &gParser{src: src, names: map[string]int{}}
+	p := &gParser{src: src, names: map[string]int{}, terms: []gHead{anyChar}}
 	if err := p.parse(); err != nil {
 		return 0, err
 	}
@@ -40,6 +40,7 @@ type gItem struct {
 	chars int // a terminal's length in characters
 	min   int
 	max   int // -1: unbounded
+	term  int // a terminal's index in gParser.terms (0: any character)
 }
 
 type gRule struct {
@@ -53,7 +54,8 @@ type gParser struct {
 	pos      int
 	names    map[string]int
 	rules    []gRule
-	elements int // llama.cpp grammar elements after expansion, so far
+	elements int     // llama.cpp grammar elements after expansion, so far
+	terms    []gHead // each terminal's first characters (gbnf_branches.go)
 }
 
 func (p *gParser) fail(format string, args ...any) error {
@@ -112,20 +114,21 @@ func (p *gParser) name() (string, error) {
 	return p.src[start:p.pos], nil
 }
 
-// char reads one character of a literal or a class, escapes included.
-func (p *gParser) char() error {
+// char reads one character of a literal or a class, escapes included,
+// and returns it.
+func (p *gParser) char() (rune, error) {
 	if p.pos >= len(p.src) {
-		return p.fail("unexpected end of input")
+		return 0, p.fail("unexpected end of input")
 	}
 	if p.src[p.pos] != '\\' {
-		_, n := utf8.DecodeRuneInString(p.src[p.pos:])
+		r, n := utf8.DecodeRuneInString(p.src[p.pos:])
 		p.pos += n
-		return nil
+		return r, nil
 	}
 	if p.pos+1 >= len(p.src) {
-		return p.fail("unexpected end of input")
+		return 0, p.fail("unexpected end of input")
 	}
-	hex := 0
+	hex, r := 0, rune(p.src[p.pos+1])
 	switch p.src[p.pos+1] {
 	case 'x':
 		hex = 2
@@ -133,19 +136,37 @@ func (p *gParser) char() error {
 		hex = 4
 	case 'U':
 		hex = 8
-	case 't', 'r', 'n', '\\', '"', '[', ']':
+	case 't':
+		r = '\t'
+	case 'r':
+		r = '\r'
+	case 'n':
+		r = '\n'
+	case '\\', '"', '[', ']':
 	default:
-		return p.fail("unknown escape")
+		return 0, p.fail("unknown escape")
 	}
 	p.pos += 2
+	if hex > 0 {
+		r = 0
+	}
 	for range hex {
 		c := p.peek()
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return p.fail("expecting %d hex digits", hex)
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, p.fail("expecting %d hex digits", hex)
 		}
+		r = r<<4 | rune(d)
 		p.pos++
 	}
-	return nil
+	return r, nil
 }
 
 func (p *gParser) parse() error {
@@ -261,43 +282,59 @@ func (p *gParser) sequence(name string, nested bool, depth int) ([]gItem, error)
 func (p *gParser) literal() (gItem, error) {
 	p.pos++
 	n := 0
+	var h gHead
 	for p.peek() != '"' {
-		if err := p.char(); err != nil {
+		r, err := p.char()
+		if err != nil {
 			return gItem{}, err
+		}
+		if n == 0 {
+			h.first.add(r, r)
+		}
+		if len(h.lead) < maxLead {
+			h.lead = utf8.AppendRune(h.lead, r)
 		}
 		n++
 	}
 	p.pos++
 	p.elements += n
-	return gItem{rule: -1, chars: n, min: 1, max: 1}, nil
+	return gItem{rule: -1, chars: n, min: 1, max: 1, term: p.term(h)}, nil
 }
 
 // charClass reads a [character class], one character long; llama.cpp
 // writes an empty one, [] or [^], as nothing: it matches the empty text.
 func (p *gParser) charClass() (gItem, error) {
 	p.pos++
-	if p.peek() == '^' {
+	negated := p.peek() == '^'
+	if negated {
 		p.pos++
 	}
 	if p.peek() == ']' {
 		p.pos++
 		return gItem{rule: -1, chars: 0, min: 1, max: 1}, nil
 	}
+	var h gHead
 	for p.peek() != ']' {
-		if err := p.char(); err != nil {
+		lo, err := p.char()
+		if err != nil {
 			return gItem{}, err
 		}
+		hi := lo
 		p.elements++
 		if p.peek() == '-' && p.pos+1 < len(p.src) && p.src[p.pos+1] != ']' {
 			p.pos++
-			if err := p.char(); err != nil {
+			if hi, err = p.char(); err != nil {
 				return gItem{}, err
 			}
 			p.elements++
 		}
+		h.first.add(lo, hi)
 	}
 	p.pos++
-	return gItem{rule: -1, chars: 1, min: 1, max: 1}, nil
+	if negated {
+		return gItem{rule: -1, chars: 1, min: 1, max: 1}, nil // any character, near enough
+	}
+	return gItem{rule: -1, chars: 1, min: 1, max: 1, term: p.term(h)}, nil
 }
 
 // group reads a (parenthesised group) into a rule of its own.
@@ -455,6 +492,9 @@ func (p *gParser) analyze() (int, error) {
 			return 0, engine.Invalid("the grammar's rule %q accepts no finite text (it requires itself without end), so a text that enters it could never finish", p.rules[r].name)
 		}
 	}
+	if err := p.checkBranches(m); err != nil { // gbnf_branches.go
+		return 0, err
+	}
 	return root, nil
 }
 
@@ -494,6 +534,7 @@ type gMeasures struct {
 	nest     []int
 	mark     []uint8 // gUnvisited, gInProgress or gDone
 	maxWidth int     // the widest seen so far
+	order    []int   // the rules in the order settled
 }
 
 // The marks of analyze's depth-first walk.
@@ -678,6 +719,7 @@ func (m *gMeasures) settle(rule int, r gRule) error {
 	m.depth[rule], m.width[rule], m.states[rule], m.ways[rule], m.nest[rule] = d, w, max(s, 1), ways, nest
 	m.maxWidth = max(m.maxWidth, w, ways)
 	m.mark[rule] = gDone
+	m.order = append(m.order, rule)
 	if d > maxGrammarDepth {
 		return engine.Invalid("the grammar's rules nest more than %d deep through items that can be empty or start a rule (the limit on grammar nesting)", maxGrammarDepth)
 	}

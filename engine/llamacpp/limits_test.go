@@ -217,6 +217,22 @@ func TestGrammarLimits(t *testing.T) {
 		// itself without end escapes the measures, which assume finite
 		// rules; 17 s for eight characters under a root that can finish.
 		{"a rule with no finite text under a finite root", "root::=\"b\"|x\nx::=.x*???????????????x*?????????????x*?????x", "accepts no finite text", 0},
+		// Found by FuzzRawGrammar: after ".", each nested optional x*
+		// can take the next "." and push a frame, so llama.cpp's stacks
+		// double with each level (23 s for eight characters; x . x* x*
+		// root 75 ms for twelve, and four times that per character).
+		{"two recursive references that can start alike", "root::=\"b\"|x\nx::=.x*???????????????x*?????????????x*??root", "two references that start with the same character", 0},
+		{"two recursive stars", "root ::= \"b\" | x\nx ::= \".\" x* x* root", "two references", 0},
+		{"two optional recursive groups", "root ::= x\nx ::= \".\" (x \",\")? (x \";\")? \"b\"", "two references", 0},
+		{"two alternatives recursing alike", "root ::= x\nx ::= \".\" y | \"b\"\ny ::= x \",\" | x \";\"", "two references", 0},
+		// One pushing reference and one in the last place: llama.cpp
+		// replaces the frame for the last, and the stacks grow with the
+		// depth only (12 us a character at 4 characters, 16 at 12).
+		{"one recursive star and a reference in the last place", "root ::= \"b\" | x\nx ::= \".\" x* root", "", 1},
+		// Optional recursive properties start with their names.
+		{"recursive object with optional properties", "root ::= n\nn ::= \"{\" a? b? \"}\"\na ::= \"\\\"left\\\":\" n \",\"\nb ::= \"\\\"right\\\":\" n \",\"", "", 2},
+		{"recursive alternatives told apart by their literals", "root ::= x\nx ::= \"(\" y | \"b\"\ny ::= a \")\" | c \")\"\na ::= \"if\" x\nc ::= \"int\" x \"!\"", "", 1},
+		{"recursive alternatives that start with one literal", "root ::= x\nx ::= \"(\" y | \"b\"\ny ::= a \")\" | c \")\"\na ::= \"in\" x\nc ::= \"in\" x \"!\"", "two references", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			short, err := checkGrammar(tc.grammar)

@@ -1,0 +1,262 @@
+package llamacpp
+
+import "kvwin/engine"
+
+// checkBranches refuses a recursion that a text can enter at two places at
+// once. llama.cpp keeps one parse stack per way the text read so far can
+// continue, and a reference that is not the last item of its sequence
+// pushes the position after it onto the stack. When two such references to
+// rules of one recursion can both read the next character, as in
+// x ::= "." x? x? "b" (after ".", either x? can take the next "."), the
+// stacks split in two at every level the text goes down, and a text of n
+// characters keeps 2^n of them (found by FuzzRawGrammar: x ::= . x* x* x*
+// x* root took 10 s for eight characters; with one such reference, or
+// with the second in the last place, llama.cpp replaces the frame instead
+// of pushing one, and the stacks grow with the depth only).
+//
+// The rule: in a rule on a cycle of references, no two references to
+// rules of that cycle that push a frame (not the last item of their
+// sequence, or repeated) may be reached from one position (through items
+// that can be empty, or as the first items of two alternatives) when both
+// can start with the same character. Two that start with literals of
+// which neither is a prefix of the other part within those literals and
+// are told apart (the optional properties of a recursive object).
+// Characters are compared exactly below 128; all others are one class,
+// and a negated class is any character.
+func (p *gParser) checkBranches(m *gMeasures) error {
+	n := len(p.rules)
+	succ := make([][]int, n)
+	self := make([]bool, n)
+	for r, rule := range p.rules {
+		for _, alt := range rule.alts {
+			for _, it := range alt {
+				if it.rule >= 0 {
+					succ[r] = append(succ[r], it.rule)
+					self[r] = self[r] || it.rule == r
+				}
+			}
+		}
+	}
+	comp := sccs(succ)
+	size := make(map[int]int)
+	for _, c := range comp {
+		size[c]++
+	}
+	heads := p.ruleHeads(m)
+	var set headSet
+	for r, rule := range p.rules {
+		if size[comp[r]] < 2 && !self[r] {
+			continue // on no cycle
+		}
+		head := func(alt []gItem, j int) (gHead, bool) {
+			it := alt[j]
+			if it.rule < 0 || comp[it.rule] != comp[r] || (j == len(alt)-1 && it.max >= 0 && it.max <= 1) {
+				return gHead{}, false
+			}
+			return heads[it.rule], true
+		}
+		refuse := func(j int, alt []gItem) error {
+			return engine.Invalid("the grammar's rule %q can go down its recursion through two references that start with the same character (as in x ::= \".\" x? x? \"b\"): llama.cpp's parse stacks double with every level the text goes down; make the choices start with different characters, or recurse in one place", p.rules[alt[j].rule].name)
+		}
+		// Within each sequence: the references reachable from each
+		// position, walking back from its end.
+		for _, alt := range rule.alts {
+			set.reset()
+			for j := len(alt) - 1; j >= 0; j-- {
+				if !m.nullable(alt[j]) {
+					set.reset()
+				}
+				if h, ok := head(alt, j); ok && set.add(h) {
+					return refuse(j, alt)
+				}
+			}
+		}
+		// Across alternatives: the references each can start with.
+		set.reset()
+		for _, alt := range rule.alts {
+			for j := range alt {
+				if h, ok := head(alt, j); ok && set.add(h) {
+					return refuse(j, alt)
+				}
+				if !m.nullable(alt[j]) {
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// maxLead bounds the literal prefix kept of a rule's texts.
+const maxLead = 32
+
+// gHead is what a terminal or a rule's texts can start with: the set of
+// first characters, and the prefix every text of it shares when that is
+// a known literal (empty otherwise).
+type gHead struct {
+	first charSet
+	lead  []byte
+}
+
+// charSet holds characters below 128 exactly and all others as bit 128.
+type charSet [3]uint64
+
+func (s *charSet) add(lo, hi rune) {
+	for c := max(lo, 0); c <= hi && c < 128; c++ {
+		s[c>>6] |= 1 << (c & 63)
+	}
+	if hi >= 128 {
+		s[2] |= 1
+	}
+}
+
+func (s charSet) meets(o charSet) bool {
+	return s[0]&o[0] != 0 || s[1]&o[1] != 0 || s[2]&o[2] != 0
+}
+
+func (s *charSet) union(o charSet) { s[0], s[1], s[2] = s[0]|o[0], s[1]|o[1], s[2]|o[2] }
+
+// anyChar is the head of ".", a negated class, and what is not known.
+var anyChar = gHead{first: charSet{^uint64(0), ^uint64(0), 1}}
+
+// term records a terminal's head and returns its index in p.terms.
+func (p *gParser) term(h gHead) int {
+	p.terms = append(p.terms, h)
+	return len(p.terms) - 1
+}
+
+// ruleHeads computes each rule's head. First characters are a fixed point
+// (a rule's depend on the rules its texts can start with, which a
+// recursion can reach again through a rule that starts with a character),
+// reached with a worklist: a rule's set only grows, so each is revisited at
+// most once per character. Leads are computed once, in the order analyze's
+// walk settled the rules; a rule not settled yet counts as having none,
+// which can only find more conflicts.
+func (p *gParser) ruleHeads(m *gMeasures) []gHead {
+	heads := make([]gHead, len(p.rules))
+	itemHead := func(it gItem) gHead {
+		switch {
+		case it.rule >= 0:
+			return heads[it.rule]
+		case it.chars == 0:
+			return gHead{} // matches the empty text only
+		case it.term > 0 && it.term < len(p.terms):
+			return p.terms[it.term]
+		}
+		return anyChar
+	}
+	users := make([][]int, len(p.rules)) // the rules whose texts can start with each
+	for r, rule := range p.rules {
+		for _, alt := range rule.alts {
+			for _, it := range alt {
+				if it.rule >= 0 {
+					users[it.rule] = append(users[it.rule], r)
+				}
+				if !m.nullable(it) {
+					break
+				}
+			}
+		}
+	}
+	for _, r := range m.order {
+		var lead []byte
+		for a, alt := range p.rules[r].alts {
+			var l []byte
+			if len(alt) > 0 && !m.nullable(alt[0]) {
+				l = itemHead(alt[0]).lead
+			}
+			if a == 0 {
+				lead = l
+			} else {
+				lead = lead[:commonPrefix(lead, l)]
+			}
+		}
+		heads[r].lead = lead
+	}
+	work := make([]int, len(p.rules))
+	queued := make([]bool, len(p.rules))
+	for r := range work {
+		work[r], queued[r] = r, true
+	}
+	for len(work) > 0 {
+		r := work[len(work)-1]
+		work, queued[r] = work[:len(work)-1], false
+		first := heads[r].first
+		for _, alt := range p.rules[r].alts {
+			for _, it := range alt {
+				first.union(itemHead(it).first)
+				if !m.nullable(it) {
+					break
+				}
+			}
+		}
+		if first == heads[r].first {
+			continue
+		}
+		heads[r].first = first
+		for _, u := range users[r] {
+			if !queued[u] {
+				work, queued[u] = append(work, u), true
+			}
+		}
+	}
+	return heads
+}
+
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// headSet holds the heads reachable from one position and tells whether a
+// new one can start with a character one of them can: leads are told apart
+// when neither is a prefix of the other.
+type headSet struct {
+	any      charSet             // the first characters of every head
+	unled    charSet             // the first characters of heads without a lead
+	leads    map[string]struct{} // the leads
+	prefixes map[string]struct{} // every prefix of every lead
+}
+
+func (s *headSet) reset() {
+	s.any, s.unled = charSet{}, charSet{}
+	clear(s.leads)
+	clear(s.prefixes)
+}
+
+// add adds h and reports whether it meets a head already held.
+func (s *headSet) add(h gHead) bool {
+	if len(h.lead) == 0 {
+		if h.first.meets(s.any) {
+			return true
+		}
+	} else {
+		if h.first.meets(s.unled) {
+			return true
+		}
+		if _, ok := s.prefixes[string(h.lead)]; ok {
+			return true // h's lead is a prefix of one held
+		}
+		for i := 1; i <= len(h.lead); i++ {
+			if _, ok := s.leads[string(h.lead[:i])]; ok {
+				return true // one held is a prefix of h's lead
+			}
+		}
+	}
+	s.any.union(h.first)
+	if len(h.lead) == 0 {
+		s.unled.union(h.first)
+		return false
+	}
+	if s.leads == nil {
+		s.leads, s.prefixes = map[string]struct{}{}, map[string]struct{}{}
+	}
+	s.leads[string(h.lead)] = struct{}{}
+	for i := 1; i <= len(h.lead); i++ {
+		s.prefixes[string(h.lead[:i])] = struct{}{}
+	}
+	return false
+}
