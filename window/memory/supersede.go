@@ -288,24 +288,72 @@ func isRole(subject, role string) bool {
 }
 
 // containsLower is strings.Contains(strings.ToLower(text), sub) for a
-// lower-case sub, without lowering a copy of text where text is ASCII.
+// lower-case sub, without lowering a copy of text where text is ASCII. It
+// finds the places sub can start with strings.IndexByte, once for each case
+// of its first letter (a long answer is read at memchr's speed, not a byte
+// at a time).
 func containsLower(text, sub string) bool {
-	for i := 0; i < len(text); i++ {
-		if text[i] >= utf8.RuneSelf {
-			return strings.Contains(strings.ToLower(text), sub)
-		}
+	if !isASCII(text) {
+		return strings.Contains(strings.ToLower(text), sub)
 	}
 	if len(sub) == 0 {
 		return true
 	}
-	for i := 0; i+len(sub) <= len(text); i++ {
-		if c := text[i]; c|0x20 == sub[0] || c == sub[0] {
-			if asciiLowerEqual(text[i:i+len(sub)], sub) {
-				return true
-			}
+	if len(sub) > len(text) {
+		return false
+	}
+	lo, up := sub[0], sub[0]
+	if 'a' <= lo && lo <= 'z' {
+		up = lo - 'a' + 'A'
+	}
+	last := len(text) - len(sub) // the last place sub can start
+	// The next place of each case at or after i, -1 once there is none.
+	nextLo, nextUp := -2, -2
+	for i := 0; i <= last; {
+		if nextLo != -1 && nextLo < i {
+			nextLo = indexFrom(text[:last+1], lo, i)
 		}
+		if up != lo && nextUp != -1 && nextUp < i {
+			nextUp = indexFrom(text[:last+1], up, i)
+		}
+		j := nextLo
+		if up != lo && nextUp >= 0 && (j < 0 || nextUp < j) {
+			j = nextUp
+		}
+		if j < 0 {
+			return false
+		}
+		if asciiLowerEqual(text[j:j+len(sub)], sub) {
+			return true
+		}
+		i = j + 1
 	}
 	return false
+}
+
+// indexFrom is the index of c in s at or after from, or -1.
+func indexFrom(s string, c byte, from int) int {
+	if k := strings.IndexByte(s[from:], c); k >= 0 {
+		return from + k
+	}
+	return -1
+}
+
+// isASCII reports whether s has no byte of 0x80 or above, eight bytes at
+// a time.
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7])&0x80 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // asciiLowerEqual reports whether the ASCII text a, lowered, is b.

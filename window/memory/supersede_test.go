@@ -189,3 +189,19 @@ func TestAnUpdaterNamesValuesAlikeOnEveryCheck(t *testing.T) {
 		}
 	}
 }
+
+// containsLower finds a lower-case word in a text of any case as
+// strings.Contains of the lowered text does: the first letter in either
+// case, overlaps, the text's end, and text that is not ASCII.
+func TestContainsLowerIsContainsOfTheLoweredText(t *testing.T) {
+	texts := []string{"", "a", "A", "Bora", "BORA works", "the boa and the bora", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "abBorA", "xBor",
+		"Ünïcode Bora", "Éa bora", strings.Repeat("b", 300) + "Bora", strings.Repeat("B", 300) + "x", "…bora", "12345678bora", "1234567Bora"}
+	subs := []string{"", "b", "bora", "bor", "ora", "a", "é", "x", "bb", "12345678"}
+	for _, text := range texts {
+		for _, sub := range subs {
+			if got, want := containsLower(text, sub), strings.Contains(strings.ToLower(text), sub); got != want {
+				t.Errorf("containsLower(%q, %q) = %v, want %v", text, sub, got, want)
+			}
+		}
+	}
+}
