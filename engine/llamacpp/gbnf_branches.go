@@ -125,19 +125,19 @@ func (p *gParser) term(h gHead) int {
 	return len(p.terms) - 1
 }
 
-// ruleHeads computes each rule's head. First characters are a fixed point
-// (a rule's depend on the rules its texts can start with, which a
-// recursion can reach again through a rule that starts with a character),
-// reached with a worklist: a rule's set only grows, so each is revisited at
-// most once per character. Leads are computed once, in the order analyze's
-// walk settled the rules; a rule not settled yet counts as having none,
-// which can only find more conflicts.
+// ruleHeads computes each rule's head. A rule's first characters are its
+// own leading terminals' and those of the rules it can start with (through
+// items that can be empty); rules that can start with each other (a cycle
+// that is no left recursion, through a rule that starts with a character
+// elsewhere) share one set. So the sets are computed per strongly connected
+// component of the can-start-with graph, each after the components it
+// reaches (Tarjan numbers those first): linear in the grammar. Leads are
+// computed once, in the order analyze's walk settled the rules; a rule not
+// settled yet counts as having none, which can only find more conflicts.
 func (p *gParser) ruleHeads(m *gMeasures) []gHead {
 	heads := make([]gHead, len(p.rules))
-	itemHead := func(it gItem) gHead {
+	termHead := func(it gItem) gHead {
 		switch {
-		case it.rule >= 0:
-			return heads[it.rule]
 		case it.chars == 0:
 			return gHead{} // matches the empty text only
 		case it.term > 0 && it.term < len(p.terms):
@@ -145,18 +145,11 @@ func (p *gParser) ruleHeads(m *gMeasures) []gHead {
 		}
 		return anyChar
 	}
-	users := make([][]int, len(p.rules)) // the rules whose texts can start with each
-	for r, rule := range p.rules {
-		for _, alt := range rule.alts {
-			for _, it := range alt {
-				if it.rule >= 0 {
-					users[it.rule] = append(users[it.rule], r)
-				}
-				if !m.nullable(it) {
-					break
-				}
-			}
+	itemHead := func(it gItem) gHead {
+		if it.rule >= 0 {
+			return heads[it.rule]
 		}
+		return termHead(it)
 	}
 	for _, r := range m.order {
 		var lead []byte
@@ -173,31 +166,43 @@ func (p *gParser) ruleHeads(m *gMeasures) []gHead {
 		}
 		heads[r].lead = lead
 	}
-	work := make([]int, len(p.rules))
-	queued := make([]bool, len(p.rules))
-	for r := range work {
-		work[r], queued[r] = r, true
-	}
-	for len(work) > 0 {
-		r := work[len(work)-1]
-		work, queued[r] = work[:len(work)-1], false
-		first := heads[r].first
-		for _, alt := range p.rules[r].alts {
+	starts := make([][]int, len(p.rules)) // the rules each can start with
+	for r, rule := range p.rules {
+		for _, alt := range rule.alts {
 			for _, it := range alt {
-				first.union(itemHead(it).first)
+				if it.rule >= 0 {
+					starts[r] = append(starts[r], it.rule)
+				}
 				if !m.nullable(it) {
 					break
 				}
 			}
 		}
-		if first == heads[r].first {
-			continue
-		}
-		heads[r].first = first
-		for _, u := range users[r] {
-			if !queued[u] {
-				work, queued[u] = append(work, u), true
+	}
+	comp := sccs(starts)
+	byComp := make([][]int, len(p.rules))
+	for r, c := range comp {
+		byComp[c] = append(byComp[c], r)
+	}
+	for c, members := range byComp {
+		var first charSet
+		for _, r := range members {
+			for _, alt := range p.rules[r].alts {
+				for _, it := range alt {
+					switch {
+					case it.rule < 0:
+						first.union(termHead(it).first)
+					case comp[it.rule] != c:
+						first.union(heads[it.rule].first) // numbered before c
+					}
+					if !m.nullable(it) {
+						break
+					}
+				}
 			}
+		}
+		for _, r := range members {
+			heads[r].first = first
 		}
 	}
 	return heads
@@ -223,8 +228,10 @@ type headSet struct {
 
 func (s *headSet) reset() {
 	s.any, s.unled = charSet{}, charSet{}
-	clear(s.leads)
-	clear(s.prefixes)
+	if len(s.leads) > 0 { // clearing a map costs its capacity
+		clear(s.leads)
+		clear(s.prefixes)
+	}
 }
 
 // add adds h and reports whether it meets a head already held.
