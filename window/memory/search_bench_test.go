@@ -114,44 +114,72 @@ func benchmarkSearch(b *testing.B, search func(Query) ([]Hit, error)) {
 // short conversation's last 400 (windowBytes, 0: no bound), so a window of
 // long turns is as many tokens as one of short turns.
 func benchmarkSearchOver(b *testing.B, s benchSetup, windowBytes int, search func(Query) ([]Hit, error)) {
+	sb := newSearchBench(b, s, windowBytes, search)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		lat = append(lat, sb.time(b, i))
+	}
+	b.StopTimer()
+	p50, p99 := percentiles(lat)
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p99, "p99-ms")
+}
+
+// searchBench is the packet retrieval a request after the last turn of a
+// conversation runs, as benchmarkSearchOver times it.
+type searchBench struct {
+	before int
+	window []Turn
+	chain  []uint64
+	search func(Query) ([]Hit, error)
+}
+
+func newSearchBench(b *testing.B, s benchSetup, windowBytes int, search func(Query) ([]Hit, error)) *searchBench {
 	before, size := len(s.turns), 0
 	for before > len(s.turns)-400 && (windowBytes == 0 || size+len(s.turns[before-1].Text) <= windowBytes) {
 		before--
 		size += len(s.turns[before].Text)
 	}
-	window := s.turns[before:]
+	sb := &searchBench{before: before, window: s.turns[before:], chain: s.chain, search: search}
 	if _, err := search(Query{Ask: "warm up", Before: before, Chain: s.chain}); err != nil {
 		b.Fatal(err) // derives the fact clusters: once per ingest, not per ask
-	}
-	// A question's query at 2,048 tokens: K and a quarter for the packet,
-	// an eighth of it past the relevance cutoff (the fill, weak matches
-	// included).
-	query := func(i int) Query {
-		return Query{Ask: benchAsks[i%len(benchAsks)], Before: before, Window: window, K: 128, Tokens: 512, FillTokens: 256, Chain: s.chain,
-			Cost: func(t Turn) int { return (len(t.Text) + 24) / 4 }}
 	}
 	for i := range benchAsks {
 		// Steady state: the first searches size the index's scratch
 		// (per turn and per passage), which later searches reuse.
-		if _, err := search(query(i)); err != nil {
+		if _, err := search(sb.query(i)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		q := query(i)
-		t0 := time.Now()
-		hits, err := search(q)
-		lat = append(lat, time.Since(t0))
-		if err != nil || (i < len(benchAsks) && i != 4 && i != 6 && len(hits) == 0) {
-			b.Fatalf("%q: %d hits, %v", q.Ask, len(hits), err)
-		}
+	return sb
+}
+
+// query is the i-th search: a question's query at 2,048 tokens, K and a
+// quarter for the packet, an eighth of it past the relevance cutoff (the
+// fill, weak matches included).
+func (sb *searchBench) query(i int) Query {
+	return Query{Ask: benchAsks[i%len(benchAsks)], Before: sb.before, Window: sb.window, K: 128, Tokens: 512, FillTokens: 256, Chain: sb.chain,
+		Cost: func(t Turn) int { return (len(t.Text) + 24) / 4 }}
+}
+
+// time runs the i-th search and returns how long it took.
+func (sb *searchBench) time(b *testing.B, i int) time.Duration {
+	q := sb.query(i)
+	t0 := time.Now()
+	hits, err := sb.search(q)
+	d := time.Since(t0)
+	if err != nil || (i < len(benchAsks) && i != 4 && i != 6 && len(hits) == 0) {
+		b.Fatalf("%q: %d hits, %v", q.Ask, len(hits), err)
 	}
-	b.StopTimer()
+	return d
+}
+
+// percentiles sorts lat and returns its p50 and p99 in milliseconds.
+func percentiles(lat []time.Duration) (p50, p99 float64) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[min(len(lat)-1, len(lat)*99/100)].Microseconds())/1000, "p99-ms")
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return ms(lat[len(lat)/2]), ms(lat[min(len(lat)-1, len(lat)*99/100)])
 }
 
 func BenchmarkStoreSearch100k(b *testing.B) {
@@ -304,28 +332,67 @@ var (
 // of assistant length; compare its p99 with the short turns' in one run
 // (go test -bench 'IndexSearch100k' ./window/memory/).
 func BenchmarkIndexSearch100kAssistant(b *testing.B) {
+	s, short, passages := setupAssistant()
+	benchmarkSearchOver(b, s, short, func(q Query) ([]Hit, error) { return assistantIndex.Search(q), nil })
+	b.ReportMetric(float64(passages), "passages") // after the timer's reset, which clears metrics
+}
+
+// setupAssistant builds the assistant-length conversation's index once and
+// returns its turns, the bytes of the short conversation's window (its
+// last 400 turns), and the passages the index holds.
+func setupAssistant() (s benchSetup, shortWindow, passageCount int) {
 	assistantOnce.Do(func() {
 		assistantTurns, _ = Linked(0, assistantConversation(benchAssistantTurns))
 		assistantIndex = NewIndex(assistantTurns...)
 	})
-	count := 0
 	for _, t := range assistantTurns {
 		if len(t.Text) > longTurn {
-			count += len(passages(t.Text))
+			passageCount += len(passages(t.Text))
 		} else {
-			count++
+			passageCount++
 		}
 	}
-	s := benchSetup{turns: assistantTurns, chain: []uint64{0}}
+	s = benchSetup{turns: assistantTurns, chain: []uint64{0}}
 	for _, t := range s.turns {
 		s.chain = append(s.chain, t.Chain())
 	}
-	short := 0
 	for _, t := range bigConversation(100_000)[100_000-400:] {
-		short += len(t.Text)
+		shortWindow += len(t.Text)
 	}
-	benchmarkSearchOver(b, s, short, func(q Query) ([]Hit, error) { return assistantIndex.Search(q), nil })
-	b.ReportMetric(float64(count), "passages") // after the timer's reset, which clears metrics
+	return s, shortWindow, passageCount
+}
+
+// BenchmarkIndexSearch100kSideBySide times BenchmarkIndexSearch100k's and
+// BenchmarkIndexSearch100kAssistant's searches in one loop, one of each an
+// iteration (in turn first), so both see the same machine: on a shared one
+// the two benchmarks run seconds apart, and the ratio of their p99s (the
+// second slowest of 200 searches) followed the machine as much as the
+// search. It reports both conversations' p50 and p99 and the ratios.
+func BenchmarkIndexSearch100kSideBySide(b *testing.B) {
+	short := newSearchBench(b, setup100k(b), 0, func(q Query) ([]Hit, error) { return bench.index.Search(q), nil })
+	s, window, passages := setupAssistant()
+	long := newSearchBench(b, s, window, func(q Query) ([]Hit, error) { return assistantIndex.Search(q), nil })
+	shortLat, longLat := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			shortLat = append(shortLat, short.time(b, i))
+			longLat = append(longLat, long.time(b, i))
+		} else {
+			longLat = append(longLat, long.time(b, i))
+			shortLat = append(shortLat, short.time(b, i))
+		}
+	}
+	b.StopTimer()
+	s50, s99 := percentiles(shortLat)
+	l50, l99 := percentiles(longLat)
+	b.ReportMetric(s50, "short-p50-ms")
+	b.ReportMetric(s99, "short-p99-ms")
+	b.ReportMetric(l50, "assistant-p50-ms")
+	b.ReportMetric(l99, "assistant-p99-ms")
+	b.ReportMetric(l50/s50, "p50-ratio")
+	b.ReportMetric(l99/s99, "p99-ratio")
+	b.ReportMetric(float64(passages), "passages")
 }
 
 // benchAssistantTurns is the size of BenchmarkIndexSearch100kAssistant's
