@@ -83,7 +83,7 @@ type fact struct {
 type facts struct {
 	roles    map[int]string
 	texts    map[int]string
-	said     map[int][]saying           // pos → the turn's sayings, read once (see sayings)
+	said     map[int]turnText           // pos → the turn's sayings and text checks, read once (see turnText)
 	capLater map[string]int             // lower-case word → times capitalized after a sentence's first word
 	lower    map[string]int             // lower-case word → times written in lower case
 	starts   map[string]map[string]bool // capitalized first word → words seen after it (up to 2)
@@ -122,7 +122,7 @@ type factAt struct {
 
 func newFacts() *facts {
 	return &facts{
-		roles: map[int]string{}, texts: map[int]string{}, said: map[int][]saying{},
+		roles: map[int]string{}, texts: map[int]string{}, said: map[int]turnText{},
 		capLater: map[string]int{}, lower: map[string]int{}, starts: map[string]map[string]bool{}, entities: map[string]bool{},
 		addressed: map[string]map[string]int{}, readings: map[string]reading{},
 		frames: map[uint64]*frameStat{},
@@ -137,7 +137,7 @@ func (f *facts) add(turns []Turn) {
 			continue
 		}
 		f.texts[t.Pos], f.roles[t.Pos] = t.Text, t.Role
-		f.said[t.Pos] = sayings(t.Text)
+		f.said[t.Pos] = readTurnText(t.Text)
 		added = append(added, t)
 		for _, s := range sentences(t.Text) {
 			for _, m := range vocative.FindAllStringSubmatch(s, -1) {
@@ -193,13 +193,13 @@ func (f *facts) add(turns []Turn) {
 	}
 }
 
-// sayingsOf returns t's sayings: as read when it was added if it is held
-// with that text, read now otherwise (a window's turn may be an excerpt).
-func (f *facts) sayingsOf(t Turn) []saying {
+// heldText returns what was read of t when it was added, if it is held
+// with that text (a window's turn may be an excerpt, or not held).
+func (f *facts) heldText(t Turn) (turnText, bool) {
 	if s, ok := f.said[t.Pos]; ok && f.texts[t.Pos] == t.Text {
-		return s
+		return s, true
 	}
-	return sayings(t.Text)
+	return turnText{}, false
 }
 
 // antecedent is who "he" or "she" in the sentence after sentence (read as

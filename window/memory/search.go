@@ -570,7 +570,7 @@ func (x *Index) updaters(q Query, m match, ranked []cand) *updaterList {
 			}
 		}
 	}
-	l.reset(maybe, m.subjects, x.facts.sayingsOf)
+	l.reset(maybe, m.subjects, x.facts.heldText)
 	return l
 }
 

@@ -207,20 +207,20 @@ type updaterList struct {
 	room     []uint64 // room for the updaters' spans (has), reused
 	turns    []*Turn  // latest first
 	subjects []string
-	said     func(Turn) []saying // a turn's sayings
-	next     int                 // turns[next] is the next turn to read
+	held     func(Turn) (turnText, bool) // what was read of a held turn
+	next     int                         // turns[next] is the next turn to read
 	read     []updater
 }
 
 // reset readies l to read the updaters among turns for statements about
 // subjects (none if there are no subjects), keeping its room. It holds the
 // turns, not copies: a Turn is too large to copy by the thousand.
-func (l *updaterList) reset(turns []*Turn, subjects []string, said func(Turn) []saying) {
+func (l *updaterList) reset(turns []*Turn, subjects []string, held func(Turn) (turnText, bool)) {
 	if len(subjects) == 0 {
 		turns = turns[:0]
 	}
 	slices.SortFunc(turns, func(a, b *Turn) int { return b.Pos - a.Pos })
-	*l = updaterList{turns: turns, subjects: subjects, said: said, read: l.read[:0], words: l.words[:0], room: l.room[:0]}
+	*l = updaterList{turns: turns, subjects: subjects, held: held, read: l.read[:0], words: l.words[:0], room: l.room[:0]}
 }
 
 // release lets go of what l read (the turns and their texts), keeping its
@@ -244,7 +244,7 @@ func (l *updaterList) at(i, pos int) (*updater, bool) {
 			return nil, false // neither it nor any turn after it is later
 		}
 		l.next++
-		l.read = appendUpdaters(l.read, *t, l.subjects, l.said)
+		l.read = appendUpdaters(l.read, *t, l.subjects, l.held)
 	}
 	if l.read[i].pos <= pos {
 		return nil, false
@@ -263,16 +263,23 @@ func (l *updaterList) all() []updater {
 
 // appendUpdaters appends t's updaters to out: one per subject in subjects
 // that t names (or, for the asker itself, that it said), if it states
-// something.
-func appendUpdaters(out []updater, t Turn, subjects []string, said func(Turn) []saying) []updater {
+// something. A turn the index holds was read as it was added (held).
+func appendUpdaters(out []updater, t Turn, subjects []string, held func(Turn) (turnText, bool)) []updater {
+	tt, ok := held(t)
+	if !ok {
+		tt.ascii = isASCII(t.Text)
+	}
 	named := false
 	for _, s := range subjects {
-		named = named || isRole(s, t.Role) || containsLower(t.Text, s)
+		named = named || isRole(s, t.Role) || containsLowerIn(t.Text, s, tt.ascii)
 	}
-	if !named || !states(t.Text) {
+	if !named || (ok && !tt.states) || (!ok && !states(t.Text)) {
 		return out // cheap checks first: most candidates name no subject
 	}
-	sd := said(t)
+	sd := tt.sayings
+	if !ok {
+		sd = sayings(t.Text)
+	}
 	for _, s := range subjects {
 		named := isRole(s, t.Role) || slices.ContainsFunc(sd, func(a saying) bool { return asserts(a, subjects) && hasWord(a.words, s) })
 		if named {
@@ -282,18 +289,34 @@ func appendUpdaters(out []updater, t Turn, subjects []string, said func(Turn) []
 	return out
 }
 
+// turnText is what supersession reads of a turn's text: its sayings, and
+// whether it is ASCII and states something (states), read once as the
+// turn is added: a search checks hundreds of long turns for an ask's
+// subjects, and reading each whole again was a tenth of its time.
+type turnText struct {
+	sayings       []saying
+	ascii, states bool
+}
+
+func readTurnText(text string) turnText {
+	return turnText{sayings: sayings(text), ascii: isASCII(text), states: states(text)}
+}
+
 // isRole reports whether subject is the speaker role ("@user").
 func isRole(subject, role string) bool {
 	return len(subject) == len(role)+1 && subject[0] == '@' && subject[1:] == role
 }
 
 // containsLower is strings.Contains(strings.ToLower(text), sub) for a
-// lower-case sub, without lowering a copy of text where text is ASCII. It
-// finds the places sub can start with strings.IndexByte, once for each case
-// of its first letter (a long answer is read at memchr's speed, not a byte
-// at a time).
-func containsLower(text, sub string) bool {
-	if !isASCII(text) {
+// lower-case sub, without lowering a copy of text where text is ASCII.
+func containsLower(text, sub string) bool { return containsLowerIn(text, sub, isASCII(text)) }
+
+// containsLowerIn is containsLower for a text known to be ASCII or not. In
+// ASCII it finds the places sub can start with strings.IndexByte, once for
+// each case of its first letter (a long answer is read at memchr's speed,
+// not a byte at a time).
+func containsLowerIn(text, sub string, ascii bool) bool {
+	if !ascii {
 		return strings.Contains(strings.ToLower(text), sub)
 	}
 	if len(sub) == 0 {
