@@ -27,7 +27,7 @@ func checkGrammar(src string) (shortest int, err error) {
 			return 0, engine.Invalid("the grammar contains a NUL byte at offset %d", i)
 		}
 	}
-	p := &gParser{src: src, names: map[string]int{}, terms: []gHead{anyChar}}
+	p := &gParser{src: src, names: map[string]int{}}
 	if err := p.parse(); err != nil {
 		return 0, err
 	}
@@ -40,7 +40,7 @@ type gItem struct {
 	chars int // a terminal's length in characters
 	min   int
 	max   int // -1: unbounded
-	term  int // a terminal's index in gParser.terms (0: any character)
+	term  int // a terminal's offset in the source + 1 (0: any character; see headAt)
 }
 
 type gRule struct {
@@ -54,8 +54,7 @@ type gParser struct {
 	pos      int
 	names    map[string]int
 	rules    []gRule
-	elements int     // llama.cpp grammar elements after expansion, so far
-	terms    []gHead // each terminal's first characters (gbnf_branches.go)
+	elements int // llama.cpp grammar elements after expansion, so far
 }
 
 func (p *gParser) fail(format string, args ...any) error {
@@ -280,30 +279,24 @@ func (p *gParser) sequence(name string, nested bool, depth int) ([]gItem, error)
 
 // literal reads a "quoted" terminal.
 func (p *gParser) literal() (gItem, error) {
+	start := p.pos
 	p.pos++
 	n := 0
-	var h gHead
 	for p.peek() != '"' {
-		r, err := p.char()
-		if err != nil {
+		if _, err := p.char(); err != nil {
 			return gItem{}, err
-		}
-		if n == 0 {
-			h.first.add(r, r)
-		}
-		if len(h.lead) < maxLead {
-			h.lead = utf8.AppendRune(h.lead, r)
 		}
 		n++
 	}
 	p.pos++
 	p.elements += n
-	return gItem{rule: -1, chars: n, min: 1, max: 1, term: p.term(h)}, nil
+	return gItem{rule: -1, chars: n, min: 1, max: 1, term: start + 1}, nil
 }
 
 // charClass reads a [character class], one character long; llama.cpp
 // writes an empty one, [] or [^], as nothing: it matches the empty text.
 func (p *gParser) charClass() (gItem, error) {
+	start := p.pos
 	p.pos++
 	negated := p.peek() == '^'
 	if negated {
@@ -313,28 +306,24 @@ func (p *gParser) charClass() (gItem, error) {
 		p.pos++
 		return gItem{rule: -1, chars: 0, min: 1, max: 1}, nil
 	}
-	var h gHead
 	for p.peek() != ']' {
-		lo, err := p.char()
-		if err != nil {
+		if _, err := p.char(); err != nil {
 			return gItem{}, err
 		}
-		hi := lo
 		p.elements++
 		if p.peek() == '-' && p.pos+1 < len(p.src) && p.src[p.pos+1] != ']' {
 			p.pos++
-			if hi, err = p.char(); err != nil {
+			if _, err := p.char(); err != nil {
 				return gItem{}, err
 			}
 			p.elements++
 		}
-		h.first.add(lo, hi)
 	}
 	p.pos++
 	if negated {
 		return gItem{rule: -1, chars: 1, min: 1, max: 1}, nil // any character, near enough
 	}
-	return gItem{rule: -1, chars: 1, min: 1, max: 1, term: p.term(h)}, nil
+	return gItem{rule: -1, chars: 1, min: 1, max: 1, term: start + 1}, nil
 }
 
 // group reads a (parenthesised group) into a rule of its own.

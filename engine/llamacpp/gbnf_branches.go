@@ -1,6 +1,10 @@
 package llamacpp
 
-import "kvwin/engine"
+import (
+	"unicode/utf8"
+
+	"kvwin/engine"
+)
 
 // checkBranches refuses a recursion that a text can enter at two places at
 // once. llama.cpp keeps one parse stack per way the text read so far can
@@ -107,7 +111,7 @@ func (s *charSet) add(lo, hi rune) {
 	for c := max(lo, 0); c <= hi && c < 128; c++ {
 		s[c>>6] |= 1 << (c & 63)
 	}
-	if hi >= 128 {
+	if hi >= 128 || lo < 0 || hi < 0 { // a \U escape past int32 reads negative
 		s[2] |= 1
 	}
 }
@@ -121,10 +125,41 @@ func (s *charSet) union(o charSet) { s[0], s[1], s[2] = s[0]|o[0], s[1]|o[1], s[
 // anyChar is the head of ".", a negated class, and what is not known.
 var anyChar = gHead{first: charSet{^uint64(0), ^uint64(0), 1}}
 
-// term records a terminal's head and returns its index in p.terms.
-func (p *gParser) term(h gHead) int {
-	p.terms = append(p.terms, h)
-	return len(p.terms) - 1
+// headAt reads again the head of the terminal the parser read at source
+// offset off (a literal or a class; gItem.term is off + 1): kept as an
+// offset, a terminal costs the parse nothing more, where a head apiece
+// made the largest grammar's parse several times its size.
+func (p *gParser) headAt(off int) gHead {
+	q := &gParser{src: p.src, pos: off + 1}
+	var h gHead
+	if p.src[off] == '"' {
+		for n := 0; q.peek() != '"' && len(h.lead) < maxLead; n++ {
+			r, err := q.char()
+			if err != nil {
+				return anyChar // not reached: the text parsed before
+			}
+			if n == 0 {
+				h.first.add(r, r)
+			}
+			h.lead = utf8.AppendRune(h.lead, r)
+		}
+		return h
+	}
+	for q.peek() != ']' {
+		lo, err := q.char()
+		if err != nil {
+			return anyChar // not reached: the text parsed before
+		}
+		hi := lo
+		if q.peek() == '-' && q.pos+1 < len(q.src) && q.src[q.pos+1] != ']' {
+			q.pos++
+			if hi, err = q.char(); err != nil {
+				return anyChar
+			}
+		}
+		h.first.add(lo, hi)
+	}
+	return h
 }
 
 // ruleHeads computes each rule's head. A rule's first characters are its
@@ -142,8 +177,8 @@ func (p *gParser) ruleHeads(m *gMeasures) []gHead {
 		switch {
 		case it.chars == 0:
 			return gHead{} // matches the empty text only
-		case it.term > 0 && it.term < len(p.terms):
-			return p.terms[it.term]
+		case it.term > 0:
+			return p.headAt(it.term - 1)
 		}
 		return anyChar
 	}
