@@ -231,6 +231,10 @@ func TestGrammarLimits(t *testing.T) {
 		{"one recursive star and a reference in the last place", "root ::= \"b\" | x\nx ::= \".\" x* root", "", 1},
 		// Optional recursive properties start with their names.
 		{"recursive object with optional properties", "root ::= n\nn ::= \"{\" a? b? \"}\"\na ::= \"\\\"left\\\":\" n \",\"\nb ::= \"\\\"right\\\":\" n \",\"", "", 2},
+		// The first characters of escaped literals are read as llama.cpp
+		// reads them: \x41 is "A".
+		{"recursive references starting with one character, once escaped", "root ::= x\nx ::= \"(\" a? b? \")\" | \"z\"\na ::= \"\\x41\" x\nb ::= \"A\" x", "two references", 0},
+		{"recursive references starting with an escaped and another character", "root ::= x\nx ::= \"(\" a? b? \")\" | \"z\"\na ::= \"\\x41\" x\nb ::= \"B\" x", "", 1},
 		{"recursive alternatives told apart by their literals", "root ::= x\nx ::= \"(\" y | \"b\"\ny ::= a \")\" | c \")\"\na ::= \"if\" x\nc ::= \"int\" x \"!\"", "", 1},
 		{"recursive alternatives that start with one literal", "root ::= x\nx ::= \"(\" y | \"b\"\ny ::= a \")\" | c \")\"\na ::= \"in\" x\nc ::= \"in\" x \"!\"", "two references", 0},
 	} {
