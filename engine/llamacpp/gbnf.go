@@ -236,9 +236,9 @@ func (p *gParser) sequence(name string, nested bool, depth int) ([]gItem, error)
 		c := p.src[p.pos]
 		switch {
 		case c == '"':
-			it, err = p.literal()
+			it, err = p.literal(nil)
 		case c == '[':
-			it, err = p.charClass()
+			it, err = p.charClass(nil)
 		case isWordChar(c):
 			n, _ := p.name()
 			it = gItem{rule: p.ruleID(n), min: 1, max: 1}
@@ -277,14 +277,23 @@ func (p *gParser) sequence(name string, nested bool, depth int) ([]gItem, error)
 	return seq, nil
 }
 
-// literal reads a "quoted" terminal.
-func (p *gParser) literal() (gItem, error) {
+// literal reads a "quoted" terminal; with h, also its head (headAt).
+func (p *gParser) literal(h *gHead) (gItem, error) {
 	start := p.pos
 	p.pos++
 	n := 0
 	for p.peek() != '"' {
-		if _, err := p.char(); err != nil {
+		r, err := p.char()
+		if err != nil {
 			return gItem{}, err
+		}
+		if h != nil {
+			if n == 0 {
+				h.first.add(r, r)
+			}
+			if len(h.lead) < maxLead {
+				h.lead = utf8.AppendRune(h.lead, r)
+			}
 		}
 		n++
 	}
@@ -295,7 +304,8 @@ func (p *gParser) literal() (gItem, error) {
 
 // charClass reads a [character class], one character long; llama.cpp
 // writes an empty one, [] or [^], as nothing: it matches the empty text.
-func (p *gParser) charClass() (gItem, error) {
+// With h, it also reads the class's characters into h (headAt).
+func (p *gParser) charClass(h *gHead) (gItem, error) {
 	start := p.pos
 	p.pos++
 	negated := p.peek() == '^'
@@ -307,16 +317,21 @@ func (p *gParser) charClass() (gItem, error) {
 		return gItem{rule: -1, chars: 0, min: 1, max: 1}, nil
 	}
 	for p.peek() != ']' {
-		if _, err := p.char(); err != nil {
+		lo, err := p.char()
+		if err != nil {
 			return gItem{}, err
 		}
+		hi := lo
 		p.elements++
 		if p.peek() == '-' && p.pos+1 < len(p.src) && p.src[p.pos+1] != ']' {
 			p.pos++
-			if _, err := p.char(); err != nil {
+			if hi, err = p.char(); err != nil {
 				return gItem{}, err
 			}
 			p.elements++
+		}
+		if h != nil {
+			h.first.add(lo, hi)
 		}
 	}
 	p.pos++

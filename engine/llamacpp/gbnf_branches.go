@@ -1,10 +1,6 @@
 package llamacpp
 
-import (
-	"unicode/utf8"
-
-	"kvwin/engine"
-)
+import "kvwin/engine"
 
 // checkBranches refuses a recursion that a text can enter at two places at
 // once. llama.cpp keeps one parse stack per way the text read so far can
@@ -130,34 +126,16 @@ var anyChar = gHead{first: charSet{^uint64(0), ^uint64(0), 1}}
 // offset, a terminal costs the parse nothing more, where a head apiece
 // made the largest grammar's parse several times its size.
 func (p *gParser) headAt(off int) gHead {
-	q := &gParser{src: p.src, pos: off + 1}
+	q := &gParser{src: p.src, pos: off}
 	var h gHead
+	var err error
 	if p.src[off] == '"' {
-		for n := 0; q.peek() != '"' && len(h.lead) < maxLead; n++ {
-			r, err := q.char()
-			if err != nil {
-				return anyChar // not reached: the text parsed before
-			}
-			if n == 0 {
-				h.first.add(r, r)
-			}
-			h.lead = utf8.AppendRune(h.lead, r)
-		}
-		return h
+		_, err = q.literal(&h)
+	} else {
+		_, err = q.charClass(&h)
 	}
-	for q.peek() != ']' {
-		lo, err := q.char()
-		if err != nil {
-			return anyChar // not reached: the text parsed before
-		}
-		hi := lo
-		if q.peek() == '-' && q.pos+1 < len(q.src) && q.src[q.pos+1] != ']' {
-			q.pos++
-			if hi, err = q.char(); err != nil {
-				return anyChar
-			}
-		}
-		h.first.add(lo, hi)
+	if err != nil {
+		return anyChar // not reached: the text parsed before
 	}
 	return h
 }
