@@ -265,25 +265,30 @@ func (l *updaterList) all() []updater {
 // that t names (or, for the asker itself, that it said), if it states
 // something. A turn the index holds was read as it was added (held).
 func appendUpdaters(out []updater, t Turn, subjects []string, held func(Turn) (turnText, bool)) []updater {
-	tt, ok := held(t)
+	tt, ok := held(t) // else each check is read when first needed
 	if !ok {
 		tt.ascii = isASCII(t.Text)
 	}
 	named := false
 	for _, s := range subjects {
-		named = named || isRole(s, t.Role) || containsLowerIn(t.Text, s, tt.ascii)
+		named = named || isRole(s, t.Role) || containsLower(t.Text, s, tt.ascii)
 	}
-	if !named || (ok && !tt.states) || (!ok && !states(t.Text)) {
+	if !named {
 		return out // cheap checks first: most candidates name no subject
 	}
-	sd := tt.sayings
 	if !ok {
-		sd = sayings(t.Text)
+		tt.states = states(t.Text)
+	}
+	if !tt.states {
+		return out
+	}
+	if !ok {
+		tt.sayings = sayings(t.Text)
 	}
 	for _, s := range subjects {
-		named := isRole(s, t.Role) || slices.ContainsFunc(sd, func(a saying) bool { return asserts(a, subjects) && hasWord(a.words, s) })
+		named := isRole(s, t.Role) || slices.ContainsFunc(tt.sayings, func(a saying) bool { return asserts(a, subjects) && hasWord(a.words, s) })
 		if named {
-			out = append(out, updater{pos: t.Pos, subject: s, said: sd, subjects: subjects, text: t.Text, role: t.Role})
+			out = append(out, updater{pos: t.Pos, subject: s, said: tt.sayings, subjects: subjects, text: t.Text, role: t.Role})
 		}
 	}
 	return out
@@ -308,14 +313,11 @@ func isRole(subject, role string) bool {
 }
 
 // containsLower is strings.Contains(strings.ToLower(text), sub) for a
-// lower-case sub, without lowering a copy of text where text is ASCII.
-func containsLower(text, sub string) bool { return containsLowerIn(text, sub, isASCII(text)) }
-
-// containsLowerIn is containsLower for a text known to be ASCII or not. In
-// ASCII it finds the places sub can start with strings.IndexByte, once for
-// each case of its first letter (a long answer is read at memchr's speed,
-// not a byte at a time).
-func containsLowerIn(text, sub string, ascii bool) bool {
+// lower-case sub and a text known to be ASCII or not (isASCII). In ASCII it
+// lowers no copy of text and finds the places sub can start with
+// strings.IndexByte, once for each case of its first letter (a long answer
+// is read at memchr's speed, not a byte at a time).
+func containsLower(text, sub string, ascii bool) bool {
 	if !ascii {
 		return strings.Contains(strings.ToLower(text), sub)
 	}
