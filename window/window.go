@@ -208,12 +208,18 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	// Found valid, the list is remembered with its prefix hashes.
-	prefix := w.chains.Keys(req.Owner.Tenant, 0, req.Messages, linkNext)
 	res := Result{Cut: cut}
 	var packets map[int]Packet
-	if len(cut.Asks) > 0 {
+	switch {
+	case len(cut.Asks) > 0:
+		// Found valid, the list is remembered with its prefix hashes,
+		// which the packets' keys and the store's branches need.
+		prefix := w.chains.Keys(req.Owner.Tenant, 0, req.Messages, linkNext)
 		packets, res.Degraded = w.buildPackets(ctx, req, cut, prefix, count, nil)
+	case checked < len(req.Messages) && len(req.Messages) >= engine.MinChainMessages:
+		// Remembered as valid; a shorter list is not remembered, and a
+		// turn without packets needs no hashes.
+		w.chains.Keys(req.Owner.Tenant, 0, req.Messages, linkNext)
 	}
 	res.Messages = make([]engine.Message, 0, cut.Sinks+cut.Messages-cut.Start)
 	excerpts := cut.Excerpts
