@@ -25,7 +25,8 @@ type Store interface {
 	// window reuses it).
 	Ingest(ctx context.Context, key memory.Key, turns []memory.Turn) (int, error)
 	// Search retrieves for q among the conversation's stored turns on
-	// q.Chain.
+	// q.Chain; each hit's Cost is q.Cost of its Turn (the window sums
+	// them, memory.Index.Search sets them).
 	Search(ctx context.Context, key memory.Key, q memory.Query) ([]memory.Hit, error)
 	// Delete removes the conversation's stored turns; false if it held
 	// none.
@@ -238,17 +239,14 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	for _, i := range cut.Carried {
 		res.Messages = append(res.Messages, req.Messages[i])
 	}
-	frame, lines := frameCost(count), lineCost(count)
+	frame := frameCost(count)
 	for i := cut.Start; i < cut.Messages; i++ {
 		m := at(i)
 		if p, ok := packets[i]; ok && len(p.Turns) > 0 {
 			m.Content = render(p, m.Content)
 			res.Packets = append(res.Packets, p)
 			res.PacketTurns += len(p.Turns)
-			res.PacketTokens += frame
-			for _, t := range p.Turns {
-				res.PacketTokens += lines(t)
-			}
+			res.PacketTokens += p.tokens(frame)
 		}
 		res.Messages = append(res.Messages, m)
 	}
@@ -298,23 +296,18 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, prefix 
 			if err != nil {
 				continue // src has recorded the failure
 			}
-			p = Packet{Ask: a}
-			for _, h := range hits {
-				p.Turns = append(p.Turns, h.Turn)
+			sort.SliceStable(hits, func(i, j int) bool { return hits[i].Pos < hits[j].Pos })
+			p = Packet{Ask: a, Turns: make([]memory.Turn, len(hits)), Costs: make([]int, len(hits))}
+			for i, h := range hits {
+				p.Turns[i], p.Costs[i] = h.Turn, h.Cost
 			}
-			sort.Slice(p.Turns, func(i, j int) bool { return p.Turns[i].Pos < p.Turns[j].Pos })
 			if src.err == nil {
 				w.packets.put(id, key, p)
 			}
 		}
 		out[a] = p
 		window = append(window, p.Turns...)
-		if len(p.Turns) > 0 {
-			used += frame
-			for _, t := range p.Turns {
-				used += lines(t)
-			}
-		}
+		used += p.tokens(frame)
 	}
 	return out, src.err
 }
