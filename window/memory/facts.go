@@ -92,8 +92,8 @@ type facts struct {
 	// ("Thanks, Omar!"): in a two-party chat, the name of the other party.
 	addressed map[string]map[string]int
 
-	version  int                // bumped whenever clusters are derived anew
-	readings map[string]reading // window turn → its facts, see turnFacts
+	version  int              // bumped whenever clusters are derived anew
+	readings map[int]*reading // window turn's position → its reading, see windowTurn
 
 	stmts  []statement
 	frames map[uint64]*frameStat
@@ -124,7 +124,7 @@ func newFacts() *facts {
 	return &facts{
 		roles: map[int]string{}, texts: map[int]string{}, said: map[int]turnText{},
 		capLater: map[string]int{}, lower: map[string]int{}, starts: map[string]map[string]bool{}, entities: map[string]bool{},
-		addressed: map[string]map[string]int{}, readings: map[string]reading{},
+		addressed: map[string]map[string]int{}, readings: map[int]*reading{},
 		frames: map[uint64]*frameStat{},
 	}
 }

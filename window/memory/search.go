@@ -457,7 +457,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	windowText := map[uint64]bool{}
 	for _, t := range q.Window {
 		inWindow[t.Pos] = true
-		windowText[normalKey(t.Text)] = true
+		windowText[f.windowTurn(t).norm] = true
 	}
 	later := f.windowFacts(q.Window)
 	// A weak match (see rank) is no evidence that a statement changed:

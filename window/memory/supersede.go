@@ -18,7 +18,7 @@ import (
 func (f *facts) windowFacts(window []Turn) map[string][]factAt {
 	out := map[string][]factAt{}
 	for _, t := range window {
-		for _, x := range f.turnFacts(t.Role, t.Text) {
+		for _, x := range f.windowTurn(t).facts {
 			k := historyKey(x)
 			out[k] = append(out[k], factAt{pos: t.Pos, value: x.value})
 		}
@@ -26,14 +26,27 @@ func (f *facts) windowFacts(window []Turn) map[string][]factAt {
 	return out
 }
 
-// turnFacts reads a window turn's facts against the collection's clusters,
-// remembering the reading until the clusters change: a window is mostly the
-// same turns from one ask to the next.
-func (f *facts) turnFacts(role, text string) []fact {
-	key := role + "\x00" + text
-	if r, ok := f.readings[key]; ok && r.version == f.version {
-		return r.facts
+// windowTurn returns a window turn's reading, remembered by its position
+// until the clusters change (its normal text until the turn does): a
+// window is mostly the same turns from one ask to the next, and a search
+// read all of them again, each hashed whole to be looked up.
+func (f *facts) windowTurn(t Turn) *reading {
+	r := f.readings[t.Pos]
+	if r == nil || r.role != t.Role || r.text != t.Text {
+		if r == nil && len(f.readings) >= maxReadings {
+			clear(f.readings)
+		}
+		r = &reading{version: -1, role: t.Role, text: t.Text, norm: normalKey(t.Text)}
+		f.readings[t.Pos] = r
 	}
+	if r.version != f.version {
+		r.version, r.facts = f.version, f.turnFacts(t.Role, t.Text)
+	}
+	return r
+}
+
+// turnFacts reads a window turn's facts against the collection's clusters.
+func (f *facts) turnFacts(role, text string) []fact {
 	var out []fact
 	prev := ""
 	for _, s := range sentences(text) {
@@ -51,20 +64,19 @@ func (f *facts) turnFacts(role, text string) []fact {
 			out = append(out, fs...)
 		}
 	}
-	if len(f.readings) >= maxReadings {
-		clear(f.readings)
-	}
-	f.readings[key] = reading{version: f.version, facts: out}
 	return out
 }
 
 // maxReadings bounds the window readings one fact analysis remembers.
 const maxReadings = 4096
 
-// reading is a window turn's facts under one version of the clusters.
+// reading is a window turn's normal text (normalKey) and its facts under
+// one version of the clusters.
 type reading struct {
-	version int
-	facts   []fact
+	version    int
+	role, text string
+	norm       uint64
+	facts      []fact
 }
 
 // superseded reports whether the turn at pos says nothing current that the
