@@ -94,6 +94,11 @@ type respCache struct {
 }
 
 type respConv struct {
+	// mu guards nodes: a response saved to a held conversation (add, under
+	// the cache's lock) is set while another request may walk the same
+	// conversation's chain (chain, outside it): a map read beside a write
+	// is a fatal error, not a stale read.
+	mu    sync.RWMutex
 	nodes map[string]respNode
 	// deleted is the conversation's responses_deleted read before nodes
 	// were: while the row says the same, none of nodes was deleted.
@@ -112,6 +117,8 @@ func nodeBytes(id string, n respNode) int64 {
 }
 
 func (rc *respConv) set(id string, n respNode) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	if old, ok := rc.nodes[id]; ok {
 		rc.bytes -= nodeBytes(id, old)
 	}
@@ -276,6 +283,8 @@ func (s *Store) responseChain(ctx context.Context, tenant, id string) (Key, [][]
 
 // chain walks from id up through the responses it continues.
 func (rc *respConv) chain(id string) ([][]byte, bool) {
+	rc.mu.RLock()
+	defer rc.mu.RUnlock()
 	var rev [][]byte
 	for cur := id; cur != ""; {
 		n, ok := rc.nodes[cur]

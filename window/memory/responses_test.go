@@ -266,3 +266,48 @@ func minRoundTrips(p *pgtest.Proxy, f func()) int64 {
 	}
 	return least
 }
+
+// A response saved to a held conversation while another request walks the
+// same conversation's chain: the two touch one map, and under the race
+// detector (make test) an unguarded walk fails here; without it, it can
+// kill the process (a concurrent map read and write is fatal).
+func TestChainReadWhileSaving(t *testing.T) {
+	s, err := Open(StoreConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key := Key{Tenant: "acme", Conversation: "c"}
+	ids := saveChain(t, s, key, "r", 3, "")
+	done := make(chan error, 1)
+	go func() {
+		prev := ids[2]
+		for i := 0; i < 500; i++ {
+			id := fmt.Sprintf("b%d", i)
+			err := s.SaveResponse(context.Background(), StoredResponse{ID: id, Key: key, Previous: prev,
+				Input: []byte(`[]`), Messages: []byte(`"` + id + `"`), Body: []byte(`{}`)})
+			if err != nil {
+				done <- fmt.Errorf("save %s: %w", id, err)
+				return
+			}
+			prev = id
+		}
+		done <- nil
+	}()
+	for reading := true; reading; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			reading = false
+		default:
+		}
+		if _, got, err := chainText(t, s, "acme", ids[2]); err != nil || got != `"r1","r2","r3"` {
+			t.Fatalf("chain of r3 while saving: %q, %v", got, err)
+		}
+	}
+	if _, got, err := chainText(t, s, "acme", "b499"); err != nil || !strings.HasPrefix(got, `"r1","r2","r3","b0",`) || strings.Count(got, ",") != 502 {
+		t.Fatalf("chain of b499: %.60q…, %v", got, err)
+	}
+}
