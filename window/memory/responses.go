@@ -100,6 +100,13 @@ type respConv struct {
 	// is a fatal error, not a stale read.
 	mu    sync.RWMutex
 	nodes map[string]respNode
+	// lastID's chain is last, the one chain returned most recently (a
+	// response, once stored, never changes its chain: a delete drops the
+	// whole conversation from the cache). Its slice headers, 24 bytes a
+	// response, are not counted in bytes: a quarter of nodeBytes' least.
+	lastMu sync.Mutex
+	lastID string
+	last   [][]byte
 	// deleted is the conversation's responses_deleted read before nodes
 	// were: while the row says the same, none of nodes was deleted.
 	deleted int64
@@ -281,23 +288,46 @@ func (s *Store) responseChain(ctx context.Context, tenant, id string) (Key, [][]
 	return key, chain, nil
 }
 
-// chain walks from id up through the responses it continues.
+// chain walks from id up through the responses it continues. A chain
+// goes on one response a turn, so the walk starts from the chain it last
+// returned when id continues it (or is it): a 2,000-turn chain's walk was
+// 2,000 map reads every turn. The slice returned is shared: callers only
+// read it.
 func (rc *respConv) chain(id string) ([][]byte, bool) {
 	rc.mu.RLock()
 	defer rc.mu.RUnlock()
-	var rev [][]byte
-	for cur := id; cur != ""; {
-		n, ok := rc.nodes[cur]
-		if !ok || len(rev) > len(rc.nodes) {
-			return nil, false
+	n, ok := rc.nodes[id]
+	if !ok {
+		return nil, false
+	}
+	rc.lastMu.Lock()
+	lastID, last := rc.lastID, rc.last
+	rc.lastMu.Unlock()
+	var out [][]byte
+	switch {
+	case id == lastID:
+		return last, true
+	case lastID != "" && n.previous == lastID:
+		out = append(make([][]byte, 0, len(last)+1), last...)
+		out = append(out, n.messages)
+	default:
+		var rev [][]byte
+		for cur := id; cur != ""; {
+			n, ok := rc.nodes[cur]
+			if !ok || len(rev) > len(rc.nodes) {
+				return nil, false
+			}
+			rev = append(rev, n.messages)
+			cur = n.previous
 		}
-		rev = append(rev, n.messages)
-		cur = n.previous
+		out = make([][]byte, len(rev))
+		for i, m := range rev {
+			out[len(rev)-1-i] = m
+		}
 	}
-	out := make([][]byte, len(rev))
-	for i, m := range rev {
-		out[len(rev)-1-i] = m
-	}
+	rc.lastMu.Lock()
+	rc.lastID, rc.last = id, out
+	rc.lastMu.Unlock()
 	return out, true
 }
 

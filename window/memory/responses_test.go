@@ -271,12 +271,10 @@ func minRoundTrips(p *pgtest.Proxy, f func()) int64 {
 // same conversation's chain: the two touch one map, and under the race
 // detector (make test) an unguarded walk fails here; without it, it can
 // kill the process (a concurrent map read and write is fatal).
-func TestChainReadWhileSaving(t *testing.T) {
-	s, err := Open(StoreConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+func TestChainReadWhileSaving(t *testing.T) { eachBackend(t, testChainReadWhileSaving) }
+
+func testChainReadWhileSaving(t *testing.T, at StoreConfig) {
+	s := openAt(t, at)
 	key := Key{Tenant: "acme", Conversation: "c"}
 	ids := saveChain(t, s, key, "r", 3, "")
 	done := make(chan error, 1)
@@ -309,5 +307,31 @@ func TestChainReadWhileSaving(t *testing.T) {
 	}
 	if _, got, err := chainText(t, s, "acme", "b499"); err != nil || !strings.HasPrefix(got, `"r1","r2","r3","b0",`) || strings.Count(got, ",") != 502 {
 		t.Fatalf("chain of b499: %.60q…, %v", got, err)
+	}
+}
+
+// A chain is read from the one read before it when it continues it, is it,
+// or neither (a branch, an older response): each read gives the same
+// messages as a walk from the first response would.
+func TestChainReadFromTheLastOne(t *testing.T) { eachBackend(t, testChainReadFromTheLastOne) }
+
+func testChainReadFromTheLastOne(t *testing.T, at StoreConfig) {
+	s := openAt(t, at)
+	key := Key{Tenant: "acme", Conversation: "c"}
+	saveChain(t, s, key, "r", 3, "")
+	saveChain(t, s, key, "a", 2, "r3")
+	saveChain(t, s, key, "b", 1, "r2")
+	for _, step := range []struct{ id, want string }{
+		{"r3", `"r1","r2","r3"`},      // walked
+		{"a1", `"r1","r2","r3","a1"`}, // continues the last
+		{"a2", `"r1","r2","r3","a1","a2"`},
+		{"a2", `"r1","r2","r3","a1","a2"`}, // the last again
+		{"b1", `"r1","r2","b1"`},           // a branch: walked
+		{"a1", `"r1","r2","r3","a1"`},      // an older one: walked
+		{"a2", `"r1","r2","r3","a1","a2"`},
+	} {
+		if _, got, err := chainText(t, s, "acme", step.id); err != nil || got != step.want {
+			t.Fatalf("chain of %s: %q, %v; want %q", step.id, got, err, step.want)
+		}
 	}
 }
