@@ -280,7 +280,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, prefix 
 		for ; next <= a; next++ {
 			window = append(window, turnAt(msgs, prefix, next))
 		}
-		id := packetKey(key, cut, prefix[a+1])
+		id := packetKey(key, cut, prefix[a+1], req.CountKey)
 		q := memory.Query{Ask: msgs[a].Content, Asker: engine.RoleUser, Before: cut.Start, Chain: prefix,
 			Window: window, K: w.cfg.Settings.K, Tokens: room, FirstTokens: cut.PacketFree - frame, Cost: lines, CostKey: req.CountKey,
 			FillTokens: cmp.Or(cut.FillRoom, w.cfg.Settings.fillTokens()), Statement: !isQuestion(msgs[a].Content)}
@@ -392,9 +392,10 @@ func turnAt(msgs []engine.Message, prefix []uint64, i int) memory.Turn {
 func linkNext(h uint64, m engine.Message) uint64 { return memory.Link(h, m.Role, m.Content) }
 
 // packetKey names a packet by everything it depends on: the conversation,
-// the policy, where the cut is, its room, and the messages up to its ask.
-func packetKey(key memory.Key, cut Cut, upToAsk uint64) uint64 {
+// the policy, where the cut is, its room, the messages up to its ask, and
+// the counter that measured its turns (Packet.Costs; Request.CountKey).
+func packetKey(key memory.Key, cut Cut, upToAsk uint64, countKey string) uint64 {
 	h := xxhash.New()
-	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%d\x00%d\x00%d\x00%d", key.Tenant, key.Conversation, cut.Policy, cut.Sinks, cut.Start, cut.PacketRoom, cut.PacketFree, upToAsk)
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%d\x00%d\x00%d\x00%d\x00%s", key.Tenant, key.Conversation, cut.Policy, cut.Sinks, cut.Start, cut.PacketRoom, cut.PacketFree, upToAsk, countKey)
 	return h.Sum64()
 }

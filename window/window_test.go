@@ -295,3 +295,47 @@ func TestPacketSizedByAsk(t *testing.T) {
 		t.Errorf("question packet %d tokens, statement %d: want the question's larger", tokens[true], tokens[false])
 	}
 }
+
+// TestPacketTokensByTheRequestsCounter: a packet remembered from a request
+// counted by one tokenizer is not reused, with its counts, by a request of
+// the same conversation counted by another: the packet's tokens are always
+// the request's own counter's.
+func TestPacketTokensByTheRequestsCounter(t *testing.T) {
+	w, err := New(Config{Settings: Settings{Budget: 1200}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second counter agrees on every message of the conversation and
+	// charges 5 more for each quoted line, so the cut and its rooms are the
+	// same under both.
+	wider := func(m engine.Message) int {
+		if strings.HasPrefix(m.Content, "[") {
+			return ApproxCount(m) + 5
+		}
+		return ApproxCount(m)
+	}
+	msgs := ask(story(120), "Where did Omar and Priya move?")
+	for _, c := range []struct {
+		key   string
+		count Counter
+	}{{"approx", ApproxCount}, {"wider", wider}, {"approx", ApproxCount}} {
+		res, err := w.Build(context.Background(), Request{Messages: msgs, Count: c.count, CountKey: c.key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.PacketTurns == 0 {
+			t.Fatal("no packet: the fixture must evict what the ask needs")
+		}
+		want := 0
+		lines := lineCost(c.count)
+		for _, p := range res.Packets {
+			want += frameCost(c.count)
+			for _, turn := range p.Turns {
+				want += lines(turn)
+			}
+		}
+		if res.PacketTokens != want {
+			t.Errorf("counted by %s: %d packet tokens, want %d (%d turns)", c.key, res.PacketTokens, want, res.PacketTurns)
+		}
+	}
+}
