@@ -485,7 +485,8 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	var out []Hit
 	seen := map[uint64]bool{}
 	used, filled := 0, 0
-	passed := 0 // candidates cut for room
+	passed := 0   // candidates cut for room
+	full := false // past maxPassedOver of them: the rest are cut
 	order := inOrder{xs: ranked}
 	for i := range ranked {
 		c := order.at(i)
@@ -520,7 +521,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		// whether it is superseded, the costly check, is read only for a
 		// turn that fits, or to tell why it is not a hit (Explain: a
 		// stale turn is stale, not cut).
-		cut := (c.fill && (q.Statement || filled+cost > q.FillTokens)) ||
+		cut := full || (c.fill && (q.Statement || filled+cost > q.FillTokens)) ||
 			(q.Tokens > 0 && used+cost > q.Tokens && !(len(out) == 0 && cost <= q.FirstTokens))
 		if (!cut || explaining) && f.superseded(t.Pos, among, later, updatersOf, m.subjects) {
 			stats.superseded++
@@ -529,8 +530,11 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		}
 		if cut {
 			note(t.Pos, MissCut)
-			if passed++; passed > maxPassedOver && !explaining {
-				break
+			if passed++; passed > maxPassedOver {
+				if !explaining {
+					break
+				}
+				full = true // told apart as the search would leave them
 			}
 			continue
 		}

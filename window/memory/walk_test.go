@@ -38,5 +38,13 @@ func TestWalkPassesOverABoundedNumber(t *testing.T) {
 		if want := long <= maxPassedOver; short != want || len(hits) == 0 || hits[0].Text != turns[200].Text {
 			t.Errorf("%d long matches: hits %q; want the best first and the short one %v", long, hitTexts(hits), want)
 		}
+		// Explain tells the short one as the search left it.
+		want := MissNone
+		if long > maxPassedOver {
+			want = MissCut
+		}
+		if got := x.Explain(q, []int{len(turns) - 1})[0]; got != want {
+			t.Errorf("%d long matches: the short one explained as %v, want %v", long, got, want)
+		}
 	}
 }
