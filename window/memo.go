@@ -61,12 +61,11 @@ func (m *memo[K, V]) bytes() int64 {
 
 // packetBytes is what a memoized packet holds: its turns' text, handles
 // and roles (shared with the request that made them while it lasts, the
-// packet's own once the request is gone), the turns themselves and their
-// costs.
+// packet's own once the request is gone) and the turns themselves.
 func packetBytes(p Packet) int64 {
 	n := int64(64)
 	for _, t := range p.Turns {
-		n += int64(len(t.Text)+len(t.Handle)+len(t.Role)) + 96 + 8
+		n += int64(len(t.Text)+len(t.Handle)+len(t.Role)) + 96
 	}
 	return n
 }

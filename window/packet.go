@@ -14,22 +14,9 @@ import (
 type Packet struct {
 	Ask   int           // index of the ask's message
 	Turns []memory.Turn // in conversation order
-	// Costs[i] is the tokens Turns[i]'s line adds (lineCost), as the
-	// search counted it when it took the turn.
-	Costs []int
-}
-
-// tokens is what the packet adds to its ask: the fence and the lines, 0
-// for an empty packet.
-func (p Packet) tokens(frame int) int {
-	if len(p.Turns) == 0 {
-		return 0
-	}
-	n := frame
-	for _, c := range p.Costs {
-		n += c
-	}
-	return n
+	// Tokens is what the packet adds to its ask: the fence and each line
+	// as the search counted it when it took the turn (0 with no turns).
+	Tokens int
 }
 
 // Packet text: a fenced block of quoted turns ahead of the ask. Every turn

@@ -239,14 +239,13 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	for _, i := range cut.Carried {
 		res.Messages = append(res.Messages, req.Messages[i])
 	}
-	frame := frameCost(count)
 	for i := cut.Start; i < cut.Messages; i++ {
 		m := at(i)
 		if p, ok := packets[i]; ok && len(p.Turns) > 0 {
 			m.Content = render(p, m.Content)
 			res.Packets = append(res.Packets, p)
 			res.PacketTurns += len(p.Turns)
-			res.PacketTokens += p.tokens(frame)
+			res.PacketTokens += p.Tokens
 		}
 		res.Messages = append(res.Messages, m)
 	}
@@ -297,9 +296,13 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, prefix 
 				continue // src has recorded the failure
 			}
 			sort.SliceStable(hits, func(i, j int) bool { return hits[i].Pos < hits[j].Pos })
-			p = Packet{Ask: a, Turns: make([]memory.Turn, len(hits)), Costs: make([]int, len(hits))}
+			p = Packet{Ask: a, Turns: make([]memory.Turn, len(hits))}
 			for i, h := range hits {
-				p.Turns[i], p.Costs[i] = h.Turn, h.Cost
+				p.Turns[i] = h.Turn
+				p.Tokens += h.Cost
+			}
+			if len(hits) > 0 {
+				p.Tokens += frame
 			}
 			if src.err == nil {
 				w.packets.put(id, key, p)
@@ -307,7 +310,7 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, prefix 
 		}
 		out[a] = p
 		window = append(window, p.Turns...)
-		used += p.tokens(frame)
+		used += p.Tokens
 	}
 	return out, src.err
 }
@@ -393,7 +396,7 @@ func linkNext(h uint64, m engine.Message) uint64 { return memory.Link(h, m.Role,
 
 // packetKey names a packet by everything it depends on: the conversation,
 // the policy, where the cut is, its room, the messages up to its ask, and
-// the counter that measured its turns (Packet.Costs; Request.CountKey).
+// the counter that measured its turns (Packet.Tokens; Request.CountKey).
 func packetKey(key memory.Key, cut Cut, upToAsk uint64, countKey string) uint64 {
 	h := xxhash.New()
 	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%d\x00%d\x00%d\x00%d\x00%s", key.Tenant, key.Conversation, cut.Policy, cut.Sinks, cut.Start, cut.PacketRoom, cut.PacketFree, upToAsk, countKey)
