@@ -64,7 +64,7 @@ func TestWindowSupersedes(t *testing.T) {
 	f := newFacts()
 	f.add(append(append([]Turn(nil), turns[:omarMoves]...), turns[omarMoves+1:]...)) // Omar's update is not a candidate...
 	f.finish()
-	later := f.windowFacts(turns[omarMoves : omarMoves+1]) // ...it is in the window
+	later := windowFacts(f, turns[omarMoves:omarMoves+1]) // ...it is in the window
 	omar := turns[0]
 	if !f.superseded(omar.Pos, nil, later, nil, nil) {
 		t.Fatalf("%q not superseded by a later statement in the window", omar.Text)
@@ -165,7 +165,7 @@ func TestChangeInOneSentence(t *testing.T) {
 	g := newFacts()
 	g.add(turns)
 	g.finish()
-	window := g.windowFacts([]Turn{update})
+	window := windowFacts(g, []Turn{update})
 	parrot := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == "Lena has a parrot at home." })
 	if parrot < 0 || !g.superseded(turns[parrot].Pos, nil, window, nil, nil) {
 		t.Fatal("the swap in the window did not replace Lena's parrot")
@@ -231,7 +231,7 @@ func TestChangeToUnnamedValue(t *testing.T) {
 		g.add(turns[:len(turns)-1])
 		g.finish()
 		at := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == parrot })
-		if g.superseded(turns[at].Pos, nil, g.windowFacts(turns[len(turns)-1:]), nil, nil) != tc.changed {
+		if g.superseded(turns[at].Pos, nil, windowFacts(g, turns[len(turns)-1:]), nil, nil) != tc.changed {
 			t.Errorf("%q in the window: superseded = %v, want %v", tc.text, !tc.changed, tc.changed)
 		}
 	}
@@ -282,4 +282,10 @@ func TestChangeMarked(t *testing.T) {
 			t.Errorf("changeMarked(%q) = %v, want %v", sentence, got, want)
 		}
 	}
+}
+
+// windowFacts is the facts a search reads of a window (readWindow).
+func windowFacts(f *facts, window []Turn) map[string][]factAt {
+	_, _, later := f.readWindow(window)
+	return later
 }

@@ -453,7 +453,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	}
 	var stats searchStats
 	f := x.facts
-	inWindow, windowText, later := f.inView(q.Window)
+	inWindow, windowText, later := f.readWindow(q.Window)
 	// A weak match (see rank) is no evidence that a statement changed:
 	// only the other candidates and the window may update one.
 	found := make([]int, 0, len(ranked))
@@ -545,17 +545,6 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		ups.release() // the index keeps the room, not this search's turns
 	}
 	return out, stats
-}
-
-// inView returns what a search reads of its window: the positions it
-// holds, their normal texts (normalKey) and their facts (windowFacts).
-func (f *facts) inView(window []Turn) (map[int]bool, map[uint64]bool, map[string][]factAt) {
-	pos, text := make(map[int]bool, len(window)), make(map[uint64]bool, len(window))
-	for _, t := range window {
-		pos[t.Pos] = true
-		text[f.windowTurn(t).norm] = true
-	}
-	return pos, text, f.windowFacts(window)
 }
 
 // costOf is q.Cost(p), p being turn d or a passage of it, remembered

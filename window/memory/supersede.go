@@ -14,16 +14,20 @@ import (
 // statement in the window, which always comes after the evicted turns it
 // could replace.
 
-// windowFacts reads the window's turns against the collection's clusters.
-func (f *facts) windowFacts(window []Turn) map[string][]factAt {
-	out := map[string][]factAt{}
+// readWindow returns what a search reads of its window: the positions it
+// holds, their normal texts (normalKey) and their facts against the
+// collection's clusters, each turn's reading looked up once.
+func (f *facts) readWindow(window []Turn) (map[int]bool, map[uint64]bool, map[string][]factAt) {
+	pos, text, later := make(map[int]bool, len(window)), make(map[uint64]bool, len(window)), map[string][]factAt{}
 	for _, t := range window {
-		for _, x := range f.windowTurn(t).facts {
+		r := f.windowTurn(t)
+		pos[t.Pos], text[r.norm] = true, true
+		for _, x := range r.facts {
 			k := historyKey(x)
-			out[k] = append(out[k], factAt{pos: t.Pos, value: x.value})
+			later[k] = append(later[k], factAt{pos: t.Pos, value: x.value})
 		}
 	}
-	return out
+	return pos, text, later
 }
 
 // windowTurn returns a window turn's reading, remembered by its position

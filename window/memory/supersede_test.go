@@ -136,7 +136,7 @@ func TestUpdateWithoutOldValue(t *testing.T) {
 		g.add(turns[:len(turns)-2])
 		g.finish()
 		at := slices.IndexFunc(turns, func(t Turn) bool { return t.Text == old })
-		if g.superseded(turns[at].Pos, nil, g.windowFacts(turns[len(turns)-2:]), nil, nil) != tc.stale {
+		if g.superseded(turns[at].Pos, nil, windowFacts(g, turns[len(turns)-2:]), nil, nil) != tc.stale {
 			t.Errorf("%q in the window: superseded = %v, want %v", tc.update, !tc.stale, tc.stale)
 		}
 	}
