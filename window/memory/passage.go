@@ -19,10 +19,16 @@ import (
 // its last whitespace — and units are packed in order into passages; a
 // paragraph break (a blank line outside code, or the edge of a code block)
 // ends a passage that is at least half full. A turn longer than two
-// passages is long; shorter ones are quoted whole.
+// passages is long: it ranks by its best passage. A long turn of at most
+// four passages (quoteWhole) is still quoted whole where that takes at
+// most half of the packet's room (Index.quoted): the passage it ranked by
+// is a good part of it, and the rest is that passage's own context (a
+// request and the code it asks about). Longer turns (most assistant
+// answers, pasted files) are quoted by their passage.
 const (
 	maxPassage = PassageBytes
 	longTurn   = 2 * maxPassage
+	quoteWhole = 4 * maxPassage
 )
 
 // PassageBytes is the most bytes one passage holds: the unit memory

@@ -82,6 +82,60 @@ func TestLongTurnsAreQuotedByTheirPassage(t *testing.T) {
 	t.Fatalf("the long answer holding the code is not a hit: %+v", hits)
 }
 
+// A long turn of at most four passages (a request and the code it asks
+// about) is quoted whole where whole it takes at most half of the room,
+// and by its passage where it would take more; a longer one always by its
+// passage, and it costs what is quoted.
+func TestShortLongTurnsAreQuotedWhole(t *testing.T) {
+	turn := func(n int) string {
+		var b strings.Builder
+		for p := 0; b.Len() < n; p++ {
+			if p == 1 {
+				b.WriteString("The vault of Zephyrine opens with the code 4417, kept by the night porter.\n\n")
+				continue
+			}
+			fmt.Fprintf(&b, "Section %d. %s\n\n", p, strings.Repeat(fmt.Sprintf("Filler sentence number %d about gardens. ", p), 4))
+		}
+		return b.String()
+	}
+	cost := func(t Turn) int { return (len(t.Text) + 3) / 4 }
+	for _, c := range []struct {
+		bytes int
+		room  func(whole int) int // of the turn's cost whole
+		whole bool
+	}{
+		{1500, func(n int) int { return 2 * n }, true},          // half the room: whole
+		{1500, func(n int) int { return 2*n - 2 }, false},       // over half: its passage
+		{quoteWhole + 600, func(int) int { return 1e6 }, false}, // over four passages: its passage, whatever the room
+	} {
+		text := turn(c.bytes)
+		room := c.room(cost(Turn{Text: text}))
+		if len(text) <= longTurn || (len(text) <= quoteWhole) != (c.bytes <= quoteWhole) {
+			t.Fatalf("the test's turn of %d bytes is not what the case needs", len(text))
+		}
+		var turns []Turn
+		for i := 0; i < 20; i++ {
+			role, txt := "user", fmt.Sprintf("Question %d about the weather and gardens?", i)
+			if i%2 == 1 {
+				role, txt = "assistant", fmt.Sprintf("Answer %d: mild weather for gardens.", i)
+			}
+			if i == 8 {
+				txt = text
+			}
+			turns = append(turns, Turn{Pos: i, Role: role, Text: txt})
+		}
+		hits := NewIndex(turns...).Search(Query{Ask: "What is the vault code of Zephyrine?", K: 10, Tokens: room, Cost: cost})
+		i := slices.IndexFunc(hits, func(h Hit) bool { return h.Pos == 8 })
+		if i < 0 {
+			t.Fatalf("%d bytes, room %d: the turn holding the code is not a hit: %+v", len(text), room, hits)
+		}
+		h := hits[i]
+		if whole := h.Part == "" && h.Text == text; whole != c.whole || h.Cost != cost(h.Turn) || !strings.Contains(h.Text, "4417") {
+			t.Errorf("%d bytes, room %d: part %q, %d bytes quoted, cost %d; want whole=%v", len(text), room, h.Part, len(h.Text), h.Cost, c.whole)
+		}
+	}
+}
+
 // A long turn's passage score (passageScores, with the stems every passage
 // holds summed once per turn) is the best of its passages' sums of the
 // ask's weights, computed passage by passage.

@@ -503,12 +503,8 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 			continue
 		}
 		// A long turn is quoted by its passage that matches the ask best,
-		// the one it ranked by (passage.go).
-		p := x.passageOf(c.doc, m.weight)
-		cost := 1
-		if q.Cost != nil {
-			cost = x.costOf(q, c.doc, p)
-		}
+		// the one it ranked by, or whole while it is short (quoted).
+		p, cost := x.quoted(q, c.doc, x.passageOf(c.doc, m.weight))
 		// Past the room for hits past the cutoff, or past the room (a
 		// shorter hit further down may still fit). Either way, like a
 		// superseded turn, it is passed over and nothing else changes:
@@ -545,6 +541,26 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		ups.release() // the index keeps the room, not this search's turns
 	}
 	return out, stats
+}
+
+// quoted returns how a packet quotes turn d, p being the passage of it
+// that matches the ask (passageOf), and what that costs: p, or the whole
+// turn where it is at most quoteWhole bytes and takes at most half of the
+// room (q.Tokens), see passage.go. Callers hold x.mu.
+func (x *Index) quoted(q Query, d int32, p Turn) (Turn, int) {
+	cost := func(t Turn) int {
+		if q.Cost == nil {
+			return 1
+		}
+		return x.costOf(q, d, t)
+	}
+	t := x.turns[d]
+	if p.Part != "" && len(t.Text) <= quoteWhole {
+		if whole := cost(t); q.Tokens == 0 || whole <= q.Tokens/2 {
+			return t, whole
+		}
+	}
+	return p, cost(p)
 }
 
 // costOf is q.Cost(p), p being turn d or a passage of it, remembered
