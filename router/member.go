@@ -114,9 +114,10 @@ func newMember(i int, b engine.Backend, cfg Config) (*member, error) {
 	return m, nil
 }
 
-// wait predicts the queueing delay: requests beyond the slots, each taking
-// the recent mean service time; or, if longer, the prompt work the router
-// sent ahead of this turn that has not reached its first token yet
+// wait predicts the queueing delay: for each request beyond the slots
+// (this turn included), the wait for one of the slots to finish, at its
+// 90th percentile (slotWaitQuantile); or, if longer, the prompt work the
+// router sent ahead of this turn that has not reached its first token yet
 // (prefillQueue): a backend's prefills share its compute, whatever slots
 // are idle.
 func (m *member) wait() time.Duration {
@@ -127,8 +128,22 @@ func (m *member) wait() time.Duration {
 		return ahead
 	}
 	s := math.Float64frombits(m.service.Load())
-	return max(ahead, time.Duration(float64(over)*s*float64(time.Second)/float64(slots)))
+	return max(ahead, time.Duration(slotWaitQuantile*float64(over)*s*float64(time.Second)/float64(slots)))
 }
+
+// slotWaitQuantile turns the mean wait for a slot into its 90th
+// percentile. A turn that finds every slot busy waits for the first of
+// them to finish, and all the router knows of when that is is the
+// backend's mean service time s: taken as memoryless (the exponential law,
+// the one a mean alone fixes), the first of k busy slots frees after s/k
+// on average and after ln 10 · s/k at the 90th percentile. The router is
+// held to the tail of the time to first token (TTFT p90), and the wait is
+// the one part of a prediction that guesses at other requests (the
+// prefill it is weighed against is the backend's calibrated cost), so it
+// counts the wait at that percentile. Counted at its mean, a queue behind
+// a backend that held the prompt looked shorter than a recompute
+// elsewhere more often than it was (docs/routing.md, Scoring).
+const slotWaitQuantile = math.Ln10
 
 // prefillQueue is the router's view of the prompt work it has sent a
 // backend: the time the backend would be done with every prefill that has

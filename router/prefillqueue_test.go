@@ -1,8 +1,11 @@
 package router
 
 import (
+	"math"
 	"testing"
 	"time"
+
+	"kvwin/engine"
 )
 
 // Prefills queue one after another at their predicted times; one that ends
@@ -33,5 +36,29 @@ func TestPrefillQueueWaitsForThePromptWorkAhead(t *testing.T) {
 	q.finish(t0.Add(ms(420)), t0.Add(ms(430)))
 	if got := q.wait(t0.Add(ms(420))); got != 0 {
 		t.Fatalf("nothing queued: wait %v", got)
+	}
+}
+
+// A turn beyond a backend's slots waits, for each request beyond them (its
+// own included), for one of the slots to finish: the mean service time
+// over the slots, at its 90th percentile under exponential service
+// (ln 10 times the mean); within the slots it waits only for the prompt
+// work ahead.
+func TestSlotWaitIsCountedAtItsNinetiethPercentile(t *testing.T) {
+	m := members(t, []engine.Info{{Name: "a", Slots: 4}}, nil, nil)[0]
+	m.service.Store(math.Float64bits(2)) // 2 s a request
+	p90 := func(mean float64) time.Duration { return time.Duration(math.Ln10 * mean * float64(time.Second)) }
+	for _, tc := range []struct {
+		inflight int
+		want     time.Duration
+	}{
+		{3, 0},
+		{4, p90(0.5)}, // the first of 4 busy slots frees after 0.5 s on average
+		{5, p90(1.0)}, // and one more request is ahead of it
+	} {
+		m.load.Store(int64(tc.inflight))
+		if got := m.wait(); got != tc.want {
+			t.Errorf("%d in flight on 4 slots, 2 s each: wait %v, want %v", tc.inflight, got, tc.want)
+		}
 	}
 }
