@@ -56,18 +56,7 @@ func TestLongTurnsAreQuotedByTheirPassage(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "Section %d. %s\n\n", p, strings.Repeat(fmt.Sprintf("Filler sentence number %d about gardens. ", p), 8))
 	}
-	var turns []Turn
-	for i := 0; i < 20; i++ {
-		role, text := "user", fmt.Sprintf("Question %d about the weather and gardens?", i)
-		if i%2 == 1 {
-			role, text = "assistant", fmt.Sprintf("Answer %d: mild weather for gardens.", i)
-		}
-		if i == 9 {
-			text = b.String()
-		}
-		turns = append(turns, Turn{Pos: i, Role: role, Text: text})
-	}
-	x := NewIndex(turns...)
+	x := NewIndex(gardenTurns(9, b.String())...)
 	hits := x.Search(Query{Ask: "What is the vault code of Zephyrine?", K: 10, Tokens: 400,
 		Cost: func(t Turn) int { return (len(t.Text) + 3) / 4 }})
 	for _, h := range hits {
@@ -80,6 +69,23 @@ func TestLongTurnsAreQuotedByTheirPassage(t *testing.T) {
 		return
 	}
 	t.Fatalf("the long answer holding the code is not a hit: %+v", hits)
+}
+
+// gardenTurns is 20 short turns about gardens, the one at pos replaced by
+// text.
+func gardenTurns(pos int, text string) []Turn {
+	var turns []Turn
+	for i := 0; i < 20; i++ {
+		role, txt := "user", fmt.Sprintf("Question %d about the weather and gardens?", i)
+		if i%2 == 1 {
+			role, txt = "assistant", fmt.Sprintf("Answer %d: mild weather for gardens.", i)
+		}
+		if i == pos {
+			txt = text
+		}
+		turns = append(turns, Turn{Pos: i, Role: role, Text: txt})
+	}
+	return turns
 }
 
 // A long turn of at most four passages (a request and the code it asks
@@ -113,18 +119,7 @@ func TestShortLongTurnsAreQuotedWhole(t *testing.T) {
 		if len(text) <= longTurn || (len(text) <= quoteWhole) != (c.bytes <= quoteWhole) {
 			t.Fatalf("the test's turn of %d bytes is not what the case needs", len(text))
 		}
-		var turns []Turn
-		for i := 0; i < 20; i++ {
-			role, txt := "user", fmt.Sprintf("Question %d about the weather and gardens?", i)
-			if i%2 == 1 {
-				role, txt = "assistant", fmt.Sprintf("Answer %d: mild weather for gardens.", i)
-			}
-			if i == 8 {
-				txt = text
-			}
-			turns = append(turns, Turn{Pos: i, Role: role, Text: txt})
-		}
-		hits := NewIndex(turns...).Search(Query{Ask: "What is the vault code of Zephyrine?", K: 10, Tokens: room, Cost: cost})
+		hits := NewIndex(gardenTurns(8, text)...).Search(Query{Ask: "What is the vault code of Zephyrine?", K: 10, Tokens: room, Cost: cost})
 		i := slices.IndexFunc(hits, func(h Hit) bool { return h.Pos == 8 })
 		if i < 0 {
 			t.Fatalf("%d bytes, room %d: the turn holding the code is not a hit: %+v", len(text), room, hits)
