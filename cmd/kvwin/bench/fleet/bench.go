@@ -60,8 +60,7 @@ type Row struct {
 	RestoresDisk       int    `json:"restores_disk,omitempty"`
 	RestoredTokensRAM  int    `json:"restored_tokens_ram,omitempty"`
 	RestoredTokensDisk int    `json:"restored_tokens_disk,omitempty"`
-	// Excess is the prefill beyond the oracle's by cause (excess.go), on
-	// rows with tiers.
+	// Excess is the prefill beyond the oracle's by cause (excess.go).
 	Excess            map[string]int `json:"excess_by_cause,omitempty"`
 	Nodes             int            `json:"nodes"`
 	Slots             int            `json:"slots"`
@@ -253,9 +252,7 @@ func summarize(turns []*turnRecord, cfg Config, load float64) Row {
 		}
 	}
 	r.OraclePrefill = oracle(turns)
-	if cfg.Tiers.On() {
-		r.Excess = excess(turns)
-	}
+	r.Excess = excess(turns)
 	if r.OraclePrefill > 0 {
 		r.PrefillVsOracle = float64(r.PrefillTokens) / float64(r.OraclePrefill)
 	}

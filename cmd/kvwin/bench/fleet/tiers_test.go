@@ -201,6 +201,21 @@ func TestRestoresFromDiskAreCounted(t *testing.T) {
 	}
 }
 
+// Without tiers the excess is told apart too: on one llama-server slot, b's
+// first turn takes a's slot while a thinks, so a's return finds its KV
+// lost and computes it again on its node; b's return, after a's, likewise.
+func TestExcessWithoutTiers(t *testing.T) {
+	cfg := Config{Nodes: 1, Slots: 1, Context: 4096, Kind: KindLlamaServer, Policy: "prefix", Model: DefaultNodeModel()}
+	turns := runTurns(t, cfg, tierConv(1, 0, 30*time.Second), tierConv(100_000, 10*time.Second, time.Hour))
+	all := []*turnRecord{turns[[2]int{0, 0}], turns[[2]int{1, 0}], turns[[2]int{0, 1}], turns[[2]int{1, 1}]} // as they arrived
+	r := summarize(all, cfg, 0.2)
+	// Each return computes its whole prompt (460 tokens) where the oracle
+	// computes the 40 past its previous prompt and answer: 420 more each.
+	if want := map[string]int{"return, its KV in lost, sent back to its node": 2 * 420}; !maps.Equal(r.Excess, want) {
+		t.Errorf("excess by cause %v, want %v", r.Excess, want)
+	}
+}
+
 // Restores per tier per policy appear in the table, the CSV and the JSON
 // with tiers; without, the CSV has exactly its columns of before.
 func TestReportCountsRestoresPerTierPerPolicy(t *testing.T) {
