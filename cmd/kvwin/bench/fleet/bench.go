@@ -251,8 +251,9 @@ func summarize(turns []*turnRecord, cfg Config, load float64) Row {
 			r.RestoredTokensDisk += t.restored
 		}
 	}
-	r.OraclePrefill = oracle(turns)
-	r.Excess = excess(turns)
+	each := oracleTurns(turns) // one pass for the total and the causes
+	r.OraclePrefill = oracleTotal(each)
+	r.Excess = excess(turns, each)
 	if r.OraclePrefill > 0 {
 		r.PrefillVsOracle = float64(r.PrefillTokens) / float64(r.OraclePrefill)
 	}

@@ -49,11 +49,12 @@ func (n *node) holds(ci int, prev []int) string {
 	return best.medium.String()
 }
 
-// excess sums each turn's prefill beyond the oracle's by cause.
-func excess(turns []*turnRecord) map[string]int {
+// excess sums each turn's prefill beyond the oracle's (oracle[i], as
+// oracleTurns gives it) by cause.
+func excess(turns []*turnRecord, oracle []int) map[string]int {
 	out := map[string]int{}
 	last := map[int]string{} // each conversation's backend of its last turn
-	for i, o := range oracleTurns(turns) {
+	for i, o := range oracle {
 		t := turns[i]
 		if t.err != nil {
 			continue
