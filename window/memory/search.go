@@ -479,8 +479,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 	var out []Hit
 	seen := map[uint64]bool{}
 	used, filled := 0, 0
-	passed := 0   // candidates cut for room
-	full := false // past maxPassedOver of them: the rest are cut
+	passed := 0 // candidates cut for room; past maxPassedOver the rest are cut
 	order := inOrder{xs: ranked}
 	for i := range ranked {
 		c := order.at(i)
@@ -511,7 +510,7 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		// whether it is superseded, the costly check, is read only for a
 		// turn that fits, or to tell why it is not a hit (Explain: a
 		// stale turn is stale, not cut).
-		cut := full || (c.fill && (q.Statement || filled+cost > q.FillTokens)) ||
+		cut := passed > maxPassedOver || (c.fill && (q.Statement || filled+cost > q.FillTokens)) ||
 			(q.Tokens > 0 && used+cost > q.Tokens && !(len(out) == 0 && cost <= q.FirstTokens))
 		if (!cut || explaining) && f.superseded(t.Pos, among, later, updatersOf, m.subjects) {
 			stats.superseded++
@@ -520,11 +519,8 @@ func (x *Index) pickNoted(q Query, m match, ranked []cand, note func(pos int, wh
 		}
 		if cut {
 			note(t.Pos, MissCut)
-			if passed++; passed > maxPassedOver {
-				if !explaining {
-					break
-				}
-				full = true // told apart as the search would leave them
+			if passed++; passed > maxPassedOver && !explaining {
+				break // Explain walks on, telling the rest as cut
 			}
 			continue
 		}
