@@ -371,10 +371,7 @@ func (n *node) finish(j *job, decode time.Duration) {
 	n.decodeKV -= len(j.req.Tokens)
 	n.clock++
 	p := j.req.Tokens
-	kv := p
-	if len(j.answer) > 1 {
-		kv = j.turn.conv.stream[:len(p)+len(j.answer)-1]
-	}
+	kv := j.turn.conv.stream[:heldEnd(j.turn.conv, j.turn.index)]
 	n.slots[j.slot] = slotState{kv: kv, lastUsed: n.clock, prompt: len(p), conv: j.turn.ci}
 	if n.journal != nil {
 		n.journal.SetSlot(j.slot, j.req.Tenant, kv) // published at the turn's end, as a node does

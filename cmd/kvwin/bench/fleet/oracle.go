@@ -2,8 +2,10 @@ package fleet
 
 // The oracle's prefill: for each turn in the order turns arrived, the
 // prompt tokens beyond the longest prefix it shares with any earlier
-// turn's prompt and answer (what a backend holds after serving it), as
-// `kvwin bench route` defines it:
+// turn's prompt and answer (what a backend holds after serving it: the
+// answer but its last token, its end token, which is sampled and never
+// computed into KV), as `kvwin bench route` defines it (it holds the
+// answer's text, without the end token):
 //
 //	oracle = Σ over turns of (prompt tokens − that longest shared prefix)
 //
@@ -35,7 +37,7 @@ func oracleTurns(turns []*turnRecord) []int {
 			continue
 		}
 		p := t.conv.prompt(t.index)
-		held := t.conv.stream[:t.conv.answerEnd[t.index]]
+		held := t.conv.stream[:heldEnd(t.conv, t.index)]
 		var from []int
 		h := uint64(0)
 		for b := 0; (b+1)*oracleBlock <= len(p); b++ {
@@ -59,6 +61,10 @@ func oracleTurns(turns []*turnRecord) []int {
 	}
 	return out
 }
+
+// heldEnd is where the KV a backend holds after serving turn t of c ends:
+// its prompt and its answer but the answer's last token (node.finish).
+func heldEnd(c *conversation, t int) int { return max(c.promptEnd[t], c.answerEnd[t]-1) }
 
 // blockHash chains parent with a block's tokens (FNV-1a over the words).
 func blockHash(parent uint64, block []int) uint64 {

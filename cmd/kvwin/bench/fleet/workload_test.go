@@ -56,7 +56,9 @@ func TestTraceContextHoldsTheLongestRequest(t *testing.T) {
 }
 
 // The oracle reuses each conversation's history and each group's system
-// prompt once: two conversations of one group, two turns each.
+// prompt once: two conversations of one group, two turns each. What a
+// turn leaves held is its prompt and its answer but the answer's end
+// token, sampled last and never computed into KV.
 func TestOracleCountsWhatNoEarlierTurnSent(t *testing.T) {
 	w := Workload{Conversations: 2, Groups: 1, SystemTokens: 1000, Think: 1, Context: 4096, Seed: 7}
 	convs, err := w.generate()
@@ -70,7 +72,7 @@ func TestOracleCountsWhatNoEarlierTurnSent(t *testing.T) {
 			turns = append(turns, &turnRecord{conv: c, ci: ci, index: ti})
 			prev := 1000
 			if ti > 0 {
-				prev = c.answerEnd[ti-1]
+				prev = c.answerEnd[ti-1] - 1
 			} else if ci == 0 {
 				prev = 0
 			}
