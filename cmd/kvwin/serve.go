@@ -102,7 +102,7 @@ func bindServeFlags(fl *pflag.FlagSet, f *app.Config, configPath *string, check 
 	fl.BoolVar(&f.Verbose, "verbose", false, "log every request and llama.cpp's own messages")
 	fl.StringVar(&f.LogFormat, "log-format", app.LogText, "log lines as text (key=value) or json (one object a line, for a log shipper); each request's lines carry its request_id")
 	fl.BoolVar(&f.NoSnapshots, "no-snapshots", false, "do not save the KV of a slot given to another conversation (under --data-dir/snapshots)")
-	fl.Int64Var(&f.SnapshotBytes, "snapshot-max-bytes", 1<<30, "disk budget for KV snapshots; least recently used go first")
+	fl.Int64Var(&f.SnapshotBytes, "snapshot-max-bytes", -1, "disk budget for KV snapshots, in bytes; least recently used go first; default an eighth of the free space of --data-dir's filesystem at start, at least 1 GiB, at most 16 GiB")
 	fl.Int64Var(&f.KVRAM, "kv-ram", -1, "RAM tier of KV snapshots, in bytes, before they are demoted to disk; 0 none; default an eighth of MemAvailable at start, at most 4 GiB")
 	fl.IntVar(&f.KVRAMTenantPercent, "kv-ram-tenant-percent", 50, "most of --kv-ram one tenant's snapshots may hold, in percent (1-100)")
 	fl.StringArrayVar(&f.Backends, "backend", nil, "front a remote backend instead of the embedded engine (repeatable): llamaserver=URL for llama-server and kvwin nodes, ollama=URL?model=NAME; URL dns://NAME:PORT (dns+https://) is one backend per address NAME resolves to")

@@ -64,7 +64,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	Verbose         bool
 	NoSnapshots     bool
-	SnapshotBytes   int64
+	// SnapshotBytes is the snapshots' disk tier budget in bytes
+	// (kvdisk.go): negative the default rule, 0 the engine's own default.
+	SnapshotBytes int64
 	// KVRAM is the snapshots' RAM tier budget in bytes (kvram.go): 0 none,
 	// negative the default rule. KVRAMTenantPercent is the most of it one
 	// tenant may hold, in percent (0: kvcache.DefaultTenantShare).
@@ -256,6 +258,7 @@ func build(f Config, log *slog.Logger, shared *sharedState, ln net.Listener) (*A
 	if f.KVRAMTenantPercent < 0 || f.KVRAMTenantPercent > 100 {
 		return nil, fmt.Errorf("--kv-ram-tenant-percent %d: must be 1 to 100", f.KVRAMTenantPercent)
 	}
+	a.f.SnapshotBytes = kvDiskBytes(f.SnapshotBytes, f.DataDir) // kvdisk.go
 	if err := checkMemoryStore(f.MemoryStore, f.MemoryStoreTimeout); err != nil {
 		return nil, err
 	}

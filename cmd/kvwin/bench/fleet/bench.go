@@ -52,7 +52,7 @@ type Row struct {
 	Policy      string `json:"policy"`
 	NodeKind    string `json:"node_kind"`
 	CacheRAMMiB int64  `json:"cache_ram_mib,omitempty"` // a llama-server's --cache-ram
-	// Tiers names the kvwin nodes' snapshot tiers ("ram4096+disk1024",
+	// Tiers names the kvwin nodes' snapshot tiers ("ram4096+disk16384",
 	// MiB); "" none. Restores count the turns whose node restored a
 	// snapshot from each tier, RestoredTokens the tokens read back.
 	Tiers              string `json:"tiers,omitempty"`

@@ -52,16 +52,18 @@ func (t Tiers) On() bool { return t.RAMBytes > 0 || t.DiskBytes > 0 }
 // Default tier sizes, by the node's own default rules: --kv-ram is an
 // eighth of MemAvailable at start, at most 4 GiB (cmd/kvwin/app/kvram.go);
 // a GPU host serving the default 8B model has far more than the 32 GiB
-// available that reaches the cap. --snapshot-max-bytes is 1 GiB.
+// available that reaches the cap. --snapshot-max-bytes is an eighth of
+// the free disk at start, at most 16 GiB (cmd/kvwin/app/kvdisk.go): such a
+// host has far more than the 128 GiB free that reaches that cap.
 const (
 	DefaultRAMTier  = 4 << 30
-	DefaultDiskTier = 1 << 30
+	DefaultDiskTier = 16 << 30
 )
 
 // DefaultTiers is a kvwin node's store with serve's defaults.
 func DefaultTiers() Tiers { return Tiers{RAMBytes: DefaultRAMTier, DiskBytes: DefaultDiskTier} }
 
-// String names the tiers in MiB, as the report shows them: "ram4096+disk1024".
+// String names the tiers in MiB, as the report shows them: "ram4096+disk16384".
 func (t Tiers) String() string {
 	if !t.On() {
 		return ""

@@ -191,8 +191,8 @@ func TestRestoresFromDiskAreCounted(t *testing.T) {
 	}
 	all := []*turnRecord{turns[[2]int{0, 0}], turns[[2]int{1, 0}], turns[[2]int{0, 1}], turns[[2]int{1, 1}]} // as they arrived
 	r := summarize(all, cfg, 0.2)
-	if r.RestoresDisk != 2 || r.RestoresRAM != 0 || r.RestoredTokensDisk != 2*419 || r.Tiers != "ram0+disk1024" {
-		t.Errorf("row: %+v; want two restores of 419 tokens from disk, tiers ram0+disk1024", r)
+	if r.RestoresDisk != 2 || r.RestoresRAM != 0 || r.RestoredTokensDisk != 2*419 || r.Tiers != "ram0+disk16384" {
+		t.Errorf("row: %+v; want two restores of 419 tokens from disk, tiers ram0+disk16384", r)
 	}
 	// Each return computes what the oracle's does: its new tokens and the
 	// previous answer's end token, which no backend computed into KV.
@@ -232,7 +232,7 @@ func TestReportCountsRestoresPerTierPerPolicy(t *testing.T) {
 	}
 	for _, r := range rows {
 		switch {
-		case r.Tiers == "ram4096+disk1024" && r.RestoresRAM == 0:
+		case r.Tiers == "ram4096+disk16384" && r.RestoresRAM == 0:
 			t.Errorf("%s with tiers restored nothing from RAM: %+v", r.Policy, r)
 		case r.Tiers == "" && r.RestoresRAM+r.RestoresDisk > 0:
 			t.Errorf("%s without tiers restored: %+v", r.Policy, r)
@@ -247,7 +247,7 @@ func TestReportCountsRestoresPerTierPerPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, s := range map[string]string{"table": table.String(), "csv": csv.String(), "json": js.String()} {
-		if !strings.Contains(s, "ram4096+disk1024") || !strings.Contains(strings.ReplaceAll(s, " ", "_"), "rest") {
+		if !strings.Contains(s, "ram4096+disk16384") || !strings.Contains(strings.ReplaceAll(s, " ", "_"), "rest") {
 			t.Errorf("%s shows no tiers or restores:\n%s", name, s)
 		}
 	}
