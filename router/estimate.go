@@ -65,6 +65,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 		maps.Copy(plans, early)
 		room = true
 	}
+	newcomer := len(k.exact.Keys) > 0 && !r.liveness.continues(k.exact.Keys)
 	cands := make([]candidate, 0, len(live))
 	for _, m := range live {
 		var cost attention.Predictor = m.cal
@@ -112,6 +113,9 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			c.cached, c.plan, c.hasPlan = p.reuse, p.slot, true
 			if d := p.destroyed(room); d > 0 {
 				extra = destroyedTime(m, p, d, cost) // saved.go
+			}
+			if newcomer {
+				extra += r.claimedTime(m, plans, p, room, cost) // saved.go, Claims
 			}
 		}
 		c.prefill = cost.Predict(max(k.length-c.cached, 1), c.cached)

@@ -188,6 +188,20 @@ func (l *liveness) observe(loc kvcache.Location, prompt, kept []kvcache.Key, len
 	l.last[loc] = h
 }
 
+// continues reports whether prompt continues a chain a turn left (one of
+// its keys is a tip), as observe will count it: a returning conversation,
+// or a branch of one, not a newcomer.
+func (l *liveness) continues(prompt []kvcache.Key) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(prompt) - 1; i >= 0; i-- {
+		if _, ok := l.tips[prompt[i]]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // age counts the tips older than the longest gap seen, not continued, as
 // ended at their depth. l.mu held.
 func (l *liveness) age(now time.Time) {

@@ -198,3 +198,99 @@ func TestTheLossShareIsLearnedFromTheJournal(t *testing.T) {
 		t.Fatalf("a branch of the turn's own chain priced as saved: %v, want its recompute %v", got, cost.Predict(200, 0))
 	}
 }
+
+// pinSavedNode is a savedNode that runs a request on the slot it names, as
+// a kvwin node does: the router plans its slots.
+type pinSavedNode struct{ *savedNode }
+
+func (pinSavedNode) PinsSlots() bool { return true }
+
+// A newcomer taking the last free slot of a node whose snapshots wait for
+// a conversation likely to come back counts what that return will then
+// destroy (Claims); on a node whose snapshots nobody is expected back for
+// it counts nothing, and a returning turn counts no claim.
+func TestANewcomerCountsTheReturnsANodesSnapshotsWaitFor(t *testing.T) {
+	node := func(name string) (pinSavedNode, *kvcache.Journal) {
+		j, err := kvcache.NewJournal(kvcache.JournalConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := enginetest.New(engine.Info{Name: name, Model: "m", Slots: 2, ContextSlot: 4096, Tenants: true, Snapshots: true, SharesPrefixes: true})
+		return pinSavedNode{&savedNode{journalBackend: &journalBackend{Backend: b, j: j}, Prompts: enginetest.Prompts{B: b}}}, j
+	}
+	a, ja := node("a")
+	b, jb := node("b")
+	var clock atomic.Int64
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return t0.Add(time.Duration(clock.Load())) }
+	r, err := New(Config{Now: now}, []engine.Backend{a, b}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Liveness trusted, as in TestTheLossShareIsLearnedFromTheJournal.
+	other := kvcache.Location{Backend: "other", Slot: 0}
+	k0 := kvcache.Key(1)
+	for i := range 200 {
+		clock.Add(int64(time.Duration(10+i%41) * time.Second))
+		if i%10 == 0 {
+			k0 += 1000
+			r.liveness.observe(other, []kvcache.Key{kvcache.Key(1 << 40 * (i + 1))}, []kvcache.Key{k0 + 1}, 0, 0, 0, now())
+			k0++
+			continue
+		}
+		r.liveness.observe(other, []kvcache.Key{k0, k0 + 1}, []kvcache.Key{k0 + 1, k0 + 2}, 0, 0, 0, now())
+		k0++
+	}
+	if !r.liveness.trusted(now()) {
+		t.Fatal("liveness is not trusted: the test proves nothing")
+	}
+	keyer := r.exact.ForTenant("alice")
+	// Each node: slot 0 holds a chain a turn just left, slot 1 nothing.
+	for i, name := range []string{"a", "b"} {
+		held := keyer.Tokens(tokenRange(100000*(i+1), 1024))
+		loc := kvcache.Location{Backend: name, Slot: 0}
+		if err := r.reg.Record(loc, held); err != nil {
+			t.Fatal(err)
+		}
+		r.liveness.observe(loc, nil, held.Keys, 1024, 0, 0, now())
+	}
+	// a holds the snapshot of a conversation a turn just left; b one of a
+	// chain no turn of this router left.
+	back := tokenRange(500000, 1024)
+	r.liveness.observe(other, nil, keyer.Tokens(back).Keys, 1024, 0, 0, now())
+	ja.SetSaved(kvcache.SavedTokens{ID: "back", Tenant: "alice", Tier: kvcache.MediumRAM, Bytes: 1 << 20, Tokens: back})
+	jb.SetSaved(kvcache.SavedTokens{ID: "gone", Tenant: "alice", Tier: kvcache.MediumRAM, Bytes: 1 << 20, Tokens: tokenRange(700000, 1024)})
+	waitChange(t, r, "both snapshots published", func() bool {
+		return r.Status()[0].Saved["ram"] == 1 && r.Status()[1].Saved["ram"] == 1
+	})
+	price := func(prompt []int) (onA, onB candidate) {
+		k := key{tenant: "alice", keyer: keyer, tokens: prompt, exact: keyer.Tokens(prompt), length: len(prompt)}
+		c := r.estimate(k, r.members)
+		return c[0], c[1]
+	}
+
+	fresh := tokenRange(900000, 512)
+	onA, onB := price(fresh)
+	if onA.plan != 1 || onB.plan != 1 || onA.prefill != onB.prefill {
+		t.Fatalf("a newcomer: plans %d and %d, prefill %v and %v; want both on the free slot 1, alike", onA.plan, onB.plan, onA.prefill, onB.prefill)
+	}
+	m := r.members[0]
+	plans := r.slotPlans(m, keyer.Tokens(fresh), len(fresh), 0)
+	want := destroyedTime(m, plans[0], plans[0].destroyed(true), attention.Predictor(m.cal))
+	if w := r.claims(m); w < 0.9 {
+		t.Fatalf("a's snapshot of a chain just left counts %.2f returns expected, want nearly 1", w)
+	}
+	if onA.extra <= 0 || onA.extra > want || onB.extra != 0 {
+		t.Fatalf("a newcomer: extra %v on a (its return then displaces slot 0: %v), %v on b; want more than 0 and at most that, and 0", onA.extra, want, onB.extra)
+	}
+	if got := (prefixScorer{r.cfg}).rank([]candidate{onA, onB}, prompt{root: 1, length: len(fresh)}); got[0].name != "b" {
+		t.Fatalf("a newcomer ranked %s first, want b, whose free slot no return waits for", got[0].name)
+	}
+
+	// The conversation a's snapshot waits for comes back: no claim.
+	again := append(append([]int(nil), back...), tokenRange(800000, 64)...)
+	if onA, _ := price(again); onA.extra != 0 || onA.cached < 1000 {
+		t.Fatalf("the return: extra %v, cached %d on a; want no claim and its snapshot restored", onA.extra, onA.cached)
+	}
+}
