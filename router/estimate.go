@@ -65,7 +65,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 		maps.Copy(plans, early)
 		room = true
 	}
-	newcomer := len(k.exact.Keys) > 0 && !r.liveness.continues(k.exact.Keys)
+	home := r.homeMatch(k, matches)
 	cands := make([]candidate, 0, len(live))
 	for _, m := range live {
 		var cost attention.Predictor = m.cal
@@ -114,7 +114,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			if d := p.destroyed(room); d > 0 {
 				extra = destroyedTime(m, p, d, cost) // saved.go
 			}
-			if newcomer {
+			if !(home >= 0 && ok && mt.Length >= home) {
 				extra += r.claimedTime(m, plans, p, room, cost) // saved.go, Claims
 			}
 		}

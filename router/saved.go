@@ -51,21 +51,24 @@ import (
 // Claims. The conversations whose snapshots a node holds and that are
 // likely to come back (each weighed by the liveness of its chain's last
 // block) will each want one of its slots, where a restore saves their
-// recompute. A turn that continues no chain (a newcomer: liveness.go,
-// continues) and takes a slot on a node whose expected returns outnumber
-// the free slots it leaves there leaves one of them without a free slot:
-// that return will displace the node's least costly chain, at the price
-// destroyedTime gives it, and the newcomer's plan counts that price (times
-// the share of a return the free slots lack, at most one). Newcomers so go
-// where they do not take the slots returns would restore into: bench
-// fleet, 64 kvwin nodes with the default tiers, prefill 1.12×, 1.59× and
-// 2.17× the oracle's at load 0.2, 0.6 and 1.0 before, 1.10×, 1.59× and
-// 2.08× after; TTFT p90 195, 420 and 527 ms before, 115, 419 and 510 ms
-// after (docs/fleet.md). A returning turn counts no claim: it is one.
+// recompute. A turn that is not one of them there (a newcomer, or a
+// return anywhere but on the node holding the most of its prompt: one
+// that would move) and takes a slot on a node whose expected returns
+// outnumber the free slots it leaves there leaves one of them without a
+// free slot: that return will displace the node's least costly chain, at
+// the price destroyedTime gives it, and the turn's plan counts that price
+// (times the share of a return the free slots lack, at most one). So
+// newcomers and moving returns go where they do not take the slots other
+// returns would restore into, and a return that would move weighs the
+// node it would crowd: bench fleet, 64 kvwin nodes with the default tiers,
+// prefill 1.12×, 1.59× and 2.17× the oracle's at load 0.2, 0.6 and 1.0
+// before, 1.09×, 1.35× and 1.58× after; TTFT p90 195, 420 and 527 ms
+// before, 115, 459 and 539 ms after, the best of every policy at each
+// load still (docs/fleet.md).
 
-// claimedTime is what a newcomer taking plan p on m costs the returns m's
-// snapshots wait for (see Claims): 0 on a node that publishes none, or
-// where the free slots p leaves cover them.
+// claimedTime is what a turn that is not one of the returns m's snapshots
+// wait for costs them by taking plan p on m (see Claims): 0 on a node that
+// publishes none, or where the free slots p leaves cover them.
 func (r *Router) claimedTime(m *member, plans []slotPlan, p slotPlan, room bool, cost attention.Predictor) time.Duration {
 	if p.slot < 0 || !m.saved.publishes() {
 		return 0
@@ -87,6 +90,24 @@ func (r *Router) claimedTime(m *member, plans []slotPlan, p slotPlan, room bool,
 		return 0
 	}
 	return time.Duration(min(over, 1) * float64(least))
+}
+
+// homeMatch is, for a turn continuing a chain (a return, a branch), the
+// length of the fleet's longest exact match of its prompt: on a node
+// holding that much the turn is one of the returns the node's snapshots
+// wait for and counts no claim (see Claims). -1 for a newcomer, which
+// counts them wherever it would go.
+func (r *Router) homeMatch(k key, matches map[string]kvcache.Match) int {
+	if len(k.exact.Keys) == 0 || !r.liveness.continues(k.exact.Keys) {
+		return -1
+	}
+	longest := 0
+	for _, mt := range matches {
+		if !mt.Approximate {
+			longest = max(longest, mt.Length)
+		}
+	}
+	return longest
 }
 
 // claims is how many of the conversations whose snapshots m holds are

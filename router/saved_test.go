@@ -288,9 +288,18 @@ func TestANewcomerCountsTheReturnsANodesSnapshotsWaitFor(t *testing.T) {
 		t.Fatalf("a newcomer ranked %s first, want b, whose free slot no return waits for", got[0].name)
 	}
 
-	// The conversation a's snapshot waits for comes back: no claim.
+	// The conversation a's snapshot waits for comes back: no claim on a.
+	// On b it would move: once a conversation likely back waits in b's
+	// tier too, it counts that one's claim there.
 	again := append(append([]int(nil), back...), tokenRange(800000, 64)...)
-	if onA, _ := price(again); onA.extra != 0 || onA.cached < 1000 {
-		t.Fatalf("the return: extra %v, cached %d on a; want no claim and its snapshot restored", onA.extra, onA.cached)
+	if onA, onB := price(again); onA.extra != 0 || onA.cached < 1000 || onB.extra != 0 {
+		t.Fatalf("the return: extra %v, cached %d on a, extra %v on b; want no claim, its snapshot restored, and none on b yet", onA.extra, onA.cached, onB.extra)
+	}
+	wants := tokenRange(600000, 1024)
+	r.liveness.observe(other, nil, keyer.Tokens(wants).Keys, 1024, 0, 0, now())
+	jb.SetSaved(kvcache.SavedTokens{ID: "wants", Tenant: "alice", Tier: kvcache.MediumRAM, Bytes: 1 << 20, Tokens: wants})
+	waitChange(t, r, "b's live snapshot published", func() bool { return r.Status()[1].Saved["ram"] == 2 })
+	if onA, onB := price(again); onA.extra != 0 || onB.extra <= 0 {
+		t.Fatalf("the return, b holding a snapshot likely back: extra %v on a, %v on b; want none at home and a claim on b", onA.extra, onB.extra)
 	}
 }
