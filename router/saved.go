@@ -85,8 +85,11 @@ func (r *Router) claimedTime(m *member, plans []slotPlan, p slotPlan, room bool,
 			}
 		}
 	}
+	if least <= 0 || free >= m.saved.held() {
+		return 0 // no chain to displace, or a free slot for every snapshot
+	}
 	over := r.claims(m) - float64(free)
-	if over <= 0 || least <= 0 {
+	if over <= 0 {
 		return 0
 	}
 	return time.Duration(min(over, 1) * float64(least))
@@ -236,6 +239,13 @@ func (s *savedTiers) of(id string) kvcache.Medium {
 		return e.tier
 	}
 	return kvcache.MediumDisk
+}
+
+// held is how many snapshots the node holds.
+func (s *savedTiers) held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tier)
 }
 
 // publishes reports whether the node has published any snapshot.

@@ -130,24 +130,8 @@ func TestTheLossShareIsLearnedFromTheJournal(t *testing.T) {
 		t.Fatalf("before any snapshot the loss share is %v (status %v), want 1 and none reported", got, r.Status()[0].SnapshotLoss)
 	}
 
-	// Liveness trusted: conversations of ten turns, gaps of 10–50 s (as
-	// TestLivenessWeighsAChainByHowLongItHasBeenIdle).
 	loc := kvcache.Location{Backend: "other", Slot: 0}
-	key := kvcache.Key(1)
-	for i := range 200 {
-		clock.Add(int64(time.Duration(10+i%41) * time.Second))
-		if i%10 == 0 {
-			key += 1000
-			r.liveness.observe(loc, []kvcache.Key{kvcache.Key(1 << 40 * (i + 1))}, []kvcache.Key{key + 1}, 0, 0, 0, now())
-			key++
-			continue
-		}
-		r.liveness.observe(loc, []kvcache.Key{key, key + 1}, []kvcache.Key{key + 1, key + 2}, 0, 0, 0, now())
-		key++
-	}
-	if !r.liveness.trusted(now()) {
-		t.Fatal("liveness is not trusted: the test proves nothing")
-	}
+	trustLiveness(t, r, loc, &clock, now)
 
 	saved := func() int { return m.saved.counts()["ram"] }
 	publish := func(id string, tokens []int) {
@@ -208,7 +192,8 @@ func (pinSavedNode) PinsSlots() bool { return true }
 // A newcomer taking the last free slot of a node whose snapshots wait for
 // a conversation likely to come back counts what that return will then
 // destroy (Claims); on a node whose snapshots nobody is expected back for
-// it counts nothing, and a returning turn counts no claim.
+// it counts nothing. A returning turn counts no claim at home, and counts
+// one on a node it would move to where a return waits.
 func TestANewcomerCountsTheReturnsANodesSnapshotsWaitFor(t *testing.T) {
 	node := func(name string) (pinSavedNode, *kvcache.Journal) {
 		j, err := kvcache.NewJournal(kvcache.JournalConfig{})
@@ -228,23 +213,8 @@ func TestANewcomerCountsTheReturnsANodesSnapshotsWaitFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	// Liveness trusted, as in TestTheLossShareIsLearnedFromTheJournal.
 	other := kvcache.Location{Backend: "other", Slot: 0}
-	k0 := kvcache.Key(1)
-	for i := range 200 {
-		clock.Add(int64(time.Duration(10+i%41) * time.Second))
-		if i%10 == 0 {
-			k0 += 1000
-			r.liveness.observe(other, []kvcache.Key{kvcache.Key(1 << 40 * (i + 1))}, []kvcache.Key{k0 + 1}, 0, 0, 0, now())
-			k0++
-			continue
-		}
-		r.liveness.observe(other, []kvcache.Key{k0, k0 + 1}, []kvcache.Key{k0 + 1, k0 + 2}, 0, 0, 0, now())
-		k0++
-	}
-	if !r.liveness.trusted(now()) {
-		t.Fatal("liveness is not trusted: the test proves nothing")
-	}
+	trustLiveness(t, r, other, &clock, now)
 	keyer := r.exact.ForTenant("alice")
 	// Each node: slot 0 holds a chain a turn just left, slot 1 nothing.
 	for i, name := range []string{"a", "b"} {
@@ -301,5 +271,27 @@ func TestANewcomerCountsTheReturnsANodesSnapshotsWaitFor(t *testing.T) {
 	waitChange(t, r, "b's live snapshot published", func() bool { return r.Status()[1].Saved["ram"] == 2 })
 	if onA, onB := price(again); onA.extra != 0 || onB.extra <= 0 {
 		t.Fatalf("the return, b holding a snapshot likely back: extra %v on a, %v on b; want none at home and a claim on b", onA.extra, onB.extra)
+	}
+}
+
+// trustLiveness makes r's liveness trusted by turns observed at loc, its
+// clock advanced: conversations of ten turns, gaps of 10–50 s (as
+// TestLivenessWeighsAChainByHowLongItHasBeenIdle).
+func trustLiveness(t *testing.T, r *Router, loc kvcache.Location, clock *atomic.Int64, now func() time.Time) {
+	t.Helper()
+	key := kvcache.Key(1)
+	for i := range 200 {
+		clock.Add(int64(time.Duration(10+i%41) * time.Second))
+		if i%10 == 0 {
+			key += 1000
+			r.liveness.observe(loc, []kvcache.Key{kvcache.Key(1 << 40 * (i + 1))}, []kvcache.Key{key + 1}, 0, 0, 0, now())
+			key++
+			continue
+		}
+		r.liveness.observe(loc, []kvcache.Key{key, key + 1}, []kvcache.Key{key + 1, key + 2}, 0, 0, 0, now())
+		key++
+	}
+	if !r.liveness.trusted(now()) {
+		t.Fatal("liveness is not trusted: the test proves nothing")
 	}
 }
