@@ -3,6 +3,7 @@ package router
 import (
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"kvwin/attention"
@@ -65,7 +66,9 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 		maps.Copy(plans, early)
 		room = true
 	}
-	home := r.homeMatch(k, matches)
+	// Read only where a node publishes snapshots (saved.go, Claims): a
+	// fleet without them pays no scan of the prompt's keys.
+	home := sync.OnceValue(func() int { return r.homeMatch(k, matches) })
 	cands := make([]candidate, 0, len(live))
 	for _, m := range live {
 		var cost attention.Predictor = m.cal
@@ -114,7 +117,7 @@ func (r *Router) estimate(k key, live []*member) []candidate {
 			if d := p.destroyed(room); d > 0 {
 				extra = destroyedTime(m, p, d, cost) // saved.go
 			}
-			if !(home >= 0 && ok && mt.Length >= home) {
+			if m.saved.publishes() && !(ok && home() >= 0 && mt.Length >= home()) {
 				extra += r.claimedTime(m, plans, p, room, cost) // saved.go, Claims
 			}
 		}

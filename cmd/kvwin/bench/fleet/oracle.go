@@ -15,10 +15,6 @@ package fleet
 
 const oracleBlock = 16
 
-// oracle returns the oracle's prefill of turns (failed turns count for
-// nothing: they leave nothing to reuse).
-func oracle(turns []*turnRecord) int { return oracleTotal(oracleTurns(turns)) }
-
 // oracleTotal sums the oracle's prefill of each turn (oracleTurns).
 func oracleTotal(each []int) int {
 	total := 0

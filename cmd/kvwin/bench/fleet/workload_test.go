@@ -163,3 +163,7 @@ func TestRegenerateRepeatsTurnsOfTheSameConversations(t *testing.T) {
 		t.Errorf("oracle %d with repeats, %d without", a, b)
 	}
 }
+
+// oracle returns the oracle's prefill of turns (failed turns count for
+// nothing: they leave nothing to reuse).
+func oracle(turns []*turnRecord) int { return oracleTotal(oracleTurns(turns)) }
