@@ -3,6 +3,7 @@ package window
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -284,6 +285,51 @@ func TestIsQuestion(t *testing.T) {
 	} {
 		if got := isQuestion(ask); got != want {
 			t.Errorf("isQuestion(%q) = %v, want %v", ask, got, want)
+		}
+	}
+}
+
+// TestReplayJumpsCutAsReadingEveryMessage: over conversations of every
+// shape the cut rule meets (short and long turns, pastes, questions,
+// system messages mid-conversation) and the water marks, budgets and
+// packet settings, the replay that jumps from step to step cuts as the
+// one that reads each message.
+func TestReplayJumpsCutAsReadingEveryMessage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 49))
+	roles := []string{engine.RoleUser, engine.RoleAssistant}
+	for k := 0; k < 300; k++ {
+		msgs := []engine.Message{{Role: engine.RoleSystem, Content: strings.Repeat("s", rng.IntN(400))}}
+		for i := 0; i < 20+rng.IntN(600); i++ {
+			role := roles[i%2]
+			if rng.IntN(40) == 0 {
+				role = engine.RoleSystem
+			}
+			size := 1 + rng.IntN(60)
+			if rng.IntN(8) == 0 {
+				size = 200 + rng.IntN(3000) // a long answer or a paste
+			}
+			text := strings.Repeat("x", size)
+			if role == engine.RoleUser && rng.IntN(3) == 0 {
+				text = "what " + text + "?"
+			}
+			msgs = append(msgs, engine.Message{Role: role, Content: text})
+		}
+		if msgs[len(msgs)-1].Role != engine.RoleUser {
+			msgs = append(msgs, engine.Message{Role: engine.RoleUser, Content: "and now?"})
+		}
+		s := Settings{Budget: 256 + rng.IntN(16384)}
+		if rng.IntN(2) == 0 {
+			s.High, s.Low = 0.7+0.3*rng.Float64(), 0.2+0.4*rng.Float64()
+			s.Low = min(s.Low, s.High-0.05)
+		}
+		if rng.IntN(3) == 0 {
+			s.Switch = rng.IntN(s.Budget)
+		}
+		if rng.IntN(4) == 0 {
+			s.Packets = PacketsLedger
+		}
+		for _, policy := range []string{PolicySink, PolicyMemory} {
+			sameAsLinear(t, policy, s, msgs)
 		}
 	}
 }

@@ -64,5 +64,31 @@ func FuzzCut(f *testing.F) {
 				t.Fatalf("ask %d is not a kept user message (start %d, %d messages)", a, cut.Start, n)
 			}
 		}
+		sameAsLinear(t, policy, Settings{Budget: budget}, msgs)
 	})
+}
+
+// sameAsLinear fails t unless the replay of msgs under policy (sink or
+// memory; others pass) with s cuts as one that reads every message in
+// turn: its jumps skip only messages after which nothing happens.
+func sameAsLinear(t *testing.T, policy string, s Settings, msgs []engine.Message) {
+	t.Helper()
+	if policy != PolicySink && policy != PolicyMemory {
+		return
+	}
+	s = s.Defaults()
+	tokens, err := validate(policy, msgs, byLen, s.Budget, 0)
+	if err != nil {
+		return
+	}
+	c := newConversation(msgs, tokens, s.longMessage(), minExcerpt)
+	reserve, switchAt := 0, -1
+	if policy == PolicyMemory {
+		reserve, switchAt = s.packetTokens(), s.Switch
+	}
+	got, gerr := replay(policy, c, s, reserve, switchAt, 0, true)
+	want, werr := replay(policy, c, s, reserve, switchAt, 0, false)
+	if fmt.Sprint(got, gerr) != fmt.Sprint(want, werr) {
+		t.Fatalf("%s, %+v: the replay's jumps cut\n%+v (%v)\nreading every message:\n%+v (%v)", policy, s, got, gerr, want, werr)
+	}
 }

@@ -1,6 +1,10 @@
 package window
 
-import "kvwin/engine"
+import (
+	"sort"
+
+	"kvwin/engine"
+)
 
 // stepped replays the stepped eviction of docs/window.md (sink and memory)
 // and returns the cut for the whole conversation. reserve is P (0 for sink);
@@ -9,6 +13,12 @@ import "kvwin/engine"
 // alone passes the budget (0: the budget). It is a pure function of its
 // arguments.
 func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit int) (Cut, error) {
+	return replay(policy, c, s, reserve, switchAt, limit, true)
+}
+
+// replay is stepped; with jump false it reads every message in turn,
+// which the jumps must equal (FuzzCut compares the two).
+func replay(policy string, c conversation, s Settings, reserve, switchAt, limit int, jump bool) (Cut, error) {
 	onAsk := reserve > 0 && s.Packets == PacketsAsk
 	n := len(c.msgs)
 	end := sinkEnd(c, s)
@@ -30,6 +40,17 @@ func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit
 	}
 
 	for i := end + 1; i <= n; i++ {
+		if jump && (reserve == 0 || onAsk) {
+			// Between steps nothing changes but the window's size, which
+			// only grows: go straight to the first message that may step.
+			// (Under the ledger the size counts the asks; it is read
+			// message by message.)
+			i = c.nextStep(i, n, whole, cut.Step == 0, func(j int) int { return window(j) },
+				func(j int) bool { return onAsk && kept(j) > max(s.Budget-s.questionZone(), low) }, switchAt, reserve, high)
+			if i > n {
+				break
+			}
+		}
 		last := i - 1
 		isAsk := c.msgs[last].Role == engine.RoleUser
 		if whole {
@@ -181,6 +202,30 @@ func (s Settings) packetRooms(cut *Cut, c conversation, sinkEnd, padded int) {
 // that there is a unit before the ask's to evict).
 func (s Settings) questionSteps(c conversation, kept, last int) bool {
 	return s.Budget-kept < s.questionZone() && kept > s.low() && isQuestion(c.msgs[last].Content)
+}
+
+// nextStep returns the first message count j ≥ i (at most n+1) after which
+// the replay may step, every count before it being one after which it
+// does nothing (stepped): while sending the conversation whole, the first
+// past switchAt; before the first step, the first whose tokens with the
+// reserve pass high; after it, the first whose window passes high or
+// that is in the question zone (zone: from there each ask is read, as it
+// may step early). Each of these grows with j, so a binary search finds
+// it: a replay costs about log n a step, not n.
+func (c conversation) nextStep(i, n int, whole, first bool, window func(int) int, zone func(int) bool, switchAt, reserve, high int) int {
+	if i > n {
+		return i
+	}
+	var past func(j int) bool
+	switch {
+	case whole:
+		past = func(j int) bool { return c.tokens(0, j) > switchAt }
+	case first:
+		past = func(j int) bool { return reserve+c.tokens(0, j) > high }
+	default:
+		past = func(j int) bool { return window(j) > high || zone(j) }
+	}
+	return i + sort.Search(n+1-i, func(k int) bool { return past(i + k) })
 }
 
 // nextUnit returns the next unit boundary after from, at most floor.
