@@ -45,7 +45,7 @@ func replay(policy string, c conversation, s Settings, reserve, switchAt, limit 
 			// only grows: go straight to the first message that may step.
 			// (Under the ledger the size counts the asks; it is read
 			// message by message.)
-			i = c.nextStep(i, n, whole, cut.Step == 0, func(j int) int { return window(j) },
+			i = c.nextStep(i, n, whole, cut.Step == 0, window,
 				func(j int) bool { return onAsk && kept(j) > max(s.Budget-s.questionZone(), low) }, switchAt, reserve, high)
 			if i > n {
 				break
