@@ -66,9 +66,15 @@ type conversation struct {
 // message other than a system message with more than long tokens is long
 // and counts room tokens as its excerpt (long 0: none is).
 func newConversation(msgs []engine.Message, tokens []int, long, room int) conversation {
+	return shapeInto(conversation{}, msgs, tokens, long, room)
+}
+
+// shapeInto is newConversation in the memory of c's arrays where they are
+// large enough (a long history's cut is taken every turn).
+func shapeInto(c conversation, msgs []engine.Message, tokens []int, long, room int) conversation {
 	n := len(msgs)
-	c := conversation{msgs: msgs, count: tokens, prefix: make([]int, n+1), unit: make([]bool, n),
-		long: make([]bool, n), short: make([]int, n+1)}
+	c = conversation{msgs: msgs, count: tokens, prefix: grow(c.prefix, n+1), unit: grow(c.unit, n),
+		long: grow(c.long, n), short: grow(c.short, n+1)}
 	if long > 0 {
 		c.room = room
 	}
@@ -228,4 +234,15 @@ func (c conversation) tokensOf(positions []int) int {
 		t += c.count[p]
 	}
 	return t
+}
+
+// grow returns xs resized to n, zeroed, in its own memory where it has the
+// capacity.
+func grow[T any](xs []T, n int) []T {
+	if cap(xs) < n {
+		return make([]T, n)
+	}
+	xs = xs[:n]
+	clear(xs)
+	return xs
 }

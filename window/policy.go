@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"sync"
 
 	"kvwin/engine"
 )
@@ -75,7 +76,13 @@ func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit, checked i
 	if count == nil {
 		count = ApproxCount
 	}
-	tokens, err := validate(p.name, msgs, count, p.s.Budget, checked)
+	// A long history is cut every turn: its shape's arrays are reused.
+	room := shapes.Get().(*conversation)
+	defer func() {
+		room.msgs = nil
+		shapes.Put(room)
+	}()
+	tokens, err := validateInto(room.count, p.name, msgs, count, p.s.Budget, checked)
 	if err != nil {
 		return Cut{}, err
 	}
@@ -83,7 +90,8 @@ func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit, checked i
 	if p.name == PolicySink || p.name == PolicyMemory {
 		long = p.s.longMessage()
 	}
-	return plan(p.name, newConversation(msgs, tokens, long, minExcerpt), p.s, limit)
+	*room = shapeInto(*room, msgs, tokens, long, minExcerpt)
+	return plan(p.name, *room, p.s, limit)
 }
 
 // plan dispatches to the replay of the policy (see docs/window.md).
@@ -100,3 +108,5 @@ func plan(policy string, c conversation, s Settings, limit int) (Cut, error) {
 	}
 	return Cut{}, fmt.Errorf("%q: %w", policy, ErrUnknownPolicy)
 }
+
+var shapes = sync.Pool{New: func() any { return new(conversation) }}

@@ -13,10 +13,16 @@ import (
 // and tool messages may be empty. A message larger than the budget is a
 // TooLongError under full and sliding, which send messages whole.
 func validate(policy string, msgs []engine.Message, count Counter, budget, checked int) ([]int, error) {
+	return validateInto(nil, policy, msgs, count, budget, checked)
+}
+
+// validateInto is validate, counting into room's memory where it is large
+// enough.
+func validateInto(room []int, policy string, msgs []engine.Message, count Counter, budget, checked int) ([]int, error) {
 	if len(msgs) == 0 {
 		return nil, ErrNoMessages
 	}
-	tokens := make([]int, len(msgs))
+	tokens := grow(room, len(msgs))
 	for i, m := range msgs {
 		switch {
 		case i < checked:
