@@ -263,6 +263,26 @@ func (l *liveness) weight(loc kvcache.Location, now time.Time) (w weights, known
 func (l *liveness) tipWeight(tip kvcache.Key, now time.Time) (w weights, known bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.weighTip(tip, now)
+}
+
+// expected is how many of the chains whose last blocks are tips are
+// expected to be continued: their weights by depth, summed, those not yet
+// known counting nothing (one lock for them all: a node holds hundreds).
+func (l *liveness) expected(tips []kvcache.Key, now time.Time) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sum := 0.0
+	for _, t := range tips {
+		if w, known := l.weighTip(t, now); known {
+			sum += w.byDepth
+		}
+	}
+	return sum
+}
+
+// weighTip is tipWeight. l.mu held.
+func (l *liveness) weighTip(tip kvcache.Key, now time.Time) (w weights, known bool) {
 	t, ok := l.tips[tip]
 	if !ok {
 		if l.cont < minGaps || l.turns == 0 {

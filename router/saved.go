@@ -68,9 +68,9 @@ import (
 
 // claimedTime is what a turn that is not one of the returns m's snapshots
 // wait for costs them by taking plan p on m (see Claims): 0 on a node that
-// publishes none, or where the free slots p leaves cover them.
+// holds none, or where the free slots p leaves cover them.
 func (r *Router) claimedTime(m *member, plans []slotPlan, p slotPlan, room bool, cost attention.Predictor) time.Duration {
-	if p.slot < 0 || !m.saved.publishes() {
+	if p.slot < 0 {
 		return 0
 	}
 	free, least := 0, time.Duration(-1)
@@ -122,13 +122,7 @@ func (r *Router) claims(m *member) float64 {
 		tips = append(tips, e.tip)
 	}
 	m.saved.mu.Unlock()
-	now, sum := r.cfg.Now(), 0.0
-	for _, t := range tips {
-		if w, known := r.liveness.tipWeight(t, now); known {
-			sum += w.byDepth
-		}
-	}
-	return sum
+	return r.liveness.expected(tips, r.cfg.Now())
 }
 
 // savedPrefix marks the registry ids of snapshots a node published.
