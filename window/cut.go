@@ -64,14 +64,10 @@ type conversation struct {
 
 // newConversation precomputes the shape of msgs with their tokens. A
 // message other than a system message with more than long tokens is long
-// and counts room tokens as its excerpt (long 0: none is).
-func newConversation(msgs []engine.Message, tokens []int, long, room int) conversation {
-	return shapeInto(conversation{}, msgs, tokens, long, room)
-}
-
-// shapeInto is newConversation in the memory of c's arrays where they are
-// large enough (a long history's cut is taken every turn).
-func shapeInto(c conversation, msgs []engine.Message, tokens []int, long, room int) conversation {
+// and counts room tokens as its excerpt (long 0: none is). The arrays are
+// built in the memory of c's where they are large enough (a long
+// history's cut is taken every turn).
+func newConversation(c conversation, msgs []engine.Message, tokens []int, long, room int) conversation {
 	n := len(msgs)
 	c = conversation{msgs: msgs, count: tokens, prefix: grow(c.prefix, n+1), unit: grow(c.unit, n),
 		long: grow(c.long, n), short: grow(c.short, n+1)}

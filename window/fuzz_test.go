@@ -77,11 +77,11 @@ func sameAsLinear(t *testing.T, policy string, s Settings, msgs []engine.Message
 		return
 	}
 	s = s.Defaults()
-	tokens, err := validate(policy, msgs, byLen, s.Budget, 0)
+	tokens, err := validate(nil, policy, msgs, byLen, s.Budget, 0)
 	if err != nil {
 		return
 	}
-	c := newConversation(msgs, tokens, s.longMessage(), minExcerpt)
+	c := newConversation(conversation{}, msgs, tokens, s.longMessage(), minExcerpt)
 	reserve, switchAt := 0, -1
 	if policy == PolicyMemory {
 		reserve, switchAt = s.packetTokens(), s.Switch

@@ -82,7 +82,7 @@ func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit, checked i
 		room.msgs = nil
 		shapes.Put(room)
 	}()
-	tokens, err := validateInto(room.count, p.name, msgs, count, p.s.Budget, checked)
+	tokens, err := validate(room.count, p.name, msgs, count, p.s.Budget, checked)
 	if err != nil {
 		return Cut{}, err
 	}
@@ -90,7 +90,7 @@ func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit, checked i
 	if p.name == PolicySink || p.name == PolicyMemory {
 		long = p.s.longMessage()
 	}
-	*room = shapeInto(*room, msgs, tokens, long, minExcerpt)
+	*room = newConversation(*room, msgs, tokens, long, minExcerpt)
 	return plan(p.name, *room, p.s, limit)
 }
 

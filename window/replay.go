@@ -46,7 +46,7 @@ func replay(policy string, c conversation, s Settings, reserve, switchAt, limit 
 			// (Under the ledger the size counts the asks; it is read
 			// message by message.)
 			i = c.nextStep(i, n, whole, cut.Step == 0, window,
-				func(j int) bool { return onAsk && kept(j) > max(s.Budget-s.questionZone(), low) }, switchAt, reserve, high)
+				func(j int) bool { return onAsk && s.inQuestionZone(kept(j)) }, switchAt, reserve, high)
 			if i > n {
 				break
 			}
@@ -201,7 +201,14 @@ func (s Settings) packetRooms(cut *Cut, c conversation, sinkEnd, padded int) {
 // and the window holds more than the low water mark (the caller checks
 // that there is a unit before the ask's to evict).
 func (s Settings) questionSteps(c conversation, kept, last int) bool {
-	return s.Budget-kept < s.questionZone() && kept > s.low() && isQuestion(c.msgs[last].Content)
+	return s.inQuestionZone(kept) && isQuestion(c.msgs[last].Content)
+}
+
+// inQuestionZone reports whether a window holding kept tokens is where a
+// question steps it early: the budget leaves it less free room than the
+// question zone, and it holds more than the low water mark.
+func (s Settings) inQuestionZone(kept int) bool {
+	return s.Budget-kept < s.questionZone() && kept > s.low()
 }
 
 // nextStep returns the first message count j ≥ i (at most n+1) after which
@@ -213,9 +220,6 @@ func (s Settings) questionSteps(c conversation, kept, last int) bool {
 // may step early). Each of these grows with j, so a binary search finds
 // it: a replay costs about log n a step, not n.
 func (c conversation) nextStep(i, n int, whole, first bool, window func(int) int, zone func(int) bool, switchAt, reserve, high int) int {
-	if i > n {
-		return i
-	}
 	var past func(j int) bool
 	switch {
 	case whole:

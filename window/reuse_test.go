@@ -21,7 +21,7 @@ func uniform(n, user, reply int, statements bool) conversation {
 		msgs = append(msgs, engine.Message{Role: engine.RoleUser, Content: ask}, engine.Message{Role: engine.RoleAssistant, Content: "a"})
 		tokens = append(tokens, user, reply)
 	}
-	return newConversation(msgs, tokens, 0, 0)
+	return newConversation(conversation{}, msgs, tokens, 0, 0)
 }
 
 // asking makes every third user message of msgs a question, at the same

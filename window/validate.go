@@ -11,18 +11,13 @@ import (
 // validate checks every message but the first checked and counts every
 // message's tokens: system and user messages must have content; assistant
 // and tool messages may be empty. A message larger than the budget is a
-// TooLongError under full and sliding, which send messages whole.
-func validate(policy string, msgs []engine.Message, count Counter, budget, checked int) ([]int, error) {
-	return validateInto(nil, policy, msgs, count, budget, checked)
-}
-
-// validateInto is validate, counting into room's memory where it is large
-// enough.
-func validateInto(room []int, policy string, msgs []engine.Message, count Counter, budget, checked int) ([]int, error) {
+// TooLongError under full and sliding, which send messages whole. The
+// counts are written into into's memory where it is large enough.
+func validate(into []int, policy string, msgs []engine.Message, count Counter, budget, checked int) ([]int, error) {
 	if len(msgs) == 0 {
 		return nil, ErrNoMessages
 	}
-	tokens := grow(room, len(msgs))
+	tokens := grow(into, len(msgs))
 	for i, m := range msgs {
 		switch {
 		case i < checked:
