@@ -70,16 +70,17 @@ func FuzzCut(f *testing.F) {
 
 // sameAsLinear fails t unless the replay of msgs under policy (sink or
 // memory; others pass) with s cuts as one that reads every message in
-// turn: its jumps skip only messages after which nothing happens.
-func sameAsLinear(t *testing.T, policy string, s Settings, msgs []engine.Message) {
+// turn: its jumps skip only messages after which nothing happens. It
+// reports whether it compared (msgs valid, the policy one that replays).
+func sameAsLinear(t *testing.T, policy string, s Settings, msgs []engine.Message) bool {
 	t.Helper()
 	if policy != PolicySink && policy != PolicyMemory {
-		return
+		return false
 	}
 	s = s.Defaults()
 	tokens, err := validate(nil, policy, msgs, byLen, s.Budget, 0)
 	if err != nil {
-		return
+		return false
 	}
 	c := newConversation(conversation{}, msgs, tokens, s.longMessage(), minExcerpt)
 	reserve, switchAt := 0, -1
@@ -91,4 +92,5 @@ func sameAsLinear(t *testing.T, policy string, s Settings, msgs []engine.Message
 	if fmt.Sprint(got, gerr) != fmt.Sprint(want, werr) {
 		t.Fatalf("%s, %+v: the replay's jumps cut\n%+v (%v)\nreading every message:\n%+v (%v)", policy, s, got, gerr, want, werr)
 	}
+	return true
 }
