@@ -61,9 +61,12 @@ func TestBlockEndsWithTheContext(t *testing.T) {
 	b := New(engine.Info{Name: "f"}).Script(engine.FinishStop, engine.Timings{}, engine.Event{First: true})
 	b.Block, b.LateErr = true, make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done, streamed := make(chan error, 1), make(chan struct{})
 	go func() {
 		_, err := b.Generate(ctx, engine.Request{Prompt: "x"}, func(ev engine.Event) error {
+			if ev.First {
+				close(streamed)
+			}
 			if ev.Text == "late" {
 				return errors.New("late")
 			}
@@ -71,7 +74,10 @@ func TestBlockEndsWithTheContext(t *testing.T) {
 		})
 		done <- err
 	}()
-	<-b.Started
+	// Cancelled once the script has played, so Generate is where Block
+	// waits: a cancel right after Started could end it at its first check
+	// of the context, before Block, and LateErr would never be sent.
+	<-streamed
 	cancel()
 	<-b.Cancelled
 	if err := <-b.LateErr; err == nil || err.Error() != "late" {
