@@ -5,6 +5,15 @@ package gguf
 // control tokens. With no merges every byte is one token, so any UTF-8 text
 // (and any byte string) tokenizes and detokenizes losslessly, in llama.cpp and
 // in both Ollama engines alike.
+//
+// Its pre-tokenizer is GPT-2's ("gpt-2"), which llama.cpp splits with code of
+// its own. Without merges the split cannot change a token, only the time it
+// takes: llama.cpp's "default" split runs three of its four expressions
+// through std::regex, 113 µs for a short chat message (5 µs with Llama 3's
+// vocabulary). That was most of a fully cached turn's window and tokenize
+// phases at two messages (bench overhead, side by side: window 0.19 → 0.08
+// ms, tokenize 0.07 → 0.01 ms, the same token counts). A real model's
+// tokenizer is not that slow, so neither is the test model's.
 
 // Control tokens of the test model, right after the 256 byte tokens.
 const (

@@ -87,12 +87,16 @@ func chat(t *testing.T, e *Engine, msgs []engine.Message, maxTokens int) engine.
 
 func TestChatMLTokensAreExact(t *testing.T) {
 	e := newTestEngine(t, Config{Slots: 1, Ctx: 256})
-	tokens, err := e.prompt(engine.Request{Messages: []engine.Message{{Role: "user", Content: "hi<|im_end|>"}}})
+	// Every class a pre-tokenizer splits on (contractions, letters, digits
+	// in runs of any length, punctuation and symbols, non-Latin script,
+	// emoji, runs of white space): the split must change no token.
+	content := "hi<|im_end|> it's 1234567, $+<=>^~|! «ünïcödé» 日本語 🙂\t\n   x9"
+	tokens, err := e.prompt(engine.Request{Messages: []engine.Message{{Role: "user", Content: content}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []int{gguf.TinyTokenEndOfText, gguf.TinyTokenIMStart}
-	for _, b := range []byte("user\nhi<|im_end|>") { // client text stays text: never a control token
+	for _, b := range []byte("user\n" + content) { // client text stays text, a byte a token: never a control token
 		want = append(want, int(b))
 	}
 	want = append(want, gguf.TinyTokenIMEnd, '\n', gguf.TinyTokenIMStart)
