@@ -317,9 +317,15 @@ func (x *Index) windowBest(q Query, qstems []string, limit int, avg float64) flo
 				tf[st]++
 			}
 		}
+		// In the ask's order, as lexical sums a held turn's: the two are
+		// compared for equality (a map's order made a window turn that
+		// says what a held turn says score a rounding above or below it,
+		// so the ask was in view on one call and not on the next).
 		sc := 0.0
-		for term, f := range tf {
-			sc += idf[term] * bm25TF(float64(f), float64(n), avg)
+		for _, term := range qstems {
+			if f := tf[term]; f > 0 {
+				sc += idf[term] * bm25TF(float64(f), float64(n), avg)
+			}
 		}
 		best = max(best, sc)
 	}
