@@ -272,14 +272,27 @@ func (cs *candidates) add(d int32, sc float64, fact, fill, weak bool) {
 
 // rankOrder orders candidates best first: every match before the weak ones,
 // then by score, then the later turn.
-func rankOrder(a, b cand) int {
-	if a.weak != b.weak {
+func rankOrder(a, b cand) int { return byRank.compare(&a, &b) }
+
+// candOrder is an order of candidates: byRank (rankOrder) or byScore (the
+// higher score first, ties in no order). The quickselect of a search
+// compares thousands of candidates; through a function value it took a
+// third longer (selecting 1,024 of 3,000: 38.6 against 28.7 µs).
+type candOrder bool
+
+const (
+	byRank  candOrder = false
+	byScore candOrder = true
+)
+
+func (o candOrder) compare(a, b *cand) int {
+	if o == byRank && a.weak != b.weak {
 		if a.weak {
 			return 1
 		}
 		return -1
 	}
-	if c := cmp.Compare(b.score, a.score); c != 0 {
+	if c := cmp.Compare(b.score, a.score); c != 0 || o == byScore {
 		return c
 	}
 	return cmp.Compare(b.doc, a.doc)
@@ -336,15 +349,14 @@ func (x *Index) rank(m match, limit int) []cand {
 	if len(cs.ranked)+len(weak) > maxExamined {
 		// Only the best can be reached: keep them before the neighbours,
 		// the weak matches only where the others leave places.
-		score := func(c cand) float64 { return c.score }
 		if len(cs.ranked) > maxExamined {
 			cs.forget() // before the list is compacted
-			cs.ranked = topK(cs.ranked, maxExamined, score)
+			cs.ranked = topK(cs.ranked, maxExamined)
 			for i, c := range cs.ranked {
 				cs.at[c.doc] = int32(i) + 1
 			}
 		}
-		weak = topK(weak, max(maxExamined-len(cs.ranked), 0), score)
+		weak = topK(weak, max(maxExamined-len(cs.ranked), 0))
 	}
 	for _, c := range weak {
 		cs.at[c.doc] = int32(len(cs.ranked)) + 1
@@ -353,7 +365,7 @@ func (x *Index) rank(m match, limit int) []cand {
 	x.addNeighbours(cs, limit)
 	// The best maxExamined, in no order: the walk sorts them as far as it
 	// reads (inOrder).
-	return slices.Clone(selectFirst(cs.ranked, maxExamined, rankOrder)) // cs goes back to the pool
+	return slices.Clone(selectFirst(cs.ranked, maxExamined, byRank)) // cs goes back to the pool
 }
 
 var candidatePool = sync.Pool{New: func() any { return &candidates{} }}
@@ -602,17 +614,14 @@ func (x *Index) updaters(q Query, m match, ranked []cand) *updaterList {
 
 func abs(n int) int { return max(n, -n) }
 
-// topK returns the k elements of xs with the highest key, in no order,
-// reordering xs (see selectFirst).
-func topK[T any](xs []T, k int, key func(T) float64) []T {
-	return selectFirst(xs, k, func(a, b T) int { return cmp.Compare(key(b), key(a)) })
-}
+// topK returns the k candidates of xs with the highest score, in no
+// order, reordering xs (see selectFirst).
+func topK(xs []cand, k int) []cand { return selectFirst(xs, k, byScore) }
 
-// selectFirst returns the k first elements of xs in the order compare
-// gives, in no order, reordering xs so that they are xs[:k] (quickselect:
-// linear on average, where sorting thousands of candidates to keep a
-// thousand would not be).
-func selectFirst[T any](xs []T, k int, compare func(a, b T) int) []T {
+// selectFirst returns the k first candidates of xs in order o, in no order,
+// reordering xs so that they are xs[:k] (quickselect: linear on average,
+// where sorting thousands of candidates to keep a thousand would not be).
+func selectFirst(xs []cand, k int, o candOrder) []cand {
 	if k >= len(xs) {
 		return xs
 	}
@@ -622,10 +631,10 @@ func selectFirst[T any](xs []T, k int, compare func(a, b T) int) []T {
 		p := xs[(lo+hi)/2]
 		i, j := lo, hi
 		for i <= j {
-			for compare(xs[i], p) < 0 {
+			for o.compare(&xs[i], &p) < 0 {
 				i++
 			}
-			for compare(xs[j], p) > 0 {
+			for o.compare(&xs[j], &p) > 0 {
 				j--
 			}
 			if i <= j {
@@ -661,7 +670,7 @@ func (o *inOrder) at(i int) cand {
 	if i >= o.sorted {
 		end := min(len(o.xs), max(2*o.sorted, i+1, 32))
 		rest := o.xs[o.sorted:]
-		selectFirst(rest, end-o.sorted, rankOrder)
+		selectFirst(rest, end-o.sorted, byRank)
 		slices.SortFunc(rest[:end-o.sorted], rankOrder)
 		o.sorted = end
 	}

@@ -20,10 +20,28 @@ func TestCandidatesAreReadInRankOrder(t *testing.T) {
 		want := slices.Clone(xs)
 		slices.SortFunc(want, rankOrder)
 		k := r.Intn(n + 2)
-		best := selectFirst(slices.Clone(xs), k, rankOrder)
+		best := selectFirst(slices.Clone(xs), k, byRank)
 		slices.SortFunc(best, rankOrder)
 		if w := want[:min(k, n)]; !slices.Equal(best, w) {
 			t.Fatalf("n %d, k %d: the first %d selected differ from the sort's", n, k, len(w))
+		}
+		// topK keeps k of the highest scores, ties in any order.
+		top := topK(slices.Clone(xs), k)
+		if len(top) != min(k, n) {
+			t.Fatalf("n %d, k %d: topK kept %d", n, k, len(top))
+		}
+		var kept, all []float64
+		for _, c := range top {
+			kept = append(kept, c.score)
+		}
+		for _, c := range xs {
+			all = append(all, c.score)
+		}
+		slices.Sort(kept)
+		slices.Sort(all)
+		slices.Reverse(all)
+		if w := all[:len(kept)]; !slices.Equal(kept, slices.Sorted(slices.Values(w))) {
+			t.Fatalf("n %d, k %d: topK's scores are not the %d highest", n, k, len(kept))
 		}
 		o := inOrder{xs: slices.Clone(xs)}
 		read := r.Intn(n + 1)
