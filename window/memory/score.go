@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math"
+	mathbits "math/bits"
 	"slices"
 	"sort"
 )
@@ -21,13 +22,12 @@ import (
 func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 	sb := &x.board
 	sb.reset(len(x.turns))
-	sb.bounded = sb.bounded[:0]
 	common := false
 	for _, term := range qstems {
 		common = common || len(x.postings(term, limit)) > maxExamined
 	}
 	if common {
-		sb.bounded = x.candidateTurns(qstems, limit, sb.bounded)
+		sb.bounded = x.candidateTurns(sb, qstems, limit, sb.bounded)
 	}
 	for _, term := range qstems { // in order: the same sums on every replica
 		ps := x.postings(term, limit)
@@ -42,7 +42,7 @@ func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 			}
 			continue
 		}
-		eachHeld(sb.bounded, len(ps), func(i int) int32 { return ps[i].doc }, func(i int) {
+		sb.eachHeld(len(ps), func(i int) int32 { return ps[i].doc }, func(i int) {
 			p := ps[i]
 			sb.add(p.doc, idf*bm25TF(float64(p.tf), float64(x.lens[p.doc]), avg))
 			sb.mass[p.doc] += surprise
@@ -55,25 +55,63 @@ func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 // candidateTurns returns, ascending and into out, the turns below limit a
 // search of qstems scores when one of them is common (see lexical): every
 // turn of a stem at most maxExamined turns hold, the newest maxExamined of
-// a commoner one. Callers hold x.mu.
-func (x *Index) candidateTurns(qstems []string, limit int, out []int32) []int32 {
+// a commoner one. It marks them in sb.held (sb.eachHeld reads the marks;
+// reset clears them). Callers hold x.mu.
+//
+// The stems' lists ascend, so the marks, read from the earliest turn
+// marked, give the turns in order with no sort: an ask of common words
+// gathers its maxExamined newest turns once per stem, mostly the same
+// ones, and sorting them all was most of scoring them.
+func (x *Index) candidateTurns(sb *scoreboard, qstems []string, limit int, out []int32) []int32 {
+	if words := (limit + 63) / 64; len(sb.held) < words {
+		sb.held = make([]uint64, words)
+	}
+	first := int32(limit)
 	for _, term := range qstems {
 		ps := x.postings(term, limit)
-		for _, p := range ps[max(len(ps)-maxExamined, 0):] {
-			out = append(out, p.doc)
+		tail := ps[max(len(ps)-maxExamined, 0):]
+		if len(tail) == 0 {
+			continue
+		}
+		first = min(first, tail[0].doc)
+		for _, p := range tail {
+			sb.held[p.doc>>6] |= 1 << (p.doc & 63)
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	for w := int(first) >> 6; w < (limit+63)/64; w++ {
+		for bits := sb.held[w]; bits != 0; bits &= bits - 1 {
+			out = append(out, int32(w<<6+mathbits.TrailingZeros64(bits)))
+		}
+	}
+	return out
 }
 
-// eachHeld calls fn(i) for each i < n whose doc(i) is in turns, ascending;
-// doc must ascend with i, and turns too. Each turn is found by binary
-// search in what is left after the one before, so it costs about
-// len(turns)·log n, however long doc is.
-func eachHeld(turns []int32, n int, doc func(int) int32, fn func(int)) {
-	j := 0
-	for _, d := range turns {
+// eachHeld calls fn(i) for each i < n whose doc(i) is a turn of
+// sb.bounded (marked in sb.held), ascending; doc must ascend with i. From
+// the first bounded turn on, it reads doc and tests the mark where that
+// costs no more than looking each bounded turn up by binary search, which
+// it does otherwise (a list far longer than the bounded turns), so it
+// costs about len(sb.bounded)·log n at most, however long doc is.
+func (sb *scoreboard) eachHeld(n int, doc func(int) int32, fn func(int)) {
+	if len(sb.bounded) == 0 {
+		return
+	}
+	lo, hi := sb.bounded[0], sb.bounded[len(sb.bounded)-1]
+	from := sort.Search(n, func(i int) bool { return doc(i) >= lo })
+	if n-from <= 8*len(sb.bounded) {
+		for i := from; i < n; i++ {
+			d := doc(i)
+			if d > hi {
+				return
+			}
+			if sb.held[d>>6]&(1<<(d&63)) != 0 {
+				fn(i)
+			}
+		}
+		return
+	}
+	j := from
+	for _, d := range sb.bounded {
 		j += sort.Search(n-j, func(i int) bool { return doc(j+i) >= d })
 		if j == n {
 			return
@@ -111,7 +149,7 @@ func (x *Index) passageScores(sb *scoreboard, qstems []string, weight map[string
 		all, post := x.pall[term], x.ppost[term]
 		if sb.common && len(x.postings(term, limit)) > maxExamined {
 			// A common stem adds to the turns the search scored (lexical).
-			eachHeld(sb.bounded, len(all), func(i int) int32 { return all[i] }, func(i int) {
+			sb.eachHeld(len(all), func(i int) int32 { return all[i] }, func(i int) {
 				if d := all[i]; sb.pbase[d] == 0 {
 					docs = append(docs, d)
 				}
@@ -201,6 +239,7 @@ type scoreboard struct {
 	// lists, ascending, the turns the search then scores.
 	common  bool
 	bounded []int32
+	held    []uint64 // a bit per turn: set for the turns of bounded
 }
 
 func (sb *scoreboard) reset(n int) {
@@ -212,6 +251,10 @@ func (sb *scoreboard) reset(n int) {
 	}
 	sb.pquoted = sb.pquoted[:0]
 	sb.touched = sb.touched[:0]
+	for _, d := range sb.bounded {
+		sb.held[d>>6] = 0
+	}
+	sb.bounded = sb.bounded[:0]
 	if len(sb.acc) < n {
 		sb.acc, sb.mass = make([]float64, n), make([]float64, n)
 	}
