@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -276,8 +275,9 @@ func rankOrder(a, b cand) int { return byRank.compare(&a, &b) }
 
 // candOrder is an order of candidates: byRank (rankOrder) or byScore (the
 // higher score first, ties in no order). The quickselect of a search
-// compares thousands of candidates; through a function value it took a
-// third longer (selecting 1,024 of 3,000: 38.6 against 28.7 µs).
+// compares thousands of candidates: through a function value, and with
+// cmp.Compare's care for NaN, selecting 1,024 of 3,000 took 40.5 µs, with
+// this comparison (inlined) 15.3.
 type candOrder bool
 
 const (
@@ -286,16 +286,23 @@ const (
 )
 
 func (o candOrder) compare(a, b *cand) int {
-	if o == byRank && a.weak != b.weak {
-		if a.weak {
-			return 1
-		}
-		return -1
+	switch {
+	case a.weak != b.weak && o == byRank:
+		return afterIf(a.weak)
+	case a.score != b.score: // never NaN: sums of finite weights
+		return afterIf(a.score < b.score)
+	case o == byScore:
+		return 0
 	}
-	if c := cmp.Compare(b.score, a.score); c != 0 || o == byScore {
-		return c
+	return int(b.doc) - int(a.doc)
+}
+
+// afterIf is 1 (a comes after b) if after holds, else -1.
+func afterIf(after bool) int {
+	if after {
+		return 1
 	}
-	return cmp.Compare(b.doc, a.doc)
+	return -1
 }
 
 // rank returns the best candidates, at most maxExamined, in no order (the
