@@ -263,7 +263,17 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, prefix 
 
 	frame, lines := frameCost(count), lineCost(count)
 	used := 0 // packet tokens so far since the step
-	window := make([]memory.Turn, 0, cut.Sinks+cut.Messages-cut.Start)
+	// The turns in view, built in room reused from request to request (as
+	// the evicted turns are, source): with its packets' turns a late
+	// question's window outgrew a list of the kept messages' length every
+	// turn. A search only reads it.
+	buf := evictedRoom.Get().(*[]memory.Turn)
+	window := (*buf)[:0]
+	defer func() {
+		clear(window) // hold no texts in the pool
+		*buf = window[:0]
+		evictedRoom.Put(buf)
+	}()
 	for i := 0; i < cut.Sinks; i++ {
 		window = append(window, turnAt(msgs, prefix, i))
 	}
@@ -352,6 +362,8 @@ func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint
 	return src
 }
 
+// evictedRoom is room for a request's lists of turns: its evicted turns
+// (source) and the turns in view of its searches (buildPackets).
 var evictedRoom = sync.Pool{New: func() any { return new([]memory.Turn) }}
 
 func (s *source) search(q memory.Query) ([]memory.Hit, error) {
