@@ -26,6 +26,7 @@ type Index struct {
 	stems  stemmer
 	board  scoreboard             // search's scratch space
 	ups    updaterList            // search's updaters (updaters), reused
+	ranked []cand                 // rank's result, read by the walk under the same lock: at most a candidate a turn
 	long   map[int32]passageTerms // passages of long turns by turn index (passage.go)
 	// ppost[stem] lists the passages of long turns that hold stem, in
 	// ascending passage id, and pdoc each passage's turn, by passage id;

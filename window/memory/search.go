@@ -371,8 +371,10 @@ func (x *Index) rank(m match, limit int) []cand {
 	}
 	x.addNeighbours(cs, limit)
 	// The best maxExamined, in no order: the walk sorts them as far as it
-	// reads (inOrder).
-	return slices.Clone(selectFirst(cs.ranked, maxExamined, byRank)) // cs goes back to the pool
+	// reads (inOrder). Copied into the index's room (cs goes back to the
+	// pool), which the walk reads under the same lock.
+	x.ranked = append(x.ranked[:0], selectFirst(cs.ranked, maxExamined, byRank)...)
+	return x.ranked
 }
 
 var candidatePool = sync.Pool{New: func() any { return &candidates{} }}
