@@ -3,10 +3,9 @@ package window
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"strings"
 	"testing"
 
+	benchchat "kvwin/cmd/kvwin/bench/chat"
 	"kvwin/engine"
 	"kvwin/internal/ident"
 	"kvwin/window/memory"
@@ -35,13 +34,13 @@ func BenchmarkBuildChain(b *testing.B) {
 				b.Fatal(err)
 			}
 			count := func(m engine.Message) int { return len(m.Content) + 8 }
-			instructions := engine.Message{Role: engine.RoleSystem, Content: "You are a careful assistant. " + chainWords(0, 160)}
+			instructions := engine.Message{Role: engine.RoleSystem, Content: "You are a careful assistant. " + benchchat.Words(0, 160)}
 			var msgs []engine.Message
 			build := func(conv string, t int) {
 				if t == 1 {
 					msgs = append(msgs[:0], instructions)
 				}
-				msgs = append(msgs, engine.Message{Role: engine.RoleUser, Content: fmt.Sprintf("question %d? ", t) + chainWords(uint64(t), 18)})
+				msgs = append(msgs, engine.Message{Role: engine.RoleUser, Content: fmt.Sprintf("question %d? ", t) + benchchat.Words(uint64(t), 18)})
 				if _, err := w.Build(ctx, Request{Owner: ident.Owner{Tenant: "bench", Conversation: conv}, Messages: msgs,
 					Count: count, CountKey: "bytes"}); err != nil {
 					b.Fatal(err)
@@ -61,16 +60,4 @@ func BenchmarkBuildChain(b *testing.B) {
 			}
 		})
 	}
-}
-
-// chainWords is bench/chat.Words: n bytes of words from its twelve.
-func chainWords(seed uint64, n int) string {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	words := []string{"kv", "cache", "prefix", "slot", "turn", "window", "route", "node", "token", "block", "memory", "sink"}
-	var sb strings.Builder
-	for sb.Len() < n {
-		sb.WriteString(words[rng.IntN(len(words))])
-		sb.WriteByte(' ')
-	}
-	return sb.String()[:n]
 }
