@@ -61,7 +61,9 @@ func (x *Index) lexical(qstems []string, limit int, avg float64) *scoreboard {
 // The stems' lists ascend, so the marks, read from the earliest turn
 // marked, give the turns in order with no sort: an ask of common words
 // gathers its maxExamined newest turns once per stem, mostly the same
-// ones, and sorting them all was most of scoring them.
+// ones, and sorting them all was most of scoring them. Reading the marks
+// costs a word per 64 turns from the earliest marked (1,563 words at
+// 100,000 turns), nothing beside scoring a thousand turns.
 func (x *Index) candidateTurns(sb *scoreboard, qstems []string, limit int, out []int32) []int32 {
 	if words := (limit + 63) / 64; len(sb.held) < words {
 		sb.held = make([]uint64, words)
