@@ -62,7 +62,7 @@ func (r *Router) follow(ctx context.Context, m *member) {
 			return nil
 		})
 		m.following.Store(false)
-		m.remoteLoad.Store(0)
+		m.remoteReported(0)
 		if ctx.Err() != nil {
 			return
 		}
@@ -105,7 +105,7 @@ func (r *Router) applyResidency(m *member, mirror *kvcache.Mirror, changed []int
 		_ = r.reg.Record(loc, chain)
 	}
 	l := mirror.Load()
-	m.remoteLoad.Store(int64(l.Running + l.Waiting))
+	m.remoteReported(l.Running + l.Waiting)
 	if snapshot && !m.following.Swap(true) {
 		r.log.Info("backend publishes its slot journal; its residency is followed", "backend", m.name)
 	}
