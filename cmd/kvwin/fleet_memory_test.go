@@ -277,12 +277,16 @@ func TestFleetSharesOneMemoryStore(t *testing.T) {
 	// idle, which made every gateway see every node as busy alike. With
 	// the nodes reporting their load as it is (December 2026), both
 	// computed fewer tokens, one gateway most, as it alone knows its own
-	// turns' load at once (three runs each: 186–199 K → 133–151 K tokens
-	// behind one gateway, 197–203 K → 160–172 K behind three replicas),
-	// and the ratio is 1.07–1.26×. Held to what the replicas' lag in
-	// hearing each other's turns leaves, not to the old figure.
-	if ratio > 1.30 {
-		t.Errorf("three replicas made the nodes compute %.3f× the prompt tokens one gateway does, want ≤ 1.30×", ratio)
+	// turns' load at once (186–199 K → 131–151 K tokens behind one
+	// gateway, 197–203 K → 156–172 K behind three replicas). One
+	// gateway's figure falls near 131 K or near 147 K from run to run
+	// (ties its routing settles by timing) while the replicas' stays
+	// within 156–172 K, so the ratio is 1.07–1.30× (14 runs). Held to
+	// 1.40×: 183 K over the lower reference, still short of what three
+	// replicas computed without following the journals (1.22–1.39× of
+	// the old reference, 227 K and more).
+	if ratio > 1.40 {
+		t.Errorf("three replicas made the nodes compute %.3f× the prompt tokens one gateway does, want ≤ 1.40×", ratio)
 	}
 
 	checkStoredOnce(t, pgtest.Open(t, dsn), fleet, bases, gwA, gwB, clock)
