@@ -267,12 +267,12 @@ func (w *Window) buildPackets(ctx context.Context, req Request, cut Cut, prefix 
 	// the evicted turns are, source): with its packets' turns a late
 	// question's window outgrew a list of the kept messages' length every
 	// turn. A search only reads it.
-	buf := evictedRoom.Get().(*[]memory.Turn)
+	buf := turnsRoom.Get().(*[]memory.Turn)
 	window := (*buf)[:0]
 	defer func() {
 		clear(window) // hold no texts in the pool
 		*buf = window[:0]
-		evictedRoom.Put(buf)
+		turnsRoom.Put(buf)
 	}()
 	for i := 0; i < cut.Sinks; i++ {
 		window = append(window, turnAt(msgs, prefix, i))
@@ -345,7 +345,7 @@ func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint
 	// The evicted turns are built in room reused from request to request:
 	// a long history evicts thousands, every turn, and the store keeps
 	// none of the slice (it copies what is new).
-	buf := evictedRoom.Get().(*[]memory.Turn)
+	buf := turnsRoom.Get().(*[]memory.Turn)
 	evicted := (*buf)[:0]
 	for i := cut.Sinks; i < cut.Start; i++ {
 		evicted = append(evicted, turnAt(req.Messages, prefix, i))
@@ -353,7 +353,7 @@ func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint
 	_, err := w.store.Ingest(ctx, src.key, evicted)
 	clear(evicted) // hold no texts in the pool
 	*buf = evicted[:0]
-	evictedRoom.Put(buf)
+	turnsRoom.Put(buf)
 	if err != nil {
 		src.err = fmt.Errorf("memory store: ingest %s: %w", src.key, err)
 		return src
@@ -362,9 +362,9 @@ func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint
 	return src
 }
 
-// evictedRoom is room for a request's lists of turns: its evicted turns
+// turnsRoom is room for a request's lists of turns: its evicted turns
 // (source) and the turns in view of its searches (buildPackets).
-var evictedRoom = sync.Pool{New: func() any { return new([]memory.Turn) }}
+var turnsRoom = sync.Pool{New: func() any { return new([]memory.Turn) }}
 
 func (s *source) search(q memory.Query) ([]memory.Hit, error) {
 	if s.store != nil && s.err == nil {
