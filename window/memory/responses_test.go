@@ -31,11 +31,7 @@ func saveChain(t *testing.T, s *Store, key Key, prefix string, n int, from strin
 func chainText(t *testing.T, s *Store, tenant, id string) (Key, string, error) {
 	t.Helper()
 	key, msgs, err := s.ResponseChain(context.Background(), tenant, id)
-	var parts []string
-	for _, m := range msgs {
-		parts = append(parts, string(m))
-	}
-	return key, strings.Join(parts, ","), err
+	return key, joined(msgs), err
 }
 
 func TestResponseChainsBranchesAndRestart(t *testing.T) {
@@ -312,7 +308,10 @@ func testChainReadWhileSaving(t *testing.T, at StoreConfig) {
 
 // A chain is read from the one read before it when it continues it, is it,
 // or neither (a branch, an older response): each read gives the same
-// messages as a walk from the first response would.
+// messages as a walk from the first response would, and a chain returned
+// still reads the same after later reads extended the array it was read
+// from (a branch continuing the same response among them), and after its
+// holder appended to it.
 func TestChainReadFromTheLastOne(t *testing.T) { eachBackend(t, testChainReadFromTheLastOne) }
 
 func testChainReadFromTheLastOne(t *testing.T, at StoreConfig) {
@@ -321,6 +320,12 @@ func testChainReadFromTheLastOne(t *testing.T, at StoreConfig) {
 	saveChain(t, s, key, "r", 3, "")
 	saveChain(t, s, key, "a", 2, "r3")
 	saveChain(t, s, key, "b", 1, "r2")
+	saveChain(t, s, key, "c", 1, "r3") // a branch beside a1
+	type read struct {
+		id, want string
+		got      [][]byte
+	}
+	var reads []read
 	for _, step := range []struct{ id, want string }{
 		{"r3", `"r1","r2","r3"`},      // walked
 		{"a1", `"r1","r2","r3","a1"`}, // continues the last
@@ -329,9 +334,33 @@ func testChainReadFromTheLastOne(t *testing.T, at StoreConfig) {
 		{"b1", `"r1","r2","b1"`},           // a branch: walked
 		{"a1", `"r1","r2","r3","a1"`},      // an older one: walked
 		{"a2", `"r1","r2","r3","a1","a2"`},
+		{"r3", `"r1","r2","r3"`}, // walked
+		{"c1", `"r1","r2","r3","c1"`},
+		{"a1", `"r1","r2","r3","a1"`}, // beside c1, at the same place: walked
 	} {
-		if _, got, err := chainText(t, s, "acme", step.id); err != nil || got != step.want {
+		_, msgs, err := s.ResponseChain(context.Background(), "acme", step.id)
+		if got := joined(msgs); err != nil || got != step.want {
 			t.Fatalf("chain of %s: %q, %v; want %q", step.id, got, err, step.want)
 		}
+		if len(reads) > 0 { // the holder of the chain read before appends to it now
+			_ = append(reads[len(reads)-1].got, []byte(`"the holder's own"`))
+		}
+		reads = append(reads, read{step.id, step.want, msgs})
 	}
+	for i, r := range reads {
+		if got := joined(r.got); got != r.want {
+			t.Errorf("read %d (%s) now reads %q; want %q as it was returned", i, r.id, got, r.want)
+		}
+	}
+	if _, got, _ := chainText(t, s, "acme", "a2"); got != `"r1","r2","r3","a1","a2"` {
+		t.Errorf("chain of a2 after the holders appended: %q", got)
+	}
+}
+
+func joined(msgs [][]byte) string {
+	var parts []string
+	for _, m := range msgs {
+		parts = append(parts, string(m))
+	}
+	return strings.Join(parts, ",")
 }
