@@ -68,10 +68,9 @@ type responseTurn struct {
 	items    []listedItem     // the new input's items, as input_items lists them
 	store    bool
 	previous string
-	// history is the chain's messages as stored, of docs stored
-	// responses.
-	history []engine.Message
-	docs    int
+	// history is the chain as stored (its messages shared with the
+	// memo: read only).
+	history chainHistory
 }
 
 // createResponse serves POST /v1/responses.

@@ -3,7 +3,6 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 
 	"kvwin/engine"
@@ -31,11 +30,66 @@ type chainMemo struct {
 
 type chainKey struct{ tenant, id string }
 
-// chainHistory is a chain's messages and the number of stored responses
-// they were decoded from.
+// chainHistory is a chain's messages, log.msgs[:n], and the number of
+// stored responses they were decoded from. The zero value is the empty
+// history of a turn that continues no response.
 type chainHistory struct {
-	docs int
+	docs  int
+	log   *chainLog
+	n     int
+	bytes int64 // historyBytes's figure, summed as the chain grew
+}
+
+// chainLog holds the histories of a chain that grows by one response a
+// turn in one array: a history is a prefix of msgs, whose messages never
+// change once written, so the response a turn saves extends its history
+// in place (append's doubling: a copy now and then, not one a turn). A
+// 2,000-turn chain's turn copied its history three times, 4,000 messages
+// each. A history that is continued twice (a branch, a retry) is copied
+// into a log of its own at its second continuation.
+type chainLog struct {
+	mu   sync.Mutex
 	msgs []engine.Message
+}
+
+// messages returns h's messages. They are shared with the memo and the
+// chains that continue h: the caller only reads them.
+func (h chainHistory) messages() []engine.Message {
+	if h.log == nil {
+		return nil
+	}
+	h.log.mu.Lock()
+	defer h.log.mu.Unlock()
+	return h.log.msgs[:h.n:h.n]
+}
+
+// extended returns h continued by one stored response adding added: in
+// h's log where h is its longest history, else in a copy.
+func (h chainHistory) extended(added []engine.Message) chainHistory {
+	next := chainHistory{docs: h.docs + 1, n: h.n + len(added), bytes: h.bytes + messagesBytes(added)}
+	if h.log != nil {
+		l := h.log
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.msgs) == h.n {
+			l.msgs = append(l.msgs, added...)
+			next.log = l
+			return next
+		}
+	}
+	msgs := make([]engine.Message, 0, next.n+next.n/4+8)
+	msgs = append(append(msgs, h.messagesLocked()...), added...)
+	next.log = &chainLog{msgs: msgs}
+	return next
+}
+
+// messagesLocked is messages for a caller holding h.log's lock (or
+// knowing h has none).
+func (h chainHistory) messagesLocked() []engine.Message {
+	if h.log == nil {
+		return nil
+	}
+	return h.log.msgs[:h.n:h.n]
 }
 
 func newChainMemo() *chainMemo {
@@ -44,41 +98,45 @@ func newChainMemo() *chainMemo {
 
 // historyBytes estimates what a history holds: its messages' text and a
 // message's fixed part.
-func historyBytes(h chainHistory) int64 {
-	n := int64(64)
-	for _, m := range h.msgs {
+func historyBytes(h chainHistory) int64 { return 64 + h.bytes }
+
+// messagesBytes is what historyBytes counts of msgs.
+func messagesBytes(msgs []engine.Message) int64 {
+	var n int64
+	for _, m := range msgs {
 		n += int64(len(m.Content)+len(m.Role)) + 128
 	}
 	return n
 }
 
-// decode returns the messages of docs, the chain of tenant's response id:
-// from the memo when it holds that chain, else decoded and kept. The
-// caller owns the returned slice.
-func (c *chainMemo) decode(tenant, id string, docs [][]byte) ([]engine.Message, error) {
+// decode returns the history of docs, the chain of tenant's response id:
+// from the memo when it holds that chain, else decoded and kept. Its
+// messages are shared (chainHistory.messages): the caller only reads them.
+func (c *chainMemo) decode(tenant, id string, docs [][]byte) (chainHistory, error) {
 	k := chainKey{tenant, id}
 	c.mu.Lock()
 	h, ok := c.m.Get(k)
 	c.mu.Unlock()
 	if ok && h.docs == len(docs) {
-		return slices.Clone(h.msgs), nil
+		return h, nil
 	}
 	var history []engine.Message
 	for _, d := range docs {
 		var msgs []engine.Message
 		if err := json.Unmarshal(d, &msgs); err != nil {
-			return nil, fmt.Errorf("stored response of the chain of %q does not decode: %w", id, err)
+			return chainHistory{}, fmt.Errorf("stored response of the chain of %q does not decode: %w", id, err)
 		}
 		history = append(history, msgs...)
 	}
-	c.put(k, chainHistory{docs: len(docs), msgs: slices.Clone(history)})
-	return history, nil
+	h = chainHistory{docs: len(docs), log: &chainLog{msgs: history}, n: len(history), bytes: messagesBytes(history)}
+	c.put(k, h)
+	return h, nil
 }
 
-// saved records that tenant's response id continues the chain whose
-// history (of docs stored responses) was read with added: what it stores.
-func (c *chainMemo) saved(tenant, id string, docs int, history, added []engine.Message) {
-	c.put(chainKey{tenant, id}, chainHistory{docs: docs + 1, msgs: append(slices.Clone(history), added...)})
+// saved records that tenant's response id continues the chain history
+// with added: what it stores.
+func (c *chainMemo) saved(tenant, id string, history chainHistory, added []engine.Message) {
+	c.put(chainKey{tenant, id}, history.extended(added))
 }
 
 func (c *chainMemo) put(k chainKey, h chainHistory) {

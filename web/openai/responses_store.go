@@ -76,11 +76,9 @@ func (s *server) chain(c *gin.Context, t *core.Turn, rt *responseTurn) ([]engine
 	if err != nil {
 		return nil, err
 	}
-	rt.key, rt.previous = key.Conversation, prev
-	// The turn's messages may be changed in place (a recalled call's
-	// text): the memo's copy is the chain as stored.
-	rt.history, rt.docs = slices.Clone(history), len(docs)
-	return history, nil
+	rt.key, rt.previous, rt.history = key.Conversation, prev, history
+	// Shared with the memo: the turn's messages are a copy (readResponse).
+	return history.messages(), nil
 }
 
 // storeError is the error a client gets for a store's err about id.
@@ -132,7 +130,7 @@ func (s *server) keep(c *gin.Context, t *core.Turn, rt *responseTurn, res engine
 		s.Log().ErrorContext(ctx, "response not stored", "response", rt.id, "err", err)
 		return
 	}
-	s.chains.saved(t.Tenant, rt.id, rt.docs, rt.history, msgs)
+	s.chains.saved(t.Tenant, rt.id, rt.history, msgs)
 }
 
 // pathID is the response id of the path. One no store can hold
