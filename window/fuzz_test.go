@@ -21,6 +21,7 @@ func FuzzCut(f *testing.F) {
 	f.Add([]byte{3, 0, 200, 0, 10, 1, 30, 2, 30, 1, 30, 2, 30, 1, 30, 2, 30, 1, 30})
 	f.Add([]byte{1, 0, 50, 1, 10, 2, 10, 1, 10, 2, 10, 1, 10})
 	f.Add([]byte{0, 0, 100, 1, 200})
+	f.Add([]byte{3, 0, 160, 0, 10, 1, 30, 2, 30, 6, 12, 2, 30, 1, 30, 2, 30, 6, 12, 2, 30, 1, 30, 2, 30, 6, 12, 2, 30, 6, 12, 2, 30})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) < 5 {
 			return
@@ -31,7 +32,13 @@ func FuzzCut(f *testing.F) {
 		var msgs []engine.Message
 		for i := 3; i+1 < len(b); i += 2 {
 			// The size is the content's bytes; byLen counts a token a byte.
-			msgs = append(msgs, engine.Message{Role: roles[int(b[i])%len(roles)], Content: strings.Repeat("x", int(b[i+1]))})
+			// Some end in a question mark: a question in the question zone
+			// steps early.
+			content := strings.Repeat("x", int(b[i+1]))
+			if b[i]/byte(len(roles))%2 == 1 && content != "" {
+				content = content[1:] + "?"
+			}
+			msgs = append(msgs, engine.Message{Role: roles[int(b[i])%len(roles)], Content: content})
 		}
 		p, err := NewPolicy(policy, Settings{Budget: budget})
 		if err != nil {

@@ -215,21 +215,30 @@ func (s Settings) inQuestionZone(kept int) bool {
 // the replay may step, every count before it being one after which it
 // does nothing (stepped): while sending the conversation whole, the first
 // past switchAt; before the first step, the first whose tokens with the
-// reserve pass high; after it, the first whose window passes high or
-// that is in the question zone (zone: from there each ask is read, as it
-// may step early). Each of these grows with j, so a binary search finds
-// it: a replay costs about log n a step, not n.
+// reserve pass high; after it, the first whose window passes high, or
+// whose latest message is a question in the question zone (zone: only a
+// question steps early there). The counts past high, and those in the
+// zone, grow with j, so binary searches find where they begin: a replay
+// costs about log n a step, and a look at each user message in the zone,
+// not n binary searches (a 2,000-message history spends half its cycles
+// in the zone).
 func (c conversation) nextStep(i, n int, whole, first bool, window func(int) int, zone func(int) bool, switchAt, reserve, high int) int {
-	var past func(j int) bool
+	search := func(past func(j int) bool) int {
+		return i + sort.Search(n+1-i, func(k int) bool { return past(i + k) })
+	}
 	switch {
 	case whole:
-		past = func(j int) bool { return c.tokens(0, j) > switchAt }
+		return search(func(j int) bool { return c.tokens(0, j) > switchAt })
 	case first:
-		past = func(j int) bool { return reserve+c.tokens(0, j) > high }
-	default:
-		past = func(j int) bool { return window(j) > high || zone(j) }
+		return search(func(j int) bool { return reserve+c.tokens(0, j) > high })
 	}
-	return i + sort.Search(n+1-i, func(k int) bool { return past(i + k) })
+	h := search(func(j int) bool { return window(j) > high })
+	for j := search(zone); j < h; j++ {
+		if m := c.msgs[j-1]; m.Role == engine.RoleUser && isQuestion(m.Content) {
+			return j
+		}
+	}
+	return h
 }
 
 // nextUnit returns the next unit boundary after from, at most floor.
