@@ -3,6 +3,7 @@ package window
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"kvwin/window/memory"
 )
@@ -36,7 +37,31 @@ func isQuestion(ask string) bool {
 	if strings.Contains(ask, "?") || strings.Contains(ask, "？") {
 		return true
 	}
-	return interrogatives[strings.ToLower(firstWord(ask))]
+	return isInterrogative(firstWord(ask))
+}
+
+// isInterrogative is interrogatives[strings.ToLower(w)], lowering an ASCII
+// word on the stack: a cut reads the asks of a long history's question
+// zone and of its question share, hundreds a turn, and lowering each was
+// a copy.
+func isInterrogative(w string) bool {
+	var buf [len("summarize")]byte // the longest interrogative
+	for i := 0; i < len(w); i++ {
+		if w[i] >= utf8.RuneSelf {
+			return interrogatives[strings.ToLower(w)]
+		}
+	}
+	if len(w) > len(buf) {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return interrogatives[string(buf[:len(w)])]
 }
 
 // longAsk is the length in bytes past which an ask is a statement whatever
@@ -49,8 +74,21 @@ func isQuestion(ask string) bool {
 const longAsk = memory.PassageBytes
 
 // firstWord returns the first run of letters in s ("" if none), reading
-// no further than its end.
+// no further than its end. An ASCII word is read byte by byte.
 func firstWord(s string) string {
+	for i := 0; i < len(s) && s[i] < utf8.RuneSelf; i++ {
+		if !asciiLetter(s[i]) {
+			continue
+		}
+		j := i + 1
+		for j < len(s) && asciiLetter(s[j]) {
+			j++
+		}
+		if j == len(s) || s[j] < utf8.RuneSelf {
+			return s[i:j]
+		}
+		break // the word may go on in a letter past ASCII
+	}
 	start := strings.IndexFunc(s, unicode.IsLetter)
 	if start < 0 {
 		return ""
@@ -61,3 +99,6 @@ func firstWord(s string) string {
 	}
 	return s[start : start+end]
 }
+
+// asciiLetter is unicode.IsLetter for an ASCII byte.
+func asciiLetter(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
