@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"slices"
@@ -11,10 +12,10 @@ import (
 // conversation: its messages. encoding/json's reflective decode of a long
 // history was most of a cached turn's time outside llama.cpp (about 1.5 µs
 // a message, more through a type with its own UnmarshalJSON). A route's
-// FastDecoder finds the top-level messages value (TopLevelValue), reads
-// its objects field by field (ScanObjects, every value checked as JSON),
-// and leaves the rest of the body, with the messages replaced by null, to
-// encoding/json (DecodeMessages does the three). Whatever the scanner does not take -
+// FastDecoder finds the top-level messages value and reads its objects
+// field by field as it finds its end (ScanObjectsAt, every value checked
+// as JSON), and leaves the rest of the body, with the messages replaced by
+// null, to encoding/json (DecodeMessages does the three). Whatever the scanner does not take -
 // another shape, an escaped key, a repeated or differently cased messages
 // key - goes to encoding/json whole, so errors keep its wording.
 
@@ -26,6 +27,13 @@ import (
 //
 // A route's FastDecoder is DecodeMessages with the route's own scan.
 func TopLevelValue(b []byte, key string) (start, end int, ok bool) {
+	return topLevel(b, key, extent)
+}
+
+// topLevel is TopLevelValue with read finding the end of key's value (at
+// b[i]) where extent would: a scanner that reads the value as it finds its
+// end, so the body's longest value is walked once, not twice.
+func topLevel(b []byte, key string, read func(b []byte, i int) (int, bool)) (start, end int, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return 0, 0, false
@@ -45,7 +53,12 @@ func TopLevelValue(b []byte, key string) (start, end int, ok bool) {
 			return 0, 0, false
 		}
 		i = skipSpace(b, i+1)
-		vend, ok := extent(b, i)
+		var vend int
+		if string(k) == key {
+			vend, ok = read(b, i)
+		} else {
+			vend, ok = extent(b, i)
+		}
 		if !ok {
 			return 0, 0, false
 		}
@@ -72,12 +85,17 @@ func TopLevelValue(b []byte, key string) (start, end int, ok bool) {
 // gets what scan read. With the messages valid (scan checks them) the
 // body is valid exactly when that rest is. false, v untouched, when any
 // step refuses, or when the rest still sets the field.
-func DecodeMessages[T any, L ~[]E, E any](body []byte, v *T, scan func([]byte) (L, bool), field func(*T) *L) bool {
-	start, end, ok := TopLevelValue(body, "messages")
-	if !ok {
-		return false
-	}
-	msgs, ok := scan(body[start:end])
+//
+// scan reads the messages value at body[i] and returns the offset after
+// it (ScanObjectsAt): it is the value's only walk.
+func DecodeMessages[T any, L ~[]E, E any](body []byte, v *T, scan func(b []byte, i int) (L, int, bool), field func(*T) *L) bool {
+	var msgs L
+	start, end, ok := topLevel(body, "messages", func(b []byte, i int) (int, bool) {
+		var end int
+		var ok bool
+		msgs, end, ok = scan(b, i)
+		return end, ok
+	})
 	if !ok {
 		return false
 	}
@@ -122,17 +140,23 @@ func DecodeRaw[T any](body []byte, v *T, key string, valid func([]byte) bool, fi
 // anything else, b is not valid JSON there, or field refuses. Values
 // alias b.
 func ScanObjects(b []byte, object func(), field func(key, value []byte) bool) bool {
-	i := skipSpace(b, 0)
+	end, ok := ScanObjectsAt(b, skipSpace(b, 0), object, field)
+	return ok && skipSpace(b, end) == len(b)
+}
+
+// ScanObjectsAt is ScanObjects for the array at b[i] of a larger document:
+// it returns the offset after the array's closing bracket.
+func ScanObjectsAt(b []byte, i int, object func(), field func(key, value []byte) bool) (int, bool) {
 	if i >= len(b) || b[i] != '[' {
-		return false
+		return 0, false
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return skipSpace(b, i+1) == len(b)
+		return i + 1, true
 	}
 	for {
 		if i >= len(b) || b[i] != '{' {
-			return false
+			return 0, false
 		}
 		object()
 		i = skipSpace(b, i+1)
@@ -142,40 +166,40 @@ func ScanObjects(b []byte, object func(), field func(key, value []byte) bool) bo
 			for {
 				key, next, ok := plainAt(b, i)
 				if !ok {
-					return false
+					return 0, false
 				}
 				i = skipSpace(b, next)
 				if i >= len(b) || b[i] != ':' {
-					return false
+					return 0, false
 				}
 				i = skipSpace(b, i+1)
 				end, ok := valueEnd(b, i)
 				if !ok || !field(key, b[i:end:end]) {
-					return false
+					return 0, false
 				}
 				i = skipSpace(b, end)
 				if i >= len(b) {
-					return false
+					return 0, false
 				}
 				if b[i] == '}' {
 					i++
 					break
 				}
 				if b[i] != ',' {
-					return false
+					return 0, false
 				}
 				i = skipSpace(b, i+1)
 			}
 		}
 		i = skipSpace(b, i)
 		if i >= len(b) {
-			return false
+			return 0, false
 		}
 		if b[i] == ']' {
-			return skipSpace(b, i+1) == len(b)
+			return i + 1, true
 		}
 		if b[i] != ',' {
-			return false
+			return 0, false
 		}
 		i = skipSpace(b, i+1)
 	}
@@ -217,6 +241,26 @@ func Role(b []byte) string {
 	}
 	return string(b)
 }
+
+// ObjectsHint is the room for the objects of the array at b[i] a scanner
+// allocates at once: the times a "role" key could start one there (the
+// word between unescaped quotes only starts a key or is a whole string
+// value), at most maxObjectsHint. Grown by append from a few, a
+// 2,000-message history's list was copied some twenty times (776 KB
+// allocated to read 110 KB of body, 198 KB with the hint); the bound keeps
+// a body of "role" strings that is no list of messages from buying more
+// than 400 KB up front.
+func ObjectsHint(b []byte, i int) int {
+	return min(bytes.Count(b[min(i, len(b)):], []byte(`"role"`)), maxObjectsHint) + 1
+}
+
+// maxObjectsHint bounds ObjectsHint: a long history's messages (a message
+// is about 100 bytes in a scanner's list).
+const maxObjectsHint = 4096
+
+// SkipSpace is the offset of the first byte of b from i on that is not
+// JSON whitespace.
+func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
 
 // skipSpace is the offset of the first byte from i on that is not JSON
 // whitespace.

@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -78,4 +79,20 @@ func FuzzStringEndAsBytewise(f *testing.F) {
 			}
 		}
 	})
+}
+
+// ObjectsHint counts the messages a list may hold, and no more than its
+// bound for a body of "role" strings that is no list of messages.
+func TestObjectsHint(t *testing.T) {
+	list := `[{"role":"user","content":"say \"role\" twice: \"role\""},{"content":"x","role":"assistant"}]`
+	if got := ObjectsHint([]byte(`{"messages":`+list+`}`), len(`{"messages":`)); got != 3 {
+		t.Errorf("hint for two messages: %d, want 3 (one spare)", got)
+	}
+	hostile := []byte(`{"messages":[` + strings.Repeat(`"role",`, 100000) + `"role"]}`)
+	if got := ObjectsHint(hostile, len(`{"messages":`)); got != maxObjectsHint+1 {
+		t.Errorf("hint for 100,001 role strings: %d, want the bound %d", got, maxObjectsHint+1)
+	}
+	if got := ObjectsHint([]byte(list), len(list)+5); got != 1 {
+		t.Errorf("hint past the end: %d, want 1", got)
+	}
 }

@@ -22,10 +22,10 @@ func (b *ollamaChatBody) DecodeFast(body []byte) bool {
 }
 
 // scanMessages reads an /api/chat messages array of roles and string or
-// null contents (core.ScanObjects).
-func scanMessages(raw []byte) ([]oapi.Message, bool) {
-	msgs := make([]oapi.Message, 0, 16)
-	ok := core.ScanObjects(raw, func() { msgs = append(msgs, oapi.Message{}) }, func(key, value []byte) bool {
+// null contents at raw[i] (core.ScanObjectsAt), and the offset after it.
+func scanMessages(raw []byte, i int) ([]oapi.Message, int, bool) {
+	msgs := make([]oapi.Message, 0, core.ObjectsHint(raw, i))
+	end, ok := core.ScanObjectsAt(raw, i, func() { msgs = append(msgs, oapi.Message{}) }, func(key, value []byte) bool {
 		m := &msgs[len(msgs)-1]
 		if string(value) == "null" {
 			return string(key) == "role" || string(key) == "content" // a string field keeps its value
@@ -45,5 +45,5 @@ func scanMessages(raw []byte) ([]oapi.Message, bool) {
 		}
 		return ok
 	})
-	return msgs, ok
+	return msgs, end, ok
 }

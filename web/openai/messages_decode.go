@@ -35,8 +35,15 @@ func (l *messageList) UnmarshalJSON(b []byte) error {
 // been checked (DecodeFast). Content aliases b, the request body, which
 // lives as long as the request.
 func fastMessages(b []byte) (messageList, bool) {
-	out := make(messageList, 0, 16)
-	ok := core.ScanObjects(b, func() { out = append(out, chatMessage{}) }, func(key, value []byte) bool {
+	out, end, ok := fastMessagesAt(b, core.SkipSpace(b, 0))
+	return out, ok && core.SkipSpace(b, end) == len(b)
+}
+
+// fastMessagesAt is fastMessages for the array at b[i] of a body: it
+// returns the offset after it (core.ScanObjectsAt).
+func fastMessagesAt(b []byte, i int) (messageList, int, bool) {
+	out := make(messageList, 0, core.ObjectsHint(b, i))
+	end, ok := core.ScanObjectsAt(b, i, func() { out = append(out, chatMessage{}) }, func(key, value []byte) bool {
 		m := &out[len(out)-1]
 		switch string(key) {
 		case "role":
@@ -50,9 +57,9 @@ func fastMessages(b []byte) (messageList, bool) {
 		return false
 	})
 	if !ok {
-		return nil, false
+		return nil, 0, false
 	}
-	return out, true
+	return out, end, true
 }
 
 // DecodeFast decodes a chat completion body without encoding/json's
@@ -61,5 +68,5 @@ func fastMessages(b []byte) (messageList, bool) {
 // untouched, for anything else. FuzzDecodeFastAsDecoded holds it to
 // encoding/json's result.
 func (r *chatRequest) DecodeFast(body []byte) bool {
-	return core.DecodeMessages(body, r, fastMessages, func(r *chatRequest) *messageList { return &r.Messages })
+	return core.DecodeMessages(body, r, fastMessagesAt, func(r *chatRequest) *messageList { return &r.Messages })
 }
