@@ -45,7 +45,7 @@ func isQuestion(ask string) bool {
 // zone and of its question share, hundreds a turn, and lowering each was
 // a copy.
 func isInterrogative(w string) bool {
-	var buf [len("summarize")]byte // the longest interrogative
+	var buf [len("summarize")]byte // the longest interrogative (TestEveryInterrogativeIsOne)
 	for i := 0; i < len(w); i++ {
 		if w[i] >= utf8.RuneSelf {
 			return interrogatives[strings.ToLower(w)]

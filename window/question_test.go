@@ -39,3 +39,15 @@ func FuzzIsQuestionAsBefore(f *testing.F) {
 		}
 	})
 }
+
+// Every interrogative is one, in any case: the stack room isInterrogative
+// lowers a word in holds the longest.
+func TestEveryInterrogativeIsOne(t *testing.T) {
+	for w := range interrogatives {
+		for _, s := range []string{w, strings.ToUpper(w), strings.ToUpper(w[:1]) + w[1:]} {
+			if !isInterrogative(s) || !isQuestion(s+" it") {
+				t.Errorf("%q is not taken as an interrogative", s)
+			}
+		}
+	}
+}

@@ -132,20 +132,14 @@ func DecodeRaw[T any](body []byte, v *T, key string, valid func([]byte) bool, fi
 	return true
 }
 
-// ScanObjects reads b as an array of objects, calling object before each
-// object's fields and field for each of its keys (a string without
-// escapes) with the raw value: a string, null, array or object, each
-// checked as JSON (numbers and booleans, which no message field the
-// scanners take has, end the scan). ok is false when the shape is
-// anything else, b is not valid JSON there, or field refuses. Values
-// alias b.
-func ScanObjects(b []byte, object func(), field func(key, value []byte) bool) bool {
-	end, ok := ScanObjectsAt(b, skipSpace(b, 0), object, field)
-	return ok && skipSpace(b, end) == len(b)
-}
-
-// ScanObjectsAt is ScanObjects for the array at b[i] of a larger document:
-// it returns the offset after the array's closing bracket.
+// ScanObjectsAt reads the array at b[i] as an array of objects, calling
+// object before each object's fields and field for each of its keys (a
+// string without escapes) with the raw value: a string, null, array or
+// object, each checked as JSON (numbers and booleans, which no message
+// field the scanners take has, end the scan), and returns the offset after
+// the array's closing bracket (b may go on: a body's other fields). ok is
+// false when the shape is anything else, b is not valid JSON there, or
+// field refuses. Values alias b.
 func ScanObjectsAt(b []byte, i int, object func(), field func(key, value []byte) bool) (int, bool) {
 	if i >= len(b) || b[i] != '[' {
 		return 0, false

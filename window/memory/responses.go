@@ -104,7 +104,9 @@ type respConv struct {
 	// lastID's chain is last, the one chain returned most recently (a
 	// response, once stored, never changes its chain: a delete drops the
 	// whole conversation from the cache). Its slice headers, 24 bytes a
-	// response, are not counted in bytes: a quarter of nodeBytes' least.
+	// response (twice that at most, with the room append leaves past the
+	// last: see chain), are not counted in bytes: at most half of
+	// nodeBytes' least.
 	lastMu sync.Mutex
 	lastID string
 	last   [][]byte
