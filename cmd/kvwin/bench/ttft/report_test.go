@@ -44,7 +44,7 @@ func TestWriteJSONHasExactlyTheDocumentedKeys(t *testing.T) {
 	}
 	want := map[string][]string{
 		"document": {"policies"},
-		"policy":   {"cached_share", "evictions", "fit", "plateau_ratio", "policy", "turns"},
+		"policy":   {"cached_share", "evictions", "fit", "plateau_ratio", "policy", "prompt_ratio", "turns"},
 		"fit":      {"a", "b", "c0"},
 		"turn":     {"cached_tokens", "history_tokens", "new_tokens", "prompt_ms", "prompt_tokens", "request_bytes", "step", "ttft_ms", "turn"},
 	}

@@ -16,12 +16,15 @@ type PolicyResult struct {
 	Policy Policy `json:"policy"`
 	// API is the API replayed through with --api responses (chat or
 	// responses); empty for chat completions alone.
-	API          string                  `json:"api,omitempty"`
-	Evictions    int                     `json:"evictions"`
-	PlateauRatio *float64                `json:"plateau_ratio"`
-	CachedShare  float64                 `json:"cached_share"`
-	Fit          *attention.Coefficients `json:"fit"`
-	Turns        []TurnResult            `json:"turns"`
+	API          string   `json:"api,omitempty"`
+	Evictions    int      `json:"evictions"`
+	PlateauRatio *float64 `json:"plateau_ratio"`
+	// PromptRatio is TTFT over the server's own prompt time late in the
+	// run (see PromptRatio): what a turn costs beyond llama.cpp's decode.
+	PromptRatio *float64                `json:"prompt_ratio"`
+	CachedShare float64                 `json:"cached_share"`
+	Fit         *attention.Coefficients `json:"fit"`
+	Turns       []TurnResult            `json:"turns"`
 }
 
 // Summarize computes the summary of one policy's turns against budget.
@@ -36,6 +39,7 @@ type PolicyResult struct {
 //   - Fit: attention.Fit over {P = new tokens, C = cached tokens, elapsed =
 //     server prompt time}.
 //   - PlateauRatio: see PlateauRatio.
+//   - PromptRatio: see PromptRatio.
 func Summarize(p Policy, turns []TurnResult, budget int) PolicyResult {
 	r := PolicyResult{Policy: p, Turns: turns}
 	if turns == nil {
@@ -61,6 +65,9 @@ func Summarize(p Policy, turns []TurnResult, budget int) PolicyResult {
 	}
 	if v, ok := PlateauRatio(turns, budget); ok {
 		r.PlateauRatio = &v
+	}
+	if v, ok := PromptRatio(turns); ok {
+		r.PromptRatio = &v
 	}
 	return r
 }
@@ -93,6 +100,29 @@ func PlateauRatio(turns []TurnResult, budget int) (ratio float64, ok bool) {
 		return 0, false
 	}
 	return late / early, true
+}
+
+// PromptRatio is what a turn costs beyond the server's prompt decode late
+// in the run: the median TTFT over the last tenth of the turns (after turn
+// 1; a tenth as in PlateauRatio) divided by the median X-Kvwin-Prompt-Ms
+// (llama-server's timings.prompt_ms) of the same turns. Near 1, the
+// server adds nothing to llama.cpp's own prompt time. Undefined (ok false)
+// without such turns or when the server reports no prompt time for them.
+func PromptRatio(turns []TurnResult) (ratio float64, ok bool) {
+	ts := warm(turns)
+	if len(ts) == 0 {
+		return 0, false
+	}
+	late := ts[len(ts)-max(1, (len(ts)+9)/10):]
+	prompt := make([]float64, len(late))
+	for i, t := range late {
+		prompt[i] = t.PromptMs
+	}
+	p := stats.Quantile(prompt, 0.5)
+	if !(p > 0) {
+		return 0, false
+	}
+	return stats.Quantile(ttfts(late), 0.5) / p, true
 }
 
 // TTFTQuantile is the q-quantile (0.5: the median) of the TTFT of the

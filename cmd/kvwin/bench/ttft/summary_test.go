@@ -129,3 +129,27 @@ func TestTTFTQuantile(t *testing.T) {
 		t.Error("turn 1 alone has a median")
 	}
 }
+
+// PromptRatio divides the late tenth's median TTFT by its median prompt
+// time; turn 1 and the earlier turns do not count, and a server that
+// reports no prompt time leaves it undefined.
+func TestPromptRatio(t *testing.T) {
+	var turns []TurnResult
+	for i := 1; i <= 21; i++ { // 20 counted turns: the late tenth is turns 20 and 21
+		turns = append(turns, TurnResult{Turn: i, TTFTMs: 100, PromptMs: 50})
+	}
+	turns[19].TTFTMs, turns[19].PromptMs = 6, 5
+	turns[20].TTFTMs, turns[20].PromptMs = 12, 10
+	if got, ok := PromptRatio(turns); !ok || math.Abs(got-9.0/7.5) > 1e-9 {
+		t.Fatalf("PromptRatio = %v, %v; want %v (9 ms over 7.5 ms)", got, ok, 9.0/7.5)
+	}
+	for i := range turns {
+		turns[i].PromptMs = 0
+	}
+	if got, ok := PromptRatio(turns); ok {
+		t.Fatalf("no prompt times gave %v", got)
+	}
+	if _, ok := PromptRatio(turns[:1]); ok {
+		t.Fatal("turn 1 alone gave a ratio")
+	}
+}

@@ -9,23 +9,27 @@ import (
 )
 
 // WriteTable prints the summary of a run, one row per policy: measured
-// turns, eviction steps, plateau ratio, cached share, TTFT p50 and p90
+// turns, eviction steps, plateau ratio, TTFT over the server's prompt time
+// late in the run (PromptRatio), cached share, TTFT p50 and p90
 // (turn 1 excluded, as in Summarize) and the fit of the prefill times,
 // c0 in ms, a in µs per new token, b in ns per new token per attended
 // token. Undefined figures print as "-".
 func WriteTable(w io.Writer, r Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tturns\tevictions\tplateau\tcached\tTTFT p50 ms\tTTFT p90 ms\tfit c0 ms\ta µs/tok\tb ns/tok²\t")
+	fmt.Fprintln(tw, "policy\tturns\tevictions\tplateau\tTTFT÷prompt\tcached\tTTFT p50 ms\tTTFT p90 ms\tfit c0 ms\ta µs/tok\tb ns/tok²\t")
 	for _, p := range r.Policies {
-		plateau := "-"
+		plateau, overPrompt := "-", "-"
 		if p.PlateauRatio != nil {
 			plateau = fmt.Sprintf("%.2f", *p.PlateauRatio)
+		}
+		if p.PromptRatio != nil {
+			overPrompt = fmt.Sprintf("%.2f", *p.PromptRatio)
 		}
 		fit := "-\t-\t-"
 		if p.Fit != nil {
 			fit = fmt.Sprintf("%.1f\t%.1f\t%.3f", p.Fit.C0*1e3, p.Fit.A*1e6, p.Fit.B*1e9)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.1f%%\t%s\t%s\t%s\t\n", p.label(), len(p.Turns), p.Evictions, plateau,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t\n", p.label(), len(p.Turns), p.Evictions, plateau, overPrompt,
 			100*p.CachedShare, num(TTFTQuantile(p.Turns, 0.5)), num(TTFTQuantile(p.Turns, 0.9)), fit)
 	}
 	return tw.Flush()
