@@ -1,7 +1,9 @@
 package openai
 
 import (
+	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 
 	"kvwin/engine"
@@ -82,4 +84,38 @@ func TestChainMemoExtendsAChainInPlace(t *testing.T) {
 			t.Errorf("%s reads %v, %v; want %v", id, got.messages(), err, wants[id])
 		}
 	}
+}
+
+// TestChainMemoConcurrentContinuations: turns continuing the same chain at
+// once (retries, branches), each reading the history and saving its own
+// response, leave every response's history as it saved it, under the race
+// detector.
+func TestChainMemoConcurrentContinuations(t *testing.T) {
+	c := newChainMemo()
+	msg := func(s string) engine.Message { return engine.Message{Role: "user", Content: s} }
+	c.saved("alice", "r0", chainHistory{}, []engine.Message{msg("r0")})
+	const branches, depth = 8, 50
+	var wg sync.WaitGroup
+	for b := range branches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prev, want := "r0", []engine.Message{msg("r0")}
+			for d := 1; d <= depth; d++ {
+				h, err := c.decode("alice", prev, make([][]byte, d))
+				if err != nil {
+					t.Errorf("branch %d: %s: %v", b, prev, err)
+					return
+				}
+				if got := h.messages(); !reflect.DeepEqual(got, want) {
+					t.Errorf("branch %d reads %s as %v, want %v", b, prev, got, want)
+					return
+				}
+				id := fmt.Sprintf("b%d.%d", b, d)
+				c.saved("alice", id, h, []engine.Message{msg(id)})
+				prev, want = id, append(want[:len(want):len(want)], msg(id))
+			}
+		}()
+	}
+	wg.Wait()
 }
