@@ -24,7 +24,10 @@ func BenchmarkCut(b *testing.B) {
 		}
 		msgs = append(msgs, engine.Message{Role: engine.RoleUser, Content: "question 7?"})
 		count := func(m engine.Message) int { return len(m.Content) + 8 }
-		p, _ := newCutter(PolicyMemory, Settings{Budget: 8192 - 1024})
+		p, err := newCutter(PolicyMemory, Settings{Budget: 8192 - 1024})
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.Run(fmt.Sprint("cut", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				if _, err := p.cutWithin(msgs, count, 0, len(msgs)); err != nil {

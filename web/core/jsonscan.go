@@ -90,9 +90,7 @@ func topLevel(b []byte, key string, read func(b []byte, i int) (int, bool)) (sta
 // it (ScanObjectsAt): it is the value's only walk.
 func DecodeMessages[T any, L ~[]E, E any](body []byte, v *T, scan func(b []byte, i int) (L, int, bool), field func(*T) *L) bool {
 	var msgs L
-	start, end, ok := topLevel(body, "messages", func(b []byte, i int) (int, bool) {
-		var end int
-		var ok bool
+	start, end, ok := topLevel(body, "messages", func(b []byte, i int) (end int, ok bool) {
 		msgs, end, ok = scan(b, i)
 		return end, ok
 	})

@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	"kvwin/engine"
@@ -30,14 +31,15 @@ type chainMemo struct {
 
 type chainKey struct{ tenant, id string }
 
-// chainHistory is a chain's messages, log.msgs[:n], and the number of
-// stored responses they were decoded from. The zero value is the empty
-// history of a turn that continues no response.
+// chainHistory is a chain's messages and the number of stored responses
+// they were decoded from. msgs is a prefix of log's, which never changes
+// once written. The zero value is the empty history of a turn that
+// continues no response.
 type chainHistory struct {
 	docs  int
 	log   *chainLog
-	n     int
-	bytes int64 // historyBytes's figure, summed as the chain grew
+	msgs  []engine.Message // clipped: an append never reaches log's array
+	bytes int64            // historyBytes's figure, summed as the chain grew
 }
 
 // chainLog holds the histories of a chain that grows by one response a
@@ -54,42 +56,25 @@ type chainLog struct {
 
 // messages returns h's messages. They are shared with the memo and the
 // chains that continue h: the caller only reads them.
-func (h chainHistory) messages() []engine.Message {
-	if h.log == nil {
-		return nil
-	}
-	h.log.mu.Lock()
-	defer h.log.mu.Unlock()
-	return h.log.msgs[:h.n:h.n]
-}
+func (h chainHistory) messages() []engine.Message { return h.msgs }
 
 // extended returns h continued by one stored response adding added: in
 // h's log where h is its longest history, else in a copy.
 func (h chainHistory) extended(added []engine.Message) chainHistory {
-	next := chainHistory{docs: h.docs + 1, n: h.n + len(added), bytes: h.bytes + messagesBytes(added)}
-	if h.log != nil {
-		l := h.log
+	next := chainHistory{docs: h.docs + 1, bytes: h.bytes + messagesBytes(added)}
+	if l := h.log; l != nil {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		if len(l.msgs) == h.n {
+		if len(l.msgs) == len(h.msgs) {
 			l.msgs = append(l.msgs, added...)
-			next.log = l
+			next.log, next.msgs = l, slices.Clip(l.msgs)
 			return next
 		}
 	}
-	msgs := make([]engine.Message, 0, next.n+next.n/4+8)
-	msgs = append(append(msgs, h.messagesLocked()...), added...)
-	next.log = &chainLog{msgs: msgs}
+	n := len(h.msgs) + len(added)
+	next.log = &chainLog{msgs: append(append(make([]engine.Message, 0, n+n/4+8), h.msgs...), added...)}
+	next.msgs = slices.Clip(next.log.msgs)
 	return next
-}
-
-// messagesLocked is messages for a caller holding h.log's lock (or
-// knowing h has none).
-func (h chainHistory) messagesLocked() []engine.Message {
-	if h.log == nil {
-		return nil
-	}
-	return h.log.msgs[:h.n:h.n]
 }
 
 func newChainMemo() *chainMemo {
@@ -128,7 +113,7 @@ func (c *chainMemo) decode(tenant, id string, docs [][]byte) (chainHistory, erro
 		}
 		history = append(history, msgs...)
 	}
-	h = chainHistory{docs: len(docs), log: &chainLog{msgs: history}, n: len(history), bytes: messagesBytes(history)}
+	h = chainHistory{docs: len(docs), log: &chainLog{msgs: history}, msgs: slices.Clip(history), bytes: messagesBytes(history)}
 	c.put(k, h)
 	return h, nil
 }

@@ -97,9 +97,7 @@ func TestChainMemoConcurrentContinuations(t *testing.T) {
 	const branches, depth = 8, 50
 	var wg sync.WaitGroup
 	for b := range branches {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			prev, want := "r0", []engine.Message{msg("r0")}
 			for d := 1; d <= depth; d++ {
 				h, err := c.decode("alice", prev, make([][]byte, d))
@@ -115,7 +113,7 @@ func TestChainMemoConcurrentContinuations(t *testing.T) {
 				c.saved("alice", id, h, []engine.Message{msg(id)})
 				prev, want = id, append(want[:len(want):len(want)], msg(id))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

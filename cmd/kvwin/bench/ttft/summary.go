@@ -89,7 +89,7 @@ func Summarize(p Policy, turns []TurnResult, budget int) PolicyResult {
 func PlateauRatio(turns []TurnResult, budget int) (ratio float64, ok bool) {
 	ts := warm(turns)
 	n := len(ts)
-	k := max(1, (n+9)/10)
+	k := tenth(n)
 	i := slices.IndexFunc(ts, func(t TurnResult) bool { return t.HistoryTokens > budget })
 	if i < 0 || i+k >= n-k {
 		return 0, false
@@ -113,7 +113,7 @@ func PromptRatio(turns []TurnResult) (ratio float64, ok bool) {
 	if len(ts) == 0 {
 		return 0, false
 	}
-	late := ts[len(ts)-max(1, (len(ts)+9)/10):]
+	late := ts[len(ts)-tenth(len(ts)):]
 	prompt := make([]float64, len(late))
 	for i, t := range late {
 		prompt[i] = t.PromptMs
@@ -124,6 +124,9 @@ func PromptRatio(turns []TurnResult) (ratio float64, ok bool) {
 	}
 	return stats.Quantile(ttfts(late), 0.5) / p, true
 }
+
+// tenth is a tenth of n turns, rounded up, at least 1.
+func tenth(n int) int { return max(1, (n+9)/10) }
 
 // TTFTQuantile is the q-quantile (0.5: the median) of the TTFT of the
 // turns after turn 1, by stats.Quantile (interpolated linearly); NaN
