@@ -2,7 +2,10 @@ package kvcache
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -42,11 +45,11 @@ func TestPromptCacheLongest(t *testing.T) {
 	for _, c := range []string{"a", "b", "c"} {
 		keys = append(keys, keys[len(keys)-1].Next("user", c))
 	}
-	p.Put(keys[1], []int{1}, Signature{}.Add('t', "a"), 1)
-	p.Put(keys[2], []int{1, 2}, Signature{}, 2)
+	a := p.Put(keys[1], []int{1}, Signature{}.Add('t', "a"), 1, nil)
+	p.Put(keys[2], []int{1, 2}, Signature{}, 2, a)
 	p.Wait()
 	got, k := p.Longest(keys, func(*Prefix) bool { return true })
-	if k != 2 || len(got.Tokens) != 2 {
+	if k != 2 || got.Len() != 2 || got.Last() != 2 {
 		t.Fatalf("longest: %d messages, %v; want 2", k, got)
 	}
 	got, k = p.Longest(keys, func(x *Prefix) bool { return x.Sig == Signature{}.Add('t', "a") })
@@ -123,4 +126,112 @@ func BenchmarkSignatureAdd(b *testing.B) {
 			s = Signature(nextBefore(ChainKey(s), string([]byte{'t'}), text))
 		}
 	})
+}
+
+// A conversation stored turn by turn, each prompt after the prefix it was
+// rendered from, keeps each turn's tokens about once: its prefixes share a
+// base that is copied once per quarter it grows and a log the turns append
+// to in place. A retry (a prompt rendered again from an earlier prefix)
+// copies its tail and changes no one's tokens; every prefix reads back as
+// it was stored.
+func TestPromptCacheSharesWhatItExtends(t *testing.T) {
+	p, err := NewPromptCache(PromptCacheConfig{MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	tokens := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = rng.IntN(50000)
+		}
+		return out
+	}
+	type stored struct {
+		x    *Prefix
+		want []int
+	}
+	var all []stored
+	check := func(from int) {
+		t.Helper()
+		for i, s := range all[from:] {
+			if got := s.x.AppendTo(nil); !slices.Equal(got, s.want) {
+				t.Fatalf("prefix %d of %d reads %d tokens other than the %d stored", i, len(all), len(got), len(s.want))
+			}
+		}
+	}
+	key := Root("t", "r")
+	conv := tokens(7000)
+	prev := p.Put(key, conv, Signature{}, 0, nil)
+	all = append(all, stored{prev, slices.Clone(conv)})
+	bases := map[*int32]bool{}
+	logs := map[*tokenLog]bool{}
+	for turn := range 600 {
+		// A retry every fifth turn: the last prompt rendered again with
+		// another ask, from the history before it.
+		if turn%5 == 4 {
+			hist := all[len(all)-2]
+			retry := append(slices.Clone(hist.want), tokens(30)...)
+			x := p.Put(key.Next("retry", ""), retry, Signature{}, 0, hist.x)
+			all = append(all, stored{x, retry})
+			check(len(all) - 4)
+			continue
+		}
+		history := len(conv) + 40 // a reply
+		conv = append(conv, tokens(70)...)
+		key = key.Next("turn", "")
+		x := p.Put(key, conv, Signature{}, 0, prev)
+		h := p.Put(key.Next("history", ""), conv[:history], Signature{}, 0, x)
+		all = append(all, stored{h, slices.Clone(conv[:history])}, stored{x, slices.Clone(conv)})
+		if len(prev.tail) > 0 && &x.base[0] == &prev.base[0] && x.log != prev.log {
+			t.Fatalf("turn %d: the tail was copied within its log", turn)
+		}
+		bases[&x.base[0]], logs[x.log] = true, true
+		prev = x
+	}
+	check(0)
+	// 7,000 → 49,000 tokens: a base per quarter grown is about nine; the
+	// retries' copies are logs of their own.
+	if len(bases) > 12 {
+		t.Errorf("%d bases for a conversation grown sevenfold; want about nine", len(bases))
+	}
+	if len(logs) > 12 {
+		t.Errorf("%d logs for the turns that went on; want one a base", len(logs))
+	}
+}
+
+// Prefixes extended at once from one prefix: one goes on in place, the
+// others copy, and each reads back as stored (under the race detector).
+func TestPromptCacheConcurrentExtensions(t *testing.T) {
+	p, err := NewPromptCache(PromptCacheConfig{MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	base := make([]int, 4000)
+	for i := range base {
+		base[i] = i
+	}
+	root := p.Put(Root("t", "r"), base, Signature{}, 0, nil)
+	first := p.Put(Root("t", "r").Next("a", ""), append(slices.Clone(base), 1, 2, 3), Signature{}, 0, root)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			like, want := first, append(slices.Clone(base), 1, 2, 3)
+			for i := range 50 {
+				want = append(want, g*1000+i)
+				x := p.Put(Root("t", "r").Next("g", string(rune(g))), want, Signature{}, 0, like)
+				if got := x.AppendTo(nil); !slices.Equal(got, want) {
+					t.Errorf("goroutine %d, turn %d: read %d tokens, not the %d stored", g, i, len(got), len(want))
+					return
+				}
+				like = x
+			}
+		})
+	}
+	wg.Wait()
+	if got := first.AppendTo(nil); !slices.Equal(got[len(base):], []int{1, 2, 3}) || len(got) != len(base)+3 {
+		t.Errorf("the prefix they went on from now reads %v after its base", got[len(base):])
+	}
 }

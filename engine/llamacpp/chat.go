@@ -209,8 +209,9 @@ func (c *chatML) render(tenant string, msgs []engine.Message, _ []any, padSinks,
 	keys := chainKeys(c.prompts, tenant, c.id+"\x00"+c.name(), msgs, strconv.Itoa(padSinks), strconv.Itoa(block))
 	var out []int
 	from := 0
-	if p, k := longestPrefix(c.prompts, keys, func(*kvcache.Prefix) bool { return true }); p != nil {
-		out, from = appendIDs(make([]int, 0, len(p.Tokens)+32*(len(msgs)-k)), p.Tokens), k
+	p, k := longestPrefix(c.prompts, keys, func(*kvcache.Prefix) bool { return true })
+	if p != nil {
+		out, from = p.AppendTo(make([]int, 0, p.Len()+32*(len(msgs)-k))), k
 	} else {
 		out = append(make([]int, 0, 64*len(msgs)), c.bos...)
 	}
@@ -235,9 +236,9 @@ func (c *chatML) render(tenant string, msgs []engine.Message, _ []any, padSinks,
 		}
 	}
 	if c.prompts != nil && from < len(msgs) {
-		c.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0)
+		all := c.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0, p)
 		if history > 0 && from < len(msgs)-1 {
-			c.prompts.Put(keys[len(msgs)-1], out[:history], kvcache.Signature{}, 0)
+			c.prompts.Put(keys[len(msgs)-1], out[:history], kvcache.Signature{}, 0, all)
 		}
 	}
 	out = append(out, c.open...)
@@ -268,11 +269,4 @@ func longestPrefix(prompts *kvcache.PromptCache, keys []kvcache.ChainKey, usable
 		return nil, 0
 	}
 	return prompts.Longest(keys, usable)
-}
-
-func appendIDs(dst []int, ids []int32) []int {
-	for _, id := range ids {
-		dst = append(dst, int(id))
-	}
-	return dst
 }

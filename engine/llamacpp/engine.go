@@ -263,17 +263,18 @@ func (e *Engine) CountMessages(tenant string, msgs []engine.Message) []int {
 	keys := chainKeys(e.kv.prompts, tenant, e.countID+"\x00counts", msgs)
 	out := make([]int, 0, len(msgs))
 	from := 0
-	if p, k := longestPrefix(e.kv.prompts, keys, func(p *kvcache.Prefix) bool { return len(p.Tokens) > 0 }); p != nil {
-		out, from = appendIDs(out, p.Tokens), k
+	p, k := longestPrefix(e.kv.prompts, keys, func(p *kvcache.Prefix) bool { return p.Len() > 0 })
+	if p != nil {
+		out, from = p.AppendTo(out), k
 		e.stats.CountReuses.Add(1)
 	}
 	for _, m := range msgs[from:] {
 		out = append(out, e.countFor(tenant, m))
 	}
 	if keys != nil && from < len(msgs) {
-		e.kv.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0)
+		all := e.kv.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0, p)
 		if n := len(msgs) - 1; n > from {
-			e.kv.prompts.Put(keys[n], out[:n], kvcache.Signature{}, 0)
+			e.kv.prompts.Put(keys[n], out[:n], kvcache.Signature{}, 0, all)
 		}
 	}
 	return out

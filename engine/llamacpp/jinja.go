@@ -247,10 +247,11 @@ func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Messa
 	}
 	var out []int
 	from := 0
-	if p, _ := longestPrefix(r.prompts, keys, func(p *kvcache.Prefix) bool {
+	p, _ := longestPrefix(r.prompts, keys, func(p *kvcache.Prefix) bool {
 		return p.Pieces > 0 && p.Pieces < len(sigs) && sigs[p.Pieces] == p.Sig
-	}); p != nil {
-		out, from = appendIDs(make([]int, 0, len(p.Tokens)+64), p.Tokens), p.Pieces
+	})
+	if p != nil {
+		out, from = p.AppendTo(make([]int, 0, p.Len()+64)), p.Pieces
 	} else if len(r.bos) > 0 && (r.bosText == "" || len(pieces) == 0 || pieces[0].Content || !strings.HasPrefix(pieces[0].Text, r.bosText)) {
 		out = append(out, r.bos...)
 	}
@@ -261,7 +262,7 @@ func (r *jinjaRenderer) tokenize(tenant string, cached bool, msgs []engine.Messa
 		}
 		ends[i] = len(out)
 	}
-	r.remember(keys, msgs, pieces, sigs, ends, out, from)
+	r.remember(keys, msgs, pieces, sigs, ends, out, from, p)
 	return out, nil
 }
 
@@ -283,7 +284,7 @@ func (r *jinjaRenderer) tokenizeChatML(tenant string, msgs []engine.Message, add
 	p, k := longestPrefix(r.prompts, keys, func(p *kvcache.Prefix) bool { return p.Pieces > 0 })
 	rest := msgs
 	if p != nil {
-		out = appendIDs(make([]int, 0, len(p.Tokens)+64*(len(msgs)-k)+16), p.Tokens)
+		out = p.AppendTo(make([]int, 0, p.Len()+64*(len(msgs)-k)+16))
 		sig, base, rest = p.Sig, p.Pieces, msgs[k:]
 	}
 	pieces, err := r.t.AppendChatML(make([]chattemplate.Piece, 0, 2*len(rest)+1), rest, p != nil, addGen)
@@ -316,8 +317,9 @@ func (r *jinjaRenderer) tokenizeChatML(tenant string, msgs []engine.Message, add
 			}
 		}
 	}
+	like := p // the prefix out was rendered from, then the last one stored
 	for _, m := range marks {
-		r.prompts.Put(keys[m.msgs], out[:m.tokens], m.sig, m.pieces)
+		like = r.prompts.Put(keys[m.msgs], out[:m.tokens], m.sig, m.pieces, like)
 	}
 	return out, nil
 }
@@ -325,8 +327,8 @@ func (r *jinjaRenderer) tokenizeChatML(tenant string, msgs []engine.Message, add
 // remember stores this rendering's prefixes: up to the last message's text
 // and up to the one before it, where each message rendered as one text
 // piece (otherwise which pieces belong to which message is not known, and
-// nothing is stored).
-func (r *jinjaRenderer) remember(keys []kvcache.ChainKey, msgs []engine.Message, pieces []chattemplate.Piece, sigs []kvcache.Signature, ends, out []int, from int) {
+// nothing is stored). out was rendered from the cached prefix p (nil: none).
+func (r *jinjaRenderer) remember(keys []kvcache.ChainKey, msgs []engine.Message, pieces []chattemplate.Piece, sigs []kvcache.Signature, ends, out []int, from int, p *kvcache.Prefix) {
 	if keys == nil {
 		return
 	}
@@ -344,7 +346,7 @@ func (r *jinjaRenderer) remember(keys []kvcache.ChainKey, msgs []engine.Message,
 		if end <= from {
 			return // already cached
 		}
-		r.prompts.Put(keys[k], out[:ends[end-1]], sigs[end], end)
+		p = r.prompts.Put(keys[k], out[:ends[end-1]], sigs[end], end, p)
 	}
 }
 

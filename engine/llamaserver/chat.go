@@ -136,11 +136,9 @@ func (b *Backend) render(ctx context.Context, c *chat, tenant string, msgs []eng
 	}
 	var out []int
 	from := 0
-	if p, k := b.prompts.Longest(keys, func(*kvcache.Prefix) bool { return true }); p != nil {
-		out, from = make([]int, 0, len(p.Tokens)+64*(len(msgs)-k+1)), k
-		for _, id := range p.Tokens {
-			out = append(out, int(id))
-		}
+	p, k := b.prompts.Longest(keys, func(*kvcache.Prefix) bool { return true })
+	if p != nil {
+		out, from = p.AppendTo(make([]int, 0, p.Len()+64*(len(msgs)-k+1))), k
 	} else {
 		out = slices.Clone(c.bos)
 	}
@@ -161,9 +159,9 @@ func (b *Backend) render(ctx context.Context, c *chat, tenant string, msgs []eng
 	// This turn's messages, and the history before its last one, which the
 	// next turn continues (a reply and a new ask added, or the ask edited).
 	if from < len(msgs) {
-		b.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0)
+		all := b.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0, p)
 		if history > 0 && from < len(msgs)-1 {
-			b.prompts.Put(keys[len(msgs)-1], out[:history], kvcache.Signature{}, 0)
+			b.prompts.Put(keys[len(msgs)-1], out[:history], kvcache.Signature{}, 0, all)
 		}
 	}
 	// The generation prompt is "assistant\n" after a start marker: the

@@ -294,7 +294,7 @@ func (b *Backend) tokenizeRendered(ctx context.Context, c *chat, tenant, text st
 	}
 	checks := 0
 	p, _ := b.prompts.Longest(keys, func(p *kvcache.Prefix) bool {
-		if checks++; checks > maxSigChecks || len(p.Tokens) == 0 || p.Pieces > len(text) {
+		if checks++; checks > maxSigChecks || p.Len() == 0 || p.Pieces > len(text) {
 			return false
 		}
 		return kvcache.Signature{}.Add(sigText, text[:p.Pieces]) == p.Sig
@@ -302,7 +302,8 @@ func (b *Backend) tokenizeRendered(ctx context.Context, c *chat, tenant, text st
 	var prefix []int
 	at := 0 // where the text tokenized starts
 	if p != nil {
-		prefix, at = appendIDs(nil, p.Tokens[:len(p.Tokens)-1]), p.Pieces
+		prefix, at = p.AppendTo(nil), p.Pieces
+		prefix = prefix[:len(prefix)-1]
 	}
 	ids, ends, pieces, err := b.tokenizePieces(ctx, text[at:])
 	if err != nil {
@@ -310,7 +311,7 @@ func (b *Backend) tokenizeRendered(ctx context.Context, c *chat, tenant, text st
 	}
 	from := 0
 	if p != nil {
-		if len(ids) == 0 || ids[0] != int(p.Tokens[len(p.Tokens)-1]) {
+		if len(ids) == 0 || ids[0] != p.Last() {
 			// The cut did not hold: tokenize it all.
 			b.log.Debug("the cached cut did not tokenize on its own; tokenizing the whole rendering")
 			p, prefix, at = nil, nil, 0
@@ -329,17 +330,10 @@ func (b *Backend) tokenizeRendered(ctx context.Context, c *chat, tenant, text st
 	switch {
 	case i > 0: // a cut at 0 would save nothing
 		start := at + ends[i-1]
-		b.prompts.Put(keys[len(msgs)], out[:len(prefix)+i+1], kvcache.Signature{}.Add(sigText, text[:start]), start)
+		b.prompts.Put(keys[len(msgs)], out[:len(prefix)+i+1], kvcache.Signature{}.Add(sigText, text[:start]), start, p)
 	case p != nil:
 		// No control token in the new part: the old cut still holds.
-		b.prompts.Put(keys[len(msgs)], out[:len(prefix)+1], p.Sig, p.Pieces)
+		b.prompts.Put(keys[len(msgs)], out[:len(prefix)+1], p.Sig, p.Pieces, p)
 	}
 	return out, nil
-}
-
-func appendIDs(dst []int, ids []int32) []int {
-	for _, id := range ids {
-		dst = append(dst, int(id))
-	}
-	return dst
 }
