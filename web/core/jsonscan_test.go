@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -87,6 +88,17 @@ func TestObjectsHint(t *testing.T) {
 	list := `[{"role":"user","content":"say \"role\" twice: \"role\""},{"content":"x","role":"assistant"}]`
 	if got := ObjectsHint([]byte(`{"messages":`+list+`}`), len(`{"messages":`)); got != 3 {
 		t.Errorf("hint for two messages: %d, want 3 (one spare)", got)
+	}
+	// A long body is sampled: 2,001 messages of the same length get room
+	// for all, and up to a sixteenth more; a text that holds the key everywhere buys no more than the bound.
+	var long strings.Builder
+	long.WriteString(`{"messages":[`)
+	for i := range 2000 {
+		fmt.Fprintf(&long, `{"content":"kv cache slot %04d","role":"user"},`, i)
+	}
+	long.WriteString(`{"content":"","role":"user"}]}`)
+	if got := ObjectsHint([]byte(long.String()), len(`{"messages":`)); got < 2002 || got > 2002*17/16+40 {
+		t.Errorf("hint for 2,001 messages: %d, want from 2,002 to a sixteenth more", got)
 	}
 	hostile := []byte(`{"messages":[` + strings.Repeat(`"role",`, 100000) + `"role"]}`)
 	if got := ObjectsHint(hostile, len(`{"messages":`)); got != maxObjectsHint+1 {
