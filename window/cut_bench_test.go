@@ -30,7 +30,7 @@ func BenchmarkCut(b *testing.B) {
 		}
 		b.Run(fmt.Sprint("cut", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				if _, err := p.cutWithin(msgs, count, 0, len(msgs)); err != nil {
+				if _, err := p.cutWithin(msgs, count, 0, len(msgs), nil); err != nil {
 					b.Fatal(err)
 				}
 			}

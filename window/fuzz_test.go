@@ -72,7 +72,53 @@ func FuzzCut(f *testing.F) {
 			}
 		}
 		sameAsLinear(t, policy, Settings{Budget: budget}, msgs)
+		// The last byte picks where an earlier turn's history ended, and
+		// under which packets.
+		at := len(msgs) - int(b[len(b)-1])%4
+		s := Settings{Budget: budget}
+		if b[len(b)-1]&4 != 0 {
+			s.Packets = PacketsLedger
+		}
+		sameResumed(t, policy, s, msgs, at)
 	})
+}
+
+// sameResumed fails t unless the replay of msgs under policy with s cuts
+// the same gone on from either state an earlier replay of msgs[:at] marked
+// (resume) as from the start.
+func sameResumed(t *testing.T, policy string, s Settings, msgs []engine.Message, at int) {
+	t.Helper()
+	if policy != PolicySink && policy != PolicyMemory || at < 1 || at > len(msgs) {
+		return
+	}
+	s = s.Defaults()
+	if s.Validate() != nil {
+		return
+	}
+	tokens, err := validate(nil, policy, msgs, byLen, s.Budget, 0)
+	if err != nil {
+		return
+	}
+	reserve, switchAt := 0, -1
+	if policy == PolicyMemory {
+		reserve, switchAt = s.packetTokens(), s.Switch
+	}
+	long := s.longMessage()
+	earlier := newConversation(conversation{}, msgs[:at], tokens[:at], long, minExcerpt)
+	var r resume
+	_, _ = replayFrom(policy, earlier, s, reserve, switchAt, 0, true, &r)
+	c := newConversation(conversation{}, msgs, tokens, long, minExcerpt)
+	want, werr := replay(policy, c, s, reserve, switchAt, 0, true)
+	for i := range r.Marks {
+		if !r.Marked {
+			break
+		}
+		from := r.Marks[i]
+		got, gerr := replayFrom(policy, c, s, reserve, switchAt, 0, true, &resume{From: &from})
+		if fmt.Sprint(got, gerr) != fmt.Sprint(want, werr) {
+			t.Fatalf("%s, %+v: gone on from the state after %d of %d messages (%+v), the replay cut\n%+v (%v)\nfrom the start:\n%+v (%v)", policy, s, from.n, len(msgs), from, got, gerr, want, werr)
+		}
+	}
 }
 
 // sameAsLinear fails t unless the replay of msgs under policy (sink or

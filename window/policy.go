@@ -65,14 +65,15 @@ var _ Policy = cutter{}
 func (p cutter) Name() string { return p.name }
 
 func (p cutter) Cut(msgs []engine.Message, count Counter) (Cut, error) {
-	return p.cutWithin(msgs, count, 0, 0)
+	return p.cutWithin(msgs, count, 0, 0, nil)
 }
 
 // cutWithin is Cut for a request that may take up to limit tokens when its
 // newest unit alone passes the budget (0: the budget; see fit), whose first
 // checked messages are known to be valid (their content is not checked
-// again: see Window.Build).
-func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit, checked int) (Cut, error) {
+// again: see Window.Build); r, if set, carries the replay's states in and
+// out (see resume; only sink and memory replay).
+func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit, checked int, r *resume) (Cut, error) {
 	if count == nil {
 		count = ApproxCount
 	}
@@ -91,20 +92,20 @@ func (p cutter) cutWithin(msgs []engine.Message, count Counter, limit, checked i
 		long = p.s.longMessage()
 	}
 	*room = newConversation(*room, msgs, tokens, long, minExcerpt)
-	return plan(p.name, *room, p.s, limit)
+	return plan(p.name, *room, p.s, limit, r)
 }
 
 // plan dispatches to the replay of the policy (see docs/window.md).
-func plan(policy string, c conversation, s Settings, limit int) (Cut, error) {
+func plan(policy string, c conversation, s Settings, limit int, r *resume) (Cut, error) {
 	switch policy {
 	case PolicyFull:
 		return full(c, s)
 	case PolicySliding:
 		return sliding(c, s)
 	case PolicySink:
-		return stepped(PolicySink, c, s, 0, -1, limit)
+		return stepped(PolicySink, c, s, 0, -1, limit, r)
 	case PolicyMemory:
-		return stepped(PolicyMemory, c, s, s.packetTokens(), s.Switch, limit)
+		return stepped(PolicyMemory, c, s, s.packetTokens(), s.Switch, limit, r)
 	}
 	return Cut{}, fmt.Errorf("%q: %w", policy, ErrUnknownPolicy)
 }

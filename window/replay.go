@@ -12,13 +12,46 @@ import (
 // -1 for none; limit is the most the window may hold when its newest unit
 // alone passes the budget (0: the budget). It is a pure function of its
 // arguments.
-func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit int) (Cut, error) {
-	return replay(policy, c, s, reserve, switchAt, limit, true)
+func stepped(policy string, c conversation, s Settings, reserve, switchAt, limit int, r *resume) (Cut, error) {
+	return replayFrom(policy, c, s, reserve, switchAt, limit, true, r)
 }
 
 // replay is stepped; with jump false it reads every message in turn,
 // which the jumps must equal (FuzzCut compares the two).
 func replay(policy string, c conversation, s Settings, reserve, switchAt, limit int, jump bool) (Cut, error) {
+	return replayFrom(policy, c, s, reserve, switchAt, limit, jump, nil)
+}
+
+// replayState is where a replay stands once it has read a conversation's
+// first n messages: all it carries from one message to the next. The
+// replay reads nothing past a message to decide what it does there (the
+// sinks aside, which end records), so the state is a function of those
+// messages, their counts and the replay's settings: a longer conversation
+// that begins with the same messages, counted the same way, passes
+// through the same state there, and its replay may go on from it.
+type replayState struct {
+	n, end              int // the messages read; the sinks' end
+	step, stepAt, start int // the Cut's Step, StepAt, Start
+	ex, asks            int
+	whole               bool
+}
+
+// resume carries a replay's states in and out of stepped: From, if set, is
+// the state of the conversation's first From.n messages to go on from; the
+// replay sets Marks to its states after all its messages but the last, and
+// after all, and Marked once it has (the next turn re-sends the one or
+// the other with more after it). Resumed reports that it went on from
+// From (which a conversation whose sinks moved cannot).
+type resume struct {
+	From    *replayState
+	Marks   [2]replayState
+	Marked  bool
+	Resumed bool
+}
+
+// replayFrom is replay gone on from r.From (nil r: from the start); see
+// resume.
+func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, limit int, jump bool, r *resume) (Cut, error) {
 	onAsk := reserve > 0 && s.Packets == PacketsAsk
 	n := len(c.msgs)
 	end := sinkEnd(c, s)
@@ -31,6 +64,16 @@ func replay(policy string, c conversation, s Settings, reserve, switchAt, limit 
 	whole := switchAt >= 0
 	asks := 0 // user messages since the latest step (memory)
 	ex := 0   // the long messages before ex stand as excerpts: those a step has passed
+	first := end + 1
+	if f := r.from(); f != nil && f.end == end && f.n >= end && f.n < n {
+		cut.Step, cut.StepAt, cut.Start = f.step, f.stepAt, f.start
+		ex, asks, whole, first = f.ex, f.asks, f.whole, f.n+1
+		r.Resumed = true
+	}
+	state := func(read int) replayState {
+		return replayState{n: read, end: end, step: cut.Step, stepAt: cut.StepAt, start: cut.Start, ex: ex, asks: asks, whole: whole}
+	}
+	beforeLast := false // r.Marks[0] is set
 	carry := c.carrier(end, padded, s)
 	kept := func(i int) int { return padded + carry.tokens(cut.Start) + c.size(cut.Start, i, ex) }
 	window := func(i int) int { return kept(i) + asks*reserve }
@@ -39,7 +82,7 @@ func replay(policy string, c conversation, s Settings, reserve, switchAt, limit 
 		window = func(i int) int { return kept(i) + reserve }
 	}
 
-	for i := end + 1; i <= n; i++ {
+	for i := first; i <= n; i++ {
 		if jump && (reserve == 0 || onAsk) {
 			// Between steps nothing changes but the window's size, which
 			// only grows: go straight to the first message that may step.
@@ -50,6 +93,9 @@ func replay(policy string, c conversation, s Settings, reserve, switchAt, limit 
 			if i > n {
 				break
 			}
+		}
+		if i == n && r != nil {
+			r.Marks[0], beforeLast = state(n-1), true
 		}
 		last := i - 1
 		isAsk := c.msgs[last].Role == engine.RoleUser
@@ -90,6 +136,13 @@ func replay(policy string, c conversation, s Settings, reserve, switchAt, limit 
 		}
 	}
 
+	if r != nil && first <= n {
+		// Jumped past the last message, the replay did nothing there.
+		r.Marks[1], r.Marked = state(n), true
+		if !beforeLast {
+			r.Marks[0] = state(n - 1)
+		}
+	}
 	if cut.Step == 0 {
 		cut.KeptTokens = c.tokens(0, n)
 		if cut.KeptTokens > s.Budget {
@@ -288,4 +341,12 @@ func full(c conversation, s Settings) (Cut, error) {
 		return Cut{}, &TooLongError{Policy: PolicyFull, Message: -1, Tokens: total, Budget: s.Budget}
 	}
 	return Cut{Policy: PolicyFull, Messages: n, StepAt: -1, KeptTokens: total}, nil
+}
+
+// from is r's state to go on from; nil for a nil r.
+func (r *resume) from() *replayState {
+	if r == nil {
+		return nil
+	}
+	return r.From
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,6 +88,8 @@ type Window struct {
 	store    Store
 	packets  *memo[uint64, Packet]
 	indexes  *memo[uint64, *memory.Index]
+	replays  *replays
+	resumed  atomic.Int64 // replays gone on from a mark (tests read it)
 	// chains remembers the prefix hashes of recent long histories
 	// (linkNext), each once the cut found it valid: a turn that continues
 	// one hashes, and checks, only what is new.
@@ -99,6 +102,7 @@ type Window struct {
 func (w *Window) Delete(ctx context.Context, key memory.Key) (bool, error) {
 	w.packets.drop(key)
 	w.indexes.drop(key)
+	w.replays.drop(key)
 	if w.store == nil {
 		return false, nil
 	}
@@ -108,6 +112,7 @@ func (w *Window) Delete(ctx context.Context, key memory.Key) (bool, error) {
 	}
 	w.packets.drop(key) // a request racing the delete may have put some back
 	w.indexes.drop(key)
+	w.replays.drop(key)
 	return ok, nil
 }
 
@@ -128,7 +133,8 @@ func New(cfg Config, store Store) (*Window, error) {
 		return nil, fmt.Errorf("%w: packet bytes %d, index bytes %d: must not be negative", ErrSettings, cfg.PacketBytes, cfg.IndexBytes)
 	}
 	w := &Window{cfg: cfg, policies: map[string]cutter{}, store: store,
-		packets: newMemo[uint64](cfg.PacketBytes, packetBytes), indexes: newMemo[uint64](cfg.IndexBytes, (*memory.Index).Bytes)}
+		packets: newMemo[uint64](cfg.PacketBytes, packetBytes), indexes: newMemo[uint64](cfg.IndexBytes, (*memory.Index).Bytes),
+		replays: newMemo[replayKey](DefaultReplayBytes, replayBytes)}
 	for _, name := range Policies() {
 		p, err := newCutter(name, cfg.Settings)
 		if err != nil {
@@ -205,9 +211,17 @@ func (w *Window) Build(ctx context.Context, req Request) (Result, error) {
 	// begins with are not checked again: a long conversation resends its
 	// history every turn.
 	checked := w.chains.Same(req.Owner.Tenant, 0, req.Messages, linkNext)
-	cut, err := pol.cutWithin(req.Messages, count, req.Limit, checked)
+	rk, remembered := newReplayKey(req, name)
+	var r *resume
+	if remembered {
+		r = w.resumeFor(rk, req.Messages)
+	}
+	cut, err := pol.cutWithin(req.Messages, count, req.Limit, checked, r)
 	if err != nil {
 		return Result{}, err
+	}
+	if remembered {
+		w.remember(rk, req.Messages, r)
 	}
 	res := Result{Cut: cut}
 	var packets map[int]Packet
