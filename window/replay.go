@@ -47,6 +47,7 @@ type resume struct {
 	Marks   [2]replayState
 	Marked  bool
 	Resumed bool
+	before  bool // Marks[0] is set
 }
 
 // replayFrom is replay gone on from r.From (nil r: from the start); see
@@ -61,19 +62,16 @@ func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, li
 	padded := pad(sinkTokens, s.Block)
 	cut := Cut{Policy: policy, Messages: n, Sinks: end, SinkTokens: c.tokens(0, end), Start: end, StepAt: -1, ExcerptRoom: c.room}
 	high, low, mark := s.high(), s.low(), s.excerptMark()
-	whole := switchAt >= 0
-	asks := 0 // user messages since the latest step (memory)
-	ex := 0   // the long messages before ex stand as excerpts: those a step has passed
-	first := end + 1
-	if f := r.from(); f != nil && f.end == end && f.n >= end && f.n < n {
+	// asks: user messages since the latest step (memory); ex: the long
+	// messages before it stand as excerpts (those a step has passed).
+	whole, asks, ex, first := switchAt >= 0, 0, 0, end+1
+	if f := r.goOn(end, n); f != nil {
 		cut.Step, cut.StepAt, cut.Start = f.step, f.stepAt, f.start
 		ex, asks, whole, first = f.ex, f.asks, f.whole, f.n+1
-		r.Resumed = true
 	}
 	state := func(read int) replayState {
-		return replayState{n: read, end: end, step: cut.Step, stepAt: cut.StepAt, start: cut.Start, ex: ex, asks: asks, whole: whole}
+		return replayState{read, end, cut.Step, cut.StepAt, cut.Start, ex, asks, whole}
 	}
-	beforeLast := false // r.Marks[0] is set
 	carry := c.carrier(end, padded, s)
 	kept := func(i int) int { return padded + carry.tokens(cut.Start) + c.size(cut.Start, i, ex) }
 	window := func(i int) int { return kept(i) + asks*reserve }
@@ -81,7 +79,6 @@ func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, li
 		// One packet at a time, on the latest ask: P is always reserved.
 		window = func(i int) int { return kept(i) + reserve }
 	}
-
 	for i := first; i <= n; i++ {
 		if jump && (reserve == 0 || onAsk) {
 			// Between steps nothing changes but the window's size, which
@@ -94,8 +91,8 @@ func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, li
 				break
 			}
 		}
-		if i == n && r != nil {
-			r.Marks[0], beforeLast = state(n-1), true
+		if i == n {
+			r.markBeforeLast(state(n - 1))
 		}
 		last := i - 1
 		isAsk := c.msgs[last].Role == engine.RoleUser
@@ -136,19 +133,11 @@ func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, li
 		}
 	}
 
-	if r != nil && first <= n {
-		// Jumped past the last message, the replay did nothing there.
-		r.Marks[1], r.Marked = state(n), true
-		if !beforeLast {
-			r.Marks[0] = state(n - 1)
-		}
+	if first <= n {
+		r.markLast(state(n))
 	}
 	if cut.Step == 0 {
-		cut.KeptTokens = c.tokens(0, n)
-		if cut.KeptTokens > s.Budget {
-			return cut, fit(&cut, c, s, limit, 0)
-		}
-		return cut, nil
+		return unstepped(cut, c, s, limit)
 	}
 	cut.SinkTokens = sinkTokens
 	cut.SinkPad = padded - sinkTokens
@@ -343,10 +332,44 @@ func full(c conversation, s Settings) (Cut, error) {
 	return Cut{Policy: PolicyFull, Messages: n, StepAt: -1, KeptTokens: total}, nil
 }
 
-// from is r's state to go on from; nil for a nil r.
-func (r *resume) from() *replayState {
-	if r == nil {
+// goOn is the state a replay of n messages whose sinks end at end goes on
+// from: r.From where it stands past the sinks and before the last
+// message; nil otherwise, and for a nil r.
+func (r *resume) goOn(end, n int) *replayState {
+	if r == nil || r.From == nil || r.From.end != end || r.From.n < end || r.From.n >= n {
 		return nil
 	}
+	r.Resumed = true
 	return r.From
+}
+
+// markBeforeLast records the state after all messages but the last.
+func (r *resume) markBeforeLast(st replayState) {
+	if r != nil {
+		r.Marks[0], r.before = st, true
+	}
+}
+
+// markLast records the state after all messages; a replay that jumped
+// past the last message did nothing there, so the state before it is the
+// same.
+func (r *resume) markLast(st replayState) {
+	if r == nil {
+		return
+	}
+	r.Marks[1], r.Marked = st, true
+	if !r.before {
+		r.Marks[0] = st
+		r.Marks[0].n--
+	}
+}
+
+// unstepped is the cut of a conversation no step has cut: all of it,
+// fitted to limit when it passes the budget.
+func unstepped(cut Cut, c conversation, s Settings, limit int) (Cut, error) {
+	cut.KeptTokens = c.tokens(0, len(c.msgs))
+	if cut.KeptTokens > s.Budget {
+		return cut, fit(&cut, c, s, limit, 0)
+	}
+	return cut, nil
 }
