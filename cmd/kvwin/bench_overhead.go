@@ -13,7 +13,7 @@ func newBenchOverheadCmd() *cobra.Command {
 		Short: "Per-turn cost besides llama.cpp's prompt decode, against the length of the conversation",
 		Long: `For each history length (--messages), one conversation whose turns change only
 the last short message, so the server reuses its KV for everything else: the
-median over --turns turns (after one warm-up) of the client's latency of a
+median over --turns turns (after --warmup turns) of the client's latency of a
 one-token, non-streamed chat completion, of the server's prompt decode time
 (X-Kvwin-Prompt-Ms; llama-server's timings.prompt_ms), of their difference
 (the overhead), and of heap allocations per turn (this process: the client
@@ -46,6 +46,7 @@ shorter chain), with the window phase's ratio between them.`,
 	f.StringVar(&o.TargetModel, "target-model", "", "the model name --target's requests carry")
 	f.IntSliceVar(&o.Messages, "messages", []int{2, 42, 122, 242}, "history lengths, in messages")
 	f.IntVar(&o.Turns, "turns", 20, "measured turns per length")
+	f.IntVar(&o.Warmup, "warmup", 1, "turns sent before the measured ones, per length (at least 1: the first fills the cache; a fresh server's first turns also pay for its heap's first growth, so more measure a server that has run a while)")
 	f.IntVar(&o.Threads, "threads", 1, "compute threads of the in-process server")
 	f.IntVar(&o.Ctx, "ctx", 8192, "context of the in-process server's one slot")
 	f.StringVar(&o.Window, "window", "full", "window policy of the in-process server: full, sliding, sink or memory (a longer history is cut the same way every turn)")

@@ -61,7 +61,7 @@ func TestBenchOverheadViaRows(t *testing.T) {
 }
 
 func TestBenchOverheadRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--messages", "3"}, {"--messages", "0"}, {"--turns", "0"}, {"--gateway", "--target", "http://127.0.0.1:1"}, {"--catalog", "--target", "http://127.0.0.1:1"}, {"--chain", "1"}, {"--vocab", "x", "--model", "m.gguf"}} {
+	for _, args := range [][]string{{"--messages", "3"}, {"--messages", "0"}, {"--turns", "0"}, {"--warmup", "0"}, {"--gateway", "--target", "http://127.0.0.1:1"}, {"--catalog", "--target", "http://127.0.0.1:1"}, {"--chain", "1"}, {"--vocab", "x", "--model", "m.gguf"}} {
 		root := newRootCmd()
 		root.SetArgs(append([]string{"bench", "overhead"}, args...))
 		if err := root.Execute(); err == nil {
