@@ -151,9 +151,10 @@ func (p *PromptCache) Longest(keys []ChainKey, usable func(*Prefix) bool) (*Pref
 // in place; others are copied. Passing a like that does not agree stores a
 // wrong prompt: callers pass the prefix their tokens were built from.
 //
-// An entry's cost counts its base's array and its log's whole room, every entry
-// that shares them counting them again: the bytes held never pass the
-// budget, and a shared entry evicts no sooner than a copy would have.
+// An entry's cost counts its base's array and its log's whole room,
+// every entry that shares them counting them again: the bytes held never
+// pass the budget, and a shared entry evicts no sooner than a copy would
+// have.
 func (p *PromptCache) Put(key ChainKey, tokens []int, sig Signature, pieces int, like *Prefix) *Prefix {
 	x, room := share(like, tokens)
 	x.Sig, x.Pieces = sig, pieces
@@ -177,7 +178,7 @@ func share(like *Prefix, tokens []int) (*Prefix, int) {
 		return x, 0
 	case n <= len(like.tail):
 		x.tail, x.log = like.tail[:n:n], like.log
-		return x, cap(x.log.ids)
+		return x, x.log.room()
 	case like.log != nil:
 		lg := like.log
 		lg.mu.Lock()
@@ -191,6 +192,13 @@ func share(like *Prefix, tokens []int) (*Prefix, int) {
 	x.log = &tokenLog{ids: int32s(make([]int32, 0, n+n/flatShare), tokens[len(x.base):])}
 	x.tail = slices.Clip(x.log.ids)
 	return x, cap(x.log.ids)
+}
+
+// room is the log's capacity, which a prefix that shares it may hold.
+func (lg *tokenLog) room() int {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	return cap(lg.ids)
 }
 
 func int32s(dst []int32, ids []int) []int32 {

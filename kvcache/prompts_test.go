@@ -222,14 +222,31 @@ func TestPromptCacheConcurrentExtensions(t *testing.T) {
 			for i := range 50 {
 				want = append(want, g*1000+i)
 				x := p.Put(Root("t", "r").Next("g", string(rune(g))), want, Signature{}, 0, like)
+				// The history before its last token, as a turn stores it.
+				h := p.Put(Root("t", "r").Next("h", string(rune(g))), want[:len(want)-1], Signature{}, 0, x)
 				if got := x.AppendTo(nil); !slices.Equal(got, want) {
 					t.Errorf("goroutine %d, turn %d: read %d tokens, not the %d stored", g, i, len(got), len(want))
+					return
+				}
+				if got := h.AppendTo(nil); !slices.Equal(got, want[:len(want)-1]) {
+					t.Errorf("goroutine %d, turn %d: the history reads %d tokens, not the %d stored", g, i, len(got), len(want)-1)
 					return
 				}
 				like = x
 			}
 		})
 	}
+	// Meanwhile, prefixes within the first one (its history) share its log
+	// as the goroutine that went on from it in place appends there.
+	wg.Go(func() {
+		for range 400 {
+			h := p.Put(Root("t", "r").Next("within", ""), append(slices.Clone(base), 1, 2), Signature{}, 0, first)
+			if got := h.AppendTo(nil); len(got) != len(base)+2 || got[len(got)-1] != 2 {
+				t.Errorf("a prefix within the first reads %d tokens ending %d", len(got), got[len(got)-1])
+				return
+			}
+		}
+	})
 	wg.Wait()
 	if got := first.AppendTo(nil); !slices.Equal(got[len(base):], []int{1, 2, 3}) || len(got) != len(base)+3 {
 		t.Errorf("the prefix they went on from now reads %v after its base", got[len(base):])
