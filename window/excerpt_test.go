@@ -293,3 +293,65 @@ func TestAStepThatOnlyExcerptsEvictsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAStepExcerptsTheAnswerItFollows: a step excerpts every long message
+// before the request's newest, the answer it happened after included (kept
+// whole, that answer was re-sent whole at the step and again at the next);
+// the newest message stays whole even when it is an answer (a prefill),
+// and the request after it excerpts it.
+func TestAStepExcerptsTheAnswerItFollows(t *testing.T) {
+	const budget = 8192
+	quarter := func(m engine.Message) int { return (len(m.Content) + 3) / 4 }
+	w, err := New(Config{Settings: Settings{Budget: budget}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := w.cfg.Settings.longMessage()
+	build := func(policy string, msgs []engine.Message) Result {
+		t.Helper()
+		res, err := w.Build(context.Background(), Request{Policy: policy, Messages: msgs, Count: quarter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	excerpted := func(res Result, pos int) bool {
+		for _, e := range res.Excerpts {
+			if e.Pos == pos {
+				return true
+			}
+		}
+		return false
+	}
+	msgs := longChat(300, 4000, 4000, -1, 0)
+	for _, policy := range []string{PolicySink, PolicyMemory} {
+		prev, afterAnswer := Cut{}, 0
+		for i := range msgs {
+			if msgs[i].Role != engine.RoleUser {
+				continue
+			}
+			res := build(policy, msgs[:i+1])
+			if excerpted(res, i) {
+				t.Fatalf("%s: message %d: the newest message is an excerpt", policy, i)
+			}
+			if res.Step > prev.Step {
+				for j := res.Start; j < i; j++ {
+					if quarter(msgs[j]) > long && !excerpted(res, j) {
+						t.Fatalf("%s: message %d: a step at %d left long message %d whole", policy, i, res.StepAt, j)
+					}
+				}
+				if res.StepAt == i-1 {
+					afterAnswer++
+					// The same list ending at the answer: it is the newest, whole.
+					if at := build(policy, msgs[:i]); at.Step != res.Step || at.StepAt != i-1 || excerpted(at, i-1) {
+						t.Fatalf("%s: ending at the answer %d: step %d at %d, excerpted %v; want step %d there, whole", policy, i-1, at.Step, at.StepAt, excerpted(at, i-1), res.Step)
+					}
+				}
+			}
+			prev = res.Cut
+		}
+		if afterAnswer == 0 {
+			t.Fatalf("%s: no step happened after an answer: the test tests nothing", policy)
+		}
+	}
+}

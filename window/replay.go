@@ -65,6 +65,7 @@ func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, li
 	// asks: user messages since the latest step (memory); ex: the long
 	// messages before it stand as excerpts (those a step has passed).
 	whole, asks, ex, first := switchAt >= 0, 0, 0, end+1
+	newestHeld := false // a step after the newest message kept it whole
 	if f := r.goOn(end, n); f != nil {
 		cut.Step, cut.StepAt, cut.Start = f.step, f.stepAt, f.start
 		ex, asks, whole, first = f.ex, f.asks, f.whole, f.n+1
@@ -115,9 +116,8 @@ func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, li
 		cut.Step++
 		cut.StepAt = last
 		// A step re-sends the kept history: the long messages it passes
-		// become excerpts now, when it costs no reuse (the newest stays
-		// whole until the next step).
-		ex = last
+		// become excerpts now, when it costs no reuse.
+		ex, newestHeld = c.passed(last)
 		asks = 0
 		if isAsk && reserve > 0 {
 			asks = 1
@@ -134,7 +134,7 @@ func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, li
 	}
 
 	if first <= n {
-		r.markLast(state(n))
+		r.markLast(state(n), newestHeld)
 	}
 	if cut.Step == 0 {
 		return unstepped(cut, c, s, limit)
@@ -151,6 +151,23 @@ func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, li
 	}
 	s.placePackets(&cut, c, end, padded, reserve)
 	return cut, nil
+}
+
+// passed returns where the excerpts of a step after message last reach
+// (the long messages before ex stand as excerpts): past last itself unless
+// it is an ask, whole until the next step (a paste the answer after it
+// works on), or the request's newest message, always whole. held reports
+// the latter for a message a later request, reading it as an older one,
+// excerpts: the state after it is then not theirs to go on from
+// (markLast).
+func (c conversation) passed(last int) (ex int, held bool) {
+	switch {
+	case c.msgs[last].Role == engine.RoleUser:
+		return last, false
+	case last < len(c.msgs)-1:
+		return last + 1, false
+	}
+	return last, true
 }
 
 // placePackets sets the asks of a settled cut that carry packets and their
@@ -352,13 +369,18 @@ func (r *resume) markBeforeLast(st replayState) {
 
 // markLast records the state after all messages; a replay that jumped
 // past the last message did nothing there, so the state before it is the
-// same.
-func (r *resume) markLast(st replayState) {
+// same. held says a step after the last message kept it whole as the
+// newest, which a longer list would have excerpted: the state after it
+// is then only this request's, and the state before it stands for both.
+func (r *resume) markLast(st replayState, held bool) {
 	if r == nil {
 		return
 	}
 	r.Marks[1], r.Marked = st, true
-	if !r.before {
+	switch {
+	case held:
+		r.Marks[1] = r.Marks[0] // the step at the last message read it: markBeforeLast ran
+	case !r.before:
 		r.Marks[0] = st
 		r.Marks[0].n--
 	}
