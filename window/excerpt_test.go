@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -353,5 +354,55 @@ func TestAStepExcerptsTheAnswerItFollows(t *testing.T) {
 		if afterAnswer == 0 {
 			t.Fatalf("%s: no step happened after an answer: the test tests nothing", policy)
 		}
+	}
+}
+
+// TestAStepKeepsTheInputItFollowsWhole: a tool's result, like a user's
+// paste, is an input the answers after it work on: a step after it leaves
+// it whole until the next step, which excerpts it.
+func TestAStepKeepsTheInputItFollowsWhole(t *testing.T) {
+	quarter := func(m engine.Message) int { return (len(m.Content) + 3) / 4 }
+	w, err := New(Config{Settings: Settings{Budget: 8192}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []engine.Message{{Role: engine.RoleSystem, Content: "You are an agent."}}
+	for i := 0; len(msgs) < 400; i++ {
+		msgs = append(msgs,
+			engine.Message{Role: engine.RoleUser, Content: fmt.Sprintf("step %d: read the next file", i)},
+			engine.Message{Role: engine.RoleAssistant, Content: fmt.Sprintf(`{"tool":"read","path":"f%d.go"}`, i)},
+			engine.Message{Role: engine.RoleTool, Content: strings.Repeat(fmt.Sprintf("line %d of the file ", i), 200)})
+	}
+	checked := 0
+	for i := range msgs {
+		if msgs[i].Role != engine.RoleUser || i == 0 || msgs[i-1].Role != engine.RoleTool {
+			continue
+		}
+		res, err := w.Build(context.Background(), Request{Policy: PolicyMemory, Messages: msgs[:i+1], Count: quarter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StepAt != i-1 {
+			continue
+		}
+		checked++
+		for _, e := range res.Excerpts {
+			if e.Pos == i-1 {
+				t.Fatalf("message %d: the step after the tool's result at %d excerpted it", i, i-1)
+			}
+		}
+		next, err := w.Build(context.Background(), Request{Policy: PolicyMemory, Messages: msgs[:i+4], Count: quarter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Step == res.Step {
+			continue // no step yet: it stays whole
+		}
+		if !slices.ContainsFunc(next.Excerpts, func(e Excerpt) bool { return e.Pos == i-1 }) && next.Start <= i-1 {
+			t.Fatalf("message %d: the next step kept the tool's result at %d whole", i+3, i-1)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no step happened after a tool's result: the test tests nothing")
 	}
 }

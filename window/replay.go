@@ -154,15 +154,16 @@ func replayFrom(policy string, c conversation, s Settings, reserve, switchAt, li
 }
 
 // passed returns where the excerpts of a step after message last reach
-// (the long messages before ex stand as excerpts): past last itself unless
-// it is an ask, whole until the next step (a paste the answer after it
-// works on), or the request's newest message, always whole. held reports
-// the latter for a message a later request, reading it as an older one,
-// excerpts: the state after it is then not theirs to go on from
-// (markLast).
+// (the long messages before ex stand as excerpts): past last itself if it
+// is an answer (the model's own output) and not the request's newest
+// message, which is always whole. An input, a user's or a tool's message,
+// stays whole until the next step: a paste or a file read the answer
+// after it works on. held reports an answer kept whole as the newest,
+// which a later request, reading it as an older one, excerpts: the state
+// after it is then not theirs to go on from (markLast).
 func (c conversation) passed(last int) (ex int, held bool) {
 	switch {
-	case c.msgs[last].Role == engine.RoleUser:
+	case c.msgs[last].Role != engine.RoleAssistant:
 		return last, false
 	case last < len(c.msgs)-1:
 		return last + 1, false
