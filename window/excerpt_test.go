@@ -36,6 +36,21 @@ func longChat(n, answer, early, pasteAt, paste int) []engine.Message {
 	return msgs
 }
 
+// byQuarter counts a token per four bytes, about what a BPE vocabulary
+// makes of English.
+func byQuarter(m engine.Message) int { return (len(m.Content) + 3) / 4 }
+
+// windowOf returns a Window of the default settings at budget, without a
+// store.
+func windowOf(t *testing.T, budget int) *Window {
+	t.Helper()
+	w, err := New(Config{Settings: Settings{Budget: budget}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // replayTurns builds the window of every user turn of msgs in order and
 // returns, per turn, the share of its tokens in the longest common prefix
 // (whole messages) with the previous window followed by the previous
@@ -214,14 +229,13 @@ func TestExcerptOfCutsOnRunes(t *testing.T) {
 // answers would leave room for a few.
 func TestKeptHistoryHoldsTheShortTurnsAroundLongAnswers(t *testing.T) {
 	const budget = 8192
-	quarter := func(m engine.Message) int { return (len(m.Content) + 3) / 4 } // about four bytes a token
-	msgs := longChat(200, 4000, 4000, -1, 0)                                  // answers of ~1,000 tokens
+	msgs := longChat(200, 4000, 4000, -1, 0) // answers of ~1,000 tokens
 	w, err := New(Config{Settings: Settings{Budget: budget}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, policy := range []string{PolicySink, PolicyMemory} {
-		res, err := w.Build(context.Background(), Request{Policy: policy, Messages: msgs, Count: quarter})
+		res, err := w.Build(context.Background(), Request{Policy: policy, Messages: msgs, Count: byQuarter})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +244,7 @@ func TestKeptHistoryHoldsTheShortTurnsAroundLongAnswers(t *testing.T) {
 			if m.Role == engine.RoleUser {
 				users++
 			}
-			if m.Role == engine.RoleAssistant && quarter(m) > longTurnTokens {
+			if m.Role == engine.RoleAssistant && byQuarter(m) > longTurnTokens {
 				whole++
 			}
 		}
@@ -250,12 +264,7 @@ func TestKeptHistoryHoldsTheShortTurnsAroundLongAnswers(t *testing.T) {
 // not re-sent, so most steps cost only the answers they excerpt. In a chat
 // of short turns every step evicts, as before.
 func TestAStepThatOnlyExcerptsEvictsNothing(t *testing.T) {
-	const budget = 8192
-	quarter := func(m engine.Message) int { return (len(m.Content) + 3) / 4 }
-	w, err := New(Config{Settings: Settings{Budget: budget}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := windowOf(t, 8192)
 	mark := w.cfg.Settings.excerptMark()
 	// replay counts the steps of msgs' user turns and those that evicted.
 	replay := func(policy string, msgs []engine.Message, count Counter) (steps, evictions int) {
@@ -284,11 +293,11 @@ func TestAStepThatOnlyExcerptsEvictsNothing(t *testing.T) {
 		// Whole, an exchange is ~1,010 tokens, as excerpts ~74: a step
 		// excerpts about four exchanges (~300 tokens), so the band of
 		// 2,048 tokens below the mark holds several steps per eviction.
-		steps, evictions := replay(policy, longChat(400, 4000, 4000, -1, 0), quarter)
+		steps, evictions := replay(policy, longChat(400, 4000, 4000, -1, 0), byQuarter)
 		if evictions == 0 || evictions*3 > steps {
 			t.Errorf("%s, long answers: %d of %d steps evicted, want some and at most a third", policy, evictions, steps)
 		}
-		steps, evictions = replay(policy, longChat(400, 160, 160, -1, 0), quarter)
+		steps, evictions = replay(policy, longChat(400, 160, 160, -1, 0), byQuarter)
 		if steps == 0 || evictions != steps {
 			t.Errorf("%s, short turns: %d of %d steps evicted, want all", policy, evictions, steps)
 		}
@@ -301,16 +310,11 @@ func TestAStepThatOnlyExcerptsEvictsNothing(t *testing.T) {
 // the newest message stays whole even when it is an answer (a prefill),
 // and the request after it excerpts it.
 func TestAStepExcerptsTheAnswerItFollows(t *testing.T) {
-	const budget = 8192
-	quarter := func(m engine.Message) int { return (len(m.Content) + 3) / 4 }
-	w, err := New(Config{Settings: Settings{Budget: budget}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := windowOf(t, 8192)
 	long := w.cfg.Settings.longMessage()
 	build := func(policy string, msgs []engine.Message) Result {
 		t.Helper()
-		res, err := w.Build(context.Background(), Request{Policy: policy, Messages: msgs, Count: quarter})
+		res, err := w.Build(context.Background(), Request{Policy: policy, Messages: msgs, Count: byQuarter})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +341,7 @@ func TestAStepExcerptsTheAnswerItFollows(t *testing.T) {
 			}
 			if res.Step > prev.Step {
 				for j := res.Start; j < i; j++ {
-					if quarter(msgs[j]) > long && !excerpted(res, j) {
+					if byQuarter(msgs[j]) > long && !excerpted(res, j) {
 						t.Fatalf("%s: message %d: a step at %d left long message %d whole", policy, i, res.StepAt, j)
 					}
 				}
@@ -361,11 +365,7 @@ func TestAStepExcerptsTheAnswerItFollows(t *testing.T) {
 // paste, is an input the answers after it work on: a step after it leaves
 // it whole until the next step, which excerpts it.
 func TestAStepKeepsTheInputItFollowsWhole(t *testing.T) {
-	quarter := func(m engine.Message) int { return (len(m.Content) + 3) / 4 }
-	w, err := New(Config{Settings: Settings{Budget: 8192}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := windowOf(t, 8192)
 	msgs := []engine.Message{{Role: engine.RoleSystem, Content: "You are an agent."}}
 	for i := 0; len(msgs) < 400; i++ {
 		msgs = append(msgs,
@@ -378,7 +378,7 @@ func TestAStepKeepsTheInputItFollowsWhole(t *testing.T) {
 		if msgs[i].Role != engine.RoleUser || i == 0 || msgs[i-1].Role != engine.RoleTool {
 			continue
 		}
-		res, err := w.Build(context.Background(), Request{Policy: PolicyMemory, Messages: msgs[:i+1], Count: quarter})
+		res, err := w.Build(context.Background(), Request{Policy: PolicyMemory, Messages: msgs[:i+1], Count: byQuarter})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +391,7 @@ func TestAStepKeepsTheInputItFollowsWhole(t *testing.T) {
 				t.Fatalf("message %d: the step after the tool's result at %d excerpted it", i, i-1)
 			}
 		}
-		next, err := w.Build(context.Background(), Request{Policy: PolicyMemory, Messages: msgs[:i+4], Count: quarter})
+		next, err := w.Build(context.Background(), Request{Policy: PolicyMemory, Messages: msgs[:i+4], Count: byQuarter})
 		if err != nil {
 			t.Fatal(err)
 		}
