@@ -13,6 +13,7 @@ import (
 
 	"kvwin/engine/queue"
 	"kvwin/internal/ident"
+	"kvwin/kvcache"
 )
 
 // Message is one chat message as the client sent it.
@@ -230,6 +231,12 @@ type Result struct {
 	Slot         int // the slot that served it, -1 if unknown
 	Timings      Timings
 	Backend      string // as Event.Backend
+	// Journal is where the backend's slot journal stood when the turn
+	// ended: its events up to there include the turn's end and the load
+	// after it, so a follower takes no load from an older event as the
+	// load now (router/member.go). Zero when the backend publishes no
+	// journal or does not say.
+	Journal kvcache.Cursor
 }
 
 // Event is one step of a streamed generation. The first event a backend sends

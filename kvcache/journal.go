@@ -208,6 +208,13 @@ func NewJournal(cfg JournalConfig) (*Journal, error) {
 // Epoch returns the journal's epoch.
 func (j *Journal) Epoch() string { return j.epoch }
 
+// Cursor returns where the journal stands: after its last event.
+func (j *Journal) Cursor() Cursor {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return Cursor{Epoch: j.epoch, After: j.seq}
+}
+
 // BlockTokens returns the journal's block size.
 func (j *Journal) BlockTokens() int { return j.cfg.BlockTokens }
 

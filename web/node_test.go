@@ -17,6 +17,7 @@ import (
 	"kvwin/engine/catalog"
 	"kvwin/engine/enginetest"
 	"kvwin/engine/llamaserver"
+	"kvwin/kvcache"
 )
 
 // tokFake is a fakeBackend with the abilities the node routes look for:
@@ -78,6 +79,7 @@ func nodeScript(f *fakeBackend) *fakeBackend {
 	f.Script(engine.FinishStop, engine.Timings{PromptTokens: 12, CachedTokens: 8, PromptEval: 20 * time.Millisecond,
 		GeneratedTokens: 2, Decode: 10 * time.Millisecond}, first, textEvent("Hello"), textEvent(" world"))
 	f.Result.Slot, f.Result.Tokens = 1, []int{7, 8}
+	f.Result.Journal = kvcache.Cursor{Epoch: "00c0ffee00c0ffee", After: 42} // where the node's journal stood at the end
 	return f
 }
 
@@ -87,7 +89,7 @@ func nodeFinalBody(content string) string {
 		`"tokens_predicted":2,"tokens_evaluated":12,"has_new_line":false,"truncated":false,"stop_type":"eos",` +
 		`"stopping_word":"","tokens_cached":14,"timings":{"cache_n":8,"prompt_n":4,"prompt_ms":20,` +
 		`"prompt_per_token_ms":5,"prompt_per_second":200,"predicted_n":2,"predicted_ms":10,` +
-		`"predicted_per_token_ms":5,"predicted_per_second":200}}`
+		`"predicted_per_token_ms":5,"predicted_per_second":200},"kvwin_journal":{"epoch":"00c0ffee00c0ffee","seq":42}}`
 }
 
 // nodePartialBody is a streamed partial of nodeScript's generation.

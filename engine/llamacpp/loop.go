@@ -746,6 +746,14 @@ func (l *loop) finish(t *task, reason string, err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		l.e.log.Debug("request cancelled; slot freed", "slot", t.slot, "generated", len(t.generated))
 	}
+	// The load after the turn is published before the caller wakes too,
+	// and the answer says where the journal stands then: a gateway
+	// follows the journal by another connection than the answer's, and
+	// takes no load from an event before that point as the load now (the
+	// turn's own "running", read after its answer, sent the gateway's next
+	// turn away from this node: TestJournalSaysWhereATurnEnded).
+	l.publishLoad()
+	t.journal = l.e.journal.Cursor()
 	t.finish(reason, err)
 }
 
@@ -759,13 +767,18 @@ func (l *loop) publish() {
 	}
 	l.e.mu.Unlock()
 	l.e.usedCells.Store(int64(usedCells(l.e.lctx)))
-	// Waiting by the loop's own count (queued, and sent but not received),
-	// not by the admissions: a turn gives its admission back after its
-	// last token, when this was published for the last time before the
-	// node went idle, so an idle node published one request waiting
-	// until its next request, and every gateway predicted a wait on it:
-	// a returning turn left the node holding its prefix (3 of 28 runs of
-	// TestFleetRestoresReturningConversationsFromTheirNodesSnapshots
-	// failed so; TestJournalLoadIsIdleAfterATurn).
+	l.publishLoad()
+}
+
+// publishLoad states the loop's requests running and waiting in the
+// journal. Waiting by the loop's own count (queued, and sent but not
+// received), not by the admissions: a turn gives its admission back after
+// its last token, when this was published for the last time before the
+// node went idle, so an idle node published one request waiting until its
+// next request, and every gateway predicted a wait on it: a returning turn
+// left the node holding its prefix (3 of 28 runs of
+// TestFleetRestoresReturningConversationsFromTheirNodesSnapshots failed
+// so; TestJournalLoadIsIdleAfterATurn).
+func (l *loop) publishLoad() {
 	l.e.journal.SetLoad(kvcache.Load{Running: l.active(), Waiting: l.waiting.Len() + len(l.e.incoming)})
 }

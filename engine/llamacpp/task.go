@@ -54,6 +54,9 @@ type task struct {
 	render, tokenize time.Duration
 	ready, startedAt time.Time
 	decodeTime       time.Duration
+	// journal is where the slot journal stood at the task's end (the
+	// loop's finish): engine.Result.Journal.
+	journal kvcache.Cursor
 
 	mu     sync.Mutex
 	events []engine.Event
@@ -197,7 +200,7 @@ func (t *task) finish(reason string, err error) {
 	t.done, t.err = true, err
 	t.result = engine.Result{
 		Text: t.text.String(), Tokens: t.generated, Logprobs: t.logprobs, FinishReason: reason, Slot: t.slot, Timings: t.timings(),
-		StopSequence: t.stop.matched,
+		StopSequence: t.stop.matched, Journal: t.journal,
 	}
 	t.mu.Unlock()
 	t.signal()

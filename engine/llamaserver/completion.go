@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kvwin/engine"
+	"kvwin/kvcache"
 )
 
 // completionRequest is the body of POST /completion, with llama-server's
@@ -131,6 +132,29 @@ type chunk struct {
 	// Probs are the probabilities of the chunk's tokens (n_probs), or of
 	// all of them in a final object that was not streamed.
 	Probs []probEntry `json:"completion_probabilities"`
+	// KvwinJournal, from a kvwin node, on the final object: where its
+	// slot journal stood when the turn ended (engine.Result.Journal).
+	KvwinJournal *journalAt `json:"kvwin_journal"`
+}
+
+// journalAt is a kvwin node's kvwin_journal: after event Seq of Epoch.
+type journalAt struct {
+	Epoch string `json:"epoch"`
+	Seq   uint64 `json:"seq"`
+}
+
+// maxEpoch bounds an epoch taken from an answer (a node's are 16 hex
+// digits): a position that cannot be one is left out.
+const maxEpoch = 64
+
+// journal is where c says the node's journal stood (engine.Result.Journal),
+// zero when it does not say.
+func (c *chunk) journal() kvcache.Cursor {
+	j := c.KvwinJournal
+	if j == nil || j.Epoch == "" || len(j.Epoch) > maxEpoch {
+		return kvcache.Cursor{}
+	}
+	return kvcache.Cursor{Epoch: j.Epoch, After: j.Seq}
 }
 
 // timings is llama-server's timings object (the fields kvwin reads).

@@ -241,7 +241,7 @@ func (g *generation) add(c *chunk) (res engine.Result, done bool, err error) {
 	}
 	return engine.Result{
 		Text: g.text.String(), Tokens: g.tokens, Logprobs: g.logprobs, FinishReason: finishReason(c), Slot: g.slot, Timings: t,
-		StopSequence: stoppingWord(c),
+		StopSequence: stoppingWord(c), Journal: c.journal(),
 	}, true, nil
 }
 

@@ -370,6 +370,18 @@ type nodeResult struct {
 	Timings         nodeTimings `json:"timings"`
 	// Probs are every token's, not streamed: a stream's partials carried them.
 	Probs []nodeProb `json:"completion_probabilities,omitempty"`
+	// KvwinJournal is where the node's slot journal (GET
+	// /kvwin/v1/events) stood when the turn ended (engine.Result.Journal;
+	// not a llama-server field): a gateway takes no load from an earlier
+	// event as the node's load now.
+	KvwinJournal *nodeJournal `json:"kvwin_journal,omitempty"`
+}
+
+// nodeJournal is a position in the node's slot journal: after event Seq
+// of Epoch.
+type nodeJournal struct {
+	Epoch string `json:"epoch"`
+	Seq   uint64 `json:"seq"`
 }
 
 // nodeTimings is llama-server's timings object.
@@ -408,6 +420,9 @@ func nodeFinal(info engine.Info, res engine.Result, streamed bool) nodeResult {
 	}
 	if out.Tokens == nil {
 		out.Tokens = []int{}
+	}
+	if j := res.Journal; j.Epoch != "" {
+		out.KvwinJournal = &nodeJournal{Epoch: j.Epoch, Seq: j.After}
 	}
 	switch {
 	case res.FinishReason == engine.FinishLength:
