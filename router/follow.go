@@ -40,7 +40,10 @@ import (
 //     (llama-server, an older node) is polled as before.
 //   - The node's load (requests running and waiting) counts as the
 //     backend's load where it is more than this router's own turns there:
-//     every replica balances on the whole fleet's traffic.
+//     every replica balances on the whole fleet's traffic. A node's answer
+//     says where its journal stood at the turn's end (kvwin_journal):
+//     events before that say the load before the end and are not taken
+//     as the load now (member.loadReported).
 
 // ResidencyEvents: the backend's residency is its own journal, followed.
 const ResidencyEvents = "events"
@@ -105,7 +108,7 @@ func (r *Router) applyResidency(m *member, mirror *kvcache.Mirror, changed []int
 		_ = r.reg.Record(loc, chain)
 	}
 	l := mirror.Load()
-	m.remoteReported(l.Running + l.Waiting)
+	m.loadReported(l.Running+l.Waiting, mirror.Cursor())
 	if snapshot && !m.following.Swap(true) {
 		r.log.Info("backend publishes its slot journal; its residency is followed", "backend", m.name)
 	}

@@ -54,6 +54,13 @@ type member struct {
 	resMu         sync.Mutex
 	remoteLoad    atomic.Int64
 	remoteReports atomic.Uint64
+	// reportMu orders the journal's load reports against the end of the
+	// router's own turns (loadReported, turnEnded); answered is where the
+	// backend's journal stood at the end of the newest answer that said
+	// (engine.Result.Journal): a report from before it is older than
+	// that turn's end.
+	reportMu sync.Mutex
+	answered kvcache.Cursor
 	// learned is what the router's own turns left in each slot.
 	slotMu  sync.Mutex
 	learned map[int]slotLearned
@@ -203,6 +210,33 @@ func (m *member) remoteReported(n int) {
 	m.remoteReports.Add(1)
 }
 
+// loadReported records n, the backend's load as its journal said it at
+// event at, unless an answer of the backend's already ended after that
+// event (answered): the event then says the load before that turn's end,
+// and the next event, which says it after, is on its way. A report of the
+// turn's own running, read after its answer, counted the idle node busy
+// and sent the conversation's next turn away from the node holding it.
+func (m *member) loadReported(n int, at kvcache.Cursor) {
+	m.reportMu.Lock()
+	defer m.reportMu.Unlock()
+	if at.Epoch != "" && at.Epoch == m.answered.Epoch && at.After < m.answered.After {
+		return
+	}
+	m.remoteReported(n)
+}
+
+// turnEnded records the end of one of the router's own turns on the
+// backend: where its answer says the backend's journal stood (at; zero if
+// it does not say), and the turn off the remote load (ownTurnEnded).
+func (m *member) turnEnded(reports uint64, at kvcache.Cursor) {
+	m.reportMu.Lock()
+	defer m.reportMu.Unlock()
+	if at.Epoch != "" && (at.Epoch != m.answered.Epoch || at.After > m.answered.After) {
+		m.answered = at
+	}
+	m.ownTurnEnded(reports)
+}
+
 // ownTurnEnded takes a turn of this router's that just ended off the
 // remote load, if a report came while it ran (reports is the count when
 // it began) and so may count it: the journal says a request ended only
@@ -211,9 +245,10 @@ func (m *member) remoteReported(n int) {
 // comes first. Counted busy, the backend holding the conversation lost it
 // to an idle one (TestFleetRestoresReturningConversationsFromTheirNodesSnapshots,
 // with the node's own report of an idle slot mended: 4 of 30 runs failed
-// so, 2 of 40 with this; what is left is a report of the turn's that
-// arrives after its end). A report taken before the turn began does not
-// count it and is left as it is; the next report replaces either.
+// so, 2 of 40 with this; a report of the turn's that arrives after its
+// end is not taken at all: loadReported). A report taken before the turn
+// began does not count it and is left as it is; the next report replaces
+// either. reportMu is held.
 func (m *member) ownTurnEnded(reports uint64) {
 	if m.remoteReports.Load() == reports {
 		return
@@ -240,9 +275,10 @@ func (m *member) generate(ctx context.Context, req engine.Request, stream engine
 	defer m.leave()
 	m.load.Add(1)
 	reports := m.remoteReports.Load()
+	var journal kvcache.Cursor
 	defer func() {
 		m.load.Add(-1)
-		m.ownTurnEnded(reports)
+		m.turnEnded(reports, journal)
 	}()
 	began := m.now()
 	started := false
@@ -262,6 +298,9 @@ func (m *member) generate(ctx context.Context, req engine.Request, stream engine
 		return stream(ev)
 	})
 	res.Backend = m.name
+	// The position is in this backend's journal, which means nothing to
+	// whoever is served by the router.
+	journal, res.Journal = res.Journal, kvcache.Cursor{}
 	if err == nil {
 		m.observeService(m.now().Sub(began))
 	}
