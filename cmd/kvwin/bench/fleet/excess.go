@@ -19,8 +19,9 @@ import (
 // why a policy computes more than the oracle, and so what a router could
 // do better.
 
-// holds says where n keeps conversation ci's KV prev: "slot", "ram" or
-// "disk" (a snapshot holding all of it), "ram, older" or "disk, older" (a
+// holds says where n keeps conversation ci's KV prev: "slot", "prompt
+// cache" (a llama-server's --cache-ram holding all of it), "ram" or "disk"
+// (a snapshot holding all of it), "ram, older" or "disk, older" (a
 // snapshot of an earlier turn), else "lost".
 func (n *node) holds(ci int, prev []int) string {
 	if n == nil {
@@ -30,6 +31,9 @@ func (n *node) holds(ci int, prev []int) string {
 		if lcp(o.kv, prev) >= len(prev) {
 			return "slot"
 		}
+	}
+	if n.cache != nil && slices.ContainsFunc(n.cache.entries, func(e []int) bool { return lcp(e, prev) >= len(prev) }) {
+		return "prompt cache"
 	}
 	if n.store == nil {
 		return "lost"

@@ -114,3 +114,25 @@ func TestPromptCacheIsLlamaServers(t *testing.T) {
 		}
 	}
 }
+
+// The excess breakdown tells a return whose KV its llama-server's prompt
+// cache held from one whose KV was lost: at load 0.2 with --cache-ram the
+// former were a quarter of the prefix router's excess, hidden in "lost".
+func TestHoldsSaysThePromptCache(t *testing.T) {
+	n := &node{slots: make([]slotState, 1), cache: newPromptCache(100*2, 2)}
+	conv := seq(0, 40)
+	if got := n.holds(0, conv[:30]); got != "lost" {
+		t.Errorf("nothing holds it: %q, want lost", got)
+	}
+	n.cache.save(conv[:30])
+	if got := n.holds(0, conv[:30]); got != "prompt cache" {
+		t.Errorf("the prompt cache holds it whole: %q, want prompt cache", got)
+	}
+	if got := n.holds(0, conv); got != "lost" {
+		t.Errorf("the prompt cache holds only its start: %q, want lost", got)
+	}
+	n.slots[0].kv = conv
+	if got := n.holds(0, conv[:30]); got != "slot" {
+		t.Errorf("a slot holds it too: %q, want slot", got)
+	}
+}
