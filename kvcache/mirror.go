@@ -60,6 +60,7 @@ func (m *Mirror) Apply(ev JournalEvent) ([]int, error) {
 		}
 		clear(m.slots)
 		for _, st := range ev.Slots {
+			st.Tokens = slices.Clone(st.Tokens) // the mirror's own: applySlot writes in place
 			m.slots[st.Slot] = st
 			changed = append(changed, st.Slot)
 		}
@@ -111,7 +112,12 @@ func (m *Mirror) applySlot(ev JournalEvent) error {
 	if ev.Slot < 0 || ev.FromBlock < 0 || from > len(cur.Tokens) || len(ev.Tokens)%m.blockTokens != 0 {
 		return fmt.Errorf("event %d: slot %d from block %d over %d tokens: %w", ev.Seq, ev.Slot, ev.FromBlock, len(cur.Tokens), ErrJournalGap)
 	}
-	tokens := slices.Clone(cur.Tokens[:from])
+	// Written in place after what the event keeps: a turn changes a slot's
+	// last blocks, and copying the whole conversation at each event was
+	// the one cost here that grew with it. The tokens are the mirror's own
+	// (a snapshot's are copied, an event's appended), and Slot's callers
+	// keep them only until the next Apply.
+	tokens := cur.Tokens[:from]
 	tenant := cur.Tenant
 	if ev.Type == EventStored {
 		tokens, tenant = append(tokens, ev.Tokens...), ev.Tenant
@@ -181,13 +187,17 @@ func (m *Mirror) Saved(id string) (SavedTokens, bool) {
 // RestoreSpeed returns the node's restore speed as last published.
 func (m *Mirror) RestoreSpeed() RestoreSpeed { return m.restore }
 
-// Slot returns what slot holds (its tokens are the mirror's: do not write
-// them).
+// Slot returns what slot holds. Its tokens are the mirror's: do not write
+// them, nor keep them past the next Apply, which may write them in place.
 func (m *Mirror) Slot(slot int) SlotTokens {
 	st := m.slots[slot]
 	st.Slot = slot
 	return st
 }
+
+// BlockTokens returns the journal's block size, as its last snapshot said
+// (1 before one): an event's FromBlock counts these.
+func (m *Mirror) BlockTokens() int { return m.blockTokens }
 
 // Load returns the node's load as last published.
 func (m *Mirror) Load() Load { return m.load }
