@@ -52,6 +52,7 @@ const ResidencyEvents = "events"
 func (r *Router) follow(ctx context.Context, m *member) {
 	defer r.done.Done()
 	mirror := kvcache.NewMirror()
+	keyed := slotKeys{}
 	backoff := time.Duration(0)
 	for {
 		err := m.follower.FollowResidency(ctx, mirror.Cursor(), func(ev kvcache.JournalEvent) error {
@@ -59,7 +60,14 @@ func (r *Router) follow(ctx context.Context, m *member) {
 			if err != nil {
 				return err
 			}
-			r.applyResidency(m, mirror, changed, ev.Type == kvcache.EventSnapshot)
+			kept := 0 // tokens of the event's slot it left as they were
+			switch ev.Type {
+			case kvcache.EventSnapshot:
+				clear(keyed)
+			case kvcache.EventStored, kvcache.EventRemoved:
+				kept = ev.FromBlock * mirror.BlockTokens()
+			}
+			r.applyResidency(m, mirror, changed, ev.Type == kvcache.EventSnapshot, keyed, kept)
 			r.applySaved(m, mirror)
 			backoff = 0
 			return nil
@@ -91,16 +99,19 @@ func (r *Router) follow(ctx context.Context, m *member) {
 
 // applyResidency makes the registry hold, for each slot of changed, what
 // mirror says m's slot holds (see above); snapshot says the mirror was
-// just replaced whole.
-func (r *Router) applyResidency(m *member, mirror *kvcache.Mirror, changed []int, snapshot bool) {
+// just replaced whole. keyed holds the keys of what each slot held before
+// (slotKeys), of which the first kept tokens of a changed slot are still
+// held.
+func (r *Router) applyResidency(m *member, mirror *kvcache.Mirror, changed []int, snapshot bool, keyed slotKeys, kept int) {
 	m.resMu.Lock()
 	for _, s := range changed {
 		if n := int(m.slots.Load()); n > 0 && s >= n {
+			delete(keyed, s)
 			continue // not a slot the backend says it has
 		}
 		loc := kvcache.Location{Backend: m.name, Slot: s}
 		st := mirror.Slot(s)
-		chain, ok := r.residentChain(m, loc, st)
+		chain, ok := r.residentChain(m, loc, st, keyed, kept)
 		if len(st.Tokens) == 0 || !ok {
 			_ = r.reg.Release(loc)
 			continue
@@ -124,15 +135,40 @@ func (r *Router) applyResidency(m *member, mirror *kvcache.Mirror, changed []int
 // of several, is believed where its slot holds what the router's own last
 // turn there left, or a prefix or an extension of it: the same
 // conversation, one turn on or cut back.
-func (r *Router) residentChain(m *member, loc kvcache.Location, st kvcache.SlotTokens) (kvcache.Chain, bool) {
+func (r *Router) residentChain(m *member, loc kvcache.Location, st kvcache.SlotTokens, keyed slotKeys, kept int) (kvcache.Chain, bool) {
 	switch {
 	case r.cfg.SoleTenant != "":
-		return r.exact.ForTenant(r.cfg.SoleTenant).Tokens(st.Tokens), true
+		return keyed.chain(r.exact, loc.Slot, r.cfg.SoleTenant, st.Tokens, kept), true
 	case m.backend.Info().Tenants:
-		return r.exact.ForTenant(st.Tenant).Tokens(st.Tokens), true
+		return keyed.chain(r.exact, loc.Slot, st.Tenant, st.Tokens, kept), true
 	}
-	chain := r.exact.ForTenant(m.slotState(loc.Slot).tenant).Tokens(st.Tokens)
+	chain := keyed.chain(r.exact, loc.Slot, m.slotState(loc.Slot).tenant, st.Tokens, kept)
 	believed := r.reg.Held(loc)
 	n := kvcache.SharedPrefix(believed, chain.Keys)
 	return chain, len(believed) > 0 && n > 0 && (n == len(believed) || n == len(chain.Keys))
+}
+
+// slotKeys is, per slot of a followed node, the keys its tokens got last
+// (the tenant keyed as, and the chain): an event keeps a slot's first
+// blocks and changes its last ones, so keying only what follows the kept
+// ones costs a turn what it added, not the conversation (at 7,000 tokens,
+// a whole slot was hashed again at every event). Owned by the follower.
+type slotKeys map[int]keyedSlot
+
+type keyedSlot struct {
+	tenant string
+	keys   []kvcache.Key
+}
+
+// chain keys tokens, what slot holds now, as tenant's under keyer, of
+// which the first kept tokens are as they were when the slot was keyed
+// last (as the same tenant: another's keys share nothing).
+func (k slotKeys) chain(keyer *kvcache.Keyer, slot int, tenant string, tokens []int, kept int) kvcache.Chain {
+	var known []kvcache.Key
+	if prior, ok := k[slot]; ok && prior.tenant == tenant {
+		known = prior.keys[:min(len(prior.keys), kept/keyer.BlockTokens(), len(tokens)/keyer.BlockTokens())]
+	}
+	c := keyer.ForTenant(tenant).TokensAfter(known, tokens)
+	k[slot] = keyedSlot{tenant: tenant, keys: c.Keys}
+	return c
 }
