@@ -19,9 +19,11 @@ import (
 // its slots, whichever replica's turns put them there, and no replica
 // coordinates with another (docs/fleet.md, "Residency from the nodes").
 //
-//   - Each event's slot is keyed again here, from its token ids, as the
-//     tenant the node says holds it: the gateway's keys are its own (its
-//     namespace, its tenant salts), never the node's. A node that keeps
+//   - Each event's slot is keyed here, from its token ids, as the tenant
+//     the node says holds it: the gateway's keys are its own (its
+//     namespace, its tenant salts), never the node's. Only what the event
+//     changed is hashed: the blocks it kept keep the keys they got
+//     (slotKeys). A node that keeps
 //     tenants apart under the gateway's names (Info.Tenants) is believed
 //     as it says; one that does not is believed on a gateway of one
 //     tenant (Config.SoleTenant), and otherwise only where the slot holds
