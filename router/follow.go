@@ -23,11 +23,11 @@ import (
 //     the node says holds it: the gateway's keys are its own (its
 //     namespace, its tenant salts), never the node's. Only what the event
 //     changed is hashed: the blocks it kept keep the keys they got
-//     (slotKeys). A node that keeps
-//     tenants apart under the gateway's names (Info.Tenants) is believed
-//     as it says; one that does not is believed on a gateway of one
-//     tenant (Config.SoleTenant), and otherwise only where the slot holds
-//     what this router's own last turn there left, cut back or extended.
+//     (slotKeys). A node that keeps tenants apart under the gateway's
+//     names (Info.Tenants) is believed as it says; one that does not is
+//     believed on a gateway of one tenant (Config.SoleTenant), and
+//     otherwise only where the slot holds what this router's own last
+//     turn there left, cut back or extended.
 //     A slot another replica filled then belongs to nobody this router
 //     knows, and holds nothing here.
 //   - What the router learns from its own turns (Correct, then Record)
