@@ -242,37 +242,61 @@ func (b *Backend) CountMessages(tenant string, msgs []engine.Message) []int {
 	st := b.snapshot()
 	if st == nil || st.chat == nil || !st.chat.chatML {
 		for i, m := range msgs {
-			out[i] = b.countMessage(tenant, m)
+			out[i], _ = b.countMessage(tenant, m)
 		}
 		return out
 	}
-	// A window counts every message of a conversation each turn: a cached
-	// one costs a lookup, with no context, timer or copy of its ids.
-	ns, markers := st.chat.tenantNS(tenant), st.chat.markers()
+	// A window counts every message of a conversation each turn. The
+	// counts of the longest prefix of msgs counted before for tenant come
+	// from the prompt cache (a hash of each message, one lookup), the
+	// rest from the per-message token cache (a lookup each, with no
+	// context, timer or copy of its ids), or the server. Looking every
+	// message up was most of a gateway's window phase at 242 messages.
+	keys := make([]kvcache.ChainKey, len(msgs)+1)
+	keys[0] = kvcache.Root(tenant, st.chat.ns, "chatml-counts")
 	for i, m := range msgs {
+		keys[i+1] = keys[i].Next(m.Role, m.Content)
+	}
+	out = out[:0]
+	from := 0
+	p, k := b.prompts.Longest(keys, func(p *kvcache.Prefix) bool { return p.Len() > 0 })
+	if p != nil {
+		out, from = p.AppendTo(out), k
+	}
+	ns, markers := st.chat.tenantNS(tenant), st.chat.markers()
+	exact := true // no count below is an estimate, so they may be kept
+	for _, m := range msgs[from:] {
 		if n, ok := b.tokens.Len(ns, m.Role, m.Content); ok {
-			out[i] = markers + n
-		} else {
-			out[i] = b.countMessage(tenant, m)
+			out = append(out, markers+n)
+			continue
+		}
+		n, ok := b.countMessage(tenant, m)
+		out, exact = append(out, n), exact && ok
+	}
+	if exact && from < len(msgs) {
+		all := b.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0, p)
+		if n := len(msgs) - 1; n > from {
+			b.prompts.Put(keys[n], out[:n], kvcache.Signature{}, 0, all)
 		}
 	}
 	return out
 }
 
-// countMessage is CountMessage under tenant's namespace.
-func (b *Backend) countMessage(tenant string, m engine.Message) int {
+// countMessage is CountMessage under tenant's namespace; exact is false
+// for an estimate from the bytes (the server could not be asked).
+func (b *Backend) countMessage(tenant string, m engine.Message) (n int, exact bool) {
 	estimate := engine.EstimateTokens(len(m.Role)+len(m.Content)) + engine.MessageOverhead
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
 	st, err := b.current(ctx, true)
 	if err != nil || !st.chat.chatML {
-		return estimate
+		return estimate, false
 	}
 	ids, err := b.messageTokens(ctx, st.chat.tenantNS(tenant), nil, m.Role, m.Content)
 	if err != nil {
-		return estimate
+		return estimate, false
 	}
-	return st.chat.markers() + len(ids)
+	return st.chat.markers() + len(ids), true
 }
 
 // markers is the tokens a ChatML message takes besides its role and text.

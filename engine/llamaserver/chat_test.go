@@ -242,3 +242,56 @@ func TestChatRenderingPerTenant(t *testing.T) {
 		t.Fatalf("bob: %d calls, same tokens %v; want %d calls, the same tokens", n, slices.Equal(bob, alice), len(conv)+1)
 	}
 }
+
+// A window counts a conversation's messages every turn: the counts of what
+// a tenant's earlier turn counted come back as they were, the new messages
+// are counted, an edit far back is counted anew, and a count the server
+// could not give (an estimate from the bytes) is never kept for a later
+// turn, which counts that message again.
+func TestCountMessagesGoesOnFromTheLastTurn(t *testing.T) {
+	f := startFake(t, &fakeServer{})
+	b := f.backend(t, Config{})
+	each := func(msgs []engine.Message) []int {
+		out := make([]int, len(msgs))
+		for i, m := range msgs {
+			out[i] = b.CountMessages("other", []engine.Message{m})[0] // another tenant's cache: counted alone
+		}
+		return out
+	}
+	msgs := []engine.Message{{Role: engine.RoleSystem, Content: "You are terse."}}
+	for turn := range 30 {
+		msgs = append(msgs, engine.Message{Role: engine.RoleUser, Content: fmt.Sprintf("Question %d: %s", turn, strings.Repeat("why ", turn))},
+			engine.Message{Role: engine.RoleAssistant, Content: fmt.Sprintf("Answer %d.", turn)})
+		if turn == 20 { // an edit far back
+			msgs[3].Content = "An edited question."
+		}
+		b.tokens.Wait()
+		hits, misses := b.tokens.Stats()
+		got := b.CountMessages("alice", msgs)
+		b.prompts.Wait() // what it kept is read by the next turn
+		// The per-message cache is asked of the new messages only (the
+		// first turn, before the server's template is known, keeps
+		// nothing; the edit's turn asks of the edited one and those after).
+		if h, m := b.tokens.Stats(); turn > 1 && turn != 20 && h+m-hits-misses > 4 {
+			t.Fatalf("turn %d: %d lookups of single messages, want those of the 2 new ones (4: counted, then tokenized)", turn, h+m-hits-misses)
+		}
+		if want := each(msgs); !slices.Equal(got, want) {
+			t.Fatalf("turn %d: counts %v, want %v", turn, got, want)
+		}
+	}
+	// The server cannot tokenize: the new message is estimated, and the
+	// estimate is not kept.
+	f.tokenizeDown.Store(true)
+	msgs = append(msgs, engine.Message{Role: engine.RoleUser, Content: "A question while the server loads its model."})
+	down := b.CountMessages("alice", msgs)
+	b.prompts.Wait()
+	f.tokenizeDown.Store(false)
+	if est := engine.EstimateTokens(len(msgs[len(msgs)-1].Role)+len(msgs[len(msgs)-1].Content)) + engine.MessageOverhead; down[len(down)-1] != est {
+		t.Fatalf("while /tokenize failed: %d for the new message, want the estimate %d", down[len(down)-1], est)
+	}
+	b.prompts.Wait()
+	up := b.CountMessages("alice", msgs)
+	if want := each(msgs); !slices.Equal(up, want) {
+		t.Fatalf("once /tokenize answers: counts %v, want %v (the estimate kept?)", up, want)
+	}
+}

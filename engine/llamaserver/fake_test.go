@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -22,6 +23,8 @@ type fakeServer struct {
 	completion http.HandlerFunc // nil: replay testdata/completion_stream.sse
 	noBOS      bool             // the vocabulary adds no BOS
 	slots      string           // fixture served by /slots; "" slots.json, "501" not served
+	// tokenizeDown makes /tokenize answer 503 while set.
+	tokenizeDown atomic.Bool
 
 	mu    sync.Mutex
 	calls []call
@@ -118,6 +121,10 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	case "GET /health":
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	case "POST /tokenize":
+		if f.tokenizeDown.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"code": 503, "message": "Loading model", "type": "unavailable_error"}})
+			return
+		}
 		var in struct {
 			Content      string `json:"content"`
 			AddSpecial   bool   `json:"add_special"`
