@@ -47,7 +47,15 @@ type StoreMetrics interface {
 	Collector() prometheus.Collector
 }
 
+// StoreAfter is a Store that takes a history's evicted turns after those
+// it stored before (memory.Store.IngestAfter): held is false, and nothing
+// stored, when it no longer holds the first of them.
+type StoreAfter interface {
+	IngestAfter(ctx context.Context, key memory.Key, turns []memory.Turn) (n int, held bool, err error)
+}
+
 var (
+	_ StoreAfter   = (*memory.Store)(nil)
 	_ Store        = (*memory.Store)(nil)
 	_ StoreExpirer = (*memory.Store)(nil)
 	_ StoreMetrics = (*memory.Store)(nil)
@@ -89,6 +97,7 @@ type Window struct {
 	packets  *memo[uint64, Packet]
 	indexes  *memo[uint64, *memory.Index]
 	replays  *replays
+	ingested *memo[memory.Key, ingestMark]
 	resumed  atomic.Int64 // replays gone on from a mark (tests read it)
 	// chains remembers the prefix hashes of recent long histories
 	// (linkNext), each once the cut found it valid: a turn that continues
@@ -103,6 +112,7 @@ func (w *Window) Delete(ctx context.Context, key memory.Key) (bool, error) {
 	w.packets.drop(key)
 	w.indexes.drop(key)
 	w.replays.drop(key)
+	w.ingested.drop(key)
 	if w.store == nil {
 		return false, nil
 	}
@@ -113,6 +123,7 @@ func (w *Window) Delete(ctx context.Context, key memory.Key) (bool, error) {
 	w.packets.drop(key) // a request racing the delete may have put some back
 	w.indexes.drop(key)
 	w.replays.drop(key)
+	w.ingested.drop(key)
 	return ok, nil
 }
 
@@ -134,7 +145,7 @@ func New(cfg Config, store Store) (*Window, error) {
 	}
 	w := &Window{cfg: cfg, policies: map[string]cutter{}, store: store,
 		packets: newMemo[uint64](cfg.PacketBytes, packetBytes), indexes: newMemo[uint64](cfg.IndexBytes, (*memory.Index).Bytes),
-		replays: newMemo[replayKey](DefaultReplayBytes, replayBytes)}
+		replays: newMemo[replayKey](DefaultReplayBytes, replayBytes), ingested: newMemo[memory.Key](ingestedBytes, ingestMarkBytes)}
 	for _, name := range Policies() {
 		p, err := newCutter(name, cfg.Settings)
 		if err != nil {
@@ -360,11 +371,7 @@ func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint
 	// a long history evicts thousands, every turn, and the store keeps
 	// none of the slice (it copies what is new).
 	buf := turnsRoom.Get().(*[]memory.Turn)
-	evicted := (*buf)[:0]
-	for i := cut.Sinks; i < cut.Start; i++ {
-		evicted = append(evicted, turnAt(req.Messages, prefix, i))
-	}
-	_, err := w.store.Ingest(ctx, src.key, evicted)
+	evicted, err := w.ingest(ctx, req.Owner, req.Messages, cut, prefix, (*buf)[:0])
 	clear(evicted) // hold no texts in the pool
 	*buf = evicted[:0]
 	turnsRoom.Put(buf)
@@ -374,6 +381,60 @@ func (w *Window) source(ctx context.Context, req Request, cut Cut, prefix []uint
 	}
 	src.store = w.store
 	return src
+}
+
+// ingest stores the request's evicted turns, built in room: only those
+// after the ones this conversation's previous request stored, where that
+// request's evicted turns begin this one's and the store still holds them
+// (StoreAfter), else all of them. It returns the room as used.
+func (w *Window) ingest(ctx context.Context, key memory.Key, msgs []engine.Message, cut Cut, prefix []uint64, room []memory.Turn) ([]memory.Turn, error) {
+	evicted := func(from int) []memory.Turn {
+		room = room[:0]
+		for i := from; i < cut.Start; i++ {
+			room = append(room, turnAt(msgs, prefix, i))
+		}
+		return room
+	}
+	held := false
+	var err error
+	if after, ok := w.store.(StoreAfter); ok {
+		if from := w.ingestedFrom(key, cut, prefix); from > cut.Sinks {
+			_, held, err = after.IngestAfter(ctx, key, evicted(from))
+		}
+	}
+	if err == nil && !held {
+		_, err = w.store.Ingest(ctx, key, evicted(cut.Sinks))
+	}
+	if err == nil && cut.Start > cut.Sinks {
+		w.ingested.put(key, key, ingestMark{sinks: cut.Sinks, start: cut.Start, chain: prefix[cut.Start], bytes: len(key.Tenant) + len(key.Conversation)})
+	}
+	return room, err
+}
+
+// ingestMark is where a conversation's last evicted turns stored ended:
+// below start, from sinks on, on the history whose chain is chain there.
+type ingestMark struct {
+	sinks, start, bytes int
+	chain               uint64
+}
+
+// ingestedBytes bounds the marks a Window keeps (ingestMarkBytes each):
+// about ten thousand conversations, more than a node serves between two
+// turns of one.
+const ingestedBytes = 1 << 20
+
+func ingestMarkBytes(m ingestMark) int64 { return int64(m.bytes) + 64 }
+
+// ingestedFrom returns the first evicted turn of a request's cut the store
+// may lack: the last one its conversation's previous request stored (sent
+// again, so the store can tell it still holds it) when this history goes on
+// from that one's, else cut.Sinks.
+func (w *Window) ingestedFrom(key memory.Key, cut Cut, prefix []uint64) int {
+	m, ok := w.ingested.get(key)
+	if !ok || m.sinks != cut.Sinks || m.start <= cut.Sinks || m.start > cut.Start || prefix[m.start] != m.chain {
+		return cut.Sinks
+	}
+	return m.start - 1
 }
 
 // turnsRoom is room for a request's lists of turns: its evicted turns

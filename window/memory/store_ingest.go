@@ -19,11 +19,11 @@ import (
 func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
 	var n int
 	err := s.retry(ctx, func(ctx context.Context) (err error) {
-		n, err = s.ingest(ctx, key, turns)
+		n, err = s.ingest(ctx, key, turns, false)
 		if errors.Is(err, errGone) {
 			// Another process deleted the conversation between our check and
 			// our write: this history starts it anew.
-			n, err = s.ingest(ctx, key, turns)
+			n, err = s.ingest(ctx, key, turns, false)
 		}
 		return err
 	})
@@ -34,11 +34,44 @@ func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 	return n, err
 }
 
+// IngestAfter is Ingest for the turns after those an earlier Ingest of the
+// same history stored, turns[0] the last of those: a window sends every
+// evicted turn of a long history each turn, and this lets it send only the
+// new ones. The store holds every turn before turns[0] if it still holds
+// turns[0] on its chain (a turn's chain covers the turns before it); then
+// it stores the rest as Ingest would and reports true. Otherwise (the
+// conversation was deleted, or its branch is not in memory) it stores
+// nothing and reports false, and the caller ingests the whole history.
+func (s *Store) IngestAfter(ctx context.Context, key Key, turns []Turn) (n int, held bool, err error) {
+	err = s.retry(ctx, func(ctx context.Context) (err error) {
+		n, err = s.ingest(ctx, key, turns, true)
+		if errors.Is(err, errGone) {
+			n, err = s.ingest(ctx, key, turns, true)
+		}
+		held = !errors.Is(err, errNotHeld)
+		if !held {
+			return nil
+		}
+		return err
+	})
+	s.count(ctx, err)
+	if err != nil && ctx.Err() == nil {
+		s.unstored.Add(int64(len(turns)))
+	}
+	return n, held && err == nil, err
+}
+
+// errNotHeld: IngestAfter's first turn is not held, so the turns before it
+// may not be either.
+var errNotHeld = errors.New("the turn before the batch is not held")
+
 // errGone: the conversation's row went (deleted by another process) while
 // a write was about to extend it.
 var errGone = errors.New("conversation deleted meanwhile")
 
-func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
+// ingest stores turns (see Ingest); after: they follow turns stored before,
+// the first of them among those (see IngestAfter).
+func (s *Store) ingest(ctx context.Context, key Key, turns []Turn, after bool) (int, error) {
 	if len(turns) == 0 {
 		return 0, nil
 	}
@@ -58,11 +91,17 @@ func (s *Store) ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 		}
 		return 0, false
 	}
-	st, err := s.locked(ctx, key, true)
+	st, err := s.locked(ctx, key, !after)
 	if err != nil {
 		return 0, err
 	}
+	if st == nil {
+		return 0, errNotHeld // after, and no such conversation
+	}
 	defer s.unlock(key, st)
+	if after && !st.holds(batch[0].Pos, batch[0].Chain()) {
+		return 0, errNotHeld
+	}
 	// Clients resend whole histories: what a held branch already has needs
 	// no write (and no fsync) at all. A turn's chain covers every turn
 	// before it, so the turns held are those up to the latest one held.

@@ -222,3 +222,60 @@ func TestStoreFailures(t *testing.T) {
 		})
 	}
 }
+
+// IngestAfter stores a tail only where the store still holds its first
+// turn: after a restart, another branch's tail, a conversation never
+// stored or deleted, it stores nothing and says so, and the whole
+// history ingested then is all there.
+func TestStoreIngestAfter(t *testing.T) {
+	eachBackend(t, func(t *testing.T, at StoreConfig) {
+		ctx := context.Background()
+		s := openAt(t, at)
+		key := Key{Tenant: "t1", Conversation: "c1"}
+		turns := team(20)
+		stored := func(want int) {
+			t.Helper()
+			got, err := s.Turns(ctx, key)
+			if err != nil || len(got) != want {
+				t.Fatalf("Turns = %d, %v; want %d", len(got), err, want)
+			}
+		}
+		after := func(name string, tail []Turn, wantN int, wantHeld bool) {
+			t.Helper()
+			n, held, err := s.IngestAfter(ctx, key, tail)
+			if err != nil || n != wantN || held != wantHeld {
+				t.Fatalf("%s: IngestAfter = %d, %v, %v; want %d, %v", name, n, held, err, wantN, wantHeld)
+			}
+		}
+		after("never stored", turns[10:20], 0, false)
+		if ok, err := s.Delete(ctx, key); err != nil || ok {
+			t.Fatalf("never stored: Delete = %v, %v; want nothing there", ok, err)
+		}
+		if n, err := s.Ingest(ctx, key, turns[:30]); err != nil || n != 30 {
+			t.Fatalf("Ingest = %d, %v", n, err)
+		}
+		after("the tail after the last stored", turns[29:35], 5, true)
+		after("the same again", turns[29:35], 0, true)
+		stored(35)
+
+		edited, _ := Linked(turns[33].Parent, append([]Turn{{Pos: turns[33].Pos, Role: "user", Text: "Something else entirely."}}, turns[34:40]...))
+		after("another branch's tail", edited, 0, false)
+		stored(35)
+
+		_ = s.Close()
+		s = openAt(t, at) // a restart: no branch in memory
+		after("after a restart", turns[34:40], 0, false)
+		stored(35)
+		if n, err := s.Ingest(ctx, key, turns); err != nil || n != len(turns)-35 {
+			t.Fatalf("whole after restart: Ingest = %d, %v; want %d", n, err, len(turns)-35)
+		}
+		stored(len(turns))
+		after("held again", turns[len(turns)-1:], 0, true)
+
+		if ok, err := s.Delete(ctx, key); err != nil || !ok {
+			t.Fatalf("Delete = %v, %v", ok, err)
+		}
+		after("deleted", turns[len(turns)-1:], 0, false)
+		stored(0)
+	})
+}
