@@ -162,10 +162,11 @@ type JournalEvent struct {
 
 // Cursor is where a subscriber resumes: after event After of Epoch. The
 // zero Cursor (or one of another epoch, or one the history no longer
-// reaches) starts from a snapshot.
+// reaches) starts from a snapshot. On the wire (a node's final /completion
+// object, "kvwin_journal") it is {"epoch", "seq"}, as the events' own.
 type Cursor struct {
-	Epoch string
-	After uint64
+	Epoch string `json:"epoch"`
+	After uint64 `json:"seq"`
 }
 
 // Journal publishes what a node's slots hold. Safe for concurrent use; no

@@ -134,13 +134,7 @@ type chunk struct {
 	Probs []probEntry `json:"completion_probabilities"`
 	// KvwinJournal, from a kvwin node, on the final object: where its
 	// slot journal stood when the turn ended (engine.Result.Journal).
-	KvwinJournal *journalAt `json:"kvwin_journal"`
-}
-
-// journalAt is a kvwin node's kvwin_journal: after event Seq of Epoch.
-type journalAt struct {
-	Epoch string `json:"epoch"`
-	Seq   uint64 `json:"seq"`
+	KvwinJournal *kvcache.Cursor `json:"kvwin_journal"`
 }
 
 // maxEpoch bounds an epoch taken from an answer (a node's are 16 hex
@@ -154,7 +148,7 @@ func (c *chunk) journal() kvcache.Cursor {
 	if j == nil || j.Epoch == "" || len(j.Epoch) > maxEpoch {
 		return kvcache.Cursor{}
 	}
-	return kvcache.Cursor{Epoch: j.Epoch, After: j.Seq}
+	return *j
 }
 
 // timings is llama-server's timings object (the fields kvwin reads).

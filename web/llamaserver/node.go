@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"kvwin/kvcache"
 	"net/http"
 	"slices"
 	"strings"
@@ -374,14 +375,7 @@ type nodeResult struct {
 	// /kvwin/v1/events) stood when the turn ended (engine.Result.Journal;
 	// not a llama-server field): a gateway takes no load from an earlier
 	// event as the node's load now.
-	KvwinJournal *nodeJournal `json:"kvwin_journal,omitempty"`
-}
-
-// nodeJournal is a position in the node's slot journal: after event Seq
-// of Epoch.
-type nodeJournal struct {
-	Epoch string `json:"epoch"`
-	Seq   uint64 `json:"seq"`
+	KvwinJournal *kvcache.Cursor `json:"kvwin_journal,omitempty"`
 }
 
 // nodeTimings is llama-server's timings object.
@@ -422,7 +416,7 @@ func nodeFinal(info engine.Info, res engine.Result, streamed bool) nodeResult {
 		out.Tokens = []int{}
 	}
 	if j := res.Journal; j.Epoch != "" {
-		out.KvwinJournal = &nodeJournal{Epoch: j.Epoch, Seq: j.After}
+		out.KvwinJournal = &j
 	}
 	switch {
 	case res.FinishReason == engine.FinishLength:
