@@ -3,6 +3,8 @@ package engine
 import (
 	"slices"
 	"sync"
+
+	"kvwin/kvcache"
 )
 
 // Chains remembers the hash chains of recent message lists, so a list
@@ -165,3 +167,7 @@ func (c *Chains[K]) remember(slot chainSlot[K], msgs []Message, keys []K, compar
 		delete(c.held, s)
 	}
 }
+
+// NextKey is the step of a prompt cache's key chain (kvcache.ChainKey.Next)
+// over a message, for Chains.Keys.
+func NextKey(k kvcache.ChainKey, m Message) kvcache.ChainKey { return k.Next(m.Role, m.Content) }

@@ -142,6 +142,36 @@ func (p *PromptCache) Longest(keys []ChainKey, usable func(*Prefix) bool) (*Pref
 	return nil, 0
 }
 
+// Counts returns a count for each of n messages whose chain is keys
+// (keys[k] names the first k; nil, or a nil p, keeps nothing): the counts
+// of the longest prefix of them p holds, then count(i) for each message
+// after it. It keeps the counts of all n and of the first n-1 (the history
+// the next turn sends again), unless a count was not exact (an estimate is
+// counted again next time). reused reports that a prefix was found. A
+// window counts a whole conversation every turn; this counts what is new.
+func (p *PromptCache) Counts(keys []ChainKey, n int, count func(i int) (int, bool)) (out []int, reused bool) {
+	out = make([]int, 0, n)
+	var like *Prefix
+	from := 0
+	if p != nil && keys != nil {
+		if like, from = p.Longest(keys, func(x *Prefix) bool { return x.Len() > 0 }); like != nil {
+			out = like.AppendTo(out)
+		}
+	}
+	exact := true
+	for i := from; i < n; i++ {
+		c, ok := count(i)
+		out, exact = append(out, c), exact && ok
+	}
+	if p != nil && keys != nil && exact && from < n {
+		all := p.Put(keys[n], out, Signature{}, 0, like)
+		if n-1 > from {
+			p.Put(keys[n-1], out[:n-1], Signature{}, 0, all)
+		}
+	}
+	return out, like != nil
+}
+
 // Put stores tokens as the prefix under key and returns it. like, if not
 // nil, is a prefix whose tokens and these agree as far as both go: the
 // prefix they were rendered from (a longer list than like's), or one stored

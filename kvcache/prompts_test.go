@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -250,5 +251,51 @@ func TestPromptCacheConcurrentExtensions(t *testing.T) {
 	wg.Wait()
 	if got := first.AppendTo(nil); !slices.Equal(got[len(base):], []int{1, 2, 3}) || len(got) != len(base)+3 {
 		t.Errorf("the prefix they went on from now reads %v after its base", got[len(base):])
+	}
+}
+
+// Counts counts only what follows the longest prefix counted before, keeps
+// the list and the list less its last message, never keeps an estimate,
+// and counts everything without a cache.
+func TestPromptCacheCounts(t *testing.T) {
+	p, err := NewPromptCache(PromptCacheConfig{MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	keys := []ChainKey{Root("t", "counts")}
+	for i := range 6 {
+		keys = append(keys, keys[i].Next("user", fmt.Sprint(i)))
+	}
+	var asked []int
+	exact := true
+	count := func(i int) (int, bool) { asked = append(asked, i); return 10 + i, exact }
+	step := func(name string, n int, wantAsked []int, wantReused bool) {
+		t.Helper()
+		asked = nil
+		got, reused := p.Counts(keys[:n+1], n, count)
+		p.Wait()
+		for i, c := range got {
+			if c != 10+i {
+				t.Fatalf("%s: count %d = %d, want %d", name, i, c, 10+i)
+			}
+		}
+		if len(got) != n || !slices.Equal(asked, wantAsked) || reused != wantReused {
+			t.Fatalf("%s: %d counts, asked %v, reused %v; want %d, %v, %v", name, len(got), asked, reused, n, wantAsked, wantReused)
+		}
+	}
+	step("first", 3, []int{0, 1, 2}, false)
+	step("the same list", 3, nil, true)
+	step("two more", 5, []int{3, 4}, true)
+	step("the history the next turn resends", 4, nil, true)
+	exact = false
+	step("an estimate", 6, []int{5}, true)
+	exact = true
+	step("the estimate counted again", 6, []int{5}, true)
+	step("then kept", 6, nil, true)
+	asked = nil
+	var none *PromptCache
+	if got, reused := none.Counts(nil, 3, count); len(got) != 3 || reused || !slices.Equal(asked, []int{0, 1, 2}) {
+		t.Fatalf("no cache: %v, %v, asked %v", got, reused, asked)
 	}
 }

@@ -252,7 +252,7 @@ func chainKeys(prompts *kvcache.PromptCache, tenant, renderer string, msgs []eng
 	if prompts == nil {
 		return nil
 	}
-	return keyChains.Keys(tenant, kvcache.Root(tenant, renderer, settings...), msgs, nextKey)
+	return keyChains.Keys(tenant, kvcache.Root(tenant, renderer, settings...), msgs, engine.NextKey)
 }
 
 // keyChains remembers the key chains of the process's recent long
@@ -260,8 +260,6 @@ func chainKeys(prompts *kvcache.PromptCache, tenant, renderer string, msgs []eng
 // Responses chain's) hashes only its new messages: hashing a 4,000-message
 // history was half of counting it.
 var keyChains engine.Chains[kvcache.ChainKey]
-
-func nextKey(k kvcache.ChainKey, m engine.Message) kvcache.ChainKey { return k.Next(m.Role, m.Content) }
 
 // longestPrefix is the prompt cache's Longest; nil without a cache.
 func longestPrefix(prompts *kvcache.PromptCache, keys []kvcache.ChainKey, usable func(*kvcache.Prefix) bool) (*kvcache.Prefix, int) {

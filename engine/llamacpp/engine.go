@@ -261,21 +261,9 @@ func (e *Engine) countFor(tenant string, m engine.Message) int {
 // costs one lookup, not one per message.
 func (e *Engine) CountMessages(tenant string, msgs []engine.Message) []int {
 	keys := chainKeys(e.kv.prompts, tenant, e.countID+"\x00counts", msgs)
-	out := make([]int, 0, len(msgs))
-	from := 0
-	p, k := longestPrefix(e.kv.prompts, keys, func(p *kvcache.Prefix) bool { return p.Len() > 0 })
-	if p != nil {
-		out, from = p.AppendTo(out), k
+	out, reused := e.kv.prompts.Counts(keys, len(msgs), func(i int) (int, bool) { return e.countFor(tenant, msgs[i]), true })
+	if reused {
 		e.stats.CountReuses.Add(1)
-	}
-	for _, m := range msgs[from:] {
-		out = append(out, e.countFor(tenant, m))
-	}
-	if keys != nil && from < len(msgs) {
-		all := e.kv.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0, p)
-		if n := len(msgs) - 1; n > from {
-			e.kv.prompts.Put(keys[n], out[:n], kvcache.Signature{}, 0, all)
-		}
 	}
 	return out
 }

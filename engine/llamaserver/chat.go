@@ -129,11 +129,7 @@ func (b *Backend) render(ctx context.Context, c *chat, tenant string, msgs []eng
 	// ChatML prompt is its messages' renderings one after another, so the
 	// cached prefix is what rendering it again gives, and a turn costs its
 	// new messages (and a hash of each message), not a lookup of each.
-	keys := make([]kvcache.ChainKey, len(msgs)+1)
-	keys[0] = kvcache.Root(tenant, c.ns, "chatml")
-	for i, m := range msgs {
-		keys[i+1] = keys[i].Next(m.Role, m.Content)
-	}
+	keys := b.keyChains.Keys(tenant, kvcache.Root(tenant, c.ns, "chatml"), msgs, engine.NextKey)
 	var out []int
 	from := 0
 	p, k := b.prompts.Longest(keys, func(*kvcache.Prefix) bool { return true })
@@ -238,9 +234,9 @@ func (b *Backend) CountMessage(m engine.Message) int {
 // of the per-message token cache that rendering the turn then reads, so
 // the prompt costs no second /tokenize (engine.ConversationCounter).
 func (b *Backend) CountMessages(tenant string, msgs []engine.Message) []int {
-	out := make([]int, len(msgs))
 	st := b.snapshot()
 	if st == nil || st.chat == nil || !st.chat.chatML {
+		out := make([]int, len(msgs))
 		for i, m := range msgs {
 			out[i], _ = b.countMessage(tenant, m)
 		}
@@ -252,33 +248,15 @@ func (b *Backend) CountMessages(tenant string, msgs []engine.Message) []int {
 	// rest from the per-message token cache (a lookup each, with no
 	// context, timer or copy of its ids), or the server. Looking every
 	// message up was most of a gateway's window phase at 242 messages.
-	keys := make([]kvcache.ChainKey, len(msgs)+1)
-	keys[0] = kvcache.Root(tenant, st.chat.ns, "chatml-counts")
-	for i, m := range msgs {
-		keys[i+1] = keys[i].Next(m.Role, m.Content)
-	}
-	out = out[:0]
-	from := 0
-	p, k := b.prompts.Longest(keys, func(p *kvcache.Prefix) bool { return p.Len() > 0 })
-	if p != nil {
-		out, from = p.AppendTo(out), k
-	}
+	keys := b.keyChains.Keys(tenant, kvcache.Root(tenant, st.chat.ns, "chatml-counts"), msgs, engine.NextKey)
 	ns, markers := st.chat.tenantNS(tenant), st.chat.markers()
-	exact := true // no count below is an estimate, so they may be kept
-	for _, m := range msgs[from:] {
+	out, _ := b.prompts.Counts(keys, len(msgs), func(i int) (int, bool) {
+		m := msgs[i]
 		if n, ok := b.tokens.Len(ns, m.Role, m.Content); ok {
-			out = append(out, markers+n)
-			continue
+			return markers + n, true
 		}
-		n, ok := b.countMessage(tenant, m)
-		out, exact = append(out, n), exact && ok
-	}
-	if exact && from < len(msgs) {
-		all := b.prompts.Put(keys[len(msgs)], out, kvcache.Signature{}, 0, p)
-		if n := len(msgs) - 1; n > from {
-			b.prompts.Put(keys[n], out[:n], kvcache.Signature{}, 0, all)
-		}
-	}
+		return b.countMessage(tenant, m)
+	})
 	return out
 }
 

@@ -287,11 +287,7 @@ func (b *Backend) tokenizeRendered(ctx context.Context, c *chat, tenant, text st
 		}
 		return b.TokenizeSpecial(ctx, text, false, true)
 	}
-	keys := make([]kvcache.ChainKey, len(msgs)+1)
-	keys[0] = kvcache.Root(tenant, c.ns)
-	for i, m := range msgs {
-		keys[i+1] = keys[i].Next(m.Role, m.Content)
-	}
+	keys := b.keyChains.Keys(tenant, kvcache.Root(tenant, c.ns), msgs, engine.NextKey)
 	checks := 0
 	p, _ := b.prompts.Longest(keys, func(p *kvcache.Prefix) bool {
 		if checks++; checks > maxSigChecks || p.Len() == 0 || p.Pieces > len(text) {
