@@ -96,7 +96,9 @@ const presized = 64 << 10
 // long conversation's body is read without growing the buffer a dozen
 // times. A client may state any length and send nothing: the start is
 // capped (presized), so a connection that holds a body back costs at most
-// that much memory before its bytes arrive.
+// that much memory before its bytes arrive; past it the buffer doubles
+// toward the declared length as bytes arrive (never more than twice what
+// came), and a body longer than declared grows as ReadAll's does.
 func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
 	if declared <= 0 || declared > limit {
 		return io.ReadAll(r)
@@ -111,7 +113,11 @@ func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
 		if err != nil {
 			return b, err
 		}
-		if len(b) == cap(b) {
+		switch {
+		case len(b) < cap(b):
+		case int64(len(b)) <= declared:
+			b = append(make([]byte, 0, min(declared+1, 2*int64(cap(b)))), b...)
+		default:
 			b = append(b, 0)[:len(b)] // more than declared: grow as ReadAll does
 		}
 	}

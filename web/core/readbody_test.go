@@ -26,3 +26,24 @@ func TestReadBodyWhateverTheDeclaredLength(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// A body longer than presized, as declared, is read into a buffer that
+// doubles toward the declared length: one growth for a body under twice
+// presized, ending at the declared length and the one byte the read of
+// the end needs.
+func TestReadBodyGrowsToTheDeclaredLength(t *testing.T) {
+	n := presized + presized/2
+	body := bytes.Repeat([]byte("x"), n)
+	got, err := readBody(iotest.HalfReader(bytes.NewReader(body)), int64(n), 1<<30)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("got %d bytes, %v", len(got), err)
+	}
+	if cap(got) != n+1 {
+		t.Fatalf("buffer of %d for %d bytes declared", cap(got), n)
+	}
+	r := bytes.NewReader(body)
+	allocs := testing.AllocsPerRun(20, func() { r.Reset(body); _, _ = readBody(r, int64(n), 1<<30) })
+	if allocs > 2 {
+		t.Fatalf("%.0f allocations to read %d bytes declared; want 2 (presized, then the rest)", allocs, n)
+	}
+}
