@@ -52,6 +52,7 @@ func (e *Engine) embedOne(ctx context.Context, text, tenant string) ([]float32, 
 	}
 	t.embed = true
 	defer t.cancel()
+	defer e.samplers.put(t.params, t.sampler) // as Generate's
 	select {
 	case e.admit <- struct{}{}:
 	default:

@@ -46,8 +46,10 @@ type Engine struct {
 	render renderer
 	// countID names the renderer in the token cache's message counts.
 	countID string
-	vocab   int
-	kv      *kv
+	// samplers keeps finished requests' samplers for reuse (samplers.go).
+	samplers *samplers
+	vocab    int
+	kv       *kv
 	// pieces is every token's text (pieceTable), set before the loop
 	// starts and read-only after: the loop detokenizes with it and
 	// callers prepare output constraints with it (constrain.go).
@@ -184,6 +186,7 @@ func New(cfg Config, log *slog.Logger) (*Engine, error) {
 		quit:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 		views:    make([]engine.SlotState, cfg.Slots),
+		samplers: newSamplers(2 * cfg.Slots),
 	}
 	for i := range e.views {
 		e.views[i] = engine.SlotState{ID: i, Context: cfg.Ctx}
@@ -452,6 +455,9 @@ func (e *Engine) Generate(ctx context.Context, req engine.Request, stream engine
 		return engine.Result{}, err
 	}
 	defer t.cancel()
+	// Once Generate returns, the loop is done with the task (wait returns
+	// only then, or once the loop has stopped): its sampler goes back.
+	defer e.samplers.put(t.params, t.sampler)
 	select {
 	case e.admit <- struct{}{}:
 	default:

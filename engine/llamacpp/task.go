@@ -23,8 +23,9 @@ type task struct {
 	maxNew  int
 	arrived time.Time
 	sampler *llama.SamplingContext
-	chain   kvcache.Chain // the prompt's block keys
-	restore *restore      // a snapshot to restore instead of prefilling; nil for none
+	params  llama.SamplingParams // the sampler's (samplers.go)
+	chain   kvcache.Chain        // the prompt's block keys
+	restore *restore             // a snapshot to restore instead of prefilling; nil for none
 	// embed: the task wants the prompt's embedding, not a generation
 	// (embed.go); embedding holds it when done.
 	embed     bool
@@ -91,11 +92,12 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 			return nil, err
 		}
 	}
-	sampler, err := llama.NewSamplingContext(e.model, llama.SamplingParams{
+	params := llama.SamplingParams{
 		TopK: s.TopK, TopP: s.TopP, MinP: s.MinP, TypicalP: 1, Temp: s.Temperature,
 		RepeatLastN: s.RepeatLastN, PenaltyRepeat: s.RepeatPenalty, PenaltyFreq: s.FrequencyPenalty, PenaltyPresent: s.PresencePenalty,
 		Seed: e.seedOf(s.Seed), Grammar: s.Grammar,
-	})
+	}
+	sampler, err := e.samplers.get(e.model, params)
 	if err != nil && s.Grammar != "" {
 		return nil, engine.Invalid("the grammar does not parse (GBNF, root rule \"root\"): %v", err)
 	}
@@ -118,7 +120,7 @@ func newTask(ctx context.Context, e *Engine, req engine.Request, prompt []int, a
 	tctx, cancel := context.WithCancel(ctx)
 	return &task{
 		ctx: tctx, cancel: cancel, req: req, prompt: prompt, maxNew: maxNew, arrived: arrived,
-		sampler: sampler, slot: -1, pending: -1, logitsAt: -1, outGrammar: outGrammar, con: con,
+		sampler: sampler, params: params, slot: -1, pending: -1, logitsAt: -1, outGrammar: outGrammar, con: con,
 		stop:   stopMatcher{stops: nonEmpty(req.Stop)},
 		notify: make(chan struct{}, 1), closed: e.stopped,
 	}, nil
