@@ -17,20 +17,7 @@ import (
 // When it returns nil every turn is durable. It blocks on disk; safe for
 // concurrent use.
 func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) {
-	var n int
-	err := s.retry(ctx, func(ctx context.Context) (err error) {
-		n, err = s.ingest(ctx, key, turns, false)
-		if errors.Is(err, errGone) {
-			// Another process deleted the conversation between our check and
-			// our write: this history starts it anew.
-			n, err = s.ingest(ctx, key, turns, false)
-		}
-		return err
-	})
-	s.count(ctx, err)
-	if err != nil && ctx.Err() == nil {
-		s.unstored.Add(int64(len(turns)))
-	}
+	n, _, err := s.ingestRetried(ctx, key, turns, false)
 	return n, err
 }
 
@@ -43,13 +30,21 @@ func (s *Store) Ingest(ctx context.Context, key Key, turns []Turn) (int, error) 
 // conversation was deleted, or its branch is not in memory) it stores
 // nothing and reports false, and the caller ingests the whole history.
 func (s *Store) IngestAfter(ctx context.Context, key Key, turns []Turn) (n int, held bool, err error) {
+	return s.ingestRetried(ctx, key, turns, true)
+}
+
+// ingestRetried is ingest retried as the store retries, counted as its
+// failures are; held is false when after and the first turn is not held
+// (errNotHeld, no failure).
+func (s *Store) ingestRetried(ctx context.Context, key Key, turns []Turn, after bool) (n int, held bool, err error) {
 	err = s.retry(ctx, func(ctx context.Context) (err error) {
-		n, err = s.ingest(ctx, key, turns, true)
+		n, err = s.ingest(ctx, key, turns, after)
 		if errors.Is(err, errGone) {
-			n, err = s.ingest(ctx, key, turns, true)
+			// Another process deleted the conversation between our check and
+			// our write: this history starts it anew.
+			n, err = s.ingest(ctx, key, turns, after)
 		}
-		held = !errors.Is(err, errNotHeld)
-		if !held {
+		if held = !errors.Is(err, errNotHeld); !held {
 			return nil
 		}
 		return err
@@ -63,7 +58,7 @@ func (s *Store) IngestAfter(ctx context.Context, key Key, turns []Turn) (n int, 
 
 // errNotHeld: IngestAfter's first turn is not held, so the turns before it
 // may not be either.
-var errNotHeld = errors.New("the turn before the batch is not held")
+var errNotHeld = errors.New("the first turn of the batch is not held")
 
 // errGone: the conversation's row went (deleted by another process) while
 // a write was about to extend it.
