@@ -34,12 +34,13 @@ func TestSamplersAreKeptAndReset(t *testing.T) {
 	held := func(r engine.Request) []*llama.SamplingContext {
 		e.samplers.mu.Lock()
 		defer e.samplers.mu.Unlock()
-		for p, ss := range e.samplers.free {
-			if p.Temp == r.Sampling.Temperature {
-				return slices.Clone(ss)
+		var out []*llama.SamplingContext
+		for _, k := range e.samplers.held {
+			if k.p.Temp == r.Sampling.Temperature {
+				out = append(out, k.s)
 			}
 		}
-		return nil
+		return out
 	}
 	hot, cool := req(1), req(0.5)
 	first := run(hot)
@@ -74,13 +75,13 @@ func TestSamplersBound(t *testing.T) {
 	ss.put(p1, a)
 	ss.put(p2, b)
 	ss.put(p1, c)
-	if !slices.Equal(ss.free[p1], []*llama.SamplingContext{c}) || !slices.Equal(ss.free[p2], []*llama.SamplingContext{b}) || len(ss.order) != 2 {
-		t.Fatalf("after three puts into two: %v, %v, order %v", ss.free[p1], ss.free[p2], ss.order)
+	if want := []keptSampler{{p2, b}, {p1, c}}; !slices.Equal(ss.held, want) {
+		t.Fatalf("after three puts into two: %v, want %v", ss.held, want)
 	}
 	ss.put(llama.SamplingParams{Temp: 1, Grammar: "root ::= \"x\""}, a)
 	nan := float32(0)
 	ss.put(llama.SamplingParams{Temp: nan / nan}, a)
-	if len(ss.order) != 2 || len(ss.free) != 2 {
-		t.Fatalf("a grammar's or a NaN's sampler kept: %v", ss.order)
+	if len(ss.held) != 2 {
+		t.Fatalf("a grammar's or a NaN's sampler kept: %v", ss.held)
 	}
 }
