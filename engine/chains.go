@@ -168,6 +168,17 @@ func (c *Chains[K]) remember(slot chainSlot[K], msgs []Message, keys []K, compar
 	}
 }
 
-// NextKey is the step of a prompt cache's key chain (kvcache.ChainKey.Next)
-// over a message, for Chains.Keys.
-func NextKey(k kvcache.ChainKey, m Message) kvcache.ChainKey { return k.Next(m.Role, m.Content) }
+// PromptKeys returns the prompt cache's keys of every prefix of msgs from
+// root: keys[k] names msgs[:k] (kvcache.ChainKey.Next over each message).
+// They come from one Chains for the process, so a turn that continues a
+// recent long conversation (a Responses chain's, a gateway's) hashes only
+// its new messages, and what it remembers is bounded once for every
+// backend and engine (hashing a 4,000-message history was half of
+// counting it). root keeps backends, renderers and tenants apart.
+func PromptKeys(tenant string, root kvcache.ChainKey, msgs []Message) []kvcache.ChainKey {
+	return promptKeys.Keys(tenant, root, msgs, nextKey)
+}
+
+var promptKeys Chains[kvcache.ChainKey]
+
+func nextKey(k kvcache.ChainKey, m Message) kvcache.ChainKey { return k.Next(m.Role, m.Content) }

@@ -252,14 +252,8 @@ func chainKeys(prompts *kvcache.PromptCache, tenant, renderer string, msgs []eng
 	if prompts == nil {
 		return nil
 	}
-	return keyChains.Keys(tenant, kvcache.Root(tenant, renderer, settings...), msgs, engine.NextKey)
+	return engine.PromptKeys(tenant, kvcache.Root(tenant, renderer, settings...), msgs)
 }
-
-// keyChains remembers the key chains of the process's recent long
-// conversations (engine.Chains), so a turn that continues one (a
-// Responses chain's) hashes only its new messages: hashing a 4,000-message
-// history was half of counting it.
-var keyChains engine.Chains[kvcache.ChainKey]
 
 // longestPrefix is the prompt cache's Longest; nil without a cache.
 func longestPrefix(prompts *kvcache.PromptCache, keys []kvcache.ChainKey, usable func(*kvcache.Prefix) bool) (*kvcache.Prefix, int) {

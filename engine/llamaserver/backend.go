@@ -43,12 +43,7 @@ type Backend struct {
 	client  *http.Client
 	tokens  *kvcache.TokenCache
 	prompts *kvcache.PromptCache // tokenized renderings of /apply-template (rendered.go)
-	// keyChains remembers the key chains of recent long conversations
-	// (engine.Chains): a turn hashes only the messages its list adds to
-	// the one its conversation sent before, for each of the three roots
-	// it is looked up under (rendering, counting, /apply-template).
-	keyChains engine.Chains[kvcache.ChainKey]
-	log       *slog.Logger
+	log     *slog.Logger
 
 	ownClient, ownTokens, ownPrompts bool
 	closed                           atomic.Bool

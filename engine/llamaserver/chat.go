@@ -129,7 +129,7 @@ func (b *Backend) render(ctx context.Context, c *chat, tenant string, msgs []eng
 	// ChatML prompt is its messages' renderings one after another, so the
 	// cached prefix is what rendering it again gives, and a turn costs its
 	// new messages (and a hash of each message), not a lookup of each.
-	keys := b.keyChains.Keys(tenant, kvcache.Root(tenant, c.ns, "chatml"), msgs, engine.NextKey)
+	keys := engine.PromptKeys(tenant, kvcache.Root(tenant, c.ns, "chatml"), msgs)
 	var out []int
 	from := 0
 	p, k := b.prompts.Longest(keys, func(*kvcache.Prefix) bool { return true })
@@ -248,7 +248,7 @@ func (b *Backend) CountMessages(tenant string, msgs []engine.Message) []int {
 	// rest from the per-message token cache (a lookup each, with no
 	// context, timer or copy of its ids), or the server. Looking every
 	// message up was most of a gateway's window phase at 242 messages.
-	keys := b.keyChains.Keys(tenant, kvcache.Root(tenant, st.chat.ns, "chatml-counts"), msgs, engine.NextKey)
+	keys := engine.PromptKeys(tenant, kvcache.Root(tenant, st.chat.ns, "chatml-counts"), msgs)
 	ns, markers := st.chat.tenantNS(tenant), st.chat.markers()
 	out, _ := b.prompts.Counts(keys, len(msgs), func(i int) (int, bool) {
 		m := msgs[i]

@@ -287,7 +287,7 @@ func (b *Backend) tokenizeRendered(ctx context.Context, c *chat, tenant, text st
 		}
 		return b.TokenizeSpecial(ctx, text, false, true)
 	}
-	keys := b.keyChains.Keys(tenant, kvcache.Root(tenant, c.ns), msgs, engine.NextKey)
+	keys := engine.PromptKeys(tenant, kvcache.Root(tenant, c.ns), msgs)
 	checks := 0
 	p, _ := b.prompts.Longest(keys, func(p *kvcache.Prefix) bool {
 		if checks++; checks > maxSigChecks || p.Len() == 0 || p.Pieces > len(text) {
