@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,6 +44,34 @@ func TestBenchTTFTWritesItsFiles(t *testing.T) {
 				t.Fatalf("turn object lacks %q", k)
 			}
 		}
+	}
+	// Every turn carries the server's phases, read from the stream's
+	// trailers: they add up to their total, which the client's TTFT spans.
+	var full struct {
+		LatePhases map[string]float64 `json:"late_phases"`
+		Turns      []struct {
+			TTFTMs   float64            `json:"ttft_ms"`
+			PromptMs float64            `json:"prompt_ms"`
+			Phases   map[string]float64 `json:"phases"`
+		} `json:"turns"`
+	}
+	json.Unmarshal(mustJSON(t, doc.Policies[1]), &full)
+	for i, turn := range full.Turns {
+		sum := 0.0
+		for _, name := range []string{"read", "window", "render", "tokenize", "queue", "prefill", "first_token", "decode"} {
+			d, ok := turn.Phases[name]
+			if !ok {
+				t.Fatalf("turn %d: no %s phase in %v", i+1, name, turn.Phases)
+			}
+			sum += d
+		}
+		total := turn.Phases["total"]
+		if math.Abs(sum-total) > 0.01 || total > turn.TTFTMs || turn.Phases["prefill"] > turn.PromptMs+0.002 {
+			t.Fatalf("turn %d: phases %v (sum %.3f) against TTFT %.3f ms, prompt %.3f ms", i+1, turn.Phases, sum, turn.TTFTMs, turn.PromptMs)
+		}
+	}
+	if d, ok := full.LatePhases["outside"]; !ok || d < 0 || full.LatePhases["prefill"] <= 0 {
+		t.Fatalf("late phases %v", full.LatePhases)
 	}
 	var sink struct {
 		Evictions int `json:"evictions"`

@@ -77,7 +77,7 @@ func measureChain(ctx context.Context, o Options, hc *http.Client, base, model, 
 	rows[1].Turns = fmt.Sprintf("%d-%d", o.Chain-span+1, o.Chain)
 	for _, r := range rows {
 		fmt.Fprintf(os.Stderr, "%-26s chain turns %-11s %6d tokens (%6d cached): latency %7.2f ms, prompt %6.2f ms, overhead %6.2f ms, %7.0f allocs %8.1f KB/turn%s\n",
-			label, r.Turns, r.PromptTokens, r.CachedTokens, r.LatencyMs, r.PromptMs, r.OverheadMs, r.Allocs, r.AllocKB, phaseText(r.Phases))
+			label, r.Turns, r.PromptTokens, r.CachedTokens, r.LatencyMs, r.PromptMs, r.OverheadMs, r.Allocs, r.AllocKB, chat.PhaseText(r.Phases))
 	}
 	if w0, ok := rows[0].Phases["window"]; ok && w0 > 0 {
 		fmt.Fprintf(os.Stderr, "%-26s window phase, turns %s ÷ turns %s: %.2f×\n", label, rows[1].Turns, rows[0].Turns, rows[1].Phases["window"]/w0)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"kvwin/cmd/kvwin/app"
+	"kvwin/cmd/kvwin/bench/chat"
 	"kvwin/cmd/kvwin/bench/stats"
 	"kvwin/cmd/kvwin/config"
 	"kvwin/gguf"
@@ -291,7 +292,7 @@ func measure(ctx context.Context, o Options, base, model, label string) ([]Row, 
 		}
 		r := summarize(label, n, samples)
 		fmt.Fprintf(os.Stderr, "%-26s %4d messages %6d tokens (%6d cached): latency %7.2f ms, prompt %6.2f ms, overhead %6.2f ms, %7.0f allocs %8.1f KB/turn%s\n",
-			label, n, r.PromptTokens, r.CachedTokens, r.LatencyMs, r.PromptMs, r.OverheadMs, r.Allocs, r.AllocKB, phaseText(r.Phases))
+			label, n, r.PromptTokens, r.CachedTokens, r.LatencyMs, r.PromptMs, r.OverheadMs, r.Allocs, r.AllocKB, chat.PhaseText(r.Phases))
 		rows = append(rows, r)
 	}
 	return rows, nil
@@ -304,7 +305,7 @@ func summarize(label string, n int, ss []sample) Row {
 		ms := float64(s.latency.Microseconds()) / 1000
 		lat, prompt, over = append(lat, ms), append(prompt, s.promptMs), append(over, ms-s.promptMs)
 		allocs, kb = append(allocs, float64(s.mallocs)), append(kb, float64(s.bytes)/1024)
-		for name, d := range ParseServerTiming(s.timing) {
+		for name, d := range chat.ServerTiming(s.timing) {
 			phases[name] = append(phases[name], d)
 		}
 	}

@@ -1,6 +1,7 @@
 package ttft
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,7 +66,8 @@ type exchange struct {
 	cached   int
 	promptMs float64
 	window   WindowState
-	bytes    int // the request body's
+	phases   map[string]float64 // Server-Timing, by phase (nil without)
+	bytes    int                // the request body's
 	// Of a response (RunResponses): its id and the text it streamed.
 	id, text string
 }
@@ -87,7 +89,7 @@ func (ex exchange) result(turn, history int, lastStep *int) TurnResult {
 		Turn: turn, HistoryTokens: history,
 		PromptTokens: ex.prompt, CachedTokens: ex.cached, NewTokens: ex.prompt - ex.cached,
 		TTFTMs: millis(ex.ttft), PromptMs: ex.promptMs, RequestBytes: ex.bytes,
-		Step: ex.window.Step, Evicted: ex.window.Step > *lastStep,
+		Step: ex.window.Step, Evicted: ex.window.Step > *lastStep, Phases: ex.phases,
 	}
 	*lastStep = max(*lastStep, ex.window.Step)
 	return tr
@@ -126,10 +128,14 @@ func sendWith(ctx context.Context, hc *http.Client, url string, p Policy, body a
 	if ex.ttft, err = read(resp.Body, start, &ex); err != nil {
 		return exchange{}, fmt.Errorf("ttft: policy %s turn %d: %w", p, turn, err)
 	}
-	// A stream's generation values are its trailers, there once its
-	// body is read to the end.
+	// A stream's generation values and Server-Timing (its phases up to
+	// the first token) are its trailers, there once its body is read to
+	// the end.
 	_, _ = io.Copy(io.Discard, resp.Body)
 	g := wire.GenerationOf(resp)
+	if v := cmp.Or(resp.Trailer.Get("Server-Timing"), resp.Header.Get("Server-Timing")); v != "" {
+		ex.phases = chat.ServerTiming(v)
+	}
 	ex.prompt, ex.cached, ex.promptMs = g.PromptTokens, g.CachedTokens, g.PromptMs
 	return ex, nil
 }

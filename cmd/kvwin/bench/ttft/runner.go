@@ -29,6 +29,10 @@ type TurnResult struct {
 	// RequestBytes is the size of the turn's request body: the whole
 	// history for chat completions, the new input for the Responses API.
 	RequestBytes int `json:"request_bytes"`
+	// Phases are the server's Server-Timing phases of the turn in ms, by
+	// name (kvwin's: read, window, render, tokenize, queue, prefill,
+	// first_token, total); absent where the server sends none.
+	Phases map[string]float64 `json:"phases,omitempty"`
 	// Evicted reports that an eviction step happened at this turn: Step
 	// grew since the previous measured turn.
 	Evicted bool `json:"-"`

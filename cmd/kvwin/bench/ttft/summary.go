@@ -21,7 +21,13 @@ type PolicyResult struct {
 	PlateauRatio *float64 `json:"plateau_ratio"`
 	// PromptRatio is TTFT over the server's own prompt time late in the
 	// run (see PromptRatio): what a turn costs beyond llama.cpp's decode.
-	PromptRatio *float64                `json:"prompt_ratio"`
+	PromptRatio *float64 `json:"prompt_ratio"`
+	// LatePhases are where the TTFT of PromptRatio's turns went: the
+	// median of each Server-Timing phase over them in ms, and "outside",
+	// the median of TTFT minus the server's total (the client, the
+	// connection and the first event's way back). Absent where the server
+	// sends no Server-Timing.
+	LatePhases  map[string]float64      `json:"late_phases,omitempty"`
 	CachedShare float64                 `json:"cached_share"`
 	Fit         *attention.Coefficients `json:"fit"`
 	Turns       []TurnResult            `json:"turns"`
@@ -40,6 +46,7 @@ type PolicyResult struct {
 //     server prompt time}.
 //   - PlateauRatio: see PlateauRatio.
 //   - PromptRatio: see PromptRatio.
+//   - LatePhases: see LatePhases.
 func Summarize(p Policy, turns []TurnResult, budget int) PolicyResult {
 	r := PolicyResult{Policy: p, Turns: turns}
 	if turns == nil {
@@ -69,6 +76,7 @@ func Summarize(p Policy, turns []TurnResult, budget int) PolicyResult {
 	if v, ok := PromptRatio(turns); ok {
 		r.PromptRatio = &v
 	}
+	r.LatePhases = LatePhases(turns)
 	return r
 }
 
@@ -123,6 +131,31 @@ func PromptRatio(turns []TurnResult) (ratio float64, ok bool) {
 		return 0, false
 	}
 	return stats.Quantile(ttfts(late), 0.5) / p, true
+}
+
+// LatePhases is the median of each Server-Timing phase over PromptRatio's
+// turns (the last tenth after turn 1), each over the turns that report
+// it, and "outside": the median of TTFT minus the phases' total over the
+// turns that report one. Nil when no such turn reports a phase.
+func LatePhases(turns []TurnResult) map[string]float64 {
+	ts := warm(turns)
+	by := map[string][]float64{}
+	for _, t := range ts[len(ts)-min(tenth(len(ts)), len(ts)):] {
+		for name, d := range t.Phases {
+			by[name] = append(by[name], d)
+		}
+		if total, ok := t.Phases["total"]; ok {
+			by["outside"] = append(by["outside"], t.TTFTMs-total)
+		}
+	}
+	if len(by) == 0 {
+		return nil
+	}
+	out := make(map[string]float64, len(by))
+	for name, ds := range by {
+		out[name] = stats.Quantile(ds, 0.5)
+	}
+	return out
 }
 
 // tenth is a tenth of n turns, rounded up, at least 1.

@@ -2,6 +2,7 @@ package ttft
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
 	"kvwin/attention"
@@ -151,5 +152,29 @@ func TestPromptRatio(t *testing.T) {
 	}
 	if _, ok := PromptRatio(turns[:1]); ok {
 		t.Fatal("turn 1 alone gave a ratio")
+	}
+}
+
+// LatePhases are the medians of PromptRatio's turns, each phase over the
+// turns that report it, with outside as TTFT minus the total.
+func TestLatePhases(t *testing.T) {
+	var turns []TurnResult
+	for i := 1; i <= 21; i++ { // the late tenth is turns 20 and 21
+		turns = append(turns, TurnResult{Turn: i, TTFTMs: 100, Phases: map[string]float64{"window": 50, "total": 60}})
+	}
+	turns[19].TTFTMs, turns[19].Phases = 10, map[string]float64{"window": 1, "total": 8}
+	turns[20].TTFTMs, turns[20].Phases = 12, map[string]float64{"window": 2, "read": 0.5, "total": 9}
+	want := map[string]float64{"window": 1.5, "read": 0.5, "total": 8.5, "outside": 2.5}
+	if got := LatePhases(turns); !reflect.DeepEqual(got, want) {
+		t.Fatalf("LatePhases = %v, want %v", got, want)
+	}
+	for i := range turns {
+		turns[i].Phases = nil
+	}
+	if got := LatePhases(turns); got != nil {
+		t.Fatalf("no phases gave %v", got)
+	}
+	if got := LatePhases(nil); got != nil {
+		t.Fatalf("no turns gave %v", got)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"kvwin/cmd/kvwin/bench/chat"
 )
 
 // WriteTable prints the summary of a run, one row per policy: measured
@@ -32,7 +34,31 @@ func WriteTable(w io.Writer, r Report) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t\n", p.label(), len(p.Turns), p.Evictions, plateau, overPrompt,
 			100*p.CachedShare, num(TTFTQuantile(p.Turns, 0.5)), num(TTFTQuantile(p.Turns, 0.9)), fit)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeLatePhases(w, r)
+}
+
+// writeLatePhases prints each policy's LatePhases, one line each, under a
+// heading; nothing when no policy has them.
+func writeLatePhases(w io.Writer, r Report) error {
+	var b strings.Builder
+	for _, p := range r.Policies {
+		if len(p.LatePhases) == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nTTFT÷prompt's turns, median ms by Server-Timing phase (outside: TTFT − total, the client's and the connection's share):\n")
+		}
+		fmt.Fprintf(&b, "%10s%s", p.label(), chat.PhaseText(p.LatePhases))
+		if d, ok := p.LatePhases["outside"]; ok {
+			fmt.Fprintf(&b, " outside %.2f", d)
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // WriteCachedShares prints one policy's cached share per turn (cached ÷

@@ -34,6 +34,21 @@ func TestWriteTable(t *testing.T) {
 	}
 }
 
+// A policy with Server-Timing phases gets a line of them under the table,
+// in the phases' order, outside last.
+func TestWriteTableLatePhases(t *testing.T) {
+	r := sampleReport()
+	r.Policies[0].LatePhases = map[string]float64{"total": 9, "window": 0.25, "read": 0.125, "outside": 0.5}
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	if len(lines) != 6 || lines[5] != "      sink | read 0.12 window 0.25 total 9.00 outside 0.50" {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+}
+
 func TestWriteCachedShares(t *testing.T) {
 	turns := ramp(12, func(int) float64 { return 1 })
 	for i := range turns {

@@ -1,4 +1,4 @@
-package overhead
+package chat
 
 import (
 	"fmt"
@@ -6,13 +6,13 @@ import (
 	"strings"
 )
 
-// phaseOrder is the order phases are printed in.
-var phaseOrder = []string{"read", "window", "render", "tokenize", "queue", "prefill", "first_token", "decode", "total"}
+// PhaseOrder is the order a turn's Server-Timing phases happen in (kvwin's
+// core.PhaseNames), the order benches print them in.
+var PhaseOrder = []string{"read", "window", "render", "tokenize", "queue", "prefill", "first_token", "decode", "total"}
 
-// ParseServerTiming reads a Server-Timing header's durations by metric
-// name (`name;dur=1.23, other;dur=4`); metrics without a duration are
-// left out.
-func ParseServerTiming(v string) map[string]float64 {
+// ServerTiming reads a Server-Timing header's durations by metric name
+// (`name;dur=1.23, other;dur=4`); metrics without a duration are left out.
+func ServerTiming(v string) map[string]float64 {
 	out := map[string]float64{}
 	for _, metric := range strings.Split(v, ",") {
 		params := strings.Split(metric, ";")
@@ -33,14 +33,15 @@ func ParseServerTiming(v string) map[string]float64 {
 	return out
 }
 
-// phaseText is the phases in their order, for the progress line.
-func phaseText(p map[string]float64) string {
+// PhaseText is the phases of p in PhaseOrder, as " | read 0.05 window
+// 0.08 …" for a progress line; empty without phases.
+func PhaseText(p map[string]float64) string {
 	if len(p) == 0 {
 		return ""
 	}
 	var b strings.Builder
 	b.WriteString(" |")
-	for _, name := range phaseOrder {
+	for _, name := range PhaseOrder {
 		if d, ok := p[name]; ok {
 			fmt.Fprintf(&b, " %s %.2f", name, d)
 		}

@@ -5,22 +5,6 @@ import (
 	"testing"
 )
 
-func TestParseServerTiming(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want map[string]float64
-	}{
-		{"", map[string]float64{}},
-		{"read;dur=0.12, window;dur=1", map[string]float64{"read": 0.12, "window": 1}},
-		{`total;desc="all";dur="2.5"`, map[string]float64{"total": 2.5}},
-		{"cache;desc=hit, x;dur=abc", map[string]float64{}},
-	} {
-		if got := ParseServerTiming(c.in); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("ParseServerTiming(%q) = %v, want %v", c.in, got, c.want)
-		}
-	}
-}
-
 // A history has the length asked for, ends with the changed short user
 // message, and differs between variants only there.
 func TestHistoryChangesOnlyTheLastMessage(t *testing.T) {
