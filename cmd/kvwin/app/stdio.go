@@ -64,13 +64,16 @@ func CaptureStdio() (*Stdio, error) {
 		}
 		syscall.CloseOnExec(saved)
 		s.saved[i] = saved
-		r, w, err := os.Pipe()
-		if err != nil {
+		// Both ends blocking: the reader's goroutine waits in a read
+		// system call, not in the network poller (pump).
+		var p [2]int
+		if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
 			s.undo()
 			return nil, fmt.Errorf("capture fd %d: %w", fd, err)
 		}
-		err = syscall.Dup3(int(w.Fd()), fd, 0) // Fd makes it blocking
-		w.Close()                              // fd now holds the write end
+		r := os.NewFile(uintptr(p[0]), fmt.Sprintf("fd %d pipe", fd)) // blocking: never polled
+		err = syscall.Dup3(p[1], fd, 0)
+		syscall.Close(p[1]) // fd now holds the write end
 		if err == nil && fd == 2 {
 			err = syscall.SetNonblock(fd, true) // a stopped world's dump must not wait on the pipe
 		}
@@ -135,7 +138,15 @@ func (s *Stdio) undo() {
 	}
 }
 
-// pump logs the lines read from r until EOF.
+// pump logs the lines read from r until EOF. r is blocking, so between
+// reads its goroutine is in a read system call. A Go crash's dump, written
+// to fd 2 with the world frozen, ends that call; a goroutine leaving a
+// system call then waits for the crash to end the process (the runtime's
+// exitsyscall), where one the network poller woke could run and change
+// its stack while the dump walked it: the dump's walk of the stderr pump
+// then faulted, and the process died of SIGSEGV with its dump cut short
+// (3 of 320 runs of cmd/kvwin's TestCrashEndsTheProcessWithItsDumpOnStderr
+// with the poller, none of 320 without).
 func pump(r *os.File, stream string, log *slog.Logger) {
 	l := lineLog{log: log, stream: stream}
 	buf := make([]byte, 64<<10)

@@ -121,3 +121,37 @@ func TestCapturedStderrNeverBlocksAWriter(t *testing.T) {
 		t.Fatalf("a write to a full captured stderr: %v, want EAGAIN", werr)
 	}
 }
+
+// The pipes are read by blocking system calls, not through the network
+// poller: a Go crash's dump wakes the stderr reader, and a goroutine
+// leaving a system call waits for the crash, where one the poller wakes
+// may run while the dump walks its stack (see pump). The write end of fd 2
+// stays non-blocking (TestCapturedStderrNeverBlocksAWriter).
+func TestCapturedPipesAreReadInASystemCall(t *testing.T) {
+	s, err := CaptureStdio()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nonblock := func(fd uintptr) bool {
+		flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+		if errno != 0 {
+			t.Fatalf("fcntl %d: %v", fd, errno)
+		}
+		return flags&syscall.O_NONBLOCK != 0
+	}
+	for i, p := range s.pipes {
+		if rc, err := p.SyscallConn(); err != nil {
+			t.Fatal(err)
+		} else if err := rc.Control(func(fd uintptr) {
+			if nonblock(fd) {
+				t.Errorf("the reader of fd %d is non-blocking: the network poller reads it", i+1)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !nonblock(2) {
+		t.Error("fd 2 blocks its writers")
+	}
+}
