@@ -117,11 +117,10 @@ func PlateauRatio(turns []TurnResult, budget int) (ratio float64, ok bool) {
 // server adds nothing to llama.cpp's own prompt time. Undefined (ok false)
 // without such turns or when the server reports no prompt time for them.
 func PromptRatio(turns []TurnResult) (ratio float64, ok bool) {
-	ts := warm(turns)
-	if len(ts) == 0 {
+	late := lateTenth(turns)
+	if len(late) == 0 {
 		return 0, false
 	}
-	late := ts[len(ts)-tenth(len(ts)):]
 	prompt := make([]float64, len(late))
 	for i, t := range late {
 		prompt[i] = t.PromptMs
@@ -138,9 +137,8 @@ func PromptRatio(turns []TurnResult) (ratio float64, ok bool) {
 // it, and "outside": the median of TTFT minus the phases' total over the
 // turns that report one. Nil when no such turn reports a phase.
 func LatePhases(turns []TurnResult) map[string]float64 {
-	ts := warm(turns)
 	by := map[string][]float64{}
-	for _, t := range ts[len(ts)-min(tenth(len(ts)), len(ts)):] {
+	for _, t := range lateTenth(turns) {
 		for name, d := range t.Phases {
 			by[name] = append(by[name], d)
 		}
@@ -156,6 +154,16 @@ func LatePhases(turns []TurnResult) map[string]float64 {
 		out[name] = stats.Quantile(ds, 0.5)
 	}
 	return out
+}
+
+// lateTenth is the last tenth of the turns after turn 1 (a tenth as in
+// PlateauRatio); none without such turns.
+func lateTenth(turns []TurnResult) []TurnResult {
+	ts := warm(turns)
+	if len(ts) == 0 {
+		return nil
+	}
+	return ts[len(ts)-tenth(len(ts)):]
 }
 
 // tenth is a tenth of n turns, rounded up, at least 1.
